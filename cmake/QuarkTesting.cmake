@@ -1,0 +1,20 @@
+# quark_add_test(<source> [LIBS ...] [LABELS ...]): one executable per test file, linked with the
+# shared doctest main; every TEST_CASE becomes its own ctest entry.
+include_guard(GLOBAL)
+find_package(doctest REQUIRED)
+include(doctest)
+
+function(quark_add_test src)
+  cmake_parse_arguments(arg "" "" "LIBS;LABELS;ENV" ${ARGN})
+  get_filename_component(name ${src} NAME_WE)
+  get_filename_component(dir ${src} DIRECTORY)
+  get_filename_component(group ${dir} NAME)
+  set(tgt ${group}_${name})
+  add_executable(${tgt} ${src})
+  target_link_libraries(${tgt} PRIVATE quark_test_main quark::quark quark_warnings ${arg_LIBS})
+  target_include_directories(${tgt} PRIVATE ${PROJECT_SOURCE_DIR}/tests)
+  set(labels unit ${arg_LABELS})
+  doctest_discover_tests(${tgt} TEST_PREFIX "${group}/${name}: "
+    PROPERTIES LABELS "${labels}" ENVIRONMENT "${arg_ENV}"
+    ADD_LABELS 0)
+endfunction()

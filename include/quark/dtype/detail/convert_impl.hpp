@@ -1,0 +1,145 @@
+// SPDX-License-Identifier: MIT
+// float32 <-> minifloat code conversion for any fp_format, on bits. Encoding follows IEEE 754
+// rounding of the exact input to the format's grid (subnormals included), then applies the
+// overflow and NaN policy. Decoding is exact.
+#pragma once
+
+#include <cstdint>
+
+#include <quark/config.hpp>
+#include <quark/core/bit.hpp>
+#include <quark/core/policy.hpp>
+#include <quark/dtype/detail/round_bits.hpp>
+#include <quark/dtype/fp_format.hpp>
+
+namespace quark::detail {
+
+/// Result code for a NaN input under policy P.
+template <fp_format F, conversion_policy P>
+constexpr std::uint32_t nan_result(bool negative) noexcept {
+  if constexpr (P.nan == nan_handling::to_zero) {
+    return F.has_zero ? 0u : F.nan_code(false);
+  } else if constexpr (F.has_nan()) {
+    return F.nan_code(negative);
+  } else {
+    return F.max_finite_code();  // ONNX rule for formats with no NaN: NaN -> +max
+  }
+}
+
+/// Result code for a value beyond max finite (before the sign is attached).
+template <fp_format F, conversion_policy P>
+constexpr std::uint32_t overflow_result(bool negative, bool input_is_inf,
+                                        std::uint32_t* nan_out) noexcept {
+  constexpr std::uint32_t maxc = F.max_finite_code();
+  if constexpr (P.on_overflow == overflow::saturate) {
+    return maxc;
+  } else {
+    // Directed rounding toward zero never produces Inf from a finite value (IEEE 754 7.4).
+    constexpr bool tz = P.round == rounding::toward_zero;
+    const bool directed_down = tz || (P.round == rounding::toward_negative && !negative) ||
+                               (P.round == rounding::toward_positive && negative);
+    if (!input_is_inf && directed_down) return maxc;
+    if constexpr (F.has_inf()) {
+      return F.inf_code();
+    } else if constexpr (F.has_nan()) {
+      *nan_out = F.nan_code(negative);
+      return 0;
+    } else {
+      return maxc;
+    }
+  }
+}
+
+/// Encodes x into format F under policy P. `random` is used by stochastic rounding only.
+///
+/// Steps: (1) split x into sign, biased exponent and 24-bit significand; (2) choose the target
+/// binade, clamped to the smallest normal one so that subnormals fall out of the same shift;
+/// (3) round the significand by the shift; the unified code formula absorbs a carry into the next
+/// binade; (4) overflow, NaN and signed-zero rules.
+template <fp_format F, conversion_policy P>
+QUARK_ALWAYS_INLINE constexpr std::uint32_t encode_fp(float x, std::uint32_t random = 0) noexcept {
+  static_assert(F.mantissa_bits <= 22 && F.exponent_bits <= 8, "format wider than float32");
+  static_assert(F.is_signed || !F.has_zero, "unsigned formats must be zero-free like E8M0");
+  constexpr int M = F.mantissa_bits;
+  const std::uint32_t u = float_bits(x);
+  const bool negative = (u >> 31) != 0u;
+  std::uint32_t a = u & 0x7FFFFFFFu;
+  if (a > 0x7F800000u) return nan_result<F, P>(negative);
+
+  if constexpr (!F.has_zero) {
+    // Zero-free formats (E8M0) check the range before rounding, as ONNX Cast-25 and ONNX Runtime
+    // do: anything below the smallest value (zero, negatives, -Inf) or above the largest (+Inf)
+    // saturates to the nearest end, or is NaN without saturation.
+    constexpr std::uint32_t min_bits =
+        float_bits(static_cast<float>(exp2i(F.min_normal_exponent())));
+    constexpr std::uint32_t max_bits = float_bits(static_cast<float>(
+        exp2i(F.max_normal_exponent()) * (2.0 - exp2i(-M))));
+    const bool below = negative || a < min_bits;
+    const bool above = !negative && a > max_bits;
+    if (below || above) {
+      if constexpr (P.on_overflow == overflow::saturate) {
+        return below ? 0u : F.max_finite_code();
+      } else {
+        return F.nan_code(false);
+      }
+    }
+  }
+
+  const int exp_f = static_cast<int>(a >> 23);
+  const std::uint32_t mant = (a & 0x7FFFFFu) | (exp_f != 0 ? 0x800000u : 0u);
+  const int e_in = exp_f != 0 ? exp_f : 1;
+  const int et = e_in - 127 + F.bias;  // target exponent field if the result were normal
+  constexpr int emin_field = F.has_zero ? 1 : 0;
+  const int e_eff = et > emin_field ? et : emin_field;
+  int shift = 23 - M + (e_eff - et);
+  shift = shift > 31 ? 31 : shift;
+  const std::uint32_t n = round_shift<P.round>(mant, static_cast<std::uint32_t>(shift), negative,
+                                               random);
+  // Normal: (field << M) + (n - 2^M); subnormal (e_eff == 1, n < 2^M): n. A carry (n == 2^(M+1))
+  // moves to the next binade by itself.
+  std::uint32_t code = (static_cast<std::uint32_t>(e_eff) << M) + n - (std::uint32_t{1} << M);
+
+  if (code > F.max_finite_code()) {
+    std::uint32_t nan_code = 0xFFFFFFFFu;
+    code = overflow_result<F, P>(negative, a == 0x7F800000u, &nan_code);
+    if (nan_code != 0xFFFFFFFFu) return nan_code;
+  }
+  if constexpr (F.is_signed) {
+    if constexpr (F.special == specials::nan_at_negative_zero) {
+      if (code == 0u) return 0u;  // no negative zero: -0 becomes +0
+    }
+    return code | (negative ? F.sign_mask() : 0u);
+  } else {
+    return code;
+  }
+}
+
+/// Decodes a code of format F to float32, exactly.
+template <fp_format F>
+constexpr float decode_fp(std::uint32_t code) noexcept {
+  constexpr int M = F.mantissa_bits;
+  if (F.is_nan_code(code)) {
+    const bool neg = F.is_signed && (code & F.sign_mask()) != 0u &&
+                     F.special != specials::nan_at_negative_zero;
+    return bits_float(0x7FC00000u | (neg ? 0x80000000u : 0u));
+  }
+  const std::uint32_t sign = (code & F.sign_mask()) != 0u ? 0x80000000u : 0u;
+  const std::uint32_t mag = code & F.magnitude_mask();
+  if (F.is_inf_code(code)) return bits_float(sign | 0x7F800000u);
+  const int field = static_cast<int>(mag >> M);
+  const std::uint32_t frac = mag & F.mantissa_mask();
+  std::uint32_t sig;
+  int e;
+  if (field == 0 && F.has_zero) {
+    sig = frac;  // subnormal or zero
+    e = 1 - F.bias - M;
+  } else {
+    sig = frac | (std::uint32_t{1} << M);
+    e = field - F.bias - M;
+  }
+  // sig * 2^e is exactly representable in float32 for every supported format.
+  const double v = static_cast<double>(sig) * exp2i(e);
+  return bits_float(float_bits(static_cast<float>(v)) | sign);
+}
+
+}  // namespace quark::detail

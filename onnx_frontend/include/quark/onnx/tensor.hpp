@@ -1,0 +1,98 @@
+// SPDX-License-Identifier: MIT
+// An owning, dense, row-major tensor of any ONNX element type: the value type exchanged between
+// model I/O, the calibration runtime and the quantizer. Elements are stored unpacked in their
+// quark C++ type (int4 as quark::int4, one per byte; float16 as quark::float16; ...), so callers
+// can view them as std::span<const T>. Packing to ONNX's sub-byte layout happens only in I/O.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <quark/dtype/dtype_id.hpp>
+#include <quark/dtype/visit.hpp>
+#include <quark/onnx/error.hpp>
+
+namespace quark::onnx {
+
+using shape_t = std::vector<std::int64_t>;
+
+/// Number of elements of a shape (1 for a scalar, rank 0).
+inline std::size_t element_count(const shape_t& shape) {
+  std::size_t n = 1;
+  for (auto d : shape) n *= static_cast<std::size_t>(d);
+  return n;
+}
+
+/// Bytes one element occupies in memory (unpacked: sub-byte types take one byte).
+inline std::size_t element_size(dtype_id t) {
+  return quark::visit_dtype(t, [](auto id) { return sizeof(typename decltype(id)::type); });
+}
+
+class tensor {
+ public:
+  tensor() = default;
+  tensor(dtype_id type, shape_t shape)
+      : type_(type), shape_(std::move(shape)), data_(element_count(shape_) * element_size(type_)) {}
+
+  /// A float32 tensor holding `values` (size must match the shape).
+  static tensor from_floats(shape_t shape, std::span<const float> values) {
+    tensor t(dtype_id::float32, std::move(shape));
+    if (values.size() != t.size()) {
+      throw frontend_error("quark.onnx.shape", "from_floats: " + std::to_string(values.size()) +
+                                                   " values for " + std::to_string(t.size()) +
+                                                   " elements");
+    }
+    auto dst = t.data<float>();
+    for (std::size_t i = 0; i < values.size(); ++i) dst[i] = values[i];
+    return t;
+  }
+
+  dtype_id type() const noexcept { return type_; }
+  const shape_t& shape() const noexcept { return shape_; }
+  std::size_t rank() const noexcept { return shape_.size(); }
+  std::size_t size() const noexcept { return element_count(shape_); }
+  std::size_t byte_size() const noexcept { return data_.size(); }
+
+  /// Typed views; T must be the C++ type of type() (checked).
+  template <class T>
+  std::span<T> data() {
+    check<T>();
+    return {reinterpret_cast<T*>(data_.data()), size()};
+  }
+  template <class T>
+  std::span<const T> data() const {
+    check<T>();
+    return {reinterpret_cast<const T*>(data_.data()), size()};
+  }
+  std::span<std::byte> bytes() noexcept { return data_; }
+  std::span<const std::byte> bytes() const noexcept { return data_; }
+
+  /// Changes the shape without touching the data (element count must match).
+  void reshape(shape_t shape) {
+    if (element_count(shape) != size()) {
+      throw frontend_error("quark.onnx.shape", "reshape changes the element count");
+    }
+    shape_ = std::move(shape);
+  }
+
+ private:
+  template <class T>
+  void check() const {
+    const bool ok = quark::visit_dtype(type_, [](auto id) {
+      return std::is_same_v<typename decltype(id)::type, std::remove_const_t<T>>;
+    });
+    if (!ok) {
+      throw frontend_error("quark.onnx.dtype", "tensor of type " + std::string(dtype_name(type_)) +
+                                                   " viewed as another element type");
+    }
+  }
+
+  dtype_id type_ = dtype_id::float32;
+  shape_t shape_;
+  std::vector<std::byte> data_;
+};
+
+}  // namespace quark::onnx

@@ -1,0 +1,4 @@
+// SPDX-License-Identifier: MIT
+// The one doctest main shared by every test executable.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>

@@ -106,6 +106,9 @@ QUARK_ALWAYS_INLINE constexpr float to_float(T v) noexcept {
       return detail::decode_table<F>[v.to_bits()];
     } else if constexpr (F == formats::bfloat16) {
       return detail::bits_float(static_cast<std::uint32_t>(v.to_bits()) << 16);
+    } else if constexpr (F.has_zero && F.special != specials::nan_only &&
+                         F.special != specials::nan_at_negative_zero) {
+      return detail::decode_fp_fast<F>(v.to_bits());
     } else {
       return detail::decode_fp<F>(v.to_bits());
     }

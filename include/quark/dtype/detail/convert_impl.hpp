@@ -57,7 +57,8 @@ constexpr std::uint32_t overflow_result(bool negative, bool input_is_inf,
 /// (3) round the significand by the shift; the unified code formula absorbs a carry into the next
 /// binade; (4) overflow, NaN and signed-zero rules.
 template <fp_format F, conversion_policy P>
-QUARK_ALWAYS_INLINE constexpr std::uint32_t encode_fp(float x, std::uint32_t random = 0) noexcept {
+QUARK_ALWAYS_INLINE constexpr std::uint32_t encode_fp_generic(float x,
+                                                              std::uint32_t random = 0) noexcept {
   static_assert(F.mantissa_bits <= 22 && F.exponent_bits <= 8, "format wider than float32");
   static_assert(F.is_signed || !F.has_zero, "unsigned formats must be zero-free like E8M0");
   constexpr int M = F.mantissa_bits;
@@ -112,6 +113,101 @@ QUARK_ALWAYS_INLINE constexpr std::uint32_t encode_fp(float x, std::uint32_t ran
   } else {
     return code;
   }
+}
+
+/// Round-to-nearest-even encoder without branches, for formats with zero and subnormals; gives the
+/// same bits as encode_fp_generic (proven by tests/dtype/fast_path_test.cpp).
+///
+/// (1) Normal results: adding half-1 plus the quotient's lsb to the float bits rounds the mantissa
+///     to M bits with carries into the exponent; rebias the exponent field. (2) Subnormal results:
+///     adding 2^k, whose ulp equals the target's subnormal quantum, rounds |x| to that quantum
+///     exactly (an exact float operation in the default round-to-nearest environment); the bits
+///     above 2^k count quanta, which is the subnormal code. (3) Overflow, NaN and the sign are
+///     selected, not branched, so loops vectorise.
+template <fp_format F, conversion_policy P>
+QUARK_ALWAYS_INLINE constexpr std::uint32_t encode_fp_rne(float x) noexcept {
+  static_assert(F.has_zero && F.mantissa_bits >= 1 && F.mantissa_bits <= 22);
+  constexpr int M = F.mantissa_bits;
+  constexpr std::uint32_t sh = static_cast<std::uint32_t>(23 - M);
+  constexpr int emin = F.min_normal_exponent();
+  // Smallest normal of F as float bits; below it the result is subnormal (or zero).
+  constexpr std::uint32_t min_normal_bits = static_cast<std::uint32_t>(emin + 127) << 23;
+  constexpr float magic = exp2f_exact(emin - M + 23);
+  constexpr std::uint32_t magic_bits = float_bits(magic);
+  constexpr std::uint32_t rebias = static_cast<std::uint32_t>(127 - F.bias) << M;
+  constexpr std::uint32_t maxc = F.max_finite_code();
+
+  const std::uint32_t u = float_bits(x);
+  const std::uint32_t a = u & 0x7FFFFFFFu;
+  const bool negative = (u >> 31) != 0u;
+  const bool is_nan = a > 0x7F800000u;
+  const bool is_inf = a == 0x7F800000u;
+
+  // (1) normal path (meaningful when a >= min_normal_bits and finite)
+  const std::uint32_t an = a < min_normal_bits ? min_normal_bits : a;
+  const std::uint32_t rounded = an + ((std::uint32_t{1} << (sh - 1u)) - 1u) + ((an >> sh) & 1u);
+  const std::uint32_t normal_code = (rounded >> sh) - rebias;
+  // (2) subnormal path (meaningful when a < min_normal_bits)
+  const float ax = bits_float(a < min_normal_bits ? a : 0u);
+  const std::uint32_t sub_code = float_bits(ax + magic) - magic_bits;
+  std::uint32_t code = a < min_normal_bits ? sub_code : normal_code;
+  // (3) overflow, NaN, sign
+  std::uint32_t over;
+  if constexpr (P.on_overflow == overflow::saturate) {
+    over = maxc;
+  } else if constexpr (F.has_inf()) {
+    over = F.inf_code();
+  } else if constexpr (F.has_nan()) {
+    over = F.nan_code(false) & F.magnitude_mask();
+  } else {
+    over = maxc;
+  }
+  const bool overflowed = is_inf || (!is_nan && a > 0x7F7FFFFFu) || code > maxc;
+  code = overflowed ? over : code;
+  std::uint32_t sign = negative ? F.sign_mask() : 0u;
+  if constexpr (F.special == specials::nan_at_negative_zero) {
+    sign = code == 0u ? 0u : sign;  // no negative zero
+    if constexpr (P.on_overflow != overflow::saturate) {
+      // an overflow to NaN is the single NaN pattern, whatever the sign
+      const bool nan_over = overflowed;
+      code = nan_over ? 0u : code;
+      sign = nan_over ? F.sign_mask() : sign;
+    }
+  }
+  constexpr std::uint32_t nan_pos = nan_result<F, P>(false);
+  constexpr std::uint32_t nan_neg = nan_result<F, P>(true);
+  const std::uint32_t nan_code = negative ? nan_neg : nan_pos;
+  return is_nan ? nan_code : (code | sign);
+}
+
+/// Encodes x into format F under policy P (dispatches to the branch-free path for RNE).
+template <fp_format F, conversion_policy P>
+QUARK_ALWAYS_INLINE constexpr std::uint32_t encode_fp(float x, std::uint32_t random = 0) noexcept {
+  if constexpr (P.round == rounding::nearest_even && F.has_zero && F.mantissa_bits >= 1) {
+    return encode_fp_rne<F, P>(x);
+  } else {
+    return encode_fp_generic<F, P>(x, random);
+  }
+}
+
+/// Decodes a code of format F to float32, exactly, without branches (formats with zero).
+template <fp_format F>
+QUARK_ALWAYS_INLINE constexpr float decode_fp_fast(std::uint32_t code) noexcept {
+  static_assert(F.has_zero && F.mantissa_bits >= 1);
+  constexpr int M = F.mantissa_bits;
+  const std::uint32_t mag = code & F.magnitude_mask();
+  const std::uint32_t sign = (code & F.sign_mask()) != 0u ? 0x80000000u : 0u;
+  const std::uint32_t field = mag >> M;
+  const std::uint32_t normal = (mag << (23 - M)) + (static_cast<std::uint32_t>(127 - F.bias) << 23);
+  const float sub = static_cast<float>(mag) * exp2f_exact(1 - F.bias - M);  // exact
+  std::uint32_t bits = field == 0u ? float_bits(sub) : normal;
+  if constexpr (F.special == specials::ieee) {
+    const bool special = field == static_cast<std::uint32_t>(F.max_exponent_field());
+    bits = special ? (0x7F800000u | ((mag & F.mantissa_mask()) << (23 - M)) |
+                      ((mag & F.mantissa_mask()) != 0u ? 0x00400000u : 0u))
+                   : bits;
+  }
+  return bits_float(bits | sign);
 }
 
 /// Decodes a code of format F to float32, exactly.

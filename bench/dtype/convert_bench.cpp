@@ -2,12 +2,12 @@
 // float32 -> format and format -> float32 throughput on arrays far larger than cache, reported
 // beside memcpy of the same bytes in the same run. Compare `bytes_per_second` of BM_encode<T>
 // with BM_memcpy_encode<T> (same input + output bytes) to get the ratio.
-#include <benchmark/benchmark.h>
-
 #include <cstdint>
 #include <cstring>
 #include <random>
 #include <vector>
+
+#include <benchmark/benchmark.h>
 
 #include <quark/quark.hpp>
 
@@ -20,7 +20,8 @@ const std::vector<float>& input() {
     std::vector<float> x(kElements);
     std::mt19937 rng(42);
     std::normal_distribution<float> d(0.0f, 8.0f);
-    for (auto& e : x) e = d(rng);
+    for (auto& e : x)
+      e = d(rng);
     return x;
   }();
   return v;
@@ -78,7 +79,7 @@ using quark::policies::onnx_saturate;
 
 }  // namespace
 
-#define QUARK_CONVERT_BENCH(T, P)                                             \
+#define QUARK_CONVERT_BENCH(T, P)                                                \
   BENCHMARK_TEMPLATE(BM_memcpy_encode, quark::T)->Unit(benchmark::kMillisecond); \
   BENCHMARK_TEMPLATE(BM_encode, quark::T, P)->Unit(benchmark::kMillisecond);     \
   BENCHMARK_TEMPLATE(BM_decode, quark::T)->Unit(benchmark::kMillisecond);

@@ -11,10 +11,10 @@
 #else
 #include <cstdio>
 /// Internal invariant check: on in Debug builds, off in Release builds.
-#define QUARK_ASSERT(cond, msg)                                                       \
-  ((cond) ? static_cast<void>(0)                                                      \
-          : (std::fprintf(stderr, "%s:%d: quark assertion '%s' failed: %s\n", __FILE__, \
-                          __LINE__, #cond, msg),                                      \
+#define QUARK_ASSERT(cond, msg)                                                                   \
+  ((cond) ? static_cast<void>(0)                                                                  \
+          : (std::fprintf(stderr, "%s:%d: quark assertion '%s' failed: %s\n", __FILE__, __LINE__, \
+                          #cond, msg),                                                            \
              std::abort()))
 #endif
 #endif

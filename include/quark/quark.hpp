@@ -3,7 +3,6 @@
 #pragma once
 
 #include <quark/config.hpp>
-#include <quark/version.hpp>
 #include <quark/core/bit.hpp>
 #include <quark/core/concepts.hpp>
 #include <quark/core/error.hpp>
@@ -16,3 +15,4 @@
 #include <quark/dtype/pack.hpp>
 #include <quark/dtype/traits.hpp>
 #include <quark/dtype/visit.hpp>
+#include <quark/version.hpp>

@@ -10,5 +10,6 @@ namespace quark {
 struct version_info {
   int major, minor, patch;
 };
-inline constexpr version_info version{QUARK_VERSION_MAJOR, QUARK_VERSION_MINOR, QUARK_VERSION_PATCH};
+inline constexpr version_info version{QUARK_VERSION_MAJOR, QUARK_VERSION_MINOR,
+                                      QUARK_VERSION_PATCH};
 }  // namespace quark

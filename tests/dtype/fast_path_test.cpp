@@ -5,10 +5,10 @@
 // format and both overflow policies found 0 mismatches (run by hand, see docs/benchmarks.md);
 // this test covers every float exponent, every combination of the top 10 mantissa bits and the
 // low-bit patterns that decide ties (0, 1, half-1, half, half+1, all ones) for each format.
-#include <doctest/doctest.h>
-
 #include <cstdint>
 #include <ios>
+
+#include <doctest/doctest.h>
 
 #include <quark/quark.hpp>
 
@@ -22,15 +22,15 @@ std::uint64_t count_mismatches() {
   // normal results; subnormal results drop more, covered by the full exponent sweep).
   constexpr std::uint32_t sh = 23u - static_cast<std::uint32_t>(M);
   const std::uint32_t half = 1u << (sh - 1u);
-  const std::uint32_t lows[] = {0u, 1u, half - 1u, half, half + 1u, (1u << sh) - 1u,
-                                (1u << tail_bits) - 1u, 0x155u};
+  const std::uint32_t lows[] = {
+      0u, 1u, half - 1u, half, half + 1u, (1u << sh) - 1u, (1u << tail_bits) - 1u, 0x155u};
   std::uint64_t bad = 0;
   for (std::uint32_t sign = 0; sign < 2; ++sign) {
     for (std::uint32_t e = 0; e < 256; ++e) {
       for (std::uint32_t top = 0; top < 1024; ++top) {
         for (std::uint32_t low : lows) {
-          const std::uint32_t mant = ((top << tail_bits) | (low & ((1u << tail_bits) - 1u))) |
-                                     (low & 0x7FFFFFu);
+          const std::uint32_t mant =
+              ((top << tail_bits) | (low & ((1u << tail_bits) - 1u))) | (low & 0x7FFFFFu);
           const std::uint32_t bits = (sign << 31) | (e << 23) | (mant & 0x7FFFFFu);
           const float x = quark::detail::bits_float(bits);
           const auto fast = quark::detail::encode_fp_rne<F, P>(x);
@@ -71,7 +71,8 @@ TEST_CASE_TEMPLATE("fast decoders equal the generic decoder on every encoding", 
     const float slow = quark::detail::decode_fp<F>(c);
     const bool same = (fast != fast && slow != slow) ||
                       quark::detail::float_bits(fast) == quark::detail::float_bits(slow);
-    if (!same) ++bad;
+    if (!same)
+      ++bad;
   }
   CHECK(bad == 0u);
 }

@@ -1,14 +1,14 @@
 // SPDX-License-Identifier: MIT
 // docs/formats.md is a contract: every row is parsed and checked against dtype_traits,
 // fp_format and numeric_limits, so documentation and code cannot drift apart.
-#include <doctest/doctest.h>
-
 #include <cstdlib>
 #include <fstream>
 #include <map>
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include <doctest/doctest.h>
 
 #include <quark/quark.hpp>
 
@@ -76,7 +76,8 @@ TEST_CASE("docs/formats.md matches the library") {
   std::string line;
   int rows = 0;
   while (std::getline(in, line)) {
-    if (line.rfind("| ", 0) != 0 || line.rfind("| name", 0) == 0) continue;
+    if (line.rfind("| ", 0) != 0 || line.rfind("| name", 0) == 0)
+      continue;
     const auto c = split_row(line);
     REQUIRE(c.size() >= 12);
     const auto it = expected.find(c[1]);

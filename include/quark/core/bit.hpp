@@ -28,8 +28,12 @@ constexpr std::int32_t sign_extend(std::uint32_t v, int bits) noexcept {
   return static_cast<std::int32_t>((v ^ m)) - static_cast<std::int32_t>(m);
 }
 
-constexpr std::uint32_t float_bits(float f) noexcept { return std::bit_cast<std::uint32_t>(f); }
-constexpr float bits_float(std::uint32_t u) noexcept { return std::bit_cast<float>(u); }
+constexpr std::uint32_t float_bits(float f) noexcept {
+  return std::bit_cast<std::uint32_t>(f);
+}
+constexpr float bits_float(std::uint32_t u) noexcept {
+  return std::bit_cast<float>(u);
+}
 
 /// 2^e as a double, exact for e in [-1074, 1023] (subnormal doubles included).
 constexpr double exp2i(int e) noexcept {
@@ -41,9 +45,12 @@ constexpr double exp2i(int e) noexcept {
 
 /// 2^e as a float, exact for e in [-149, 127]; 0 below, +Inf above.
 constexpr float exp2f_exact(int e) noexcept {
-  if (e > 127) return std::bit_cast<float>(0x7F800000u);
-  if (e >= -126) return std::bit_cast<float>(static_cast<std::uint32_t>(e + 127) << 23);
-  if (e >= -149) return std::bit_cast<float>(std::uint32_t{1} << (e + 149));
+  if (e > 127)
+    return std::bit_cast<float>(0x7F800000u);
+  if (e >= -126)
+    return std::bit_cast<float>(static_cast<std::uint32_t>(e + 127) << 23);
+  if (e >= -149)
+    return std::bit_cast<float>(std::uint32_t{1} << (e + 149));
   return 0.0f;
 }
 
@@ -51,7 +58,8 @@ constexpr float exp2f_exact(int e) noexcept {
 constexpr int ilogb_exact(float x) noexcept {
   const std::uint32_t a = float_bits(x) & 0x7FFFFFFFu;
   const int e = static_cast<int>(a >> 23);
-  if (e != 0) return e - 127;
+  if (e != 0)
+    return e - 127;
   return -127 - std::countl_zero(a << 9);  // subnormal: position of the leading one
 }
 

@@ -19,12 +19,15 @@ concept data_type = requires {
 
 /// A minifloat format (float16, bfloat16, float8*, float6*, float4*, e8m0).
 template <class T>
-concept floating_data_type = data_type<T> && requires { T::format; };
+concept floating_data_type = data_type<T> && requires {
+  T::format;
+};
 
 /// An integer type a tensor can be quantized to: int2..int32, uint2..uint32.
 template <class T>
 concept integral_data_type = data_type<T> && dtype_traits<T>::is_integer &&
-                             (dtype_traits<T>::bits <= 32) && !std::same_as<T, bool>;
+                             (dtype_traits<T>::bits <= 32) &&
+                             !std::same_as<T, bool>;
 
 /// Any type quark converts float32 into: a minifloat or a quantization integer.
 template <class T>

@@ -63,7 +63,8 @@ QUARK_ALWAYS_INLINE constexpr T convert_int(float x, std::uint32_t random) noexc
 template <fp_format F>
 inline constexpr auto decode_table = [] {
   std::array<float, (std::size_t{1} << F.total_bits())> t{};
-  for (std::uint32_t c = 0; c < t.size(); ++c) t[c] = decode_fp<F>(c);
+  for (std::uint32_t c = 0; c < t.size(); ++c)
+    t[c] = decode_fp<F>(c);
   return t;
 }();
 
@@ -73,8 +74,8 @@ inline constexpr auto decode_table = [] {
 ///
 ///     auto q = quark::convert<quark::float8_e4m3fn, quark::policies::onnx_saturate>(500.f); // 448
 ///     auto i = quark::convert<std::int8_t>(-200.7f);                                     // -128
-template <quantized_type To, conversion_policy P = (integral_data_type<To> ? policies::onnx_quantize
-                                                                           : policies::ieee)>
+template <quantized_type To,
+          conversion_policy P = (integral_data_type<To> ? policies::onnx_quantize : policies::ieee)>
   requires(P.round != rounding::stochastic)
 QUARK_ALWAYS_INLINE constexpr To convert(float x) noexcept {
   if constexpr (floating_data_type<To>) {
@@ -120,15 +121,16 @@ QUARK_ALWAYS_INLINE constexpr float to_float(T v) noexcept {
 }
 
 /// Converts a span; `out.size()` must equal `in.size()`. No allocation.
-template <quantized_type To, conversion_policy P = (integral_data_type<To> ? policies::onnx_quantize
-                                                                           : policies::ieee)>
+template <quantized_type To,
+          conversion_policy P = (integral_data_type<To> ? policies::onnx_quantize : policies::ieee)>
   requires(P.round != rounding::stochastic)
 void convert(std::span<const float> in, std::span<To> out) noexcept {
   QUARK_ASSERT(in.size() == out.size(), "convert: size mismatch");
   const float* QUARK_RESTRICT src = in.data();
   To* QUARK_RESTRICT dst = out.data();
   const std::size_t n = in.size();
-  for (std::size_t i = 0; i < n; ++i) dst[i] = convert<To, P>(src[i]);
+  for (std::size_t i = 0; i < n; ++i)
+    dst[i] = convert<To, P>(src[i]);
 }
 
 /// Converts a span back to float32; `out.size()` must equal `in.size()`.
@@ -138,7 +140,8 @@ void to_float(std::span<const T> in, std::span<float> out) noexcept {
   const T* QUARK_RESTRICT src = in.data();
   float* QUARK_RESTRICT dst = out.data();
   const std::size_t n = in.size();
-  for (std::size_t i = 0; i < n; ++i) dst[i] = to_float(src[i]);
+  for (std::size_t i = 0; i < n; ++i)
+    dst[i] = to_float(src[i]);
 }
 
 }  // namespace quark

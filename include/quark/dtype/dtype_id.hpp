@@ -89,7 +89,8 @@ inline constexpr dtype_info dtype_table[] = {
 /// The table row of `id`, or nullptr for undefined / unknown values.
 constexpr const dtype_info* find_dtype(dtype_id id) noexcept {
   for (const auto& row : dtype_table) {
-    if (row.id == id) return &row;
+    if (row.id == id)
+      return &row;
   }
   return nullptr;
 }
@@ -108,21 +109,24 @@ constexpr int dtype_bits(dtype_id id) noexcept {
 
 /// Maps an ONNX TensorProto.DataType code (1..26) to a dtype_id; nullopt for anything else.
 constexpr std::optional<dtype_id> dtype_from_onnx(std::int32_t code) noexcept {
-  if (code < 1 || code > 26) return std::nullopt;
+  if (code < 1 || code > 26)
+    return std::nullopt;
   return static_cast<dtype_id>(code);
 }
 
 /// The ONNX code of `id`, nullopt when ONNX has no such type.
 constexpr std::optional<std::int32_t> onnx_code(dtype_id id) noexcept {
   const auto c = static_cast<std::int32_t>(id);
-  if (c < 1 || c > 26) return std::nullopt;
+  if (c < 1 || c > 26)
+    return std::nullopt;
   return c;
 }
 
 /// Parses a name as spelled in dtype_name() or as the ONNX enumerator ("FLOAT8E4M3FN").
 constexpr std::optional<dtype_id> dtype_from_name(std::string_view name) noexcept {
   for (const auto& row : dtype_table) {
-    if (row.name == name || (!row.onnx_name.empty() && row.onnx_name == name)) return row.id;
+    if (row.name == name || (!row.onnx_name.empty() && row.onnx_name == name))
+      return row.id;
   }
   return std::nullopt;
 }

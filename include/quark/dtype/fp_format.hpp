@@ -36,9 +36,7 @@ struct fp_format {
   constexpr std::uint32_t sign_mask() const {
     return is_signed ? std::uint32_t{1} << (exponent_bits + mantissa_bits) : 0u;
   }
-  constexpr std::uint32_t mantissa_mask() const {
-    return (std::uint32_t{1} << mantissa_bits) - 1u;
-  }
+  constexpr std::uint32_t mantissa_mask() const { return (std::uint32_t{1} << mantissa_bits) - 1u; }
   constexpr int max_exponent_field() const { return (1 << exponent_bits) - 1; }
   constexpr bool has_inf() const { return special == specials::ieee; }
   constexpr bool has_nan() const { return special != specials::none; }

@@ -36,8 +36,8 @@ class int_n {
   static constexpr int_n from_bits(storage_type code) noexcept {
     const unsigned c = code & ((1u << Bits) - 1u);
     if constexpr (Signed) {
-      const int v = (c & (1u << (Bits - 1))) ? static_cast<int>(c) - (1 << Bits)
-                                             : static_cast<int>(c);
+      const int v =
+          (c & (1u << (Bits - 1))) ? static_cast<int>(c) - (1 << Bits) : static_cast<int>(c);
       return int_n(v);
     } else {
       return int_n(static_cast<int>(c));

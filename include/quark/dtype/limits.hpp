@@ -24,7 +24,8 @@ class numeric_limits<quark::minifloat<F>> {
   static constexpr bool has_infinity = F.has_inf();
   static constexpr bool has_quiet_NaN = F.has_nan();
   static constexpr bool has_signaling_NaN = false;
-  static constexpr float_denorm_style has_denorm = F.has_subnormals() ? denorm_present : denorm_absent;
+  static constexpr float_denorm_style has_denorm =
+      F.has_subnormals() ? denorm_present : denorm_absent;
   static constexpr bool has_denorm_loss = false;
   static constexpr float_round_style round_style = round_to_nearest;
   static constexpr bool is_iec559 = false;

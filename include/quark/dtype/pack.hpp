@@ -31,15 +31,18 @@ inline void pack_codes(std::span<const std::uint8_t> codes, int bits,
     for (std::size_t i = 0; i + 1 < n; i += 2) {
       out[i / 2] = static_cast<std::uint8_t>((codes[i] & 0xFu) | ((codes[i + 1] & 0xFu) << 4));
     }
-    if (n % 2 != 0) out[n / 2] = static_cast<std::uint8_t>(codes[n - 1] & 0xFu);
+    if (n % 2 != 0)
+      out[n / 2] = static_cast<std::uint8_t>(codes[n - 1] & 0xFu);
     return;
   }
   if (bits == 8) {
-    for (std::size_t i = 0; i < n; ++i) out[i] = codes[i];
+    for (std::size_t i = 0; i < n; ++i)
+      out[i] = codes[i];
     return;
   }
   const std::size_t nbytes = packed_size(n, bits);
-  for (std::size_t b = 0; b < nbytes; ++b) out[b] = 0;
+  for (std::size_t b = 0; b < nbytes; ++b)
+    out[b] = 0;
   std::size_t bitpos = 0;
   for (std::size_t i = 0; i < n; ++i, bitpos += static_cast<std::size_t>(bits)) {
     const std::uint32_t v = codes[i] & mask;
@@ -87,17 +90,20 @@ void pack(std::span<const T> values, std::span<std::uint8_t> out) noexcept {
       out[i / 2] = static_cast<std::uint8_t>((values[i].to_bits() & 0xFu) |
                                              ((values[i + 1].to_bits() & 0xFu) << 4));
     }
-    if (n % 2 != 0) out[n / 2] = static_cast<std::uint8_t>(values[n - 1].to_bits() & 0xFu);
+    if (n % 2 != 0)
+      out[n / 2] = static_cast<std::uint8_t>(values[n - 1].to_bits() & 0xFu);
   } else {
     std::size_t bitpos = 0;
     const std::size_t nbytes = packed_size(n, bits);
-    for (std::size_t b = 0; b < nbytes; ++b) out[b] = 0;
+    for (std::size_t b = 0; b < nbytes; ++b)
+      out[b] = 0;
     for (std::size_t i = 0; i < n; ++i, bitpos += bits) {
       const std::uint32_t v = values[i].to_bits() & ((1u << bits) - 1u);
       const std::size_t byte = bitpos / 8u;
       const unsigned off = static_cast<unsigned>(bitpos % 8u);
       out[byte] = static_cast<std::uint8_t>(out[byte] | ((v << off) & 0xFFu));
-      if (off + bits > 8u) out[byte + 1] = static_cast<std::uint8_t>(out[byte + 1] | (v >> (8u - off)));
+      if (off + bits > 8u)
+        out[byte + 1] = static_cast<std::uint8_t>(out[byte + 1] | (v >> (8u - off)));
     }
   }
 }
@@ -113,7 +119,8 @@ void unpack(std::span<const std::uint8_t> in, std::span<T> values) noexcept {
     const std::size_t byte = bitpos / 8u;
     const unsigned off = static_cast<unsigned>(bitpos % 8u);
     std::uint32_t v = static_cast<std::uint32_t>(in[byte]) >> off;
-    if (off + bits > 8u) v |= static_cast<std::uint32_t>(in[byte + 1]) << (8u - off);
+    if (off + bits > 8u)
+      v |= static_cast<std::uint32_t>(in[byte + 1]) << (8u - off);
     values[i] = T::from_bits(static_cast<typename T::storage_type>(v & ((1u << bits) - 1u)));
   }
 }

@@ -18,28 +18,46 @@ struct dtype_traits;  // intentionally undefined
 
 namespace detail {
 constexpr dtype_id id_of_format(fp_format f) noexcept {
-  if (f == formats::float16) return dtype_id::float16;
-  if (f == formats::bfloat16) return dtype_id::bfloat16;
-  if (f == formats::float8_e4m3fn) return dtype_id::float8_e4m3fn;
-  if (f == formats::float8_e4m3fnuz) return dtype_id::float8_e4m3fnuz;
-  if (f == formats::float8_e5m2) return dtype_id::float8_e5m2;
-  if (f == formats::float8_e5m2fnuz) return dtype_id::float8_e5m2fnuz;
-  if (f == formats::float6_e3m2fn) return dtype_id::float6_e3m2fn;
-  if (f == formats::float6_e2m3fn) return dtype_id::float6_e2m3fn;
-  if (f == formats::float4_e2m1fn) return dtype_id::float4_e2m1fn;
-  if (f == formats::float8_e8m0fnu) return dtype_id::float8_e8m0fnu;
+  if (f == formats::float16)
+    return dtype_id::float16;
+  if (f == formats::bfloat16)
+    return dtype_id::bfloat16;
+  if (f == formats::float8_e4m3fn)
+    return dtype_id::float8_e4m3fn;
+  if (f == formats::float8_e4m3fnuz)
+    return dtype_id::float8_e4m3fnuz;
+  if (f == formats::float8_e5m2)
+    return dtype_id::float8_e5m2;
+  if (f == formats::float8_e5m2fnuz)
+    return dtype_id::float8_e5m2fnuz;
+  if (f == formats::float6_e3m2fn)
+    return dtype_id::float6_e3m2fn;
+  if (f == formats::float6_e2m3fn)
+    return dtype_id::float6_e2m3fn;
+  if (f == formats::float4_e2m1fn)
+    return dtype_id::float4_e2m1fn;
+  if (f == formats::float8_e8m0fnu)
+    return dtype_id::float8_e8m0fnu;
   return dtype_id::undefined;
 }
 constexpr dtype_id id_of_int(int bits, bool is_signed) noexcept {
   switch (bits) {
-    case 2: return is_signed ? dtype_id::int2 : dtype_id::uint2;
-    case 3: return is_signed ? dtype_id::int3 : dtype_id::uint3;
-    case 4: return is_signed ? dtype_id::int4 : dtype_id::uint4;
-    case 8: return is_signed ? dtype_id::int8 : dtype_id::uint8;
-    case 16: return is_signed ? dtype_id::int16 : dtype_id::uint16;
-    case 32: return is_signed ? dtype_id::int32 : dtype_id::uint32;
-    case 64: return is_signed ? dtype_id::int64 : dtype_id::uint64;
-    default: return dtype_id::undefined;
+    case 2:
+      return is_signed ? dtype_id::int2 : dtype_id::uint2;
+    case 3:
+      return is_signed ? dtype_id::int3 : dtype_id::uint3;
+    case 4:
+      return is_signed ? dtype_id::int4 : dtype_id::uint4;
+    case 8:
+      return is_signed ? dtype_id::int8 : dtype_id::uint8;
+    case 16:
+      return is_signed ? dtype_id::int16 : dtype_id::uint16;
+    case 32:
+      return is_signed ? dtype_id::int32 : dtype_id::uint32;
+    case 64:
+      return is_signed ? dtype_id::int64 : dtype_id::uint64;
+    default:
+      return dtype_id::undefined;
   }
 }
 }  // namespace detail
@@ -53,9 +71,7 @@ struct dtype_traits<minifloat<F>> {
   static constexpr bool is_signed = F.is_signed;
   static constexpr dtype_id id = detail::id_of_format(F);
   static constexpr std::string_view name = dtype_name(id);
-  static constexpr float max() noexcept {
-    return detail::decode_fp<F>(F.max_finite_code());
-  }
+  static constexpr float max() noexcept { return detail::decode_fp<F>(F.max_finite_code()); }
   static constexpr float lowest() noexcept {
     return F.is_signed ? -max() : detail::decode_fp<F>(0u);
   }
@@ -86,7 +102,8 @@ struct std_int_traits {
   static constexpr bool is_signed = std::numeric_limits<T>::is_signed;
   static constexpr dtype_id id = id_of_int(bits, is_signed);
   static constexpr std::string_view name = dtype_name(id);
-  static constexpr std::int64_t min_value = static_cast<std::int64_t>(std::numeric_limits<T>::min());
+  static constexpr std::int64_t min_value =
+      static_cast<std::int64_t>(std::numeric_limits<T>::min());
   static constexpr std::int64_t max_value =
       bits < 64 ? static_cast<std::int64_t>(std::numeric_limits<T>::max())
                 : std::numeric_limits<std::int64_t>::max();

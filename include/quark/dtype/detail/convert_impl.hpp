@@ -4,6 +4,7 @@
 // overflow and NaN policy. Decoding is exact.
 #pragma once
 
+#include <bit>
 #include <cstdint>
 
 #include <quark/config.hpp>
@@ -38,7 +39,8 @@ constexpr std::uint32_t overflow_result(bool negative, bool input_is_inf,
     constexpr bool tz = P.round == rounding::toward_zero;
     const bool directed_down = tz || (P.round == rounding::toward_negative && !negative) ||
                                (P.round == rounding::toward_positive && negative);
-    if (!input_is_inf && directed_down) return maxc;
+    if (!input_is_inf && directed_down)
+      return maxc;
     if constexpr (F.has_inf()) {
       return F.inf_code();
     } else if constexpr (F.has_nan()) {
@@ -65,7 +67,8 @@ QUARK_ALWAYS_INLINE constexpr std::uint32_t encode_fp_generic(float x,
   const std::uint32_t u = float_bits(x);
   const bool negative = (u >> 31) != 0u;
   std::uint32_t a = u & 0x7FFFFFFFu;
-  if (a > 0x7F800000u) return nan_result<F, P>(negative);
+  if (a > 0x7F800000u)
+    return nan_result<F, P>(negative);
 
   if constexpr (!F.has_zero) {
     // Zero-free formats (E8M0) check the range before rounding, as ONNX Cast-25 and ONNX Runtime
@@ -73,8 +76,8 @@ QUARK_ALWAYS_INLINE constexpr std::uint32_t encode_fp_generic(float x,
     // saturates to the nearest end, or is NaN without saturation.
     constexpr std::uint32_t min_bits =
         float_bits(static_cast<float>(exp2i(F.min_normal_exponent())));
-    constexpr std::uint32_t max_bits = float_bits(static_cast<float>(
-        exp2i(F.max_normal_exponent()) * (2.0 - exp2i(-M))));
+    constexpr std::uint32_t max_bits =
+        float_bits(static_cast<float>(exp2i(F.max_normal_exponent()) * (2.0 - exp2i(-M))));
     const bool below = negative || a < min_bits;
     const bool above = !negative && a > max_bits;
     if (below || above) {
@@ -87,15 +90,24 @@ QUARK_ALWAYS_INLINE constexpr std::uint32_t encode_fp_generic(float x,
   }
 
   const int exp_f = static_cast<int>(a >> 23);
-  const std::uint32_t mant = (a & 0x7FFFFFu) | (exp_f != 0 ? 0x800000u : 0u);
-  const int e_in = exp_f != 0 ? exp_f : 1;
+  std::uint32_t mant = (a & 0x7FFFFFu) | (exp_f != 0 ? 0x800000u : 0u);
+  int e_in = exp_f != 0 ? exp_f : 1;
+  if constexpr (F.min_normal_exponent() < -126) {
+    // The smallest binade of F lies below float32's normal range (E8M0 reaches 2^-127): normalise
+    // a subnormal input so the binade choice below sees its true exponent.
+    if (exp_f == 0 && mant != 0u) {
+      const int lz = std::countl_zero(mant) - 8;
+      mant <<= lz;
+      e_in -= lz;
+    }
+  }
   const int et = e_in - 127 + F.bias;  // target exponent field if the result were normal
   constexpr int emin_field = F.has_zero ? 1 : 0;
   const int e_eff = et > emin_field ? et : emin_field;
   int shift = 23 - M + (e_eff - et);
   shift = shift > 31 ? 31 : shift;
-  const std::uint32_t n = round_shift<P.round>(mant, static_cast<std::uint32_t>(shift), negative,
-                                               random);
+  const std::uint32_t n =
+      round_shift<P.round>(mant, static_cast<std::uint32_t>(shift), negative, random);
   // Normal: (field << M) + (n - 2^M); subnormal (e_eff == 1, n < 2^M): n. A carry (n == 2^(M+1))
   // moves to the next binade by itself.
   std::uint32_t code = (static_cast<std::uint32_t>(e_eff) << M) + n - (std::uint32_t{1} << M);
@@ -103,11 +115,13 @@ QUARK_ALWAYS_INLINE constexpr std::uint32_t encode_fp_generic(float x,
   if (code > F.max_finite_code()) {
     std::uint32_t nan_code = 0xFFFFFFFFu;
     code = overflow_result<F, P>(negative, a == 0x7F800000u, &nan_code);
-    if (nan_code != 0xFFFFFFFFu) return nan_code;
+    if (nan_code != 0xFFFFFFFFu)
+      return nan_code;
   }
   if constexpr (F.is_signed) {
     if constexpr (F.special == specials::nan_at_negative_zero) {
-      if (code == 0u) return 0u;  // no negative zero: -0 becomes +0
+      if (code == 0u)
+        return 0u;  // no negative zero: -0 becomes +0
     }
     return code | (negative ? F.sign_mask() : 0u);
   } else {
@@ -215,13 +229,14 @@ template <fp_format F>
 constexpr float decode_fp(std::uint32_t code) noexcept {
   constexpr int M = F.mantissa_bits;
   if (F.is_nan_code(code)) {
-    const bool neg = F.is_signed && (code & F.sign_mask()) != 0u &&
-                     F.special != specials::nan_at_negative_zero;
+    // The sign bit of the code is kept, so the fnuz NaN (0x80) decodes to -NaN as in ONNX Runtime.
+    const bool neg = F.is_signed && (code & F.sign_mask()) != 0u;
     return bits_float(0x7FC00000u | (neg ? 0x80000000u : 0u));
   }
   const std::uint32_t sign = (code & F.sign_mask()) != 0u ? 0x80000000u : 0u;
   const std::uint32_t mag = code & F.magnitude_mask();
-  if (F.is_inf_code(code)) return bits_float(sign | 0x7F800000u);
+  if (F.is_inf_code(code))
+    return bits_float(sign | 0x7F800000u);
   const int field = static_cast<int>(mag >> M);
   const std::uint32_t frac = mag & F.mantissa_mask();
   std::uint32_t sig;

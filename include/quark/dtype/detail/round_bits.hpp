@@ -16,8 +16,8 @@ namespace quark::detail {
 /// Precondition: 1 <= shift <= 31.
 template <rounding R>
 QUARK_ALWAYS_INLINE constexpr std::uint32_t round_shift(std::uint32_t m, std::uint32_t shift,
-                                                         bool negative,
-                                                         std::uint32_t random = 0) noexcept {
+                                                        bool negative,
+                                                        std::uint32_t random = 0) noexcept {
   const std::uint32_t q = m >> shift;
   const std::uint32_t rem = m & ((std::uint32_t{1} << shift) - 1u);
   const std::uint32_t half = std::uint32_t{1} << (shift - 1u);

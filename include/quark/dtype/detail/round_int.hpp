@@ -16,7 +16,8 @@ namespace quark::detail {
 template <rounding R>
 QUARK_ALWAYS_INLINE constexpr float round_integral(float x, std::uint32_t random = 0) noexcept {
   const float ax = x < 0.0f ? -x : x;
-  if (!(ax < 8388608.0f)) return x;  // |x| >= 2^23 is already integral (or NaN / Inf)
+  if (!(ax < 8388608.0f))
+    return x;  // |x| >= 2^23 is already integral (or NaN / Inf)
   const float t = static_cast<float>(static_cast<std::int32_t>(x));  // toward zero, exact
   const float frac = x - t;                                          // exact, in (-1, 1)
   const float af = frac < 0.0f ? -frac : frac;

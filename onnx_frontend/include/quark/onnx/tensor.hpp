@@ -22,7 +22,8 @@ using shape_t = std::vector<std::int64_t>;
 /// Number of elements of a shape (1 for a scalar, rank 0).
 inline std::size_t element_count(const shape_t& shape) {
   std::size_t n = 1;
-  for (auto d : shape) n *= static_cast<std::size_t>(d);
+  for (auto d : shape)
+    n *= static_cast<std::size_t>(d);
   return n;
 }
 
@@ -46,7 +47,8 @@ class tensor {
                                                    " elements");
     }
     auto dst = t.data<float>();
-    for (std::size_t i = 0; i < values.size(); ++i) dst[i] = values[i];
+    for (std::size_t i = 0; i < values.size(); ++i)
+      dst[i] = values[i];
     return t;
   }
 

@@ -12,6 +12,7 @@
 #include <quark/config.hpp>
 #include <quark/core/concepts.hpp>
 #include <quark/core/policy.hpp>
+#include <quark/detail/stream.hpp>
 #include <quark/dtype/detail/convert_impl.hpp>
 #include <quark/dtype/detail/round_int.hpp>
 #include <quark/dtype/traits.hpp>
@@ -127,10 +128,12 @@ template <quantized_type To,
 void convert(std::span<const float> in, std::span<To> out) noexcept {
   QUARK_ASSERT(in.size() == out.size(), "convert: size mismatch");
   const float* QUARK_RESTRICT src = in.data();
-  To* QUARK_RESTRICT dst = out.data();
-  const std::size_t n = in.size();
-  for (std::size_t i = 0; i < n; ++i)
-    dst[i] = convert<To, P>(src[i]);
+  detail::for_each_block_streamed(in.size(), out.data(),
+                                  [src](std::size_t first, std::size_t n, To* QUARK_RESTRICT dst) {
+                                    const float* QUARK_RESTRICT x = src + first;
+                                    for (std::size_t i = 0; i < n; ++i)
+                                      dst[i] = convert<To, P>(x[i]);
+                                  });
 }
 
 /// Converts a span back to float32; `out.size()` must equal `in.size()`.
@@ -138,10 +141,12 @@ template <quantized_type T>
 void to_float(std::span<const T> in, std::span<float> out) noexcept {
   QUARK_ASSERT(in.size() == out.size(), "to_float: size mismatch");
   const T* QUARK_RESTRICT src = in.data();
-  float* QUARK_RESTRICT dst = out.data();
-  const std::size_t n = in.size();
-  for (std::size_t i = 0; i < n; ++i)
-    dst[i] = to_float(src[i]);
+  detail::for_each_block_streamed(
+      in.size(), out.data(), [src](std::size_t first, std::size_t n, float* QUARK_RESTRICT dst) {
+        const T* QUARK_RESTRICT x = src + first;
+        for (std::size_t i = 0; i < n; ++i)
+          dst[i] = to_float(x[i]);
+      });
 }
 
 }  // namespace quark

@@ -1,0 +1,108 @@
+// SPDX-License-Identifier: MIT
+// The iteration shared by every block format: an N-d row-major tensor is seen as
+// outer x length x inner around the blocked axis; blocks are `block_size` consecutive positions
+// along the axis (the last one may be partial), each at a stride of `inner` floats. Contiguous
+// blocks (inner == 1) get a compile-time unit stride so that the kernels vectorise.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <type_traits>
+
+#include <quark/config.hpp>
+#include <quark/core/bit.hpp>
+#include <quark/core/error.hpp>
+
+namespace quark::detail {
+
+/// A tensor seen around one axis: `outer` slabs of `length` x `inner` floats.
+struct axis_layout {
+  std::size_t outer = 1;
+  std::size_t length = 0;
+  std::size_t inner = 1;
+};
+
+using unit_stride = std::integral_constant<std::size_t, 1>;
+
+/// Builds the layout of a row-major tensor around `axis`; throws quark::invalid_argument
+/// ("quark.block.axis", "quark.block.shape") when the axis or the element count is wrong.
+inline axis_layout make_axis_layout(std::span<const std::size_t> shape, std::size_t axis,
+                                    std::size_t element_count) {
+  std::size_t total = 1;
+  for (const std::size_t d : shape) total *= d;
+  if (total != element_count) {
+    QUARK_THROW(invalid_argument("quark.block.shape",
+                                 "shape holds " + std::to_string(total) + " elements, data has " +
+                                     std::to_string(element_count)));
+  }
+  if (shape.empty()) return axis_layout{1, element_count, 1};  // a scalar: one block of one
+  if (axis >= shape.size()) {
+    QUARK_THROW(invalid_argument("quark.block.axis", "axis " + std::to_string(axis) +
+                                                         " out of range for rank " +
+                                                         std::to_string(shape.size())));
+  }
+  axis_layout l;
+  for (std::size_t i = 0; i < axis; ++i) l.outer *= shape[i];
+  l.length = shape[axis];
+  for (std::size_t i = axis + 1; i < shape.size(); ++i) l.inner *= shape[i];
+  return l;
+}
+
+/// Calls fn(offset, count, stride) for every block, stride being unit_stride{} when blocks are
+/// contiguous and a std::size_t otherwise.
+template <class Fn>
+void for_each_block(const axis_layout& l, std::size_t block_size, Fn&& fn) {
+  QUARK_ASSERT(block_size >= 1, "block size must be positive");
+  for (std::size_t o = 0; o < l.outer; ++o) {
+    const std::size_t slab = o * l.length * l.inner;
+    for (std::size_t start = 0; start < l.length; start += block_size) {
+      const std::size_t count = l.length - start < block_size ? l.length - start : block_size;
+      if (l.inner == 1) {
+        fn(slab + start, count, unit_stride{});
+      } else {
+        for (std::size_t i = 0; i < l.inner; ++i) fn(slab + start * l.inner + i, count, l.inner);
+      }
+    }
+  }
+}
+
+/// Largest float32 magnitude bits |x| over a block (unsigned compare of the bit patterns orders
+/// finite magnitudes; Inf and NaN compare above every finite value).
+template <class Stride>
+QUARK_ALWAYS_INLINE std::uint32_t max_abs_bits(const float* QUARK_RESTRICT in, std::size_t n,
+                                               Stride stride) noexcept {
+  std::uint32_t m = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::uint32_t a = float_bits(in[i * stride]) & 0x7FFFFFFFu;
+    m = a > m ? a : m;
+  }
+  return m;
+}
+
+/// Largest finite magnitude bits over a block, Inf and NaN counting as zero (Quark's rule).
+template <class Stride>
+QUARK_ALWAYS_INLINE std::uint32_t max_finite_abs_bits(const float* QUARK_RESTRICT in,
+                                                      std::size_t n, Stride stride) noexcept {
+  std::uint32_t m = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    std::uint32_t a = float_bits(in[i * stride]) & 0x7FFFFFFFu;
+    a = a >= 0x7F800000u ? 0u : a;
+    m = a > m ? a : m;
+  }
+  return m;
+}
+
+/// v * 2^k for |k| up to ~250, exact whenever the result is representable (two exact steps).
+QUARK_ALWAYS_INLINE constexpr float mul_pow2(float v, int k) noexcept {
+  const int a = k / 2;
+  return v * exp2f_exact(a) * exp2f_exact(k - a);
+}
+
+/// |v| with the sign bit set when `negative` (so a zero magnitude gives -0.0).
+QUARK_ALWAYS_INLINE constexpr float with_sign(float v, bool negative) noexcept {
+  return bits_float(float_bits(v) | (negative ? 0x80000000u : 0u));
+}
+
+}  // namespace quark::detail

@@ -1,0 +1,151 @@
+// SPDX-License-Identifier: MIT
+// The OCP MX block kernel on float32 bits: x/X rounded onto the element grid (OCP MX v1.0
+// section 6.3) without a division, because X = 2^E only moves the grid. For an element of
+// binade b (x in [2^b, 2^(b+1))) the element step is 2^(max(b, E + emin) - mbits); the 24-bit
+// significand of x is rounded by a right shift to that step, rebuilt as q * step in the element
+// domain, saturated to the element's max, then multiplied by X (exact, or Quark's single rounding
+// when X is a float32 subnormal).
+#pragma once
+
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+
+#include <quark/block/block_format.hpp>
+#include <quark/block/detail/block_loop.hpp>
+#include <quark/block/shared_scale.hpp>
+#include <quark/config.hpp>
+#include <quark/core/bit.hpp>
+#include <quark/dtype/detail/round_bits.hpp>
+
+namespace quark::detail {
+
+/// Per-block constants of the element loop.
+struct mx_block_constants {
+  int lo;          ///< biased exponent (float32 field units) of the element's smallest normal step
+  int ef;          ///< E + 127: the shared exponent in float32 field units (may be <= 0)
+  float scale;     ///< X = 2^E
+};
+
+enum class mx_path : std::uint8_t {
+  fast,   ///< lo >= 1: float32 subnormal inputs fall below the element's normal range
+  exact,  ///< lo <= 0: float32 subnormals are normalised first; Inf/NaN pass through (Quark)
+};
+
+/// One element of an MX block. `Element` gives emin/mbits/max; R is the element rounding.
+template <class Element, rounding R, mx_path Path, compat_mode Compat>
+QUARK_ALWAYS_INLINE float mx_element(float x, const mx_block_constants& c) noexcept {
+  constexpr mx_element_info el = mx_element_info_v<Element>;
+  constexpr int mb = el.mbits;
+  const std::uint32_t u = float_bits(x);
+  const std::uint32_t sign = u & 0x80000000u;
+  const std::uint32_t a = u ^ sign;
+  const int f = static_cast<int>(a >> 23);
+  // 1. Significand and binade of |x|: value = mant * 2^(e - 150).
+  std::uint32_t mant = (a & 0x7FFFFFu) | (f != 0 ? 0x800000u : 0u);
+  int e = f > 1 ? f : 1;
+  if constexpr (Path == mx_path::exact) {
+    if (f == 0 && mant != 0u) {  // float32 subnormal: put the leading one at bit 23
+      const int lz = std::countl_zero(mant) - 8;
+      mant <<= lz;
+      e = 1 - lz;
+    }
+  }
+  // 2. The element step is 2^(t - mbits) in field units; t >= e, so the shift is >= 23 - mbits.
+  const int t = e > c.lo ? e : c.lo;
+  int sh = t - e + 23 - mb;
+  sh = sh < 31 ? sh : 31;
+  const std::uint32_t q = round_shift<R>(mant, static_cast<std::uint32_t>(sh), sign != 0u);
+  // 3. Element-domain value q * 2^(t - ef - mbits); t - ef lies in [emin, emax + 1].
+  const float unit = bits_float(static_cast<std::uint32_t>(t - c.ef - mb + 127) << 23);
+  float v = static_cast<float>(q) * unit;
+  // 4. Saturate to the element's max (MXINT8 is asymmetric: -2.0 exists, +2.0 does not).
+  if constexpr (el.max_pos == el.max_neg) {
+    v = v < el.max_pos ? v : el.max_pos;
+  } else {
+    const float lim = sign != 0u ? el.max_neg : el.max_pos;
+    v = v < lim ? v : lim;
+  }
+  // 5. Back to the tensor's scale and sign. Integer zeros are unsigned; Quark also drops the
+  //    sign of floating-point elements that round to zero.
+  float out = v * c.scale;
+  std::uint32_t s = sign;
+  if constexpr (el.is_integer || Compat == compat_mode::quark) s = q != 0u ? sign : 0u;
+  out = bits_float(float_bits(out) | s);
+  if constexpr (Path == mx_path::exact) {
+    if (a >= 0x7F800000u) out = x;  // only reachable in Quark mode: Inf/NaN pass through
+  }
+  return out;
+}
+
+/// The shared exponent of one block as Ef = E + 127, or std::nullopt-like INT_MIN for a NaN
+/// block (standard mode with an Inf/NaN element). Also reports whether Inf/NaN are present.
+template <class Element, class Stride>
+QUARK_ALWAYS_INLINE int mx_block_exponent(const float* in, std::size_t n, Stride stride,
+                                          e8m0_scale_mode mode, compat_mode compat,
+                                          bool& has_special) noexcept {
+  constexpr mx_element_info el = mx_element_info_v<Element>;
+  std::uint32_t amax = max_abs_bits(in, n, stride);
+  has_special = amax >= 0x7F800000u;
+  if (has_special) {
+    if (compat == compat_mode::standard) return std::numeric_limits<int>::min();
+    amax = max_finite_abs_bits(in, n, stride);
+  }
+  return mx_shared_exponent(amax, el, mode, compat) + 127;
+}
+
+/// Fake-quantizes one block given its biased exponent ef (see mx_block_exponent).
+template <class Element, rounding R, compat_mode Compat, class Stride>
+QUARK_ALWAYS_INLINE void mx_block_apply(const float* in, float* out,
+                                        std::size_t n, Stride stride, int ef,
+                                        bool has_special) noexcept {
+  constexpr mx_element_info el = mx_element_info_v<Element>;
+  if (ef == std::numeric_limits<int>::min()) {  // OCP: a NaN scale makes every element NaN
+    for (std::size_t i = 0; i < n; ++i) out[i * stride] = std::numeric_limits<float>::quiet_NaN();
+    return;
+  }
+  const mx_block_constants c{ef + el.emin, ef, exp2f_exact(ef - 127)};
+  if (c.lo >= 1 && !has_special) {
+    for (std::size_t i = 0; i < n; ++i) {
+      out[i * stride] = mx_element<Element, R, mx_path::fast, Compat>(in[i * stride], c);
+    }
+  } else {
+    for (std::size_t i = 0; i < n; ++i) {
+      out[i * stride] = mx_element<Element, R, mx_path::exact, Compat>(in[i * stride], c);
+    }
+  }
+}
+
+/// Fake-quantizes a whole tensor: blocks of `block_size` along the layout's axis.
+template <class Element, rounding R, compat_mode Compat>
+void mx_fake_quantize_impl(const float* in, float* out, const axis_layout& l,
+                           std::size_t block_size, e8m0_scale_mode mode) noexcept {
+  for_each_block(l, block_size, [&](std::size_t off, std::size_t n, auto stride) {
+    bool special = false;
+    const int ef = mx_block_exponent<Element>(in + off, n, stride, mode, Compat, special);
+    mx_block_apply<Element, R, Compat>(in + off, out + off, n, stride, ef, special);
+  });
+}
+
+/// Runtime rounding -> compile-time rounding.
+template <class Fn>
+void dispatch_rounding(rounding r, Fn&& fn) {
+  switch (r) {
+    case rounding::nearest_even: fn(std::integral_constant<rounding, rounding::nearest_even>{}); break;
+    case rounding::nearest_away: fn(std::integral_constant<rounding, rounding::nearest_away>{}); break;
+    case rounding::nearest_up: fn(std::integral_constant<rounding, rounding::nearest_up>{}); break;
+    case rounding::toward_zero: fn(std::integral_constant<rounding, rounding::toward_zero>{}); break;
+    case rounding::toward_positive:
+      fn(std::integral_constant<rounding, rounding::toward_positive>{});
+      break;
+    case rounding::toward_negative:
+      fn(std::integral_constant<rounding, rounding::toward_negative>{});
+      break;
+    case rounding::stochastic:
+      QUARK_THROW(invalid_argument("quark.block.rounding",
+                                   "stochastic rounding is not offered for block formats"));
+  }
+}
+
+}  // namespace quark::detail

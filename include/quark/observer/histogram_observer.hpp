@@ -1,0 +1,310 @@
+// SPDX-License-Identifier: MIT
+// A mergeable, streaming histogram observer with the three range-growth rules of Quark/ORT
+// (quark-spec §4.2, §4.7, §4.9). Memory is O(bins): the data of a batch is binned and dropped.
+// Bin edges are kept explicitly in double precision (Quark computes them in the input dtype,
+// float32; values within one float32 ulp of an edge may land in the neighbouring bin).
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <quark/observer/detail/histogram_kernel.hpp>
+#include <quark/observer/detail/minmax_kernel.hpp>
+#include <quark/observer/range_stats.hpp>
+
+namespace quark {
+
+/// Which values are binned and how the range grows when a batch exceeds it.
+enum class histogram_mode : std::uint8_t {
+  /// |x| on [min|x|, max|x|] of the first batch, grown to the right by equal-width bins;
+  /// later values below the first edge are dropped (Percentile symmetric, LayerwisePercentile).
+  absolute,
+  /// x on (-T, T), T = max|x| of the first batch; grown symmetrically by whole strides,
+  /// old counts centred (ORT merge_histogram: Percentile asymmetric, Entropy, Distribution).
+  signed_symmetric,
+  /// x on [min, max] of the first batch; grown by whole bins on either side, edges regenerated
+  /// over the extended range, old counts shifted (Quark's pof2 MinMSE collector).
+  signed_extend,
+};
+
+/// Options of histogram_observer. `num_bins` is NumBins (2048 for Percentile, 128 for Entropy).
+struct histogram_options {
+  histogram_mode mode = histogram_mode::absolute;
+  std::size_t num_bins = 2048;
+  non_finite_policy non_finite = non_finite_policy::reject_inf;
+  /// Growth beyond this many bins throws "quark.calib.histogram_too_large" (an outlier 1e6x the
+  /// first batch's range would otherwise allocate billions of bins, as it does in Quark).
+  std::size_t max_bins = std::size_t{1} << 24;
+};
+
+/// The statistic of a histogram observer: edges (size n + 1), counts (size n), the signed
+/// observed extrema, and the ORT threshold T (signed_symmetric mode; it may be 0 while the edges
+/// are numpy's (-0.5, 0.5)).
+struct histogram_data {
+  histogram_mode mode = histogram_mode::absolute;
+  std::vector<double> edges;
+  std::vector<std::uint64_t> counts;
+  range_stats range;
+  double threshold = 0.0;
+
+  [[nodiscard]] bool empty() const noexcept { return counts.empty(); }
+  [[nodiscard]] std::size_t bins() const noexcept { return counts.size(); }
+  [[nodiscard]] std::uint64_t total() const noexcept {
+    std::uint64_t t = 0;
+    for (const std::uint64_t c : counts) t += c;
+    return t;
+  }
+  friend bool operator==(const histogram_data&, const histogram_data&) = default;
+};
+
+/// Streaming histogram with Quark's growth rules.
+///
+/// ```cpp
+/// quark::histogram_observer h{{.mode = quark::histogram_mode::absolute, .num_bins = 2048}};
+/// for (auto batch : batches) h.observe(batch);
+/// const quark::histogram_data& d = h.stats();   // feed a percentile/entropy calibrator
+/// ```
+/// Observing one batch or the same data split in several batches gives identical counts when no
+/// batch grows the range; growth changes the edges (this is Quark's behaviour), see the tests for
+/// the measured tolerance.
+class histogram_observer {
+ public:
+  using state_type = histogram_data;
+
+  explicit histogram_observer(histogram_options opt = {}) : opt_(opt) {
+    if (opt_.num_bins == 0) {
+      detail::throw_config("quark.calib.bad_option", "NumBins must be positive");
+    }
+    data_.mode = opt_.mode;
+  }
+  histogram_observer(histogram_options opt, state_type s) : histogram_observer(opt) {
+    opt_.mode = s.mode;
+    data_ = std::move(s);
+  }
+
+  [[nodiscard]] const histogram_options& options() const noexcept { return opt_; }
+  [[nodiscard]] const histogram_data& stats() const noexcept { return data_; }
+  [[nodiscard]] const state_type& state() const noexcept { return data_; }
+  void reset() noexcept {
+    data_.edges.clear();
+    data_.counts.clear();
+    data_.range = range_stats{};
+    data_.threshold = 0.0;
+  }
+
+  /// Bins one batch. Throws "quark.calib.infinite_input" for +-Inf under reject_inf.
+  void observe(std::span<const float> x) {
+    // 1. Batch extrema (signed), NaN excluded; nan_to_num applied under to_finite.
+    detail::minmax_partial p = detail::minmax_reduce(x);
+    const bool to_finite = opt_.non_finite == non_finite_policy::to_finite;
+    std::uint64_t valid = x.size() - p.nan_count;
+    if (to_finite) {
+      constexpr float big = std::numeric_limits<float>::max();
+      if (p.nan_count > 0) {
+        p.min = std::fmin(p.min, 0.0f);
+        p.max = std::fmax(p.max, 0.0f);
+        valid = x.size();
+      }
+      p.min = std::fmax(p.min, -big);
+      p.max = std::fmin(p.max, big);
+    } else if (std::isinf(p.min) && valid > 0) {
+      detail::throw_invalid("quark.calib.infinite_input", "histogram of data containing -Inf");
+    } else if (std::isinf(p.max) && valid > 0) {
+      detail::throw_invalid("quark.calib.infinite_input", "histogram of data containing +Inf");
+    }
+    range_stats& r = data_.range;
+    r.nan_count += x.size() - valid;
+    if (valid == 0) return;
+    r.count += valid;
+    r.min = p.min < r.min ? p.min : r.min;
+    r.max = p.max > r.max ? p.max : r.max;
+    // 2. Grow (or create) the edges so that they cover this batch.
+    switch (opt_.mode) {
+      case histogram_mode::absolute: grow_absolute(x, p); break;
+      case histogram_mode::signed_symmetric: grow_symmetric(p); break;
+      case histogram_mode::signed_extend: grow_extend(static_cast<double>(p.min), static_cast<double>(p.max)); break;
+    }
+    // 3. Bin.
+    if (opt_.mode == histogram_mode::absolute) {
+      detail::histogram_add<detail::bin_transform::absolute>(x, data_.edges, data_.counts);
+    } else if (to_finite) {
+      detail::histogram_add<detail::bin_transform::to_finite>(x, data_.edges, data_.counts);
+    } else {
+      detail::histogram_add<detail::bin_transform::identity>(x, data_.edges, data_.counts);
+    }
+  }
+
+  /// Adds another observer's histogram. Exact (counts add) when both have the same edges, which
+  /// is the case for observers that saw batches of the same range; otherwise this histogram grows
+  /// with its own rule to cover the other's range and each of the other's bins is added to the
+  /// bin holding its centre (approximate by up to one bin).
+  void merge(const histogram_observer& other) {
+    const histogram_data& o = other.data_;
+    if (o.mode != data_.mode) {
+      detail::throw_invalid("quark.calib.merge_mismatch", "histograms of different modes");
+    }
+    if (o.counts.empty()) {
+      data_.range.nan_count += o.range.nan_count;
+      return;
+    }
+    if (data_.counts.empty()) {
+      const std::uint64_t nans = data_.range.nan_count;
+      data_ = o;
+      data_.range.nan_count += nans;
+      return;
+    }
+    range_stats& r = data_.range;
+    r.min = o.range.min < r.min ? o.range.min : r.min;
+    r.max = o.range.max > r.max ? o.range.max : r.max;
+    r.count += o.range.count;
+    r.nan_count += o.range.nan_count;
+    if (o.edges == data_.edges) {
+      for (std::size_t i = 0; i < o.counts.size(); ++i) data_.counts[i] += o.counts[i];
+      return;
+    }
+    // Grow to cover the other's edges, then rebin its counts by bin centre.
+    switch (data_.mode) {
+      case histogram_mode::absolute: append_right(o.edges.back()); break;
+      case histogram_mode::signed_symmetric: grow_symmetric_to(o.threshold); break;
+      case histogram_mode::signed_extend: grow_extend(o.edges.front(), o.edges.back()); break;
+    }
+    const std::vector<double>& e = data_.edges;
+    for (std::size_t i = 0; i < o.counts.size(); ++i) {
+      if (o.counts[i] == 0) continue;
+      const double c = 0.5 * (o.edges[i] + o.edges[i + 1]);
+      data_.counts[locate(e, c)] += o.counts[i];
+    }
+  }
+
+ private:
+  static std::size_t locate(const std::vector<double>& e, double v) noexcept {
+    const std::size_t n = e.size() - 1;
+    std::size_t lo = 0;
+    std::size_t hi = n;  // bin index in [lo, hi)
+    if (v <= e.front()) return 0;
+    if (v >= e.back()) return n - 1;
+    while (hi - lo > 1) {
+      const std::size_t mid = (lo + hi) / 2;
+      if (v < e[mid]) hi = mid; else lo = mid;
+    }
+    return lo;
+  }
+
+  void check_bins(double bins) const {
+    if (!(bins <= static_cast<double>(opt_.max_bins))) {
+      detail::throw_invalid("quark.calib.histogram_too_large",
+                            "range growth needs " + std::to_string(bins) + " bins (max_bins " +
+                                std::to_string(opt_.max_bins) + ")");
+    }
+  }
+
+  void create(double lo, double hi) {
+    // numpy widens an empty range to (lo - 0.5, hi + 0.5).
+    if (lo == hi) {
+      lo -= 0.5;
+      hi += 0.5;
+    }
+    data_.edges = detail::linspace_edges(lo, hi, opt_.num_bins);
+    data_.counts.assign(opt_.num_bins, 0);
+  }
+
+  void grow_absolute(std::span<const float> x, const detail::minmax_partial& p) {
+    const double amax = std::fmax(std::fabs(static_cast<double>(p.min)), std::fabs(static_cast<double>(p.max)));
+    if (data_.counts.empty()) {
+      float amin = std::numeric_limits<float>::infinity();
+      for (const float v : x) {
+        const float a = std::fabs(v);
+        amin = a < amin ? a : amin;  // NaN never replaces amin
+      }
+      create(static_cast<double>(amin), amax);
+      return;
+    }
+    append_right(amax);
+  }
+
+  /// Appends equal-width bins (last + w, last + 2w, ...) until the last edge covers `amax`.
+  void append_right(double amax) {
+    std::vector<double>& e = data_.edges;
+    if (!(amax > e.back())) return;
+    const double w = e[1] - e[0];
+    check_bins(static_cast<double>(e.size()) + (amax - e.back()) / w);
+    while (amax > e.back()) e.push_back(e.back() + w);
+    data_.counts.resize(e.size() - 1, 0);
+  }
+
+  void grow_symmetric(const detail::minmax_partial& p) {
+    const float thr = std::fmax(std::fabs(p.min), std::fabs(p.max));
+    if (data_.counts.empty()) {
+      data_.threshold = static_cast<double>(thr);
+      create(-static_cast<double>(thr), static_cast<double>(thr));
+      return;
+    }
+    grow_symmetric_to(static_cast<double>(thr));
+  }
+
+  /// Python's float floor division a // b for a >= 0, b > 0.
+  static double py_floordiv(double a, double b) noexcept {
+    const double mod = std::fmod(a, b);
+    const double div = (a - mod) / b;
+    double fl = std::floor(div);
+    if (div - fl > 0.5) fl += 1.0;
+    return fl;
+  }
+
+  void grow_symmetric_to(double new_thr) {
+    const double old_thr = data_.threshold;
+    if (new_thr <= old_thr) return;
+    const std::size_t n = data_.counts.size();
+    if (old_thr == 0.0) {
+      // ORT keeps the old counts in place and re-edges over the new threshold.
+      data_.threshold = new_thr;
+      data_.edges = detail::linspace_edges(-new_thr, new_thr, n);
+      return;
+    }
+    // 1. Whole strides of the old bin width on each side.
+    const double stride = 2.0 * old_thr / static_cast<double>(n);
+    const double half = py_floordiv(new_thr - old_thr, stride) + 1.0;
+    check_bins(static_cast<double>(n) + 2.0 * half);
+    const std::size_t h = static_cast<std::size_t>(half);
+    // 2. New threshold and edges; the old counts move to the centre slice.
+    const double thr = static_cast<double>(h) * stride + old_thr;
+    std::vector<std::uint64_t> counts(n + 2 * h, 0);
+    for (std::size_t i = 0; i < n; ++i) counts[h + i] = data_.counts[i];
+    data_.counts = std::move(counts);
+    data_.edges = detail::linspace_edges(-thr, thr, n + 2 * h);
+    data_.threshold = thr;
+  }
+
+  void grow_extend(double lo_new, double hi_new) {
+    if (data_.counts.empty()) {
+      create(lo_new, hi_new);
+      return;
+    }
+    const double lo = data_.edges.front();
+    const double hi = data_.edges.back();
+    if (lo_new >= lo && hi_new <= hi) return;
+    // 1. Whole bins of the current width on each side.
+    const double w = data_.edges[1] - data_.edges[0];
+    const double left = lo_new < lo ? std::ceil((lo - lo_new) / w) : 0.0;
+    const double right = hi_new > hi ? std::ceil((hi_new - hi) / w) : 0.0;
+    const std::size_t n = data_.counts.size();
+    check_bins(static_cast<double>(n) + left + right);
+    const std::size_t l = static_cast<std::size_t>(left);
+    const std::size_t rgt = static_cast<std::size_t>(right);
+    // 2. Edges regenerated over the extended range; old counts shifted by `l`.
+    data_.edges = detail::linspace_edges(lo - left * w, hi + right * w, n + l + rgt);
+    std::vector<std::uint64_t> counts(n + l + rgt, 0);
+    for (std::size_t i = 0; i < n; ++i) counts[l + i] = data_.counts[i];
+    data_.counts = std::move(counts);
+  }
+
+  histogram_options opt_;
+  histogram_data data_;
+};
+
+}  // namespace quark

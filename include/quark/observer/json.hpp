@@ -1,0 +1,134 @@
+// SPDX-License-Identifier: MIT
+// JSON serialisation of observer states and calibrated ranges (SaveAndRestore: a calibration can
+// be saved, restored, merged and continued). This is the only quark header that includes
+// nlohmann/json; the observers themselves depend on the standard library only.
+// Non-finite floats are written as the strings "inf", "-inf" and "nan" (JSON has no such
+// numbers); doubles and 64-bit counts round-trip exactly.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include <quark/calib/calib_result.hpp>
+#include <quark/observer/histogram_observer.hpp>
+#include <quark/observer/minmax_observer.hpp>
+
+namespace quark {
+
+namespace detail {
+inline nlohmann::json float_to_json(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  return v;
+}
+inline double float_from_json(const nlohmann::json& j) {
+  if (j.is_string()) {
+    const auto s = j.get<std::string>();
+    if (s == "nan") return std::numeric_limits<double>::quiet_NaN();
+    if (s == "inf") return std::numeric_limits<double>::infinity();
+    if (s == "-inf") return -std::numeric_limits<double>::infinity();
+    throw_invalid("quark.calib.bad_json", "unexpected float string '" + s + "'");
+  }
+  return j.get<double>();
+}
+inline float f32_from_json(const nlohmann::json& j) { return static_cast<float>(float_from_json(j)); }
+}  // namespace detail
+
+/// ```cpp
+/// nlohmann::json j = obs;                        // any quark observer or calibrated_range
+/// auto back = j.get<quark::minmax_observer>();
+/// ```
+inline void to_json(nlohmann::json& j, const range_stats& s) {
+  j = {{"min", detail::float_to_json(static_cast<double>(s.min))},
+       {"max", detail::float_to_json(static_cast<double>(s.max))},
+       {"count", s.count},
+       {"nan_count", s.nan_count}};
+}
+inline void from_json(const nlohmann::json& j, range_stats& s) {
+  s.min = detail::f32_from_json(j.at("min"));
+  s.max = detail::f32_from_json(j.at("max"));
+  s.count = j.at("count").get<std::uint64_t>();
+  s.nan_count = j.at("nan_count").get<std::uint64_t>();
+}
+
+inline void to_json(nlohmann::json& j, const minmax_observer& o) {
+  j = {{"type", "minmax"}, {"stats", o.state().stats}, {"nan_policy", static_cast<int>(o.state().nan)}};
+}
+inline void from_json(const nlohmann::json& j, minmax_observer& o) {
+  minmax_observer::state_type s;
+  s.stats = j.at("stats").get<range_stats>();
+  s.nan = static_cast<nan_policy>(j.at("nan_policy").get<int>());
+  o = minmax_observer{s};
+}
+
+inline void to_json(nlohmann::json& j, const moving_average_observer& o) {
+  const auto& s = o.state();
+  j = {{"type", "moving_average"},
+       {"stats", s.stats},
+       {"constant", static_cast<double>(s.constant)},
+       {"batches", s.batches},
+       {"nan_policy", static_cast<int>(s.nan)}};
+}
+inline void from_json(const nlohmann::json& j, moving_average_observer& o) {
+  moving_average_observer::state_type s;
+  s.stats = j.at("stats").get<range_stats>();
+  s.constant = static_cast<float>(j.at("constant").get<double>());
+  s.batches = j.at("batches").get<std::uint64_t>();
+  s.nan = static_cast<nan_policy>(j.at("nan_policy").get<int>());
+  o = moving_average_observer{s};
+}
+
+inline void to_json(nlohmann::json& j, const histogram_observer& o) {
+  const histogram_options& opt = o.options();
+  const histogram_data& d = o.state();
+  j = {{"type", "histogram"},
+       {"mode", static_cast<int>(d.mode)},
+       {"num_bins", opt.num_bins},
+       {"non_finite", static_cast<int>(opt.non_finite)},
+       {"max_bins", opt.max_bins},
+       {"range", d.range},
+       {"threshold", d.threshold},
+       {"edges", d.edges},
+       {"counts", d.counts}};
+}
+inline void from_json(const nlohmann::json& j, histogram_observer& o) {
+  histogram_options opt;
+  opt.mode = static_cast<histogram_mode>(j.at("mode").get<int>());
+  opt.num_bins = j.at("num_bins").get<std::size_t>();
+  opt.non_finite = static_cast<non_finite_policy>(j.at("non_finite").get<int>());
+  opt.max_bins = j.at("max_bins").get<std::size_t>();
+  histogram_data d;
+  d.mode = opt.mode;
+  d.range = j.at("range").get<range_stats>();
+  d.threshold = j.at("threshold").get<double>();
+  d.edges = j.at("edges").get<std::vector<double>>();
+  d.counts = j.at("counts").get<std::vector<std::uint64_t>>();
+  if (!d.counts.empty() && d.edges.size() != d.counts.size() + 1) {
+    detail::throw_invalid("quark.calib.bad_json", "histogram edges/counts sizes disagree");
+  }
+  o = histogram_observer{opt, std::move(d)};
+}
+
+inline void to_json(nlohmann::json& j, const calibrated_range& r) {
+  j = {{"min", detail::float_to_json(static_cast<double>(r.min))},
+       {"max", detail::float_to_json(static_cast<double>(r.max))}};
+  if (!r.warnings.empty()) j["warnings"] = r.warnings;
+  if (r.pof2_position) j["pof2_position"] = *r.pof2_position;
+  if (r.scale) j["scale"] = detail::float_to_json(static_cast<double>(*r.scale));
+  if (r.zero_point) j["zero_point"] = *r.zero_point;
+}
+inline void from_json(const nlohmann::json& j, calibrated_range& r) {
+  r = calibrated_range{};
+  r.min = detail::f32_from_json(j.at("min"));
+  r.max = detail::f32_from_json(j.at("max"));
+  if (j.contains("warnings")) r.warnings = j.at("warnings").get<std::vector<std::string>>();
+  if (j.contains("pof2_position")) r.pof2_position = j.at("pof2_position").get<int>();
+  if (j.contains("scale")) r.scale = detail::f32_from_json(j.at("scale"));
+  if (j.contains("zero_point")) r.zero_point = j.at("zero_point").get<std::int64_t>();
+}
+
+}  // namespace quark

@@ -1,0 +1,189 @@
+// SPDX-License-Identifier: MIT
+#include <quark/observer/histogram_observer.hpp>
+#include <quark/observer/json.hpp>
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "calib/reference_data.hpp"
+
+using quark::histogram_mode;
+using quark::histogram_observer;
+
+static_assert(quark::mergeable_observer<histogram_observer>);
+
+namespace {
+histogram_observer observe_all(histogram_mode mode, std::size_t bins, std::span<const float> x, std::size_t parts) {
+  histogram_observer h{{.mode = mode, .num_bins = bins,
+                        .non_finite = mode == histogram_mode::signed_extend ? quark::non_finite_policy::to_finite
+                                                                            : quark::non_finite_policy::reject_inf}};
+  for (auto b : quark_test::split(x, parts)) h.observe(b);
+  return h;
+}
+}  // namespace
+
+TEST_CASE("histogram: growth across 7 batches matches the numpy reference exactly") {
+  const auto g = quark_test::data_grow();
+  const auto& ref = quark_test::reference()["growth_histograms"];
+  const std::pair<const char*, histogram_mode> modes[] = {
+      {"abs", histogram_mode::absolute}, {"signed", histogram_mode::signed_symmetric}, {"extend", histogram_mode::signed_extend}};
+  for (const auto& [name, mode] : modes) {
+    CAPTURE(name);
+    const auto h = observe_all(mode, 64, g, 7);
+    const auto& d = h.stats();
+    const auto& r = ref[name];
+    REQUIRE(d.bins() == r["bins"].get<std::size_t>());
+    CHECK(d.edges.front() == r["edges"][0].get<double>());
+    CHECK(d.edges[1] == r["edges"][1].get<double>());
+    CHECK(d.edges.back() == r["edges"][2].get<double>());
+    CHECK(d.counts == r["counts"].get<std::vector<std::uint64_t>>());
+  }
+}
+
+TEST_CASE("histogram: streaming equals batch exactly when the first batch holds the extrema") {
+  auto a = quark_test::data_a();
+  // Move the global extrema to the front so no later batch grows the range.
+  auto mn = std::min_element(a.begin(), a.end());
+  std::iter_swap(a.begin(), mn);
+  auto mx = std::max_element(a.begin() + 1, a.end());
+  std::iter_swap(a.begin() + 1, mx);
+  // ... and the smallest magnitude, where the |x| histogram starts.
+  auto amin = std::min_element(a.begin() + 2, a.end(), [](float u, float v) { return std::fabs(u) < std::fabs(v); });
+  std::iter_swap(a.begin() + 2, amin);
+  for (auto mode : {histogram_mode::absolute, histogram_mode::signed_symmetric, histogram_mode::signed_extend}) {
+    const auto whole = observe_all(mode, 2048, a, 1);
+    for (std::size_t parts : {7u, 64u}) {
+      // Batch 0 is the first ceil(n/parts) values and holds both extrema.
+      CHECK(observe_all(mode, 2048, a, parts).stats() == whole.stats());
+    }
+  }
+}
+
+TEST_CASE("histogram: streaming with growth stays within one bin of the batch result") {
+  // Documented tolerance: with growth, bins move by at most one old bin width, so the CDF of the
+  // streamed histogram at any edge differs from the one-batch histogram by the mass of one bin.
+  const auto g = quark_test::data_grow();
+  for (auto mode : {histogram_mode::absolute, histogram_mode::signed_symmetric, histogram_mode::signed_extend}) {
+    const auto whole = observe_all(mode, 2048, g, 1);
+    for (std::size_t parts : {7u, 64u}) {
+      const auto s = observe_all(mode, 2048, g, parts);
+      CHECK(s.stats().range == whole.stats().range);
+      if (mode == histogram_mode::absolute) {
+        // Quark's |x| histogram starts at the first batch's min|x| and drops smaller values
+        // of later batches (quark-spec §4.2): a handful here.
+        CHECK(s.stats().total() <= whole.stats().total());
+        CHECK(s.stats().total() + 100 >= whole.stats().total());
+      } else {
+        CHECK(s.stats().total() == whole.stats().total());
+      }
+      // Every percentile threshold moves by at most one (grown) bin.
+      quark::histogram_data a = whole.stats(), b = s.stats();
+      const double wa = a.edges[1] - a.edges[0];
+      const double wb = b.edges[1] - b.edges[0];
+      for (double q : {0.01, 0.5, 0.99, 0.99999}) {
+        auto edge_at = [q](const quark::histogram_data& d) {
+          const double t = static_cast<double>(d.total());
+          std::uint64_t acc = 0;
+          for (std::size_t i = 0; i < d.bins(); ++i) {
+            acc += d.counts[i];
+            if (static_cast<double>(acc) / t >= q) return d.edges[i];
+          }
+          return d.edges.back();
+        };
+        CHECK(std::fabs(edge_at(a) - edge_at(b)) <= 2.0 * std::max(wa, wb) + 1e-12);
+      }
+    }
+  }
+}
+
+TEST_CASE("histogram: merge equals sequential for equal ranges") {
+  std::vector<float> x = quark_test::data_a();
+  std::vector<float> y = quark_test::lcg_data(5000, 99, 1.0, 0.0);
+  y[0] = *std::min_element(x.begin(), x.end());
+  y[1] = *std::max_element(x.begin(), x.end());
+  x[0] = y[0]; x[1] = y[1];
+  x[2] = y[2] = 0.0f;  // same min|x| for the |x| histograms
+  for (auto mode : {histogram_mode::absolute, histogram_mode::signed_symmetric, histogram_mode::signed_extend}) {
+    histogram_observer seq{{.mode = mode, .num_bins = 512}};
+    seq.observe(x);
+    seq.observe(y);
+    histogram_observer p1{{.mode = mode, .num_bins = 512}}, p2{{.mode = mode, .num_bins = 512}};
+    p1.observe(x);
+    p2.observe(y);
+    REQUIRE(p1.stats().edges == p2.stats().edges);
+    p1.merge(p2);
+    CHECK(p1.stats() == seq.stats());
+  }
+  // Different ranges: approximate merge keeps every count.
+  histogram_observer a{{.mode = histogram_mode::signed_symmetric, .num_bins = 128}}, b{{.mode = histogram_mode::signed_symmetric, .num_bins = 128}};
+  a.observe(std::span<const float>(x).first(100));
+  b.observe(y);
+  a.merge(b);
+  CHECK(a.stats().total() == 100 + y.size());
+}
+
+TEST_CASE("histogram: bad and degenerate input") {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  histogram_observer h{{.mode = histogram_mode::signed_symmetric, .num_bins = 8}};
+  h.observe({});
+  CHECK(h.stats().empty());
+  std::vector<float> nans(5, nan);
+  h.observe(nans);
+  CHECK(h.stats().empty());
+  CHECK(h.stats().range.nan_count == 5);
+  std::vector<float> zeros(10, 0.0f);
+  h.observe(zeros);  // numpy widens (0, 0) to (-0.5, 0.5)
+  CHECK(h.stats().edges.front() == -0.5);
+  CHECK(h.stats().counts[4] == 10);
+  std::vector<float> more{1.0f, -2.0f};
+  h.observe(more);  // ORT's old-threshold-zero path: counts stay, edges re-made on (-2, 2)
+  CHECK(h.stats().edges.back() == 2.0);
+  CHECK(h.stats().total() == 12);
+  std::vector<float> with_inf{1.0f, inf};
+  try {
+    h.observe(with_inf);
+    FAIL("expected an exception");
+  } catch (const quark::invalid_argument& e) {
+    CHECK(e.id() == "quark.calib.infinite_input");
+  }
+  histogram_observer f{{.mode = histogram_mode::signed_extend, .num_bins = 4, .non_finite = quark::non_finite_policy::to_finite}};
+  std::vector<float> nf{nan, 1.0f, -1.0f};
+  f.observe(nf);
+  CHECK(f.stats().counts == std::vector<std::uint64_t>{1, 0, 1, 1});  // NaN -> 0 in bin [0, 0.5)
+  std::vector<float> c(7, 3.0f);
+  histogram_observer k{{.mode = histogram_mode::absolute, .num_bins = 4}};
+  k.observe(c);
+  CHECK(k.stats().edges.front() == 2.5);
+  CHECK(k.stats().edges.back() == 3.5);
+  histogram_observer tiny{{.mode = histogram_mode::absolute, .num_bins = 4, .max_bins = 100}};
+  std::vector<float> s1{0.0f, 1.0f}, s2{1000.0f};
+  tiny.observe(s1);
+  CHECK_THROWS_AS(tiny.observe(s2), quark::invalid_argument);
+  CHECK_THROWS_AS(histogram_observer({.num_bins = 0}), quark::config_error);
+}
+
+TEST_CASE("histogram: JSON round trip restores a calibration that continues identically") {
+  const auto g = quark_test::data_grow();
+  const auto parts = quark_test::split(g, 7);
+  histogram_observer h{{.mode = histogram_mode::signed_symmetric, .num_bins = 256}};
+  for (std::size_t i = 0; i < 3; ++i) h.observe(parts[i]);
+  const nlohmann::json j = h;
+  auto restored = nlohmann::json::parse(j.dump()).get<histogram_observer>();
+  CHECK(restored.stats() == h.stats());
+  for (std::size_t i = 3; i < parts.size(); ++i) {
+    h.observe(parts[i]);
+    restored.observe(parts[i]);
+  }
+  CHECK(restored.stats() == h.stats());
+  quark::minmax_observer m;
+  const nlohmann::json jm = m;  // empty: +-Inf survive as strings
+  CHECK(nlohmann::json::parse(jm.dump()).get<quark::minmax_observer>().state() == m.state());
+  quark::moving_average_observer ema{0.25f};
+  ema.observe(parts[0]);
+  const nlohmann::json je = ema;
+  CHECK(nlohmann::json::parse(je.dump()).get<quark::moving_average_observer>().state() == ema.state());
+}

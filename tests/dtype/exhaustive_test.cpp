@@ -12,8 +12,6 @@
 //    statistical test prints the mean error;
 //  * numeric_limits values are static_asserted.
 // Seed: QUARK_TEST_SEED overrides the default, and is printed.
-#include <doctest/doctest.h>
-
 #include <array>
 #include <cmath>
 #include <cstdint>
@@ -23,6 +21,8 @@
 #include <string>
 #include <utility>
 #include <vector>
+
+#include <doctest/doctest.h>
 
 #include <quark/quark.hpp>
 
@@ -120,8 +120,8 @@ static_assert(std::numeric_limits<quark::float16>::digits == 11);
 static_assert(std::numeric_limits<quark::bfloat16>::digits == 8);
 static_assert(std::numeric_limits<quark::float16>::max_exponent == 16);
 static_assert(std::numeric_limits<quark::float16>::min_exponent == -13);
-static_assert(quark::detail::float_bits(quark::to_float(
-                  std::numeric_limits<quark::float16>::infinity())) == 0x7F800000u);
+static_assert(quark::detail::float_bits(
+                  quark::to_float(std::numeric_limits<quark::float16>::infinity())) == 0x7F800000u);
 // integers
 static_assert(std::numeric_limits<quark::int4>::min().value() == -8);
 static_assert(std::numeric_limits<quark::int4>::max().value() == 7);
@@ -140,8 +140,8 @@ std::uint32_t test_seed() {
 }
 
 constexpr std::array<rounding, 6> deterministic_modes = {
-    rounding::nearest_even,    rounding::nearest_away,    rounding::nearest_up,
-    rounding::toward_zero,     rounding::toward_positive, rounding::toward_negative};
+    rounding::nearest_even, rounding::nearest_away,    rounding::nearest_up,
+    rounding::toward_zero,  rounding::toward_positive, rounding::toward_negative};
 
 /// All 24 deterministic policies: 6 rounding modes x 2 overflow rules x 2 NaN rules.
 constexpr auto policy_grid = [] {
@@ -162,7 +162,8 @@ template <class F>
 void for_each_policy(F&& f) {
   [&]<std::size_t... I>(std::index_sequence<I...>) {
     (f.template operator()<policy_grid[I]>(), ...);
-  }(std::make_index_sequence<policy_grid.size()>{});
+  }
+  (std::make_index_sequence<policy_grid.size()>{});
 }
 
 std::string hex(std::uint32_t v) {
@@ -188,11 +189,11 @@ std::string describe(conversion_policy p) {
 template <class T>
 const ref::format_def& def_of() {
   static const ref::format_def* const d = [] {
-    for (const auto* f : {&ref::float16, &ref::bfloat16, &ref::float8_e4m3fn,
-                          &ref::float8_e4m3fnuz, &ref::float8_e5m2, &ref::float8_e5m2fnuz,
-                          &ref::float6_e3m2fn, &ref::float6_e2m3fn, &ref::float4_e2m1fn,
-                          &ref::float8_e8m0fnu}) {
-      if (f->name == quark::dtype_traits<T>::name) return f;
+    for (const auto* f : {&ref::float16, &ref::bfloat16, &ref::float8_e4m3fn, &ref::float8_e4m3fnuz,
+                          &ref::float8_e5m2, &ref::float8_e5m2fnuz, &ref::float6_e3m2fn,
+                          &ref::float6_e2m3fn, &ref::float4_e2m1fn, &ref::float8_e8m0fnu}) {
+      if (f->name == quark::dtype_traits<T>::name)
+        return f;
     }
     return static_cast<const ref::format_def*>(nullptr);
   }();
@@ -210,13 +211,18 @@ T from_code(std::uint32_t c) {
   return T::from_bits(static_cast<typename T::storage_type>(c));
 }
 
-float next_up(float x) { return std::nextafter(x, std::numeric_limits<float>::infinity()); }
-float next_down(float x) { return std::nextafter(x, -std::numeric_limits<float>::infinity()); }
+float next_up(float x) {
+  return std::nextafter(x, std::numeric_limits<float>::infinity());
+}
+float next_down(float x) {
+  return std::nextafter(x, -std::numeric_limits<float>::infinity());
+}
 
 /// Adds x, and -x when the format is signed.
 void push_signed(std::vector<float>& v, float x, bool is_signed) {
   v.push_back(x);
-  if (is_signed) v.push_back(-x);
+  if (is_signed)
+    v.push_back(-x);
 }
 
 /// Midpoints of every pair of adjacent non-negative values (including max and the virtual next
@@ -231,9 +237,11 @@ std::vector<float> tie_inputs(const ref::format_def& f) {
     const auto fa = static_cast<float>(a);
     push_signed(v, fa, f.has_sign);
     push_signed(v, next_up(fa), f.has_sign);
-    if (fa > 0.0f) push_signed(v, next_down(fa), f.has_sign);
+    if (fa > 0.0f)
+      push_signed(v, next_down(fa), f.has_sign);
     const auto fm = static_cast<float>(mid);
-    if (static_cast<double>(fm) != mid) continue;  // beyond float range: nothing to test
+    if (static_cast<double>(fm) != mid)
+      continue;  // beyond float range: nothing to test
     push_signed(v, fm, f.has_sign);
     push_signed(v, next_up(fm), f.has_sign);
     push_signed(v, next_down(fm), f.has_sign);
@@ -248,11 +256,18 @@ std::vector<float> tie_inputs(const ref::format_def& f) {
 std::vector<float> special_inputs() {
   constexpr float inf = std::numeric_limits<float>::infinity();
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  std::vector<float> v = {0.0f, -0.0f, inf, -inf, nan, -nan,
-                          std::numeric_limits<float>::max(), -std::numeric_limits<float>::max(),
+  std::vector<float> v = {0.0f,
+                          -0.0f,
+                          inf,
+                          -inf,
+                          nan,
+                          -nan,
+                          std::numeric_limits<float>::max(),
+                          -std::numeric_limits<float>::max(),
                           std::numeric_limits<float>::denorm_min(),
                           -std::numeric_limits<float>::denorm_min(),
-                          std::numeric_limits<float>::min(), -std::numeric_limits<float>::min(),
+                          std::numeric_limits<float>::min(),
+                          -std::numeric_limits<float>::min(),
                           quark::detail::bits_float(0x7F800001u),   // signalling NaN
                           quark::detail::bits_float(0xFFC12345u)};  // negative NaN with payload
   return v;
@@ -317,8 +332,9 @@ TEST_CASE_TEMPLATE("every encoding decodes to the reference value", T, QUARK_FLO
     for (const float g : {got, slow}) {
       switch (want.kind) {
         case ref::value::number:
-          ok = ok && quark::detail::float_bits(g) ==
-                         quark::detail::float_bits(static_cast<float>(want.v)) &&
+          ok = ok &&
+               quark::detail::float_bits(g) ==
+                   quark::detail::float_bits(static_cast<float>(want.v)) &&
                static_cast<double>(g) == want.v;
           break;
         case ref::value::infinity:
@@ -333,8 +349,7 @@ TEST_CASE_TEMPLATE("every encoding decodes to the reference value", T, QUARK_FLO
     ok = ok && from_code<T>(c).is_nan() == (want.kind == ref::value::nan) &&
          from_code<T>(c).is_inf() == (want.kind == ref::value::infinity);
     if (!ok && ++bad <= 8) {
-      MESSAGE(def.name << " code " << hex(c) << ": quark " << got
-                       << " reference " << want.v);
+      MESSAGE(def.name << " code " << hex(c) << ": quark " << got << " reference " << want.v);
     }
   }
   MESSAGE(def.name << ": " << code_count<T>() << " encodings decoded");
@@ -349,13 +364,14 @@ TEST_CASE_TEMPLATE("encode(decode(c)) == c for every non-NaN code under every po
   for_each_policy([&]<conversion_policy P>() {
     for (std::uint32_t c = 0; c < code_count<T>(); ++c) {
       const T v = from_code<T>(c);
-      if (v.is_nan()) continue;
+      if (v.is_nan())
+        continue;
       const float x = quark::to_float(v);
       std::uint32_t want = c;
       if (v.is_inf() && P.on_overflow == overflow::saturate) {
         want = ref::encode(def, x, P);  // Inf saturates to max: not a round trip
-        CHECK(quark::to_float(from_code<T>(want)) == (x > 0 ? 1.0f : -1.0f) *
-                                                         quark::dtype_traits<T>::max());
+        CHECK(quark::to_float(from_code<T>(want)) ==
+              (x > 0 ? 1.0f : -1.0f) * quark::dtype_traits<T>::max());
       }
       const std::uint32_t got = quark::convert<T, P>(x).to_bits();
       ++checked;
@@ -369,7 +385,8 @@ TEST_CASE_TEMPLATE("encode(decode(c)) == c for every non-NaN code under every po
                                  nan_handling::propagate};
   for (std::uint32_t c = 0; c < code_count<T>(); ++c) {
     const T v = from_code<T>(c);
-    if (v.is_nan()) continue;
+    if (v.is_nan())
+      continue;
     for (const std::uint32_t r : {0u, 0x80000000u, 0xFFFFFFFFu}) {
       ++checked;
       if (quark::convert<T, sr>(quark::to_float(v), r).to_bits() != c && ++bad <= 8) {
@@ -424,9 +441,11 @@ TEST_CASE_TEMPLATE("stochastic rounding picks a neighbour and is exactly unbiase
       for (int j = 1; j < 8; ++j) {
         const double xd = lo + (hi - lo) * j / 8;
         const auto x = static_cast<float>(xd);
-        if (static_cast<double>(x) != xd) continue;
+        if (static_cast<double>(x) != xd)
+          continue;
         for (const float sx : {x, -x}) {
-          if (!def.has_sign && sx < 0) continue;
+          if (!def.has_sign && sx < 0)
+            continue;
           const std::uint32_t lo_code =
               ref::encode(def, sx, {rounding::toward_zero, P.on_overflow, P.nan});
           int ups = 0;
@@ -464,8 +483,7 @@ TEST_CASE_TEMPLATE("stochastic rounding picks a neighbour and is exactly unbiase
 TEST_CASE_TEMPLATE("stochastic rounding is unbiased on average (seeded statistics)", T,
                    quark::float16, quark::bfloat16, quark::float8_e4m3fn, quark::float8_e5m2,
                    quark::float6_e2m3fn, quark::float4_e2m1fn) {
-  constexpr conversion_policy sr{rounding::stochastic, overflow::saturate,
-                                 nan_handling::propagate};
+  constexpr conversion_policy sr{rounding::stochastic, overflow::saturate, nan_handling::propagate};
   const std::uint32_t seed = test_seed();
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> mant(1.0f, 2.0f);
@@ -522,7 +540,8 @@ std::vector<float> int_inputs() {
   for (long long k = int_min<T>() - 3; k <= int_max<T>() + 3; ++k) {
     // 16-bit types: every k near both ends, a stride of 97 in between.
     const bool near_end = k < int_min<T>() + 300 || k > int_max<T>() - 300;
-    if (span > 1024 && !near_end && k % 97 != 0) continue;
+    if (span > 1024 && !near_end && k % 97 != 0)
+      continue;
     for (const double d : {0.0, 0.5, 0.25, 0.75}) {
       const auto x = static_cast<float>(static_cast<double>(k) + d);
       v.push_back(x);
@@ -535,7 +554,7 @@ std::vector<float> int_inputs() {
   return v;
 }
 
-#define QUARK_INT_TYPES                                                                      \
+#define QUARK_INT_TYPES                                                                         \
   quark::int2, quark::uint2, quark::int3, quark::uint3, quark::int4, quark::uint4, std::int8_t, \
       std::uint8_t, std::int16_t, std::uint16_t
 
@@ -549,7 +568,8 @@ TEST_CASE_TEMPLATE("sub-byte integers: every code decodes to its two's-complemen
     const T v = T::from_bits(static_cast<std::uint8_t>(c));
     // Reference: bit (bits-1) weighs -2^(bits-1) when signed.
     long long want = static_cast<long long>(c);
-    if (quark::dtype_traits<T>::is_signed && (c >> (bits - 1)) != 0u) want -= 1LL << bits;
+    if (quark::dtype_traits<T>::is_signed && (c >> (bits - 1)) != 0u)
+      want -= 1LL << bits;
     CHECK(v.value() == want);
     CHECK(v.to_bits() == c);
     CHECK(int_value(v) == want);
@@ -582,10 +602,9 @@ TEST_CASE_TEMPLATE("integers: every rounding mode matches the reference", T, QUA
   CHECK(bad == 0u);
 }
 
-TEST_CASE_TEMPLATE("integers: stochastic rounding matches the reference and is exactly unbiased",
-                   T, QUARK_INT_TYPES) {
-  constexpr conversion_policy sr{rounding::stochastic, overflow::saturate,
-                                 nan_handling::propagate};
+TEST_CASE_TEMPLATE("integers: stochastic rounding matches the reference and is exactly unbiased", T,
+                   QUARK_INT_TYPES) {
+  constexpr conversion_policy sr{rounding::stochastic, overflow::saturate, nan_handling::propagate};
   std::size_t checked = 0;
   std::size_t bad = 0;
   for (long long k = int_min<T>(); k < int_max<T>(); k += (int_max<T>() - int_min<T>()) / 64 + 1) {

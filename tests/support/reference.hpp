@@ -45,11 +45,11 @@ namespace quark::test::ref {
 
 /// Where the special values of a format are.
 enum class specials_rule {
-  ieee,         ///< exponent all ones: mantissa 0 is Inf, anything else NaN
-  all_ones,     ///< only exponent and mantissa all ones is NaN ("fn"); no Inf
+  ieee,           ///< exponent all ones: mantissa 0 is Inf, anything else NaN
+  all_ones,       ///< only exponent and mantissa all ones is NaN ("fn"); no Inf
   negative_zero,  ///< the pattern 1000...0 is the only NaN; no Inf, no -0 ("fnuz")
-  none,         ///< every pattern is a number (FP6, FP4)
-  e8m0,         ///< unsigned, no zero, 0xFF is NaN
+  none,           ///< every pattern is a number (FP6, FP4)
+  e8m0,           ///< unsigned, no zero, 0xFF is NaN
 };
 
 struct format_def {
@@ -66,10 +66,10 @@ struct format_def {
 inline constexpr format_def float16{"float16", 5, 10, 15, true, specials_rule::ieee};
 inline constexpr format_def bfloat16{"bfloat16", 8, 7, 127, true, specials_rule::ieee};
 inline constexpr format_def float8_e4m3fn{"float8_e4m3fn", 4, 3, 7, true, specials_rule::all_ones};
-inline constexpr format_def float8_e4m3fnuz{"float8_e4m3fnuz", 4, 3, 8, true,
+inline constexpr format_def float8_e4m3fnuz{"float8_e4m3fnuz",           4, 3, 8, true,
                                             specials_rule::negative_zero};
 inline constexpr format_def float8_e5m2{"float8_e5m2", 5, 2, 15, true, specials_rule::ieee};
-inline constexpr format_def float8_e5m2fnuz{"float8_e5m2fnuz", 5, 2, 16, true,
+inline constexpr format_def float8_e5m2fnuz{"float8_e5m2fnuz",           5, 2, 16, true,
                                             specials_rule::negative_zero};
 inline constexpr format_def float6_e3m2fn{"float6_e3m2fn", 3, 2, 3, true, specials_rule::none};
 inline constexpr format_def float6_e2m3fn{"float6_e2m3fn", 2, 3, 1, true, specials_rule::none};
@@ -147,13 +147,15 @@ struct grid {
 inline const grid& grid_of(const format_def& f) {
   static std::map<std::string_view, grid> cache;
   auto it = cache.find(f.name);
-  if (it != cache.end()) return it->second;
+  if (it != cache.end())
+    return it->second;
   grid g;
   const int mag_bits = f.exponent_bits + f.mantissa_bits;
   g.sign_bit = f.has_sign ? (1u << mag_bits) : 0u;
   for (std::uint32_t c = 0; c < (1u << mag_bits); ++c) {
     const value d = decode(f, c);
-    if (d.kind == value::number) g.points.emplace_back(d.v, c);
+    if (d.kind == value::number)
+      g.points.emplace_back(d.v, c);
   }
   std::sort(g.points.begin(), g.points.end());
   g.max_code = g.points.back().second;
@@ -170,11 +172,16 @@ inline std::uint32_t nan_code(const format_def& f, bool negative) {
   const int E = f.exponent_bits;
   const std::uint32_t sign = (negative && f.has_sign) ? (1u << (E + M)) : 0u;
   switch (f.rule) {
-    case specials_rule::ieee: return sign | (((1u << E) - 1u) << M) | (1u << (M - 1));
-    case specials_rule::all_ones: return sign | ((1u << (E + M)) - 1u);
-    case specials_rule::negative_zero: return 1u << (E + M);
-    case specials_rule::e8m0: return 0xFFu;
-    case specials_rule::none: break;
+    case specials_rule::ieee:
+      return sign | (((1u << E) - 1u) << M) | (1u << (M - 1));
+    case specials_rule::all_ones:
+      return sign | ((1u << (E + M)) - 1u);
+    case specials_rule::negative_zero:
+      return 1u << (E + M);
+    case specials_rule::e8m0:
+      return 0xFFu;
+    case specials_rule::none:
+      break;
   }
   return 0u;
 }
@@ -186,10 +193,11 @@ inline std::uint32_t round_magnitude(const format_def& f, double ax, bool negati
   const grid& g = grid_of(f);
   const auto& p = g.points;
   // Largest i with p[i].first <= ax.
-  auto it = std::upper_bound(p.begin(), p.end(), ax,
-                             [](double x, const auto& e) { return x < e.first; });
+  auto it =
+      std::upper_bound(p.begin(), p.end(), ax, [](double x, const auto& e) { return x < e.first; });
   const std::size_t i = static_cast<std::size_t>(it - p.begin()) - 1;
-  if (p[i].first == ax) return p[i].second;
+  if (p[i].first == ax)
+    return p[i].second;
   const double lo = p[i].first;
   const std::uint32_t lo_code = p[i].second;
   const bool at_top = i + 1 == p.size();
@@ -205,15 +213,26 @@ inline std::uint32_t round_magnitude(const format_def& f, double ax, bool negati
       // and IEEE's "even digit" rule cannot choose: the tie goes up, as in ml_dtypes.
       pick_hi = ax > mid || (ax == mid && (f.mantissa_bits == 0 || (hi_code & 1u) == 0u));
       break;
-    case rounding::nearest_away: pick_hi = ax >= mid; break;
-    case rounding::nearest_up: pick_hi = ax > mid || (ax == mid && !negative); break;
-    case rounding::toward_zero: pick_hi = false; break;
-    case rounding::toward_positive: pick_hi = !negative; break;
-    case rounding::toward_negative: pick_hi = negative; break;
+    case rounding::nearest_away:
+      pick_hi = ax >= mid;
+      break;
+    case rounding::nearest_up:
+      pick_hi = ax > mid || (ax == mid && !negative);
+      break;
+    case rounding::toward_zero:
+      pick_hi = false;
+      break;
+    case rounding::toward_positive:
+      pick_hi = !negative;
+      break;
+    case rounding::toward_negative:
+      pick_hi = negative;
+      break;
     case rounding::stochastic: {
       // Up with probability frac = (ax - lo) / (hi - lo): up iff frac + random / 2^32 >= 1.
       // Exact in long double while frac has at most 31 significant fraction bits.
-      const long double frac = (static_cast<long double>(ax) - lo) / (static_cast<long double>(hi) - lo);
+      const long double frac =
+          (static_cast<long double>(ax) - lo) / (static_cast<long double>(hi) - lo);
       pick_hi = frac + std::ldexp(static_cast<long double>(random), -32) >= 1.0L;
       break;
     }
@@ -243,12 +262,15 @@ inline std::uint32_t encode(const format_def& f, float x, conversion_policy p,
   if (f.rule == specials_rule::e8m0) {
     const double lo = g.points.front().first;
     const double hi = g.points.back().first;
-    if (negative || static_cast<double>(x) < lo) return saturate ? g.points.front().second : 0xFFu;
-    if (static_cast<double>(x) > hi) return saturate ? g.max_code : 0xFFu;
+    if (negative || static_cast<double>(x) < lo)
+      return saturate ? g.points.front().second : 0xFFu;
+    if (static_cast<double>(x) > hi)
+      return saturate ? g.max_code : 0xFFu;
   }
   // The value that stands for "overflowed", per the policy.
   const auto overflowed = [&]() -> std::uint32_t {
-    if (saturate) return g.max_code | sign;
+    if (saturate)
+      return g.max_code | sign;
     switch (f.rule) {
       case specials_rule::ieee:
         return sign | (((1u << f.exponent_bits) - 1u) << f.mantissa_bits);  // Inf
@@ -256,15 +278,19 @@ inline std::uint32_t encode(const format_def& f, float x, conversion_policy p,
       case specials_rule::negative_zero:
       case specials_rule::e8m0:
         return nan_code(f, negative);
-      case specials_rule::none: break;
+      case specials_rule::none:
+        break;
     }
     return g.max_code | sign;
   };
-  if (std::isinf(x)) return overflowed();
-  const std::uint32_t mag = round_magnitude(f, std::fabs(static_cast<double>(x)), negative,
-                                            p.round, random);
-  if (mag == g.max_code + 1) return overflowed();
-  if (mag == 0u && f.rule == specials_rule::negative_zero) return 0u;  // no -0
+  if (std::isinf(x))
+    return overflowed();
+  const std::uint32_t mag =
+      round_magnitude(f, std::fabs(static_cast<double>(x)), negative, p.round, random);
+  if (mag == g.max_code + 1)
+    return overflowed();
+  if (mag == 0u && f.rule == specials_rule::negative_zero)
+    return 0u;  // no -0
   return mag | sign;
 }
 
@@ -272,9 +298,11 @@ inline std::uint32_t encode(const format_def& f, float x, conversion_policy p,
 /// Stochastic: up (away from zero) iff (random >> 8) < floor(|frac| * 2^24), a 24-bit threshold.
 inline long long encode_int(float x, long long lo, long long hi, rounding r,
                             std::uint32_t random = 0) {
-  if (std::isnan(x)) return 0;
+  if (std::isnan(x))
+    return 0;
   const double d = static_cast<double>(x);
-  if (std::isinf(x)) return x > 0 ? hi : lo;
+  if (std::isinf(x))
+    return x > 0 ? hi : lo;
   const double fl = std::floor(d);
   const double ce = std::ceil(d);
   double v = fl;
@@ -285,22 +313,35 @@ inline long long encode_int(float x, long long lo, long long hi, rounding r,
       case rounding::nearest_even:
         v = dist_lo < 0.5 ? fl : dist_lo > 0.5 ? ce : (std::fmod(fl, 2.0) == 0.0 ? fl : ce);
         break;
-      case rounding::nearest_away: v = dist_lo < 0.5 ? fl : dist_lo > 0.5 ? ce : (neg ? fl : ce); break;
-      case rounding::nearest_up: v = dist_lo < 0.5 ? fl : ce; break;
-      case rounding::toward_zero: v = neg ? ce : fl; break;
-      case rounding::toward_positive: v = ce; break;
-      case rounding::toward_negative: v = fl; break;
+      case rounding::nearest_away:
+        v = dist_lo < 0.5 ? fl : dist_lo > 0.5 ? ce : (neg ? fl : ce);
+        break;
+      case rounding::nearest_up:
+        v = dist_lo < 0.5 ? fl : ce;
+        break;
+      case rounding::toward_zero:
+        v = neg ? ce : fl;
+        break;
+      case rounding::toward_positive:
+        v = ce;
+        break;
+      case rounding::toward_negative:
+        v = fl;
+        break;
       case rounding::stochastic: {
         const double af = neg ? ce - d : d - fl;  // distance from the value toward zero
         const double toward_zero_v = neg ? ce : fl;
         const double away_v = neg ? fl : ce;
-        v = static_cast<double>(random >> 8) < std::floor(std::ldexp(af, 24)) ? away_v : toward_zero_v;
+        v = static_cast<double>(random >> 8) < std::floor(std::ldexp(af, 24)) ? away_v
+                                                                              : toward_zero_v;
         break;
       }
     }
   }
-  if (v <= static_cast<double>(lo)) return lo;
-  if (v >= static_cast<double>(hi)) return hi;
+  if (v <= static_cast<double>(lo))
+    return lo;
+  if (v >= static_cast<double>(hi))
+    return hi;
   return static_cast<long long>(v);
 }
 

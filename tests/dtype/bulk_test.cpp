@@ -52,3 +52,19 @@ TEST_CASE("bulk conversion equals scalar conversion, streamed and cached paths")
   check_bulk<quark::float8_e4m3fn, quark::policies::onnx_saturate>((std::size_t{9} << 20) + 5, 7);
   check_bulk<quark::float8_e5m2, quark::policies::onnx_no_saturate>(1000, 0);
 }
+
+TEST_CASE("bulk float16 decode equals the scalar decoder on every encoding") {
+  std::vector<quark::float16> all(65536);
+  for (std::uint32_t c = 0; c < 65536; ++c) {
+    all[c] = quark::float16::from_bits(static_cast<std::uint16_t>(c));
+  }
+  std::vector<float> out(all.size());
+  quark::to_float(std::span<const quark::float16>(all), std::span<float>(out));
+  std::size_t bad = 0;
+  for (std::uint32_t c = 0; c < 65536; ++c) {
+    bad += quark::detail::float_bits(out[c]) != quark::detail::float_bits(quark::to_float(all[c]))
+               ? 1u
+               : 0u;
+  }
+  CHECK(bad == 0u);
+}

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <type_traits>
 
 #include <quark/config.hpp>
 #include <quark/core/concepts.hpp>
@@ -15,6 +16,7 @@
 #include <quark/detail/stream.hpp>
 #include <quark/dtype/detail/convert_impl.hpp>
 #include <quark/dtype/detail/round_int.hpp>
+#include <quark/dtype/detail/simd_f16.hpp>
 #include <quark/dtype/traits.hpp>
 
 namespace quark {
@@ -128,6 +130,16 @@ template <quantized_type To,
 void convert(std::span<const float> in, std::span<To> out) noexcept {
   QUARK_ASSERT(in.size() == out.size(), "convert: size mismatch");
   const float* QUARK_RESTRICT src = in.data();
+#if QUARK_HAS_F16C
+  if constexpr (std::is_same_v<To, float16> && P.round == rounding::nearest_even &&
+                P.on_overflow == overflow::to_special && P.nan == nan_handling::propagate) {
+    detail::for_each_block_streamed(
+        in.size(), out.data(), [src](std::size_t first, std::size_t n, To* dst) {
+          detail::f16c_encode(src + first, reinterpret_cast<std::uint16_t*>(dst), n);
+        });
+    return;
+  }
+#endif
   detail::for_each_block_streamed(in.size(), out.data(),
                                   [src](std::size_t first, std::size_t n, To* QUARK_RESTRICT dst) {
                                     const float* QUARK_RESTRICT x = src + first;
@@ -141,6 +153,15 @@ template <quantized_type T>
 void to_float(std::span<const T> in, std::span<float> out) noexcept {
   QUARK_ASSERT(in.size() == out.size(), "to_float: size mismatch");
   const T* QUARK_RESTRICT src = in.data();
+#if QUARK_HAS_F16C
+  if constexpr (std::is_same_v<T, float16>) {
+    detail::for_each_block_streamed(
+        in.size(), out.data(), [src](std::size_t first, std::size_t n, float* dst) {
+          detail::f16c_decode(reinterpret_cast<const std::uint16_t*>(src + first), dst, n);
+        });
+    return;
+  }
+#endif
   detail::for_each_block_streamed(
       in.size(), out.data(), [src](std::size_t first, std::size_t n, float* QUARK_RESTRICT dst) {
         const T* QUARK_RESTRICT x = src + first;

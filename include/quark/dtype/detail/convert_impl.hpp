@@ -157,14 +157,21 @@ QUARK_ALWAYS_INLINE constexpr std::uint32_t encode_fp_rne(float x) noexcept {
   const bool is_nan = a > 0x7F800000u;
   const bool is_inf = a == 0x7F800000u;
 
-  // (1) normal path (meaningful when a >= min_normal_bits and finite)
-  const std::uint32_t an = a < min_normal_bits ? min_normal_bits : a;
-  const std::uint32_t rounded = an + ((std::uint32_t{1} << (sh - 1u)) - 1u) + ((an >> sh) & 1u);
-  const std::uint32_t normal_code = (rounded >> sh) - rebias;
-  // (2) subnormal path (meaningful when a < min_normal_bits)
-  const float ax = bits_float(a < min_normal_bits ? a : 0u);
-  const std::uint32_t sub_code = float_bits(ax + magic) - magic_bits;
-  std::uint32_t code = a < min_normal_bits ? sub_code : normal_code;
+  std::uint32_t code;
+  if constexpr (F.exponent_bits == 8 && F.bias == 127) {
+    // Same exponent range as float32 (bfloat16): float subnormals are target subnormals and the
+    // integer rounding below handles them too, so there is no separate subnormal path.
+    code = (a + ((std::uint32_t{1} << (sh - 1u)) - 1u) + ((a >> sh) & 1u)) >> sh;
+  } else {
+    // (1) normal path (meaningful when a >= min_normal_bits and finite)
+    const std::uint32_t an = a < min_normal_bits ? min_normal_bits : a;
+    const std::uint32_t rounded = an + ((std::uint32_t{1} << (sh - 1u)) - 1u) + ((an >> sh) & 1u);
+    const std::uint32_t normal_code = (rounded >> sh) - rebias;
+    // (2) subnormal path (meaningful when a < min_normal_bits)
+    const float ax = bits_float(a < min_normal_bits ? a : 0u);
+    const std::uint32_t sub_code = float_bits(ax + magic) - magic_bits;
+    code = a < min_normal_bits ? sub_code : normal_code;
+  }
   // (3) overflow, NaN, sign
   std::uint32_t over;
   if constexpr (P.on_overflow == overflow::saturate) {

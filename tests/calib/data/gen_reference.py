@@ -344,7 +344,8 @@ def main():
 
     # LayerwisePercentile: candidates from the |x| histogram, scored on 7 samples.
     e_abs, c_abs = hist_abs(split(a, 7), 2048)
-    cands = [percentile_range(e_abs, c_abs, p, True, omin, omax) for p in (99.99, 99.999, 99.99999)]
+    cands = [tuple(float(np.float32(v)) for v in percentile_range(e_abs, c_abs, p, True, omin, omax))
+             for p in (99.99, 99.999, 99.99999)]  # ranges are float32, as the calibrator returns
     errs = {m: [lwp_error(split(a, 7), lo, hi, -128, 127, m) for lo, hi in cands] for m in ("mae", "mse")}
     out["lwp"] = {"candidates": cands, "errors": errs,
                   "best": {m: int(np.argmin(errs[m])) for m in errs}}

@@ -1,0 +1,66 @@
+// SPDX-License-Identifier: MIT
+// Private quantize-a-candidate helpers for the calibrators that search scales (MinMSE,
+// LayerwisePercentile scoring). They follow quark-spec §3.1 (float64 scale and zero point, then a
+// float32 scale), §2.2 (pof2 position = rint(-log2 s)) and the Q/DQ rule of style.md §3.6
+// (float32 division, round half to even, + zero point, clamp in the float domain, - zero point,
+// times scale). Rounding is explicit, never the ambient FP mode.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include <quark/calib/calib_result.hpp>
+
+namespace quark::detail {
+
+/// Round half to even without the floating-point environment.
+template <class F>
+inline F round_even(F v) noexcept {
+  const F f = std::floor(v);
+  const F d = v - f;  // exact
+  if (d > F(0.5)) return f + F(1);
+  if (d < F(0.5)) return f;
+  return std::fmod(f, F(2)) == F(0) ? f : f + F(1);
+}
+
+/// Float scale and zero point of quark-spec §3.1 (steps 2, 4, 5, 7, 8, 9). No NaN/Inf handling:
+/// callers pass finite ranges.
+struct grid_params {
+  double scale = 1.0;       ///< float64 scale (the float32 one is static_cast<float>(scale))
+  std::int64_t zero_point = 0;
+};
+
+inline grid_params scale_zp(double rmin, double rmax, int_grid g, range_symmetry sym) noexcept {
+  rmin = std::fmin(rmin, 0.0);
+  rmax = std::fmax(rmax, 0.0);
+  if (sym == range_symmetry::symmetric) {
+    const double m = std::fmax(std::fabs(rmin), std::fabs(rmax));
+    rmin = -m;
+    rmax = m;
+  }
+  const double scale = (rmax - rmin) / (static_cast<double>(g.qmax) - static_cast<double>(g.qmin));
+  if (!(scale >= static_cast<double>(std::numeric_limits<float>::min()))) return {1.0, 0};
+  grid_params p;
+  p.scale = scale;
+  p.zero_point = static_cast<std::int64_t>(round_even(static_cast<double>(g.qmin) - rmin / scale));
+  if (sym == range_symmetry::symmetric && g.qmin == 0 && g.qmax == 255 && p.zero_point == 127) {
+    p.zero_point = 128;  // quark-spec §3.3
+  }
+  return p;
+}
+
+/// quark-spec §2.2: pos = int(rint(-log2(clamp(s, 2^-127, 2^127)))).
+inline int scale_to_position(double s) noexcept {
+  const double c = std::fmin(std::fmax(s, std::ldexp(1.0, -127)), std::ldexp(1.0, 127));
+  return static_cast<int>(round_even(-std::log2(c)));
+}
+
+/// Fake-quantizes one value on the grid (scale s, zero point zp).
+inline float fake_quant(float x, float s, float zp, float qmin, float qmax) noexcept {
+  float q = round_even(x / s) + zp;
+  q = q < qmin ? qmin : (q > qmax ? qmax : q);
+  return (q - zp) * s;
+}
+
+}  // namespace quark::detail

@@ -1,0 +1,159 @@
+// SPDX-License-Identifier: MIT
+// Float-scale MinMSE for weights (WeightCalibrateMethod = ExtendedCalibrationMethod.MinMSE,
+// MinMSEModeFloatScale, quark-spec §4.8) and the weight calibrator that dispatches between it and
+// MinMax. Weights are one tensor already in memory, so these take a span, not an observer.
+// Candidate ranges go through compute_scale_zp's float rule (float64 scale, then float32) and
+// are scored by fake quantization on the caller's grid (signed weights: the symmetric table).
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <vector>
+
+#include <quark/calib/calib_result.hpp>
+#include <quark/calib/detail/grid.hpp>
+#include <quark/observer/histogram_observer.hpp>
+
+namespace quark {
+
+/// MinMSEModeFloatScale (default Percentile; Quark falls back to Percentile for unknown names).
+enum class minmse_float_mode : std::uint8_t { percentile, hist_center, all };
+
+namespace detail {
+/// numpy.percentile(x, q) with linear interpolation, on a sorted copy.
+inline double sorted_percentile(std::span<const float> sorted, double q) noexcept {
+  const double idx = q / 100.0 * static_cast<double>(sorted.size() - 1);
+  const double lo = std::floor(idx);
+  const double t = idx - lo;
+  const auto i = static_cast<std::size_t>(lo);
+  const double a = sorted[i];
+  const double b = sorted[std::min(i + 1, sorted.size() - 1)];
+  // numpy's lerp: a + (b - a) t below t = 0.5, b - (b - a)(1 - t) from 0.5 on.
+  return t >= 0.5 ? b - (b - a) * (1.0 - t) : a + (b - a) * t;
+}
+
+inline double fq_mse(std::span<const float> x, float s, float zp, float qmin, float qmax) noexcept {
+  double acc = 0.0;
+  for (const float v : x) {
+    const double d = static_cast<double>(fake_quant(v, s, zp, qmin, qmax)) - static_cast<double>(v);
+    acc += d * d;
+  }
+  return acc / static_cast<double>(x.size());
+}
+}  // namespace detail
+
+/// Float-scale MinMSE over one weight tensor.
+///
+/// ```cpp
+/// quark::float_minmse_calibrator cal{.mode = quark::minmse_float_mode::percentile,
+///                                    .grid = {-127, 127}};
+/// quark::calibrated_range r = cal(weights);    // r.min, r.max, *r.scale, *r.zero_point
+/// ```
+/// Throws "quark.calib.empty_input" for an empty tensor and "quark.calib.non_finite_input" when
+/// it holds NaN or Inf (Quark raises "NaN detected" for such weights).
+struct float_minmse_calibrator {
+  minmse_float_mode mode = minmse_float_mode::percentile;
+  int_grid grid{-127, 127};
+  range_symmetry symmetry = range_symmetry::symmetric;
+  std::vector<double> percentiles{99.9, 99.99, 99.999, 99.9999};
+
+  [[nodiscard]] calibrated_range operator()(std::span<const float> w) const {
+    // 1. Validate.
+    if (w.empty()) detail::throw_invalid("quark.calib.empty_input", "empty weight tensor");
+    for (const float v : w) {
+      if (!std::isfinite(v)) detail::throw_invalid("quark.calib.non_finite_input", "weight holds NaN or Inf");
+    }
+    const float qmin = static_cast<float>(grid.qmin);
+    const float qmax = static_cast<float>(grid.qmax);
+    calibrated_range best;
+    double best_err = std::numeric_limits<double>::infinity();
+    std::vector<float> seen;
+    // 2. Float scale of a candidate range; take() keeps the first strictly smaller error.
+    auto consider = [&](double lo, double hi) {
+      const detail::grid_params p = detail::scale_zp(lo, hi, grid, symmetry);
+      const float s = static_cast<float>(p.scale);
+      return std::pair{s, static_cast<float>(p.zero_point)};
+    };
+    auto take = [&](double lo, double hi, float s, float zp, double err) {
+      if (err < best_err) {
+        best_err = err;
+        best.min = static_cast<float>(lo);
+        best.max = static_cast<float>(hi);
+        best.scale = s;
+        best.zero_point = static_cast<std::int64_t>(zp);
+      }
+    };
+    if (mode == minmse_float_mode::percentile) {
+      // 3a. Two-sided percentiles of the signed data; a scale already scored is skipped.
+      std::vector<float> sorted(w.begin(), w.end());
+      std::sort(sorted.begin(), sorted.end());
+      for (const double pc : percentiles) {
+        const double lo = detail::sorted_percentile(sorted, (100.0 - pc) / 2.0);
+        const double hi = detail::sorted_percentile(sorted, 100.0 - (100.0 - pc) / 2.0);
+        const auto [s, zp] = consider(lo, hi);
+        if (std::find(seen.begin(), seen.end(), s) != seen.end()) continue;
+        seen.push_back(s);
+        take(lo, hi, s, zp, detail::fq_mse(w, s, zp, qmin, qmax));
+      }
+      return best;
+    }
+    // 3b. HistCenter / All: B = min(2048, size) signed bins over [min, max]; windows of the bin
+    //     centres from the central half up to the whole range.
+    const std::size_t bins = std::min<std::size_t>(2048, w.size());
+    histogram_observer h{{.mode = histogram_mode::signed_extend, .num_bins = bins}};
+    h.observe(w);
+    const histogram_data& d = h.stats();
+    std::vector<double> c(bins);
+    for (std::size_t i = 0; i < bins; ++i) c[i] = (d.edges[i] + d.edges[i + 1]) / 2.0;
+    const double b = static_cast<double>(bins);
+    for (auto k = static_cast<std::size_t>(0.5 * b); k < bins; ++k) {
+      const double half = (b - static_cast<double>(k)) / 2.0;
+      const auto left = static_cast<std::size_t>(half);
+      const auto right = static_cast<std::size_t>(b - half);
+      const auto [s, zp] = consider(c[left], c[right]);
+      double err = 0.0;
+      if (mode == minmse_float_mode::hist_center) {
+        for (std::size_t i = 0; i < bins; ++i) {
+          const auto ci = static_cast<float>(c[i]);
+          const double e = static_cast<double>(detail::fake_quant(ci, s, zp, qmin, qmax)) - static_cast<double>(ci);
+          err += static_cast<double>(d.counts[i]) * e * e;
+        }
+        err /= b;
+      } else {
+        err = detail::fq_mse(w, s, zp, qmin, qmax);
+      }
+      take(c[left], c[right], s, zp, err);
+    }
+    return best;
+  }
+};
+
+/// WeightCalibrateMethod.
+enum class weight_calibrate_method : std::uint8_t { minmax, minmse };
+
+/// Weight range (quark-spec §4.8): MinMax gives [min(w), max(w)] ((0, 0) for an empty tensor, as
+/// Quark); MinMSE runs float_minmse_calibrator. NaN in a weight throws "quark.calib.nan_range".
+///
+/// ```cpp
+/// quark::calibrated_range r = quark::calibrate_weight(w, quark::weight_calibrate_method::minmax);
+/// ```
+inline calibrated_range calibrate_weight(std::span<const float> w, weight_calibrate_method method,
+                                         const float_minmse_calibrator& minmse = {}) {
+  if (method == weight_calibrate_method::minmse) return minmse(w);
+  calibrated_range r;
+  if (w.empty()) return r;
+  r.min = std::numeric_limits<float>::infinity();
+  r.max = -std::numeric_limits<float>::infinity();
+  for (const float v : w) {
+    if (v != v) detail::throw_invalid("quark.calib.nan_range", "weight holds NaN");
+    r.min = v < r.min ? v : r.min;
+    r.max = v > r.max ? v : r.max;
+  }
+  return r;
+}
+
+}  // namespace quark

@@ -16,15 +16,10 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <quark/onnx/io.hpp>
 #include <quark/onnx/tensor.hpp>
 
 namespace quark::onnx {
-
-/// How write_tensor stores the elements.
-enum class tensor_encoding {
-  raw,    ///< little-endian raw_data (sub-byte types packed); valid for every numeric type
-  typed,  ///< the typed repeated field the ONNX spec assigns to the data_type
-};
 
 /// "tensor 'w' (data_type 22)": the label used in every error message about a tensor.
 std::string tensor_label(const ::onnx::TensorProto& tp);

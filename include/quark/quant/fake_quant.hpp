@@ -27,8 +27,9 @@ struct fake_of {
   QUARK_ALWAYS_INLINE float operator()(float x, float s, float inv,
                                        zero_point_t<D> z) const noexcept {
     if constexpr (narrow_int_v<D>) {
+      // (q - zp) * s with q - zp computed exactly as the clamped, rounded level.
       const float zf = static_cast<float>(z);
-      return (int_code<P>(x, s, inv, zf, lo, hi) - zf) * s;
+      return int_level<P>(x, s, inv, lo - zf, hi - zf) * s;
     } else if constexpr (integral_data_type<D>) {
       const double v = int_code_wide<P>(x, s, inv, static_cast<double>(z), wlo, whi);
       if constexpr (P.nan == nan_output::propagate) {

@@ -7,6 +7,7 @@
 // stored unpacked (std::span<int4>) or packed in ONNX order (quantize_packed).
 #pragma once
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -42,7 +43,11 @@ struct code_of {
   float lo, hi;
   double wlo, whi;
   QUARK_ALWAYS_INLINE D operator()(float x, float s, float inv, zero_point_t<D> z) const noexcept {
-    if constexpr (narrow_int_v<D>) {
+    if constexpr (narrow_int_v<D> && P.round == rounding::nearest_even) {
+      const float zf = static_cast<float>(z);
+      const std::int32_t bias = std::bit_cast<std::int32_t>(12582912.0f) - z;
+      return to_storage<D>(int_code_even_i32<P>(x, s, inv, lo - zf, hi - zf, bias));
+    } else if constexpr (narrow_int_v<D>) {
       return to_storage<D>(int_code<P>(x, s, inv, static_cast<float>(z), lo, hi));
     } else if constexpr (integral_data_type<D>) {
       return to_storage<D>(int_code_wide<P>(x, s, inv, static_cast<double>(z), wlo, whi));

@@ -1,0 +1,477 @@
+// SPDX-License-Identifier: MIT
+// node_selector, qconfig::validate (the rules Quark enforces), qconfig::effective_options (the
+// context-dependent defaults) and the per-node resolution used by the quantizer.
+#include <string>
+#include <vector>
+
+#include <quark/onnx/config.hpp>
+
+namespace quark::onnx {
+
+// ---- node_selector ---------------------------------------------------------------------------
+
+node_selector node_selector::parse(std::string_view s) {
+  node_selector sel;
+  sel.text_ = std::string(s);
+  if (s.empty()) {
+    throw config_error("quark.config.value", "a node selector must not be an empty string");
+  }
+  if (s.front() == '^') {
+    sel.kind_ = selector_kind::regex;
+    try {
+      sel.regex_ = std::make_shared<const std::regex>(sel.text_, std::regex::ECMAScript);
+    } catch (const std::regex_error& e) {
+      throw config_error("quark.config.regex",
+                         "invalid regular expression \"" + sel.text_ + "\": " + e.what());
+    }
+  } else {
+    sel.kind_ = selector_kind::name;
+  }
+  return sel;
+}
+
+node_selector node_selector::from_subgraph(subgraph g) {
+  if (g.start_nodes.empty() || g.end_nodes.empty()) {
+    throw config_error("quark.config.value",
+                       "a subgraph needs at least one start node and one end node");
+  }
+  node_selector sel;
+  sel.kind_ = selector_kind::subgraph;
+  sel.graph_ = std::move(g);
+  return sel;
+}
+
+bool node_selector::matches_name(std::string_view node_name) const {
+  switch (kind_) {
+    case selector_kind::name:
+      return node_name == text_;
+    case selector_kind::regex:
+      return std::regex_search(node_name.begin(), node_name.end(), *regex_);
+    case selector_kind::subgraph:
+      return false;
+  }
+  return false;
+}
+
+// ---- validation ------------------------------------------------------------------------------
+
+namespace {
+
+[[noreturn]] void bad_value(const std::string& where, const std::string& what) {
+  throw config_error("quark.config.value", where + ": " + what);
+}
+
+[[noreturn]] void conflict(const std::string& what) {
+  throw config_error("quark.config.conflict", what);
+}
+
+std::string spec_label(const tensor_spec& s) {
+  return std::string(spec_class_name(s.name));
+}
+
+void check_spec(const tensor_spec& s, const std::string& where, tensor_role role) {
+  const tensor_spec ref = make_spec(s.name);
+  if (s.dtype != ref.dtype) {
+    bad_value(where, "dtype " + std::string(dtype_name(s.dtype)) + " does not match " +
+                         spec_label(s) + " (" + std::string(dtype_name(ref.dtype)) + ")");
+  }
+  const bool activation = role == tensor_role::input || role == tensor_role::output;
+  if (s.quant_granularity == granularity::group) {
+    if (!is_integer_spec(s))
+      bad_value(where, "Group granularity needs an integer spec");
+    if (s.group_size <= 0)
+      bad_value(where, "Group granularity needs group_size > 0");
+  } else if (s.group_size != 0) {
+    bad_value(where, "group_size is only used with Group granularity");
+  }
+  if (activation && s.quant_granularity != granularity::tensor) {
+    bad_value(where, "activations are quantized per tensor; " +
+                         std::string(to_string(s.quant_granularity)) +
+                         " granularity applies to weights and biases only (quark-spec §5.2)");
+  }
+  if (s.scale_type != scale_kind::float32 && !is_integer_spec(s)) {
+    bad_value(where, "scale_type " + std::string(to_string(s.scale_type)) +
+                         " needs an integer spec, not " + spec_label(s));
+  }
+  if (s.calibration_method == calib_method::distribution) {
+    const bool fp8 = s.name == spec_name::fp8_e4m3fn || s.name == spec_name::fp8_e4m3fnuz ||
+                     s.name == spec_name::fp8_e5m2 || s.name == spec_name::fp8_e5m2fnuz;
+    if (!fp8)
+      bad_value(where, "the Distribution calibration method supports FP8 specs only");
+  }
+  if (s.is_block() || ref.is_block()) {
+    if (s.block.method != ref.block.method) {
+      bad_value(where, spec_label(s) + " uses block method " +
+                           std::string(to_string(ref.block.method)) + ", not " +
+                           std::string(to_string(s.block.method)));
+    }
+    if (s.quant_granularity != granularity::tensor) {
+      bad_value(where,
+                "block specs take their granularity from the block parameters; "
+                "quant_granularity must be Tensor");
+    }
+    if (s.block.block_size <= 0)
+      bad_value(where + ".block.block_size", "must be > 0");
+    if (s.block.rounding_mode < 0 || s.block.rounding_mode > 2) {
+      bad_value(where + ".block.rounding_mode", "must be 0, 1 or 2");
+    }
+    if (s.block.method == block_method::to_bfp || s.block.method == block_method::to_bfp_prime) {
+      if (s.block.bit_width < 10 || s.block.bit_width > 16) {
+        bad_value(where + ".block.bit_width",
+                  "must be in 10..16 (1 sign + 8 exponent bits + "
+                  "at least 1 mantissa bit)");
+      }
+    }
+    if (s.block.method == block_method::to_bfp_prime) {
+      if (s.block.sub_block_size <= 0 || s.block.block_size % s.block.sub_block_size != 0) {
+        bad_value(where + ".block.sub_block_size", "must be > 0 and divide block_size");
+      }
+      if (s.block.sub_block_shift_bits < 1 || s.block.sub_block_shift_bits > 7) {
+        bad_value(where + ".block.sub_block_shift_bits", "must be in 1..7");
+      }
+    }
+  } else {
+    if (s.axis && s.quant_granularity == granularity::tensor) {
+      bad_value(where, "axis is only used with Channel or Group granularity or with block specs");
+    }
+  }
+}
+
+void check_layer(const layer_config& l, const std::string& where) {
+  if (l.input_tensors)
+    check_spec(*l.input_tensors, where + ".input_tensors", tensor_role::input);
+  if (l.output_tensors) {
+    check_spec(*l.output_tensors, where + ".output_tensors", tensor_role::output);
+  }
+  if (l.weight)
+    check_spec(*l.weight, where + ".weight", tensor_role::weight);
+  if (l.bias)
+    check_spec(*l.bias, where + ".bias", tensor_role::bias);
+}
+
+void check_selector(const node_selector& s, const std::string& where) {
+  if (s.kind() != selector_kind::subgraph && s.text().empty()) {
+    bad_value(where, "empty node name");
+  }
+  if (s.kind() == selector_kind::subgraph &&
+      (s.graph().start_nodes.empty() || s.graph().end_nodes.empty())) {
+    bad_value(where, "a subgraph needs start and end nodes");
+  }
+}
+
+bool flag(const option_map& eff, std::string_view key) {
+  return eff.get<bool>(key);
+}
+
+bool explicit_flag(const option_map& o, std::string_view key, bool value) {
+  const auto* v = o.find(key);
+  return v != nullptr && v->is_bool() && v->as_bool() == value;
+}
+
+}  // namespace
+
+void qconfig::validate() const {
+  check_layer(global_config, "global_config");
+  bool any_spec = global_config.input_tensors || global_config.weight ||
+                  global_config.output_tensors || global_config.bias;
+  for (std::size_t i = 0; i < specific_layer_config.size(); ++i) {
+    const std::string where = "specific_layer_config[" + std::to_string(i) + "]";
+    check_layer(specific_layer_config[i].config, where + ".config");
+    if (specific_layer_config[i].layers.empty())
+      bad_value(where + ".layers", "must not be empty");
+    for (std::size_t j = 0; j < specific_layer_config[i].layers.size(); ++j) {
+      check_selector(specific_layer_config[i].layers[j],
+                     where + ".layers[" + std::to_string(j) + "]");
+    }
+    any_spec = true;
+  }
+  for (std::size_t i = 0; i < layer_type_config.size(); ++i) {
+    const std::string where = "layer_type_config[" + std::to_string(i) + "]";
+    if (layer_type_config[i].config) {
+      check_layer(*layer_type_config[i].config, where + ".config");
+      any_spec = true;
+    }
+    if (layer_type_config[i].op_types.empty()) {
+      bad_value(where + ".op_types", "must not be empty");
+    }
+    for (const auto& t : layer_type_config[i].op_types) {
+      if (t.empty())
+        bad_value(where + ".op_types", "empty op type");
+    }
+  }
+  for (std::size_t i = 0; i < exclude.size(); ++i) {
+    check_selector(exclude[i], "exclude[" + std::to_string(i) + "]");
+  }
+  if (!any_spec) {
+    bad_value("global_config", "no tensor spec is set anywhere: nothing would be quantized");
+  }
+
+  // algo_config: structure, duplicates, AdaRound xor AdaQuant (quark-spec §10.5).
+  bool adaround = false;
+  bool adaquant = false;
+  for (std::size_t i = 0; i < algo_config.size(); ++i) {
+    const std::string where = "algo_config[" + std::to_string(i) + "]";
+    check_algo_params(algo_config[i].name, algo_config[i].params, where);
+    for (std::size_t j = 0; j < i; ++j) {
+      if (algo_config[j].name == algo_config[i].name) {
+        conflict(where + ": algorithm " + std::string(to_string(algo_config[i].name)) +
+                 " is listed twice");
+      }
+    }
+    adaround = adaround || algo_config[i].name == algo_name::adaround;
+    adaquant = adaquant || algo_config[i].name == algo_name::adaquant;
+  }
+  if (adaround && adaquant)
+    conflict("algo_config: AdaRound and AdaQuant cannot both be used");
+
+  const option_map& o = extra_options;
+  const option_map eff = effective_options();
+  const auto& act = global_config.input_tensors;
+  const auto& w = global_config.weight;
+
+  // §3.2: the new API writes ActivationSymmetric / WeightSymmetric from the specs.
+  if (const auto* v = o.find("ActivationSymmetric"); v && act && v->as_bool() != act->symmetric) {
+    conflict("extra_options.ActivationSymmetric = " + to_string(*v) +
+             " contradicts global_config.input_tensors.symmetric = " +
+             (act->symmetric ? "true" : "false") + " (set the spec's symmetric instead)");
+  }
+  if (const auto* v = o.find("WeightSymmetric"); v && w && v->as_bool() != w->symmetric) {
+    conflict("extra_options.WeightSymmetric = " + to_string(*v) +
+             " contradicts global_config.weight.symmetric = " + (w->symmetric ? "true" : "false") +
+             " (set the spec's symmetric instead)");
+  }
+
+  if (flag(eff, "EnableNPUCnn") && flag(eff, "EnableNPUTransformer")) {
+    conflict("EnableNPUCnn and EnableNPUTransformer cannot both be true");
+  }
+
+  // §1.4: the XINT8 / NPU-CNN quantizer's requirements.
+  if (flag(eff, "EnableNPUCnn")) {
+    const std::string flow = "the NPU-CNN (XINT8/VINT8) flow";
+    if (!w || w->dtype != dtype_id::int8) {
+      conflict(flow + " needs an int8 weight spec (global_config.weight)");
+    }
+    if (w->quant_granularity != granularity::tensor) {
+      conflict(flow + " needs per-tensor weights; global_config.weight.quant_granularity is " +
+               std::string(to_string(w->quant_granularity)));
+    }
+    if (!w->symmetric || (act && !act->symmetric)) {
+      conflict(flow + " needs symmetric input_tensors and weight specs");
+    }
+    if (w->scale_type == scale_kind::int16 || (act && act->scale_type == scale_kind::int16)) {
+      conflict(flow + " uses power-of-two scales; scale_type Int16 is not allowed");
+    }
+    if (explicit_flag(o, "Int16Scale", true))
+      conflict(flow + " does not allow Int16Scale");
+    if (!eff.get<std::map<std::string, std::int64_t>>("QDQOpTypePerChannelSupportToAxis").empty()) {
+      conflict(flow +
+               " does not support per-channel quantization; "
+               "QDQOpTypePerChannelSupportToAxis must be {}");
+    }
+    for (const auto& [tensor, list] : eff.get<tensor_quant_overrides>("TensorQuantOverrides")) {
+      for (const auto& ov : list) {
+        if (ov.reduce_range.value_or(false)) {
+          conflict(flow + " forbids reduce_range (TensorQuantOverrides." + tensor + ")");
+        }
+      }
+    }
+  }
+
+  // §6.1: bias options.
+  const bool weight_float_or_block = w && (is_float_spec(*w) || w->is_block());
+  const bool act_block = act && act->is_block();
+  if (explicit_flag(o, "Int32Bias", true) && (weight_float_or_block || act_block)) {
+    conflict(
+        "Int32Bias = true needs integer weight and activation specs (bias quantization "
+        "follows the weight for float and block types)");
+  }
+  if (explicit_flag(o, "Int16Bias", true) && explicit_flag(o, "Int32Bias", false)) {
+    conflict(
+        "Int16Bias = true goes through the int32 bias path; it contradicts Int32Bias = "
+        "false");
+  }
+  if (global_config.bias) {
+    if (explicit_flag(o, "QuantizeBias", false)) {
+      conflict("global_config.bias is set but QuantizeBias is false");
+    }
+    if (explicit_flag(o, "Int16Bias", true)) {
+      conflict("global_config.bias and Int16Bias = true both choose the bias type");
+    }
+    if (explicit_flag(o, "Int32Bias", true) && global_config.bias->dtype != dtype_id::int32) {
+      conflict("Int32Bias = true contradicts global_config.bias = " +
+               spec_label(*global_config.bias));
+    }
+  }
+
+  // §2.4: UseFP32Scale only acts on float16 scales.
+  if (explicit_flag(o, "UseFP32Scale", true) && !flag(eff, "QuantizeFP16")) {
+    conflict("UseFP32Scale = true only applies with QuantizeFP16 = true");
+  }
+  // §1.5: "scaled" float types.
+  if (explicit_flag(o, "ActivationScaled", true) && !(act && is_float_spec(*act))) {
+    conflict(
+        "ActivationScaled = true needs a floating-point input_tensors spec "
+        "(BFloat16Spec, Float16Spec)");
+  }
+  if (explicit_flag(o, "WeightScaled", true) && !(w && is_float_spec(*w))) {
+    conflict(
+        "WeightScaled = true needs a floating-point weight spec (BFloat16Spec, "
+        "Float16Spec)");
+  }
+  // §4.1 / seed: moving averages are not supported by the power-of-two methods.
+  if (explicit_flag(o, "CalibMovingAverage", true) && act &&
+      (act->scale_type == scale_kind::power_of_2 ||
+       act->calibration_method == calib_method::min_mse)) {
+    conflict(
+        "CalibMovingAverage = true is not supported with power-of-two / MinMSE activation "
+        "calibration");
+  }
+  if (explicit_flag(o, "CalibMovingAverage", true) && act &&
+      act->calibration_method != calib_method::min_max) {
+    conflict("CalibMovingAverage applies to MinMax calibration only; input_tensors uses " +
+             std::string(to_string(act->calibration_method)));
+  }
+  // §4.0: LayerwisePercentile: optimize_disk and optimize_mem are mutually exclusive.
+  if (act && act->calibration_method == calib_method::layerwise_percentile &&
+      flag(eff, "CalibOptimizeDisk") && explicit_flag(o, "CalibOptimizeMem", true)) {
+    conflict(
+        "LayerwisePercentile: CalibOptimizeDisk and CalibOptimizeMem are mutually "
+        "exclusive; set one of them to false");
+  }
+  if (eff.get<std::int64_t>("NumBins") == 0 && act &&
+      act->calibration_method != calib_method::min_mse &&
+      act->calibration_method != calib_method::min_max) {
+    bad_value("extra_options.NumBins", "0 is only meaningful for MinMSE; " +
+                                           std::string(to_string(act->calibration_method)) +
+                                           " needs a positive bin count");
+  }
+  if (o.contains("EvalDataReader") && !o.find("EvalDataReader")->is_null() &&
+      !flag(eff, "EvalMetrics")) {
+    conflict("EvalDataReader is set but EvalMetrics is false");
+  }
+  if (flag(eff, "WeightsOnly") && !w) {
+    bool layer_weight = false;
+    for (const auto& r : specific_layer_config)
+      layer_weight = layer_weight || r.config.weight;
+    if (!layer_weight)
+      conflict("WeightsOnly = true but no weight spec is set");
+  }
+  if (flag(eff, "UseRandomData") && o.contains("RandomDataReaderInputDataRange")) {
+    // Ranges are validated per input when the model is known; nothing else to check here.
+  }
+}
+
+// ---- effective options -----------------------------------------------------------------------
+
+option_map qconfig::effective_options() const {
+  option_map eff = extra_options;
+  const auto& act = global_config.input_tensors;
+  const auto& w = global_config.weight;
+  auto put = [&](std::string_view key, option_value v) {
+    if (!eff.contains(key))
+      eff.set(key, std::move(v));
+  };
+  // Fixed defaults of implemented keys first, so the context rules below can read them.
+  for (const auto& info : option_registry()) {
+    if (info.support == option_support::implemented && info.default_rule == option_default::fixed) {
+      put(info.name, info.default_value);
+    }
+  }
+  put("EnableNPUCnn", act && w && act->name == spec_name::xint8 && w->name == spec_name::xint8);
+  const bool npu_cnn = eff.get<bool>("EnableNPUCnn");
+  put("ActivationSymmetric", act ? act->symmetric : false);
+  put("WeightSymmetric", w ? w->symmetric : false);
+  const bool w_float_or_block = w && (is_float_spec(*w) || w->is_block());
+  const bool a_block = act && act->is_block();
+  put("Int32Bias", !npu_cnn && !w_float_or_block && !a_block);
+  put("AddQDQPairToWeight",
+      w && (w->dtype == dtype_id::float16 || w->dtype == dtype_id::bfloat16 || w->is_block()));
+  put("MatMulConstBOnly", eff.get<bool>("EnableNPUTransformer"));
+  bool range_symmetric = false;
+  if (act) {
+    switch (act->calibration_method) {
+      case calib_method::min_mse:
+      case calib_method::percentile:
+      case calib_method::layerwise_percentile:
+        range_symmetric = true;
+        break;
+      case calib_method::min_max:
+        range_symmetric = act->scale_type == scale_kind::power_of_2;
+        break;
+      case calib_method::entropy:
+      case calib_method::distribution:
+        range_symmetric = false;
+        break;
+    }
+  }
+  put("CalibTensorRangeSymmetric", range_symmetric);
+  put("NumBins",
+      std::int64_t{act && act->calibration_method == calib_method::entropy ? 128 : 2048});
+  put("CalibOptimizeMem", !(act && act->calibration_method == calib_method::layerwise_percentile));
+  put("UseFP32Scale", eff.get<bool>("QuantizeFP16"));
+  put("WeightCalibrateMethod",
+      w && w->calibration_method == calib_method::min_mse ? "MinMSE" : "MinMax");
+  return eff;
+}
+
+// ---- per-node resolution ---------------------------------------------------------------------
+
+namespace {
+
+bool selector_matches(const node_selector& s, const node_info& node) {
+  if (s.kind() != selector_kind::subgraph)
+    return s.matches_name(node.name);
+  if (!node.in_subgraph) {
+    throw config_error("quark.config.value",
+                       "a subgraph selector needs node_info::in_subgraph (node \"" +
+                           std::string(node.name) + "\")");
+  }
+  return node.in_subgraph(s.graph());
+}
+
+}  // namespace
+
+node_plan plan_node(const qconfig& cfg, const node_info& node) {
+  for (const auto& s : cfg.exclude) {
+    if (selector_matches(s, node))
+      return {node_decision::excluded, nullptr};
+  }
+  for (auto it = cfg.specific_layer_config.rbegin(); it != cfg.specific_layer_config.rend(); ++it) {
+    for (const auto& s : it->layers) {
+      if (selector_matches(s, node))
+        return {node_decision::specific, &it->config};
+    }
+  }
+  for (auto it = cfg.layer_type_config.rbegin(); it != cfg.layer_type_config.rend(); ++it) {
+    for (const auto& t : it->op_types) {
+      if (t == node.op_type) {
+        if (!it->config)
+          return {node_decision::excluded_by_op_type, nullptr};
+        return {node_decision::by_op_type, &*it->config};
+      }
+    }
+  }
+  return {node_decision::global, &cfg.global_config};
+}
+
+std::optional<tensor_spec> effective_spec(const qconfig& cfg, const layer_config& layer,
+                                          tensor_role role) {
+  const layer_config& g = cfg.global_config;
+  switch (role) {
+    case tensor_role::input:
+      return layer.input_tensors ? layer.input_tensors : g.input_tensors;
+    case tensor_role::output:
+      if (layer.output_tensors)
+        return layer.output_tensors;
+      if (g.output_tensors)
+        return g.output_tensors;
+      return layer.input_tensors ? layer.input_tensors : g.input_tensors;
+    case tensor_role::weight:
+      return layer.weight ? layer.weight : g.weight;
+    case tensor_role::bias:
+      return layer.bias ? layer.bias : g.bias;
+  }
+  return std::nullopt;
+}
+
+}  // namespace quark::onnx

@@ -1,0 +1,324 @@
+// SPDX-License-Identifier: MIT
+// Presets: every field each preset sets, hand-checked against quark-spec.md §8.1 / §8.2 (line
+// numbers below are lines of /work/shared/docs/quark-spec.md) and seed 000 / seed 002.
+#include <doctest/doctest.h>
+
+#include <quark/onnx/presets.hpp>
+
+using namespace quark::onnx;
+
+namespace {
+
+struct expected_preset {
+  std::string_view name;
+  spec_name act;
+  bool act_symmetric;
+  calib_method act_calib;
+  spec_name weight;
+  bool weight_symmetric;
+  calib_method weight_calib;
+  std::vector<option_member> options;  // exactly the explicit extra_options, in order
+  std::size_t algos;
+};
+
+option_member opt(const char* k, option_value v) {
+  return option_member{k, std::move(v)};
+}
+
+}  // namespace
+
+TEST_CASE("every preset's specs and extra options") {
+  using sn = spec_name;
+  using cm = calib_method;
+  const std::vector<expected_preset> table = {
+      // §8.1 line 910: XInt8Spec both; ForceQuantizeNoInputCheck True.
+      {"XINT8",
+       sn::xint8,
+       true,
+       cm::min_mse,
+       sn::xint8,
+       true,
+       cm::min_mse,
+       {opt("ForceQuantizeNoInputCheck", true)},
+       0},
+      // §8.1 line 911: + AdaRound / AdaQuant.
+      {"XINT8_ADAROUND",
+       sn::xint8,
+       true,
+       cm::min_mse,
+       sn::xint8,
+       true,
+       cm::min_mse,
+       {opt("ForceQuantizeNoInputCheck", true)},
+       1},
+      {"XINT8_ADAQUANT",
+       sn::xint8,
+       true,
+       cm::min_mse,
+       sn::xint8,
+       true,
+       cm::min_mse,
+       {opt("ForceQuantizeNoInputCheck", true)},
+       1},
+      // §8.2 line 929 (VINT8, PowerOfTwoMethod.MinMSE, QInt8/QInt8 -> XInt8Spec); ConvertBNToConv,
+      // ConvertClipToRelu, ConvertSplitToSlice, ReplaceClip6Relu are omitted (not implemented).
+      {"VINT8",
+       sn::xint8,
+       true,
+       cm::min_mse,
+       sn::xint8,
+       true,
+       cm::min_mse,
+       {opt("OptimizeModel", false), opt("ActivationSymmetric", true), opt("UseRandomData", true),
+        opt("ConvertSigmoidToHardSigmoid", false), opt("SplitLargeKernelPool", false),
+        opt("ConvertReduceMeanToGlobalAvgPool", false), opt("RemoveQDQConvClip", false),
+        opt("RemoveQDQConvPRelu", false), opt("RemoveQDQConvRelu", false),
+        opt("RemoveQDQConvLeakyRelu", false), opt("Int32Bias", false),
+        opt("DedicatedQDQPair", true), opt("QuantizeAllOpTypes", true)},
+       0},
+      // §8.1 line 912 (AlignConcat True omitted: category 7).
+      {"A8W8",
+       sn::int8,
+       true,
+       cm::percentile,
+       sn::int8,
+       true,
+       cm::percentile,
+       {opt("ForceQuantizeNoInputCheck", true), opt("AlignSlice", false), opt("FoldRelu", true)},
+       0},
+      // §8.1 line 913.
+      {"A16W8",
+       sn::int16,
+       true,
+       cm::percentile,
+       sn::int8,
+       true,
+       cm::percentile,
+       {opt("ForceQuantizeNoInputCheck", true), opt("AlignSlice", false), opt("FoldRelu", true),
+        opt("AlignEltwiseQuantType", true)},
+       0},
+      // §8.2 line 930: QInt8/QInt8, activations asymmetric (AAWS, §3.2), Percentile 99.9999.
+      {"S8S8_AAWS",
+       sn::int8,
+       false,
+       cm::percentile,
+       sn::int8,
+       true,
+       cm::percentile,
+       {opt("Percentile", 99.9999), opt("ForceQuantizeNoInputCheck", true)},
+       0},
+      // §8.2 line 931.
+      {"U8S8_AAWS",
+       sn::uint8,
+       false,
+       cm::percentile,
+       sn::int8,
+       true,
+       cm::percentile,
+       {opt("ForceQuantizeNoInputCheck", true)},
+       0},
+      // §8.2 line 932.
+      {"U8U8_AAWA",
+       sn::uint8,
+       false,
+       cm::percentile,
+       sn::uint8,
+       false,
+       cm::percentile,
+       {opt("ActivationSymmetric", false), opt("WeightSymmetric", false),
+        opt("ForceQuantizeNoInputCheck", true)},
+       0},
+      // §8.2 line 933.
+      {"S16S8_ASWS",
+       sn::int16,
+       true,
+       cm::percentile,
+       sn::int8,
+       true,
+       cm::percentile,
+       {opt("ActivationSymmetric", true), opt("ForceQuantizeNoInputCheck", true)},
+       0},
+      // §8.2 line 934.
+      {"U16S8_AAWS",
+       sn::uint16,
+       false,
+       cm::percentile,
+       sn::int8,
+       true,
+       cm::percentile,
+       {opt("ForceQuantizeNoInputCheck", true)},
+       0},
+      // §8.2 lines 948-951.
+      {"INT8_CNN_DEFAULT",
+       sn::uint8,
+       false,
+       cm::min_max,
+       sn::int8,
+       true,
+       cm::min_max,
+       {opt("ForceQuantizeNoInputCheck", true)},
+       0},
+      {"INT16_CNN_DEFAULT",
+       sn::uint16,
+       false,
+       cm::min_max,
+       sn::int16,
+       true,
+       cm::min_max,
+       {opt("ForceQuantizeNoInputCheck", true)},
+       0},
+      {"INT8_TRANSFORMER_DEFAULT",
+       sn::uint8,
+       false,
+       cm::min_max,
+       sn::int8,
+       true,
+       cm::min_max,
+       {opt("EnableNPUTransformer", true), opt("CalibMovingAverage", true)},
+       0},
+      {"INT16_TRANSFORMER_DEFAULT",
+       sn::uint16,
+       false,
+       cm::min_max,
+       sn::int16,
+       true,
+       cm::min_max,
+       {opt("EnableNPUTransformer", true), opt("CalibMovingAverage", true)},
+       0},
+      // §8.2 line 942.
+      {"S16S16_MIXED_S8S8",
+       sn::int16,
+       true,
+       cm::percentile,
+       sn::int16,
+       true,
+       cm::percentile,
+       {opt("Percentile", 99.9999), opt("Int32Bias", false), opt("Int16Bias", false),
+        opt("ForceQuantizeNoInputCheck", true)},
+       1},
+      // §8.1 line 914 + seed 000 line 189 (BF16_CONFIG sets QuantizeAllOpTypes True).
+      {"BF16",
+       sn::bfloat16,
+       true,
+       cm::min_max,
+       sn::bfloat16,
+       true,
+       cm::min_max,
+       {opt("ForceQuantizeNoInputCheck", true), opt("QuantizeAllOpTypes", true)},
+       0},
+      // §8.2 line 937.
+      {"FP16",
+       sn::float16,
+       true,
+       cm::min_max,
+       sn::float16,
+       true,
+       cm::min_max,
+       {opt("ForceQuantizeNoInputCheck", true)},
+       0},
+      // §8.1 lines 915-917, §8.2 lines 945-947.
+      {"BFP16", sn::bfp16, true, cm::min_max, sn::bfp16, true, cm::min_max, {}, 0},
+      {"BF16_BFP16", sn::bfloat16, true, cm::min_max, sn::bfp16, true, cm::min_max, {}, 0},
+      {"BF16_MXINT8", sn::bfloat16, true, cm::min_max, sn::mxint8, true, cm::min_max, {}, 0},
+      {"MX4", sn::mx4, true, cm::min_max, sn::mx4, true, cm::min_max, {}, 0},
+      {"MX6", sn::mx6, true, cm::min_max, sn::mx6, true, cm::min_max, {}, 0},
+      {"MX9", sn::mx9, true, cm::min_max, sn::mx9, true, cm::min_max, {}, 0},
+      {"MX9_INT8", sn::mx9, true, cm::min_max, sn::int8, true, cm::min_max, {}, 0},
+      {"MXFP8E5M2", sn::mxfp8_e5m2, true, cm::min_max, sn::mxfp8_e5m2, true, cm::min_max, {}, 0},
+      {"MXFP8E4M3", sn::mxfp8_e4m3, true, cm::min_max, sn::mxfp8_e4m3, true, cm::min_max, {}, 0},
+      {"MXFP6E3M2", sn::mxfp6_e3m2, true, cm::min_max, sn::mxfp6_e3m2, true, cm::min_max, {}, 0},
+      {"MXFP6E2M3", sn::mxfp6_e2m3, true, cm::min_max, sn::mxfp6_e2m3, true, cm::min_max, {}, 0},
+      {"MXFP4E2M1", sn::mxfp4_e2m1, true, cm::min_max, sn::mxfp4_e2m1, true, cm::min_max, {}, 0},
+      {"MXINT8", sn::mxint8, true, cm::min_max, sn::mxint8, true, cm::min_max, {}, 0},
+  };
+  CHECK(table.size() == presets().size());
+  for (const auto& e : table) {
+    CAPTURE(e.name);
+    REQUIRE(find_preset(e.name) != nullptr);
+    const qconfig c = get_default_config(e.name);
+    REQUIRE(c.global_config.input_tensors);
+    REQUIRE(c.global_config.weight);
+    CHECK(!c.global_config.output_tensors);
+    CHECK(!c.global_config.bias);
+    const auto& a = *c.global_config.input_tensors;
+    const auto& w = *c.global_config.weight;
+    CHECK(a.name == e.act);
+    CHECK(a.symmetric == e.act_symmetric);
+    CHECK(a.calibration_method == e.act_calib);
+    CHECK(a.quant_granularity == granularity::tensor);
+    CHECK(w.name == e.weight);
+    CHECK(w.symmetric == e.weight_symmetric);
+    CHECK(w.calibration_method == e.weight_calib);
+    CHECK(w.quant_granularity == granularity::tensor);
+    CHECK(c.extra_options.entries() == e.options);
+    CHECK(c.algo_config.size() == e.algos);
+    CHECK(c.specific_layer_config.empty());
+    CHECK(c.layer_type_config.empty());
+    CHECK(c.exclude.empty());
+    CHECK(!c.use_external_data_format);
+    CHECK_NOTHROW(c.validate());
+  }
+}
+
+TEST_CASE("derived options of the NPU presets") {
+  // §1.4: both specs XInt8Spec -> EnableNPUCnn; seed 000 line 106: Int32Bias False with it.
+  const auto x = get_default_config("XINT8").effective_options();
+  CHECK(x.get<bool>("EnableNPUCnn"));
+  CHECK(!x.get<bool>("Int32Bias"));
+  CHECK(x.get<bool>("ActivationSymmetric"));
+  CHECK(x.get<bool>("CalibTensorRangeSymmetric"));  // §3.6: PowerOfTwoMethod.MinMSE -> True
+  const auto v = get_default_config("VINT8").effective_options();
+  CHECK(v.get<bool>("EnableNPUCnn"));
+  CHECK(v.get<bool>("DedicatedQDQPair"));
+  CHECK(v.get<bool>("UseRandomData"));
+  // A8W8: int32 bias, not NPU, Percentile range symmetric (§3.6), 2048 bins (§4.0).
+  const auto a = get_default_config("A8W8").effective_options();
+  CHECK(!a.get<bool>("EnableNPUCnn"));
+  CHECK(a.get<bool>("Int32Bias"));
+  CHECK(a.get<bool>("CalibTensorRangeSymmetric"));
+  CHECK(a.get<std::int64_t>("NumBins") == 2048);
+  CHECK(!a.get<bool>("AddQDQPairToWeight"));
+  CHECK(a.get<std::string>("WeightCalibrateMethod") == "MinMax");
+  // BF16: float weights -> Q/DQ pair kept on weights, no int32 bias (§6.1, §7.3).
+  const auto b = get_default_config("BF16").effective_options();
+  CHECK(b.get<bool>("AddQDQPairToWeight"));
+  CHECK(!b.get<bool>("Int32Bias"));
+  CHECK(!b.get<bool>("CalibTensorRangeSymmetric"));  // MinMax float -> False
+  // Transformer preset: MatMulConstBOnly follows EnableNPUTransformer (seed 000 line 115).
+  CHECK(get_default_config("INT8_TRANSFORMER_DEFAULT")
+            .effective_options()
+            .get<bool>("MatMulConstBOnly"));
+  // BFP16 keeps the op default rounding 0; BF16_BFP16 uses the legacy rounding 2 (§13 item 12).
+  CHECK(get_default_config("BFP16").global_config.weight->block.rounding_mode == 0);
+  CHECK(get_default_config("BF16_BFP16").global_config.weight->block.rounding_mode == 2);
+}
+
+TEST_CASE("omitted settings are listed on the preset") {
+  const auto* v = find_preset("VINT8");
+  REQUIRE(v);
+  REQUIRE(v->omitted.size() == 4);
+  CHECK(v->omitted[0].key == "ConvertBNToConv");
+  CHECK(find_preset("A8W8")->omitted[0].key == "AlignConcat");
+  // Setting an omitted option explicitly is a not_implemented error, never silently ignored.
+  auto c = get_default_config("VINT8");
+  CHECK_THROWS_AS(c.extra_options.set("ConvertBNToConv", true), quark::not_implemented);
+}
+
+TEST_CASE("aliases and case") {
+  CHECK(find_preset("S8S8")->name == "S8S8_AAWS");
+  CHECK(find_preset("u8s8")->name == "U8S8_AAWS");
+  CHECK(find_preset("S16S8")->name == "S16S8_ASWS");
+  CHECK(find_preset("U16S8")->name == "U16S8_AAWS");
+  CHECK(get_default_config("xint8") == get_default_config("XINT8"));
+}
+
+TEST_CASE("unknown and unsupported presets") {
+  CHECK_THROWS_WITH_AS(get_default_config("INT7"),
+                       doctest::Contains("quark.config.unknown_preset: unknown preset \"INT7\"; "
+                                         "valid: XINT8, XINT8_ADAROUND"),
+                       quark::config_error);
+  CHECK_THROWS_WITH_AS(get_default_config("INT7"), doctest::Contains("S8S8_AAWS (S8S8)"),
+                       quark::config_error);
+  CHECK_THROWS_WITH_AS(get_default_config("MATMUL_NBITS"),
+                       doctest::Contains("quark.config.not_implemented"), quark::not_implemented);
+}

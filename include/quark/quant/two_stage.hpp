@@ -54,6 +54,9 @@ struct progressive_spec {
   Second second;
 };
 
+template <quant_stage_type First, quant_stage_type Second>
+progressive_spec(First, Second) -> progressive_spec<First, Second>;
+
 /// Quark's ScaleQuantSpec: `second` quantizes the scales of `first`.
 ///
 ///     quark::scale_quant_spec spec{
@@ -65,6 +68,9 @@ struct scale_quant_spec {
   First first;
   Second second;
 };
+
+template <quant_stage_type First, quant_stage_type Second>
+scale_quant_spec(First, Second) -> scale_quant_spec<First, Second>;
 
 /// Dynamic fake quantization of one stage: parameters from x's own ranges, then fake_quantize.
 template <quant_stage_type Stage>

@@ -1,8 +1,7 @@
 // SPDX-License-Identifier: MIT
 // Per-element arithmetic of the quantization kernels, written so that loops over it
-// auto-vectorise: rounding through the explicit round-to-integral builtins (each names its tie
-// rule, so nothing depends on the floating-point environment), clamping with comparisons whose
-// NaN outcome is chosen on purpose, and float -> int casts only after the clamp.
+// auto-vectorise: clamp first (comparisons whose NaN outcome is chosen on purpose), then round
+// the clamped value with plain float arithmetic, and cast float -> int only after the clamp.
 #pragma once
 
 #include <bit>
@@ -11,32 +10,10 @@
 #include <quark/config.hpp>
 #include <quark/core/concepts.hpp>
 #include <quark/dtype/convert.hpp>
+#include <quark/dtype/detail/round_int.hpp>
 #include <quark/quant/quant_policy.hpp>
 
 namespace quark::detail {
-
-/// x rounded to an integral float by R; NaN and +-Inf pass through. Stochastic rounding needs
-/// random bits and has no kernel form.
-template <rounding R>
-QUARK_ALWAYS_INLINE float round_to_integral(float x) noexcept {
-  static_assert(R != rounding::stochastic, "stochastic rounding has no kernel form; use convert");
-  if constexpr (R == rounding::nearest_even) {
-    return __builtin_roundevenf(x);  // roundps imm 8: ties to even, regardless of MXCSR
-  } else if constexpr (R == rounding::nearest_away) {
-    return __builtin_roundf(x);
-  } else if constexpr (R == rounding::toward_zero) {
-    return __builtin_truncf(x);
-  } else if constexpr (R == rounding::toward_positive) {
-    return __builtin_ceilf(x);
-  } else if constexpr (R == rounding::toward_negative) {
-    return __builtin_floorf(x);
-  } else {
-    // nearest_up: floor, then up when the exact fraction x - floor(x) is at least 1/2. The
-    // subtraction is exact except for x in (-1, 0), where a rounded result still decides right.
-    const float f = __builtin_floorf(x);
-    return (x - f >= 0.5f) ? f + 1.0f : f;
-  }
-}
 
 /// x brought onto the grid: x / s or x * inv_s (inv_s = 1 / s, precomputed by the caller).
 template <quant_policy P>
@@ -148,7 +125,7 @@ QUARK_ALWAYS_INLINE float int_code(float x, float s, float inv_s, float zp, floa
 template <quant_policy P>
 QUARK_ALWAYS_INLINE double int_code_wide(float x, float s, float inv_s, double zp, double lo,
                                          double hi) noexcept {
-  const float r = round_to_integral<P.round>(apply_scale<P>(x, s, inv_s));
+  const float r = round_integral<P.round>(apply_scale<P>(x, s, inv_s));
   double v = static_cast<double>(r) + zp;
   if constexpr (P.nan == nan_output::to_zero_point) {
     v = v != v ? zp : v;

@@ -4,6 +4,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -186,4 +187,51 @@ TEST_CASE("histogram: JSON round trip restores a calibration that continues iden
   ema.observe(parts[0]);
   const nlohmann::json je = ema;
   CHECK(nlohmann::json::parse(je.dump()).get<quark::moving_average_observer>().state() == ema.state());
+}
+
+TEST_CASE("histogram kernel: exact bins for values at and next to every edge (float and double paths)") {
+  // Brute force: bin i holds e[i] <= v < e[i+1], the last bin also v == e[n].
+  auto brute = [](const std::vector<double>& e, const std::vector<float>& x) {
+    std::vector<std::uint64_t> c(e.size() - 1, 0);
+    for (const float f : x) {
+      const double v = f;
+      if (!(v >= e.front() && v <= e.back())) continue;
+      auto it = std::upper_bound(e.begin(), e.end(), v);
+      auto i = static_cast<std::size_t>(it - e.begin()) - 1;
+      if (i == c.size()) --i;
+      ++c[i];
+    }
+    return c;
+  };
+  const std::pair<double, double> ranges[] = {{-12.0, 12.0}, {0.1, 0.7}, {1000.0, 1000.5}, {-3e-5, 7e-5}};
+  for (const auto& [lo, hi] : ranges) {
+    for (std::size_t n : {7u, 2048u}) {
+      const auto e = quark::detail::linspace_edges(lo, hi, n);
+      std::vector<float> x;
+      for (const double edge : e) {
+        const auto f = static_cast<float>(edge);
+        x.push_back(f);
+        x.push_back(std::nextafter(f, -std::numeric_limits<float>::infinity()));
+        x.push_back(std::nextafter(f, std::numeric_limits<float>::infinity()));
+      }
+      const auto extra = quark_test::lcg_data(5000, 7, (hi - lo) / 3.0, (hi + lo) / 2.0);
+      x.insert(x.end(), extra.begin(), extra.end());
+      x.push_back(std::numeric_limits<float>::quiet_NaN());
+      std::vector<std::uint64_t> c(n, 0);
+      quark::detail::histogram_add<quark::detail::bin_transform::identity>(x, e, c);
+      CAPTURE(lo);
+      CAPTURE(n);
+      CHECK(c == brute(e, x));
+    }
+  }
+}
+
+TEST_CASE("histogram: memory does not depend on the number of batches") {
+  const auto a = quark_test::data_a();
+  histogram_observer h{{.mode = histogram_mode::signed_symmetric, .num_bins = 2048}};
+  h.observe(a);
+  const std::size_t bins = h.stats().bins();
+  for (int i = 0; i < 500; ++i) h.observe(std::span<const float>(a).subspan(static_cast<std::size_t>(i) * 37, 40));
+  CHECK(h.stats().bins() == bins);
+  CHECK(h.stats().edges.size() == bins + 1);
 }

@@ -5,6 +5,7 @@
 // float32; values within one float32 ulp of an edge may land in the neighbouring bin).
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -77,8 +78,8 @@ class histogram_observer {
   using state_type = histogram_data;
 
   explicit histogram_observer(histogram_options opt = {}) : opt_(opt) {
-    if (opt_.num_bins == 0) {
-      detail::throw_config("quark.calib.bad_option", "NumBins must be positive");
+    if (opt_.num_bins == 0 || opt_.num_bins > hard_max_bins) {
+      detail::throw_config("quark.calib.bad_option", "NumBins must lie in [1, 2^30]");
     }
     data_.mode = opt_.mode;
   }
@@ -98,45 +99,35 @@ class histogram_observer {
   }
 
   /// Bins one batch. Throws "quark.calib.infinite_input" for +-Inf under reject_inf.
+  /// Once the range is set, a batch that does not grow it is read from memory once.
   void observe(std::span<const float> x) {
-    // 1. Batch extrema (signed), NaN excluded; nan_to_num applied under to_finite.
-    detail::minmax_partial p = detail::minmax_reduce(x);
-    const bool to_finite = opt_.non_finite == non_finite_policy::to_finite;
-    std::uint64_t valid = x.size() - p.nan_count;
-    if (to_finite) {
-      constexpr float big = std::numeric_limits<float>::max();
-      if (p.nan_count > 0) {
-        p.min = std::fmin(p.min, 0.0f);
-        p.max = std::fmax(p.max, 0.0f);
-        valid = x.size();
+    if (!data_.counts.empty()) {
+      // 1. Optimistic pass: bin on the current edges and collect the batch extrema.
+      std::vector<std::uint64_t> tmp(data_.counts.size(), 0);
+      const batch_extrema b = summarize(x.size(), bin_into(x, tmp));
+      if (b.valid == 0) {
+        data_.range.nan_count += x.size();
+        return;
       }
-      p.min = std::fmax(p.min, -big);
-      p.max = std::fmin(p.max, big);
-    } else if (std::isinf(p.min) && valid > 0) {
-      detail::throw_invalid("quark.calib.infinite_input", "histogram of data containing -Inf");
-    } else if (std::isinf(p.max) && valid > 0) {
-      detail::throw_invalid("quark.calib.infinite_input", "histogram of data containing +Inf");
+      account(b, x.size());
+      if (!would_grow(b)) {
+        for (std::size_t i = 0; i < tmp.size(); ++i) data_.counts[i] += tmp[i];
+        return;
+      }
+      // 2. The batch grows the range: grow, then bin again on the new edges.
+      grow(b, x);
+      bin_into(x, data_.counts);
+      return;
     }
-    range_stats& r = data_.range;
-    r.nan_count += x.size() - valid;
-    if (valid == 0) return;
-    r.count += valid;
-    r.min = p.min < r.min ? p.min : r.min;
-    r.max = p.max > r.max ? p.max : r.max;
-    // 2. Grow (or create) the edges so that they cover this batch.
-    switch (opt_.mode) {
-      case histogram_mode::absolute: grow_absolute(x, p); break;
-      case histogram_mode::signed_symmetric: grow_symmetric(p); break;
-      case histogram_mode::signed_extend: grow_extend(static_cast<double>(p.min), static_cast<double>(p.max)); break;
+    // First batch: extrema, edges, bins.
+    const batch_extrema b = summarize(x.size(), detail::minmax_reduce(x));
+    if (b.valid == 0) {
+      data_.range.nan_count += x.size();
+      return;
     }
-    // 3. Bin.
-    if (opt_.mode == histogram_mode::absolute) {
-      detail::histogram_add<detail::bin_transform::absolute>(x, data_.edges, data_.counts);
-    } else if (to_finite) {
-      detail::histogram_add<detail::bin_transform::to_finite>(x, data_.edges, data_.counts);
-    } else {
-      detail::histogram_add<detail::bin_transform::identity>(x, data_.edges, data_.counts);
-    }
+    account(b, x.size());
+    grow(b, x);
+    bin_into(x, data_.counts);
   }
 
   /// Adds another observer's histogram. Exact (counts add) when both have the same edges, which
@@ -182,6 +173,72 @@ class histogram_observer {
   }
 
  private:
+  /// Extrema of a batch after the non-finite policy; `valid` values enter the histogram.
+  struct batch_extrema {
+    float min;
+    float max;
+    std::uint64_t valid;
+  };
+
+  batch_extrema summarize(std::size_t size, detail::minmax_partial p) const {
+    std::uint64_t valid = size - p.nan_count;
+    if (opt_.non_finite == non_finite_policy::to_finite) {
+      constexpr float big = std::numeric_limits<float>::max();
+      if (p.nan_count > 0) {
+        p.min = std::fmin(p.min, 0.0f);
+        p.max = std::fmax(p.max, 0.0f);
+        valid = size;
+      }
+      p.min = std::fmax(p.min, -big);
+      p.max = std::fmin(p.max, big);
+    } else if (valid > 0 && (std::isinf(p.min) || std::isinf(p.max))) {
+      detail::throw_invalid("quark.calib.infinite_input", "histogram of data containing +-Inf");
+    }
+    return {p.min, p.max, valid};
+  }
+
+  void account(const batch_extrema& b, std::size_t size) noexcept {
+    range_stats& r = data_.range;
+    r.nan_count += size - b.valid;
+    r.count += b.valid;
+    r.min = b.min < r.min ? b.min : r.min;
+    r.max = b.max > r.max ? b.max : r.max;
+  }
+
+  [[nodiscard]] bool would_grow(const batch_extrema& b) const noexcept {
+    const double lo = b.min;
+    const double hi = b.max;
+    switch (opt_.mode) {
+      case histogram_mode::absolute: return std::fmax(std::fabs(lo), std::fabs(hi)) > data_.edges.back();
+      case histogram_mode::signed_symmetric: return std::fmax(std::fabs(lo), std::fabs(hi)) > data_.threshold;
+      case histogram_mode::signed_extend: return lo < data_.edges.front() || hi > data_.edges.back();
+    }
+    return true;
+  }
+
+  void grow(const batch_extrema& b, std::span<const float> x) {
+    detail::minmax_partial p;
+    p.min = b.min;
+    p.max = b.max;
+    switch (opt_.mode) {
+      case histogram_mode::absolute: grow_absolute(x, p); break;
+      case histogram_mode::signed_symmetric: grow_symmetric(p); break;
+      case histogram_mode::signed_extend: grow_extend(static_cast<double>(p.min), static_cast<double>(p.max)); break;
+    }
+  }
+
+  detail::minmax_partial bin_into(std::span<const float> x, std::span<std::uint64_t> counts) const {
+    if (opt_.mode == histogram_mode::absolute) {
+      return detail::histogram_add<detail::bin_transform::absolute>(x, data_.edges, counts);
+    }
+    if (opt_.non_finite == non_finite_policy::to_finite) {
+      return detail::histogram_add<detail::bin_transform::to_finite>(x, data_.edges, counts);
+    }
+    return detail::histogram_add<detail::bin_transform::identity>(x, data_.edges, counts);
+  }
+
+  static constexpr std::size_t hard_max_bins = std::size_t{1} << 30;  // 32-bit bin indices
+
   static std::size_t locate(const std::vector<double>& e, double v) noexcept {
     const std::size_t n = e.size() - 1;
     std::size_t lo = 0;
@@ -196,7 +253,8 @@ class histogram_observer {
   }
 
   void check_bins(double bins) const {
-    if (!(bins <= static_cast<double>(opt_.max_bins))) {
+    const double cap = static_cast<double>(std::min(opt_.max_bins, hard_max_bins));
+    if (!(bins <= cap)) {
       detail::throw_invalid("quark.calib.histogram_too_large",
                             "range growth needs " + std::to_string(bins) + " bins (max_bins " +
                                 std::to_string(opt_.max_bins) + ")");

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 // Binning kernel of histogram_observer. Bin i holds edges[i] <= v < edges[i+1], the last bin also
 // holds v == edges[n] and values outside [edges[0], edges[n]] are dropped (numpy.histogram's
-// rule). The bin index comes from the uniform formula, then one comparison against the stored
-// edges on each side makes it exact for any edge vector within one bin of uniform.
+// rule). The bin index comes from the uniform formula; the few values that fall within rounding
+// distance of an edge are re-checked against the stored edges, so the result is exact for any
+// edge vector close to uniform (linspace, or Quark's appended edges).
 #pragma once
 
 #include <algorithm>
@@ -10,27 +11,30 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <span>
+#include <type_traits>
 #include <vector>
 
 #include <quark/config.hpp>
+#include <quark/observer/detail/minmax_kernel.hpp>
 
 namespace quark::detail {
 
 /// What is binned: the value itself, its magnitude, or numpy nan_to_num of it.
 enum class bin_transform : std::uint8_t { identity, absolute, to_finite };
 
-template <bin_transform T>
-QUARK_ALWAYS_INLINE double bin_value(float v) noexcept {
+template <bin_transform T, class Real = double>
+QUARK_ALWAYS_INLINE Real bin_value(float v) noexcept {
   if constexpr (T == bin_transform::absolute) {
-    return static_cast<double>(std::fabs(v));
+    return static_cast<Real>(std::fabs(v));
   } else if constexpr (T == bin_transform::to_finite) {
     constexpr float big = std::numeric_limits<float>::max();
     const float w = v != v ? 0.0f : (v > big ? big : (v < -big ? -big : v));
-    return static_cast<double>(w);
+    return static_cast<Real>(w);
   } else {
-    return static_cast<double>(v);
+    return static_cast<Real>(v);
   }
 }
 
@@ -46,55 +50,142 @@ inline std::vector<double> linspace_edges(double start, double stop, std::size_t
   return e;
 }
 
-/// Adds the values of `x` to `counts` (size edges.size() - 1).
+/// Largest distance, in bins, between the stored edges and the uniform grid lo + i (hi - lo)/n.
+inline double edge_deviation(std::span<const double> edges) noexcept {
+  const std::size_t n = edges.size() - 1;
+  const double lo = edges.front();
+  const double norm = static_cast<double>(n) / (edges.back() - lo);
+  double dev = 0.0;
+  for (std::size_t i = 0; i <= n; ++i) {
+    dev = std::fmax(dev, std::fabs((edges[i] - lo) * norm - static_cast<double>(i)));
+  }
+  return dev;
+}
+
+/// Magic constant whose binade has unit spacing: adding it rounds to an integer held in the low
+/// mantissa bits (1.5 * 2^52 for double, 1.5 * 2^23 for float).
+template <class Real>
+inline constexpr Real round_magic = sizeof(Real) == 8 ? Real(0x1.8p52) : Real(0x1.8p23);
+
+/// Pass 1 over one block: floor of the uniform position through the round_magic trick (it
+/// vectorises under -ftrapping-math, unlike a float -> int conversion). Whatever the rounding
+/// mode, an unflagged value has frac in [tol, 1 - tol], so its index is floor(f) exactly.
+/// Values near an edge, outside [lo, lo + n) or NaN are flagged; `sub_any[j]` is the OR of the
+/// flags of sub-block j (Sub values), whose values the caller then bins exactly.
+template <bin_transform T, class Real, std::size_t M, std::size_t Sub>
+QUARK_ALWAYS_INLINE void bin_positions(const float* p, Real lo, Real norm, Real dn, Real tol, std::int32_t* idx,
+                                       std::int32_t* sub_any) noexcept {
+  using bits_t = std::conditional_t<sizeof(Real) == 8, std::uint64_t, std::uint32_t>;
+  for (std::size_t j = 0; j < M / Sub; ++j) {
+    std::int32_t any = 0;
+    for (std::size_t k = j * Sub; k < (j + 1) * Sub; ++k) {
+      const Real f = (bin_value<T, Real>(p[k]) - lo) * norm;
+      const bool in = (f >= Real(0)) & (f < dn);
+      const Real fd = in ? f : Real(0);
+      const Real t = (fd - Real(0.5)) + round_magic<Real>;
+      const Real frac = fd - (t - round_magic<Real>);
+      bits_t bits;
+      std::memcpy(&bits, &t, sizeof(bits));
+      idx[k] = static_cast<std::int32_t>(static_cast<std::uint32_t>(bits) & 0x3fffffu);
+      const std::int32_t flag = static_cast<std::int32_t>(!in) | static_cast<std::int32_t>(frac < tol) |
+                                static_cast<std::int32_t>(frac > Real(1) - tol);
+      any |= flag;
+    }
+    sub_any[j] = any;
+  }
+}
+
+/// Adds the values of `x` to `counts` (size edges.size() - 1) and returns the min/max/NaN count
+/// of the raw values, computed block by block while they are in L1 (one pass over memory).
 template <bin_transform T>
-void histogram_add(std::span<const float> x, std::span<const double> edges,
-                   std::span<std::uint64_t> counts) {
-  constexpr std::size_t block = 512;
-  constexpr std::size_t ways = 4;  // independent count tables hide store-to-load latency
-  constexpr std::size_t max_chunk = std::size_t{1} << 30;
+minmax_partial histogram_add(std::span<const float> x, std::span<const double> edges,
+                             std::span<std::uint64_t> counts) {
+  constexpr std::size_t block = 1024;
+  constexpr std::size_t max_chunk = std::size_t{1} << 30;  // keeps the 32-bit tables exact
   const std::size_t n = counts.size();
   const double lo = edges.front();
   const double hi = edges.back();
   const double norm = static_cast<double>(n) / (hi - lo);
-  const double top = static_cast<double>(n - 1);
-  const std::int32_t last = static_cast<std::int32_t>(n - 1);
-  std::vector<std::uint32_t> tables(ways * n);
+  const auto last = static_cast<std::int32_t>(n - 1);
   const double* e = edges.data();
-  std::array<std::int32_t, block> idx;
+  // 1. Tolerances, in bins, of the double and float position formulas. The float one covers the
+  //    rounding of lo, of the subtraction and of the product; it is used when it is small.
+  const double dev = edge_deviation(edges) + 1e-9;
+  const double span_bins = (std::fabs(lo) + std::fabs(hi)) * norm;
+  const double tol_d = dev + 8.0 * std::numeric_limits<double>::epsilon() * span_bins;
+  const auto lo_f = static_cast<float>(lo);
+  // Float error sources, in bins: lo -> lo_f; the subtraction (half an ulp of |v - lo_f| <= r);
+  // the rounding of norm and of the product (half an ulp of a position <= n each).
+  const double r = std::fmax(std::fabs(hi - static_cast<double>(lo_f)), std::fabs(lo - static_cast<double>(lo_f)));
+  const double half_ulp = 0.5 * static_cast<double>(std::numeric_limits<float>::epsilon());
+  const double tol_f = dev + std::fabs(lo - static_cast<double>(lo_f)) * norm +
+                       2.0 * half_ulp * (r * norm + 2.0 * static_cast<double>(n)) + 1e-6;
+  const bool use_float = n < (std::size_t{1} << 21) && tol_f < 0.01;
+
+  minmax_partial ext;
+  // Four count tables hide store-to-load latency; slot n of each is a sink for dropped values.
+  const std::size_t stride = n + 1;
+  std::vector<std::uint32_t> tables(4 * stride);
+  std::uint32_t* t0 = tables.data();
+  std::uint32_t* t1 = t0 + stride;
+  std::uint32_t* t2 = t1 + stride;
+  std::uint32_t* t3 = t2 + stride;
+  constexpr std::size_t sub = 32;
+  alignas(64) std::array<std::int32_t, block> idx;
+  std::array<std::int32_t, block / sub> sub_any;
+  const auto sink = static_cast<std::int32_t>(n);
+  // Exact bin of a flagged value against the stored edges (numpy's rule), or the sink.
+  auto exact = [&](float raw) -> std::int32_t {
+    const double v = bin_value<T>(raw);
+    if (!((v >= lo) & (v <= hi))) return sink;  // outside, or NaN
+    auto i = static_cast<std::int32_t>(std::fmin(std::fmax((v - lo) * norm, 0.0), static_cast<double>(last)));
+    while (i > 0 && v < e[i]) --i;
+    while (i < last && v >= e[i + 1]) ++i;
+    return i;
+  };
   std::size_t done = 0;
   while (done < x.size()) {
     const std::size_t chunk_end = std::min(x.size(), done + max_chunk);
     for (std::size_t b = done; b < chunk_end; b += block) {
       const std::size_t m = std::min(block, chunk_end - b);
       const float* p = x.data() + b;
-      // 1. Approximate index from the uniform formula, clamped in the float domain
-      //    (NaN compares false and lands on 0; it is rejected in step 2).
-      for (std::size_t k = 0; k < m; ++k) {
-        double f = (bin_value<T>(p[k]) - lo) * norm;
-        f = f > 0.0 ? f : 0.0;
-        f = f < top ? f : top;
-        idx[k] = static_cast<std::int32_t>(f);
+      const minmax_partial part = minmax_reduce(std::span<const float>(p, m));
+      ext.min = part.min < ext.min ? part.min : ext.min;
+      ext.max = part.max > ext.max ? part.max : ext.max;
+      ext.nan_count += part.nan_count;
+      if (m < block) {
+        // Short tail: exact path for every value.
+        for (std::size_t k = 0; k < m; ++k) ++t0[exact(p[k])];
+        continue;
       }
-      // 2. Exact correction against the stored edges, then count (out-of-range adds 0).
-      for (std::size_t k = 0; k < m; ++k) {
-        const double v = bin_value<T>(p[k]);
-        std::int32_t i = idx[k];
-        i -= static_cast<std::int32_t>((i > 0) & (v < e[i]));
-        i += static_cast<std::int32_t>((i < last) & (v >= e[i + 1]));
-        const bool inside = (v >= lo) & (v <= hi);
-        tables[(k % ways) * n + static_cast<std::size_t>(i)] += static_cast<std::uint32_t>(inside);
+      // 2. Positions (float formula when its tolerance is small), then exact bins for the
+      //    sub-blocks holding a flagged value, then count into the four tables in turn.
+      if (use_float) {
+        bin_positions<T, float, block, sub>(p, lo_f, static_cast<float>(norm), static_cast<float>(n),
+                                            static_cast<float>(tol_f), idx.data(), sub_any.data());
+      } else {
+        bin_positions<T, double, block, sub>(p, lo, norm, static_cast<double>(n), tol_d, idx.data(),
+                                             sub_any.data());
+      }
+      for (std::size_t j = 0; j < block / sub; ++j) {
+        if (sub_any[j] == 0) continue;
+        for (std::size_t k = j * sub; k < (j + 1) * sub; ++k) idx[k] = exact(p[k]);
+      }
+      for (std::size_t k = 0; k < block; k += 4) {
+        ++t0[idx[k]];
+        ++t1[idx[k + 1]];
+        ++t2[idx[k + 2]];
+        ++t3[idx[k + 3]];
       }
     }
     // 3. Fold the 32-bit tables into the 64-bit counts.
-    for (std::size_t w = 0; w < ways; ++w) {
-      for (std::size_t i = 0; i < n; ++i) {
-        counts[i] += tables[w * n + i];
-        tables[w * n + i] = 0;
-      }
+    for (std::size_t i = 0; i < n; ++i) {
+      counts[i] += std::uint64_t{t0[i]} + t1[i] + t2[i] + t3[i];
     }
+    std::fill(tables.begin(), tables.end(), 0u);
     done = chunk_end;
   }
+  return ext;
 }
 
 }  // namespace quark::detail

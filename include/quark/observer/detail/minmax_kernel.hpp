@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: MIT
-// The min/max/NaN-count reduction behind minmax_observer. Written as lane-parallel element-wise
-// updates (16 independent accumulators) so that the compiler maps it to packed min/max without
-// -ffast-math: `v < m ? v : m` has exactly the semantics of x86 MINPS (NaN -> keep m).
+// The min/max/NaN-count reduction behind minmax_observer: 16 independent lanes, so it maps to
+// packed min/max without -ffast-math (`v < m ? v : m` has exactly the semantics of x86 MINPS:
+// a NaN v keeps m).
 #pragma once
 
-#include <array>
+#include <cstring>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -26,13 +26,40 @@ inline minmax_partial minmax_reduce(std::span<const float> x) noexcept {
   const float* p = x.data();
   std::size_t n = x.size();
   while (n >= lanes) {
-    // 1. Reduce one chunk into 16 lanes.
-    std::array<float, lanes> mn;
-    std::array<float, lanes> mx;
-    std::array<std::uint32_t, lanes> nan{};
-    mn.fill(std::numeric_limits<float>::infinity());
-    mx.fill(-std::numeric_limits<float>::infinity());
     const std::size_t m = (n < chunk ? n : chunk) / lanes * lanes;
+    float mn[lanes];
+    float mx[lanes];
+    std::uint32_t nan[lanes];
+#if defined(__GNUC__)
+    // 1. GCC/Clang vector extension: GCC's SLP pass does not vectorise the lane form below.
+    using vf = float __attribute__((vector_size(lanes * sizeof(float))));
+    using vi = std::int32_t __attribute__((vector_size(lanes * sizeof(float))));
+    vf vmn;
+    vf vmx;
+    vi vnan{};
+    for (std::size_t j = 0; j < lanes; ++j) {
+      vmn[j] = std::numeric_limits<float>::infinity();
+      vmx[j] = -std::numeric_limits<float>::infinity();
+    }
+    for (std::size_t i = 0; i < m; i += lanes) {
+      vf v;
+      std::memcpy(&v, p + i, sizeof(v));
+      vmn = v < vmn ? v : vmn;
+      vmx = v > vmx ? v : vmx;
+      vnan -= (v != v);  // true lanes are -1
+    }
+    for (std::size_t j = 0; j < lanes; ++j) {
+      mn[j] = vmn[j];
+      mx[j] = vmx[j];
+      nan[j] = static_cast<std::uint32_t>(vnan[j]);
+    }
+#else
+    // 1. Portable lane form.
+    for (std::size_t j = 0; j < lanes; ++j) {
+      mn[j] = std::numeric_limits<float>::infinity();
+      mx[j] = -std::numeric_limits<float>::infinity();
+      nan[j] = 0;
+    }
     for (std::size_t i = 0; i < m; i += lanes) {
       for (std::size_t j = 0; j < lanes; ++j) {
         const float v = p[i + j];
@@ -41,6 +68,7 @@ inline minmax_partial minmax_reduce(std::span<const float> x) noexcept {
         nan[j] += static_cast<std::uint32_t>(v != v);
       }
     }
+#endif
     // 2. Fold the lanes into the running result.
     for (std::size_t j = 0; j < lanes; ++j) {
       out.min = mn[j] < out.min ? mn[j] : out.min;

@@ -6,10 +6,14 @@
 
 #include <cstring>
 
-#include <quark/dtype/formats.hpp>
-#include <quark/dtype/traits.hpp>
+// The onnx headers (which bring in dtype_id.hpp) come first: GCC 12's -Wshadow misfires on the
+// scoped dtype_id enumerators when the same-named format types are declared before them.
 #include <quark/onnx/io.hpp>
 #include <quark/onnx/model.hpp>
+// (blank line keeps clang-format from reordering)
+
+#include <quark/dtype/formats.hpp>
+#include <quark/dtype/traits.hpp>
 
 #include "onnx_frontend/io_wire.hpp"
 

@@ -20,8 +20,8 @@ enum class tensor_encoding {
 
 /// A tensor with its TensorProto name.
 struct named_tensor {
-  std::string name;
-  tensor value;
+  std::string name{};
+  tensor value{};
 };
 
 /// Parses a serialized TensorProto. `base_dir` resolves external data (empty: rejected).

@@ -29,11 +29,11 @@ namespace quark::onnx {
 ///
 ///     for (const auto& in : m.inputs()) std::cout << in.name << " rank " << in.shape.size();
 struct value_info {
-  std::string name;
+  std::string name{};
   std::int32_t elem_type = 0;  ///< ONNX data_type code (0 when the type is not a tensor type)
   bool has_shape = false;      ///< false when the rank is unknown
-  shape_t shape;
-  std::vector<std::string> dim_params;
+  shape_t shape{};
+  std::vector<std::string> dim_params{};
 };
 
 /// The value of a node attribute. Graph and sparse-tensor attributes are not represented.
@@ -42,8 +42,8 @@ using attribute_value = std::variant<std::int64_t, float, std::string, std::vect
 
 /// One named attribute.
 struct attribute {
-  std::string name;
-  attribute_value value;
+  std::string name{};
+  attribute_value value{};
 };
 
 /// A node of the main graph, by value (edits go through model's node functions).
@@ -52,19 +52,19 @@ struct attribute {
 ///                       .inputs = {"x", "s", "zp"}, .outputs = {"x_q"},
 ///                       .attributes = {{"axis", std::int64_t{1}}}});
 struct node_info {
-  std::string name;
-  std::string op_type;
-  std::string domain;  ///< "" for the default ai.onnx domain
-  std::vector<std::string> inputs;   ///< "" marks an omitted optional input
-  std::vector<std::string> outputs;
+  std::string name{};
+  std::string op_type{};
+  std::string domain{};  ///< "" for the default ai.onnx domain
+  std::vector<std::string> inputs{};  ///< "" marks an omitted optional input
+  std::vector<std::string> outputs{};
   /// Attributes in file order. Graph, sparse-tensor and non-numeric tensor attributes are left out
   /// of this view (they stay in the model untouched).
-  std::vector<attribute> attributes;
+  std::vector<attribute> attributes{};
 };
 
 /// One opset_import entry.
 struct opset_import {
-  std::string domain;  ///< "" is the default ai.onnx domain
+  std::string domain{};  ///< "" is the default ai.onnx domain
   std::int64_t version = 0;
 };
 
@@ -74,13 +74,13 @@ struct load_options {
   bool validate = true;
 };
 
-/// Options for saving.
+/// Options for saving. Every member has a default, so designated initializers may name any subset.
 struct save_options {
   /// Store initializers of at least `external_threshold` bytes in one data file next to the model.
   bool external_data = false;
   std::size_t external_threshold = 1024;
   /// Name of the data file, relative to the model's folder; empty: "<model file name>.data".
-  std::string external_file;
+  std::string external_file{};
 };
 
 /// An ONNX model. Movable and copyable (a copy is deep).

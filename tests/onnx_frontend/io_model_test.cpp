@@ -1,0 +1,207 @@
+// SPDX-License-Identifier: MIT
+// quark::onnx::model: versions, graph inputs/outputs, initializers, node editing, the Constant
+// pass, the op check, and models beyond protobuf's default 64 MB parse limit.
+#include <doctest/doctest.h>
+
+#include <quark/onnx/model.hpp>
+
+#include "onnx_frontend/io_wire.hpp"
+
+namespace qo = quark::onnx;
+using namespace io_wire;
+
+TEST_CASE("a default model has IR 8, opset 13 and round-trips through bytes") {
+  qo::model m;
+  CHECK(m.ir_version() == 8);
+  CHECK(m.opset("") == 13);
+  CHECK(m.opset("ai.onnx") == 13);
+  CHECK(m.node_count() == 0);
+  const auto back = qo::model::from_bytes(m.to_bytes());
+  CHECK(back.ir_version() == 8);
+}
+
+TEST_CASE("opset bookkeeping per domain") {
+  auto m = qo::model::from_bytes(model(relu_graph(), 7, {{"", 11}, {"com.microsoft", 1}}));
+  CHECK(m.ir_version() == 7);
+  CHECK(m.opset("") == 11);
+  CHECK(m.opset("com.microsoft") == 1);
+  CHECK_FALSE(m.opset("ai.onnx.ml").has_value());
+  CHECK(m.ensure_opset("", 10) == 11);
+  CHECK(m.ensure_opset("ai.onnx", 17) == 17);
+  CHECK(m.opset("") == 17);
+  m.set_opset("com.microsoft", 2);
+  m.ensure_opset("ai.onnx.ml", 3);
+  m.set_ir_version(9);
+  const auto back = qo::model::from_bytes(m.to_bytes());
+  CHECK(back.ir_version() == 9);
+  CHECK(back.opsets().size() == 3);
+  CHECK(back.opset("com.microsoft") == 2);
+  CHECK(back.opset("ai.onnx.ml") == 3);
+  CHECK_THROWS_AS(m.set_opset("", 0), qo::frontend_error);
+}
+
+TEST_CASE("inputs and outputs report shapes with dynamic dims as -1 and their symbols") {
+  graph g;
+  g.add_input(value_info("x", 1, {-1, 3, 224, -2}));
+  g.add_input(value_info("w", 1, {2}));  // an initializer listed as input: not a real input
+  g.add_initializer(float_tensor("w", {2}, {1, 2}));
+  g.add_input(value_info("r", 7, {}, false));
+  g.add_output(value_info("y", 10, {-1}));
+  g.add_node(node("Foo", {"x", "w", "r"}, {"y"}, "foo"));
+  const auto m = qo::model::from_bytes(model(g));
+  const auto in = m.inputs();
+  REQUIRE(in.size() == 2);
+  CHECK(in[0].name == "x");
+  CHECK(in[0].elem_type == 1);
+  CHECK(in[0].has_shape);
+  CHECK(in[0].shape == qo::shape_t{-1, 3, 224, -1});
+  CHECK(in[0].dim_params == std::vector<std::string>{"d1", "", "", "d2"});
+  CHECK(in[1].name == "r");
+  CHECK_FALSE(in[1].has_shape);
+  const auto out = m.outputs();
+  REQUIRE(out.size() == 1);
+  CHECK(out[0].elem_type == 10);
+  CHECK(out[0].shape == qo::shape_t{-1});
+}
+
+TEST_CASE("initializers: get, set, replace, remove") {
+  auto m = qo::model::from_bytes(model(relu_graph()));
+  CHECK_FALSE(m.has_initializer("w"));
+  CHECK_THROWS_WITH_AS(m.initializer("w"), doctest::Contains("no initializer named 'w'"),
+                       qo::frontend_error);
+  const float v[] = {1, 2, 3};
+  m.set_initializer("w", qo::tensor::from_floats({3}, v));
+  CHECK(m.has_initializer("w"));
+  CHECK(m.initializer("w").data<float>()[2] == 3.0f);
+  const float v2[] = {4};
+  m.set_initializer("w", qo::tensor::from_floats({1}, v2));
+  CHECK(m.initializer_names() == std::vector<std::string>{"w"});
+  CHECK(m.initializer("w").shape() == qo::shape_t{1});
+  CHECK(m.remove_initializer("w"));
+  CHECK_FALSE(m.remove_initializer("w"));
+  CHECK(m.initializer_names().empty());
+}
+
+TEST_CASE("nodes: view, insert, rewire, rename, order") {
+  graph g;
+  g.add_input(value_info("x", 1, {2}));
+  g.add_output(value_info("y", 1, {2}));
+  // Deliberately out of order: Relu reads t which the later Neg produces.
+  g.add_node(node("Relu", {"t"}, {"y"}, "relu"));
+  g.add_node(node("Neg", {"x"}, {"t"}, "neg", {attr_int("foo", 3), attr_floats("bar", {1.5f})}));
+  auto m = qo::model::from_bytes(model(g));
+  CHECK(m.node_count() == 2);
+  const auto n1 = m.node(1);
+  CHECK(n1.op_type == "Neg");
+  CHECK(n1.inputs == std::vector<std::string>{"x"});
+  REQUIRE(n1.attributes.size() == 2);
+  CHECK(std::get<std::int64_t>(n1.attributes[0].value) == 3);
+  CHECK(std::get<std::vector<float>>(n1.attributes[1].value) == std::vector<float>{1.5f});
+  CHECK(m.topological_order() == std::vector<std::size_t>{1, 0});
+  CHECK(m.producer("t") == 1u);
+  CHECK(m.consumers("t") == std::vector<std::size_t>{0});
+
+  // Insert QuantizeLinear/DequantizeLinear on t, the way the quantizer does.
+  m.set_initializer("s", qo::tensor::from_floats({}, std::vector<float>{0.1f}));
+  m.insert_node(1, {.name = "q", .op_type = "QuantizeLinear", .inputs = {"t", "s"}, .outputs = {"t_q"},
+                    .attributes = {{"axis", std::int64_t{0}}}});
+  m.insert_node(2, {.name = "dq", .op_type = "DequantizeLinear", .inputs = {"t_q", "s"},
+                    .outputs = {"t_dq"}});
+  CHECK(m.node_count() == 4);
+  CHECK(m.node(1).name == "q");
+  CHECK(m.node(3).name == "neg");
+  m.set_node_input(0, 0, "t_dq");
+  m.validate();
+  const auto order = m.topological_order();
+  CHECK(order == std::vector<std::size_t>{3, 1, 2, 0});
+
+  CHECK(m.rename_edge("y", "out") == 2);  // Relu output + graph output
+  CHECK(m.outputs()[0].name == "out");
+  m.validate();
+  m.remove_node(2);
+  CHECK_THROWS_WITH_AS(m.validate(), doctest::Contains("input 't_dq' is not produced"),
+                       qo::frontend_error);
+  CHECK_THROWS_AS(m.node(10), qo::frontend_error);
+  CHECK_THROWS_AS(m.set_node_input(0, 5, "z"), qo::frontend_error);
+
+  // A tensor attribute survives insert and save.
+  const auto back = qo::model::from_bytes(m.to_bytes(), {}, {.validate = false});
+  CHECK(std::get<std::int64_t>(back.node(1).attributes[0].value) == 0);
+}
+
+TEST_CASE("constants_to_initializers converts every Constant form (PaddleOCR style)") {
+  for (std::int64_t ir : {8, 3}) {
+    CAPTURE(ir);
+    graph g;
+    g.add_input(value_info("x", 1, {2}));
+    g.add_output(value_info("y", 1, {2}));
+    g.add_node(node("Constant", {}, {"c0"}, "c0", {attr_tensor("value", float_tensor("", {2}, {1, 2}))}));
+    g.add_node(node("Constant", {}, {"c1"}, "c1", {attr_float("value_float", 3.0f)}));
+    g.add_node(node("Constant", {}, {"c2"}, "c2", {attr_floats("value_floats", {1.0f, 2.0f})}));
+    g.add_node(node("Constant", {}, {"c3"}, "c3", {attr_int("value_int", 4)}));
+    g.add_node(node("Constant", {}, {"c4"}, "c4", {attr_ints("value_ints", {5, 6, 7})}));
+    g.add_node(node("Constant", {}, {"c5"}, "c5", {attr_string("value_string", "hi")}));
+    g.add_node(node("Add", {"x", "c0"}, {"t0"}, "add0"));
+    g.add_node(node("Mul", {"t0", "c2"}, {"y"}, "mul0"));
+    auto m = qo::model::from_bytes(model(g, ir, {{"", ir == 3 ? 7 : 13}}));
+    CHECK(m.constants_to_initializers() == 6);
+    CHECK(m.node_count() == 2);
+    CHECK(m.node(0).name == "add0");
+    CHECK(m.node(1).name == "mul0");
+    CHECK(m.initializer("c0").data<float>()[1] == 2.0f);
+    CHECK(m.initializer("c1").shape().empty());
+    CHECK(m.initializer("c1").data<float>()[0] == 3.0f);
+    CHECK(m.initializer("c2").shape() == qo::shape_t{2});
+    CHECK(m.initializer("c3").data<std::int64_t>()[0] == 4);
+    CHECK(m.initializer("c4").data<std::int64_t>()[2] == 7);
+    CHECK(m.has_initializer("c5"));
+    // IR < 4 requires initializers to be graph inputs; inputs() still hides them.
+    CHECK(m.inputs().size() == 1);
+    m.validate();
+    auto back = qo::model::from_bytes(m.to_bytes());
+    CHECK(back.initializer_names().size() == 6);
+    CHECK(back.constants_to_initializers() == 0);
+  }
+}
+
+TEST_CASE("unsupported ops are listed and named by check_ops") {
+  graph g = relu_graph();
+  g.add_node(node("Gelu", {"x"}, {"g"}, "gelu0", {}, "com.microsoft"));
+  g.add_node(node("Mystery", {"g"}, {"h"}, "m0"));
+  const auto m = qo::model::from_bytes(model(g, 8, {{"", 13}, {"com.microsoft", 1}}));
+  const std::set<std::string, std::less<>> supported{"Relu", "Add"};
+  CHECK(m.unsupported_ops(supported) == std::vector<std::string>{"Mystery", "com.microsoft:Gelu"});
+  CHECK_THROWS_WITH_AS(m.check_ops(supported),
+                       "quark.onnx.unsupported_op: unsupported operators: Mystery, com.microsoft:Gelu "
+                       "(first use: node 'm0' (Mystery), node 'gelu0' (Gelu))",
+                       qo::frontend_error);
+  CHECK_NOTHROW(m.check_ops({"Relu", "Mystery", "com.microsoft:Gelu"}));
+}
+
+TEST_CASE("subgraphs may read outer-scope tensors and are ordered after their producers") {
+  graph body;
+  body.add_output(value_info("b_out", 1, {2}));
+  body.add_node(node("Identity", {"t"}, {"b_out"}, "inner"));
+  graph g;
+  g.add_input(value_info("x", 1, {2}));
+  g.add_input(value_info("cond", 9, {}));
+  g.add_output(value_info("y", 1, {2}));
+  g.add_node(node("If", {"cond"}, {"y"}, "if0", {attr_graph("then_branch", body.m),
+                                                  attr_graph("else_branch", body.m)}));
+  g.add_node(node("Neg", {"x"}, {"t"}, "neg"));
+  const auto m = qo::model::from_bytes(model(g));
+  CHECK(m.topological_order() == std::vector<std::size_t>{1, 0});
+  CHECK(m.unsupported_ops({"If", "Neg"}) == std::vector<std::string>{"Identity"});
+}
+
+TEST_CASE("a model beyond protobuf's default 64 MB limit loads") {
+  scratch_dir dir;
+  qo::model m;
+  qo::tensor big(quark::dtype_id::uint8, {66 * 1024 * 1024});
+  big.data<std::uint8_t>()[12345] = 7;
+  m.set_initializer("big", big);
+  m.save(dir / "big.onnx");
+  CHECK(std::filesystem::file_size(dir / "big.onnx") > 66u * 1024 * 1024);
+  const auto back = qo::model::load(dir / "big.onnx");
+  CHECK(back.initializer("big").data<std::uint8_t>()[12345] == 7);
+}

@@ -122,6 +122,19 @@ void BM_dequantize_int8(benchmark::State& st) {
   }
   st.SetBytesProcessed(static_cast<std::int64_t>(st.iterations() * n * 5));
 }
+/// The floor for any float32 -> int8 loop on this machine: a bare truncating conversion, no
+/// scale, no rounding, no clamp (not a correct quantizer; context for BM_quantize_int8).
+void BM_bare_convert_int8(benchmark::State& st) {
+  auto& b = buf();
+  for (auto _ : st) {
+    const float* x = b.x.data();
+    std::int8_t* q = b.q.data();
+    for (std::size_t i = 0; i < n; ++i) q[i] = static_cast<std::int8_t>(static_cast<int>(x[i]));
+    benchmark::ClobberMemory();
+  }
+  st.SetBytesProcessed(static_cast<std::int64_t>(st.iterations() * n * 5));
+}
+BENCHMARK(BM_bare_convert_int8)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_quantize_int8)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_dequantize_int8)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
 

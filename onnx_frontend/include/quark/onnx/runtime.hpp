@@ -1,0 +1,86 @@
+// SPDX-License-Identifier: MIT
+// The calibration runtime: a small CPU executor for ONNX graphs, so a model can be calibrated with
+// no other runtime installed. float32 graphs (float16/bfloat16 tensors are computed in float32),
+// int64 shape arithmetic, bool masks; dynamic shapes are resolved from the inputs as the graph runs.
+//
+//     quark::onnx::runtime rt("model.onnx");
+//     std::map<std::string, quark::onnx::tensor> feeds;
+//     feeds.emplace("x", quark::onnx::tensor(quark::dtype_id::float32, {1, 3, 224, 224}));
+//     auto outputs = rt.run(feeds, [&](std::string_view name, const quark::onnx::tensor& t) {
+//       observers[std::string(name)].update(t);   // every activation, once, as it is produced
+//     });
+//
+// The observer sees each graph input and each node output exactly once, right after it is
+// computed (outputs of nodes inside If branches included). A value is freed as soon as its last
+// consumer ran, so a calibration pass holds only the live activations of one sample: memory is
+// proportional to the model, never to the number of samples.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <quark/onnx/error.hpp>
+#include <quark/onnx/tensor.hpp>
+
+namespace quark::onnx {
+
+/// Called with (value name, value) for every graph input and every node output.
+using value_observer = std::function<void(std::string_view name, const tensor& value)>;
+
+struct runtime_options {
+  /// Worker threads for convolutions and matrix products; 0 = std::thread::hardware_concurrency().
+  unsigned threads = 0;
+};
+
+/// Name, element type and declared shape (-1 for a dynamic dimension) of a graph input or output.
+struct value_info {
+  std::string name;
+  dtype_id type = dtype_id::undefined;
+  shape_t shape;
+};
+
+class runtime {
+ public:
+  /// Loads and prepares the model at `path` (external data is resolved next to it). Throws
+  /// frontend_error "quark.onnx.unsupported_op" listing every operator the runtime lacks,
+  /// "quark.onnx.load" for unreadable or malformed models.
+  explicit runtime(const std::filesystem::path& path, runtime_options options = {});
+  /// Same, from the serialized bytes of a ModelProto; `base_dir` resolves external data.
+  static runtime from_bytes(std::span<const std::byte> bytes,
+                            const std::filesystem::path& base_dir = {},
+                            runtime_options options = {});
+
+  runtime(runtime&&) noexcept;
+  runtime& operator=(runtime&&) noexcept;
+  ~runtime();
+
+  /// Graph inputs the caller must feed (initializers listed as inputs are excluded).
+  const std::vector<value_info>& inputs() const noexcept;
+  const std::vector<value_info>& outputs() const noexcept;
+
+  /// Runs the graph once. Every input of inputs() must be fed; types must match (float16 inputs
+  /// may also be fed as float32). Returns the graph outputs by name.
+  std::map<std::string, tensor> run(const std::map<std::string, tensor>& feeds,
+                                    const value_observer& observer = {}) const;
+
+  /// Operator types the runtime implements (default ONNX domain), sorted.
+  static std::vector<std::string> supported_ops();
+
+ private:
+  struct impl;
+  explicit runtime(std::unique_ptr<impl> p);
+  std::unique_ptr<impl> impl_;
+};
+
+/// Reads one serialized TensorProto (a `.pb` file as in ONNX's test data sets).
+tensor read_tensor_file(const std::filesystem::path& file);
+
+}  // namespace quark::onnx

@@ -1,0 +1,261 @@
+// SPDX-License-Identifier: MIT
+// The executor: runs a prepared rt::graph node by node in topological order, hands each new value
+// to the observer, and drops every value right after its last consumer.
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+#include <unordered_map>
+
+#include <quark/dtype/convert.hpp>
+#include <quark/onnx/runtime.hpp>
+
+#include "runtime/kernel.hpp"
+#include "runtime/proto_decode.hpp"
+#include "runtime/registry.hpp"
+
+namespace quark::onnx {
+
+namespace rt {
+namespace {
+
+/// Values visible while a graph runs: its own live values, its constants, then the enclosing
+/// scope (for If branches).
+struct scope {
+  const graph& g;
+  const scope* parent = nullptr;
+  std::unordered_map<std::string, std::shared_ptr<const tensor>> values;
+
+  const tensor* find(const std::string& name) const {
+    if (auto it = values.find(name); it != values.end()) return it->second.get();
+    if (auto it = g.constants.find(name); it != g.constants.end()) return it->second.get();
+    return parent ? parent->find(name) : nullptr;
+  }
+};
+
+bool well_formed(const tensor& t) { return t.byte_size() == t.size() * element_size(t.type()); }
+
+std::vector<tensor> execute(const graph& g, scope& sc, thread_pool& pool,
+                            const value_observer& observer) {
+  for (std::size_t i = 0; i < g.nodes.size(); ++i) {
+    const node& n = g.nodes[i];
+    kernel_context ctx{n, {}, {}, pool, {}};
+    ctx.inputs.reserve(n.inputs.size());
+    for (const auto& name : n.inputs) {
+      if (name.empty()) {
+        ctx.inputs.push_back(nullptr);
+        continue;
+      }
+      const tensor* t = sc.find(name);
+      if (!t) {
+        throw frontend_error("quark.onnx.runtime",
+                             n.describe() + ": input '" + name + "' has no value");
+      }
+      ctx.inputs.push_back(t);
+    }
+    ctx.outputs.resize(n.outputs.size());
+    ctx.run_subgraph = [&](const graph& sub) {
+      scope child{sub, &sc, {}};
+      return execute(sub, child, pool, observer);
+    };
+    try {
+      n.kernel(ctx);
+    } catch (const frontend_error&) {
+      throw;
+    } catch (const quark::error& e) {
+      throw frontend_error(e.id(), n.describe() + ": " + e.what());
+    } catch (const std::exception& e) {
+      throw frontend_error("quark.onnx.runtime", n.describe() + ": " + e.what());
+    }
+    for (std::size_t o = 0; o < n.outputs.size(); ++o) {
+      const auto& name = n.outputs[o];
+      if (name.empty()) continue;
+      if (!well_formed(ctx.outputs[o])) {
+        throw frontend_error("quark.onnx.runtime",
+                             n.describe() + ": output '" + name + "' was not produced");
+      }
+      if (observer) observer(name, ctx.outputs[o]);
+      sc.values[name] = std::make_shared<const tensor>(std::move(ctx.outputs[o]));
+    }
+    for (const auto& dead : g.release[i]) sc.values.erase(dead);
+  }
+  std::vector<tensor> outs;
+  outs.reserve(g.outputs.size());
+  for (const auto& o : g.outputs) {
+    const tensor* t = sc.find(o.name);
+    if (!t) {
+      throw frontend_error("quark.onnx.runtime", "graph output '" + o.name + "' has no value");
+    }
+    outs.push_back(*t);
+  }
+  return outs;
+}
+
+}  // namespace
+}  // namespace rt
+
+struct runtime::impl {
+  std::shared_ptr<rt::graph> main;
+  std::vector<value_info> inputs;
+  std::vector<value_info> outputs;
+  std::unique_ptr<rt::thread_pool> pool;
+
+  static std::unique_ptr<impl> prepare(const ::onnx::ModelProto& m,
+                                       const std::filesystem::path& base_dir,
+                                       runtime_options options);
+};
+
+std::unique_ptr<runtime::impl> runtime::impl::prepare(const ::onnx::ModelProto& m,
+                                                      const std::filesystem::path& base_dir,
+                                                      runtime_options options) {
+  int opset = 0;
+  for (const auto& o : m.opset_import()) {
+    if (o.domain().empty() || o.domain() == "ai.onnx") opset = static_cast<int>(o.version());
+  }
+  if (opset == 0) opset = 1;
+  rt::build_report report;
+  auto p = std::make_unique<runtime::impl>();
+  p->main = rt::build_graph(m.graph(), opset, base_dir, {}, report);
+  if (!report.unsupported.empty()) {
+    auto& u = report.unsupported;
+    std::sort(u.begin(), u.end());
+    u.erase(std::unique(u.begin(), u.end()), u.end());
+    std::string list;
+    for (const auto& op : u) list += (list.empty() ? "" : ", ") + op;
+    throw frontend_error("quark.onnx.unsupported_op",
+                         "the runtime does not implement: " + list + " (graph '" +
+                             m.graph().name() + "', opset " + std::to_string(opset) + ")");
+  }
+  p->inputs = p->main->inputs;
+  p->outputs = p->main->outputs;
+  p->pool = std::make_unique<rt::thread_pool>(options.threads);
+  return p;
+}
+
+runtime::runtime(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
+
+runtime::runtime(const std::filesystem::path& path, runtime_options options) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw frontend_error("quark.onnx.load", "cannot open '" + path.string() + "'");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  const std::string bytes = ss.str();
+  ::onnx::ModelProto m;
+  if (!m.ParseFromString(bytes)) {
+    throw frontend_error("quark.onnx.load", "'" + path.string() + "' is not a valid ModelProto");
+  }
+  impl_ = impl::prepare(m, path.parent_path(), options);
+}
+
+runtime runtime::from_bytes(std::span<const std::byte> bytes, const std::filesystem::path& base_dir,
+                            runtime_options options) {
+  ::onnx::ModelProto m;
+  if (bytes.size() > static_cast<std::size_t>(std::numeric_limits<int>::max()) ||
+      !m.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+    throw frontend_error("quark.onnx.load", "bytes are not a valid ModelProto");
+  }
+  return runtime(impl::prepare(m, base_dir, options));
+}
+
+runtime::runtime(runtime&&) noexcept = default;
+runtime& runtime::operator=(runtime&&) noexcept = default;
+runtime::~runtime() = default;
+
+const std::vector<value_info>& runtime::inputs() const noexcept { return impl_->inputs; }
+const std::vector<value_info>& runtime::outputs() const noexcept { return impl_->outputs; }
+
+std::vector<std::string> runtime::supported_ops() {
+  auto ops = rt::registered_ops();
+  ops.push_back("Constant");
+  std::sort(ops.begin(), ops.end());
+  ops.erase(std::unique(ops.begin(), ops.end()), ops.end());
+  return ops;
+}
+
+std::map<std::string, tensor> runtime::run(const std::map<std::string, tensor>& feeds,
+                                           const value_observer& observer) const {
+  const rt::graph& g = *impl_->main;
+  rt::scope sc{g, nullptr, {}};
+  for (const auto& in : impl_->inputs) {
+    auto it = feeds.find(in.name);
+    if (it == feeds.end()) {
+      throw frontend_error("quark.onnx.runtime", "graph input '" + in.name + "' is not fed");
+    }
+    const tensor& t = it->second;
+    const bool half = t.type() == dtype_id::float16 || t.type() == dtype_id::bfloat16;
+    const bool widened_ok = t.type() == dtype_id::float32 &&
+                            (in.type == dtype_id::float16 || in.type == dtype_id::bfloat16);
+    if (in.type != dtype_id::undefined && t.type() != in.type && !widened_ok) {
+      throw frontend_error("quark.onnx.runtime", "graph input '" + in.name + "' is declared " +
+                                                     std::string(dtype_name(in.type)) +
+                                                     ", fed " + std::string(dtype_name(t.type())));
+    }
+    if (in.shape.size() == t.rank() || in.shape.empty()) {
+      for (std::size_t d = 0; d < in.shape.size(); ++d) {
+        if (in.shape[d] >= 0 && in.shape[d] != t.shape()[d]) {
+          throw frontend_error("quark.onnx.shape", "graph input '" + in.name + "' has shape " +
+                                                       rt::shape_string(t.shape()) +
+                                                       ", declared " +
+                                                       rt::shape_string(in.shape));
+        }
+      }
+    } else {
+      throw frontend_error("quark.onnx.shape", "graph input '" + in.name + "' has rank " +
+                                                   std::to_string(t.rank()) + ", declared " +
+                                                   std::to_string(in.shape.size()));
+    }
+    std::shared_ptr<const tensor> value;
+    if (half) {
+      value = std::make_shared<const tensor>(rt::widen_half(t));
+    } else {
+      value = std::shared_ptr<const tensor>(&t, [](const tensor*) {});  // the caller owns it
+    }
+    if (observer) observer(in.name, *value);
+    sc.values[in.name] = std::move(value);
+  }
+  auto outs = rt::execute(g, sc, *impl_->pool, observer);
+  std::map<std::string, tensor> result;
+  for (std::size_t i = 0; i < outs.size(); ++i) {
+    tensor& t = outs[i];
+    const dtype_id want = impl_->outputs[i].type;
+    if (t.type() == dtype_id::float32 && (want == dtype_id::float16 || want == dtype_id::bfloat16)) {
+      tensor h(want, t.shape());
+      auto src = t.data<float>();
+      if (want == dtype_id::float16) {
+        quark::convert<quark::float16>(std::span<const float>(src), h.data<quark::float16>());
+      } else {
+        quark::convert<quark::bfloat16>(std::span<const float>(src), h.data<quark::bfloat16>());
+      }
+      t = std::move(h);
+    }
+    result[impl_->outputs[i].name] = std::move(t);
+  }
+  return result;
+}
+
+tensor read_tensor_file(const std::filesystem::path& file) {
+  std::ifstream f(file, std::ios::binary);
+  if (!f) throw frontend_error("quark.onnx.load", "cannot open '" + file.string() + "'");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  ::onnx::TensorProto tp;
+  if (!tp.ParseFromString(ss.str())) {
+    throw frontend_error("quark.onnx.load", "'" + file.string() + "' is not a TensorProto");
+  }
+  const auto type = dtype_from_onnx(tp.data_type());
+  tensor t = rt::decode_tensor(tp, file.parent_path());
+  // Keep the declared element type for half types (decode widens them for the runtime).
+  if (type && (*type == dtype_id::float16 || *type == dtype_id::bfloat16)) {
+    tensor h(*type, t.shape());
+    if (*type == dtype_id::float16) {
+      quark::convert<quark::float16>(std::span<const float>(t.data<float>()),
+                                     h.data<quark::float16>());
+    } else {
+      quark::convert<quark::bfloat16>(std::span<const float>(t.data<float>()),
+                                      h.data<quark::bfloat16>());
+    }
+    return h;
+  }
+  return t;
+}
+
+}  // namespace quark::onnx

@@ -1,0 +1,160 @@
+// SPDX-License-Identifier: MIT
+// What an operator kernel sees (its node, inputs, outputs, the thread pool) and the helpers most
+// kernels share: errors that name the node, axis normalisation, numpy broadcasting, type dispatch.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include <quark/dtype/convert.hpp>
+#include <quark/dtype/formats.hpp>
+#include <quark/onnx/error.hpp>
+#include <quark/onnx/tensor.hpp>
+
+#include "runtime/graph.hpp"
+#include "runtime/thread_pool.hpp"
+
+namespace quark::onnx::rt {
+
+struct kernel_context {
+  const node& n;
+  std::vector<const tensor*> inputs;  ///< nullptr for an absent optional input
+  std::vector<tensor> outputs;        ///< one per node output, filled by the kernel
+  thread_pool& pool;
+  /// Runs a subgraph (If branches) in the current scope; returns its outputs.
+  std::function<std::vector<tensor>(const graph&)> run_subgraph;
+
+  std::size_t input_count() const noexcept { return inputs.size(); }
+  bool has_input(std::size_t i) const noexcept { return i < inputs.size() && inputs[i]; }
+  const tensor& in(std::size_t i) const {
+    if (!has_input(i)) fail("quark.onnx.runtime", "missing input #" + std::to_string(i));
+    return *inputs[i];
+  }
+  const tensor* opt(std::size_t i) const noexcept { return has_input(i) ? inputs[i] : nullptr; }
+  tensor& out(std::size_t i) {
+    if (i >= outputs.size()) fail("quark.onnx.runtime", "missing output #" + std::to_string(i));
+    return outputs[i];
+  }
+  std::size_t output_count() const noexcept { return outputs.size(); }
+  [[noreturn]] void fail(const std::string& id, const std::string& message) const {
+    throw frontend_error(id, n.describe() + ": " + message);
+  }
+};
+
+// ---- shapes -------------------------------------------------------------------------------
+
+inline std::string shape_string(const shape_t& s) {
+  std::string r = "[";
+  for (std::size_t i = 0; i < s.size(); ++i) r += (i ? "," : "") + std::to_string(s[i]);
+  return r + "]";
+}
+
+inline std::size_t to_size(std::int64_t v) { return static_cast<std::size_t>(v); }
+inline std::int64_t to_i64(std::size_t v) { return static_cast<std::int64_t>(v); }
+
+/// Row-major strides in elements.
+inline std::vector<std::size_t> strides_of(const shape_t& s) {
+  std::vector<std::size_t> st(s.size());
+  std::size_t acc = 1;
+  for (std::size_t i = s.size(); i-- > 0;) {
+    st[i] = acc;
+    acc *= to_size(s[i]);
+  }
+  return st;
+}
+
+/// Normalises a possibly negative axis against `rank`; fails outside [-rank, rank).
+inline std::size_t norm_axis(const kernel_context& c, std::int64_t axis, std::size_t rank) {
+  const auto r = to_i64(rank);
+  if (axis < -r || axis >= r) {
+    c.fail("quark.onnx.shape", "axis " + std::to_string(axis) + " out of range for rank " +
+                                   std::to_string(rank));
+  }
+  return to_size(axis < 0 ? axis + r : axis);
+}
+
+/// The numpy broadcast of two shapes; fails naming both.
+shape_t broadcast_shapes(const kernel_context& c, const shape_t& a, const shape_t& b);
+
+/// Strides of `in` as seen from an output of shape `out` (0 on broadcast dimensions).
+std::vector<std::size_t> broadcast_strides(const shape_t& in, const shape_t& out);
+
+/// Reads an int64 or int32 tensor as int64 values (shape/axes/pads inputs).
+std::vector<std::int64_t> read_ints(const kernel_context& c, const tensor& t);
+
+/// Reads a float-like scalar or tensor as doubles (any numeric type).
+std::vector<double> read_doubles(const tensor& t);
+
+// ---- type dispatch ------------------------------------------------------------------------
+
+template <class T>
+inline constexpr bool is_float_v = std::is_same_v<T, float> || std::is_same_v<T, double>;
+
+/// Calls f(std::type_identity<T>{}) for the plain numeric types the kernels compute in.
+template <class F>
+decltype(auto) dispatch_numeric(const kernel_context& c, dtype_id t, F&& f) {
+  switch (t) {
+    case dtype_id::float32: return f(std::type_identity<float>{});
+    case dtype_id::float64: return f(std::type_identity<double>{});
+    case dtype_id::int8: return f(std::type_identity<std::int8_t>{});
+    case dtype_id::uint8: return f(std::type_identity<std::uint8_t>{});
+    case dtype_id::int16: return f(std::type_identity<std::int16_t>{});
+    case dtype_id::uint16: return f(std::type_identity<std::uint16_t>{});
+    case dtype_id::int32: return f(std::type_identity<std::int32_t>{});
+    case dtype_id::uint32: return f(std::type_identity<std::uint32_t>{});
+    case dtype_id::int64: return f(std::type_identity<std::int64_t>{});
+    case dtype_id::uint64: return f(std::type_identity<std::uint64_t>{});
+    default: break;
+  }
+  c.fail("quark.onnx.runtime", "element type " + std::string(dtype_name(t)) + " not supported");
+}
+
+/// float32 and float64 only.
+template <class F>
+decltype(auto) dispatch_float(const kernel_context& c, dtype_id t, F&& f) {
+  switch (t) {
+    case dtype_id::float32: return f(std::type_identity<float>{});
+    case dtype_id::float64: return f(std::type_identity<double>{});
+    default: break;
+  }
+  c.fail("quark.onnx.runtime", "element type " + std::string(dtype_name(t)) +
+                                   " not supported (float32/float64 only)");
+}
+
+/// double -> integer T: truncates, saturates to T's range, NaN -> 0 (never an out-of-range cast).
+template <class T>
+T saturate_cast(double v) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return static_cast<T>(v);
+  } else {
+    if (v != v) return T(0);
+    const double t = std::trunc(v);
+    if (t <= static_cast<double>(std::numeric_limits<T>::lowest())) {
+      return std::numeric_limits<T>::lowest();
+    }
+    if (t >= static_cast<double>(std::numeric_limits<T>::max())) return std::numeric_limits<T>::max();
+    return static_cast<T>(t);
+  }
+}
+
+/// Every element type a tensor can hold, for data movement kernels (copy by bytes).
+inline std::size_t elem_bytes(const tensor& t) { return element_size(t.type()); }
+
+/// Requires a float32 input.
+inline const tensor& float_input(const kernel_context& c, std::size_t i) {
+  const tensor& t = c.in(i);
+  if (t.type() != dtype_id::float32) {
+    c.fail("quark.onnx.runtime", "input '" + c.n.inputs[i] + "' is " +
+                                     std::string(dtype_name(t.type())) + ", expected float32");
+  }
+  return t;
+}
+
+}  // namespace quark::onnx::rt

@@ -1,0 +1,338 @@
+// SPDX-License-Identifier: MIT
+// Conv and ConvTranspose for 1-D and 2-D spatial inputs (1-D runs as 2-D with height 1).
+// Conv: 1x1 stride-1 kernels are one GEMM on the input; depthwise kernels run directly per
+// channel (PaddleOCR is full of them); everything else is im2col + GEMM per group.
+// ConvTranspose: GEMM into columns, then col2im scatter-add.
+#include <algorithm>
+#include <cstring>
+
+#include "runtime/gemm.hpp"
+#include "runtime/kernel.hpp"
+#include "runtime/registry.hpp"
+
+namespace quark::onnx::rt {
+namespace {
+
+struct geometry {
+  std::size_t n = 0, c = 0, h = 0, w = 0;   // input
+  std::size_t m = 0, oh = 0, ow = 0;        // output channels and size
+  std::size_t kh = 1, kw = 1;               // kernel
+  std::size_t sh = 1, sw = 1, dh = 1, dw = 1;
+  std::int64_t pt = 0, pl = 0, pb = 0, pr = 0;
+  std::size_t group = 1;
+};
+
+/// Reads a 1-D or 2-D spatial attribute list into (h, w) order; 1-D gives (1, v).
+std::pair<std::int64_t, std::int64_t> pair_of(const std::vector<std::int64_t>& v, std::size_t sp,
+                                              std::int64_t fallback, std::size_t offset = 0) {
+  if (v.empty()) return {fallback, fallback};
+  if (sp == 1) return {fallback == 0 ? 0 : 1, v[offset]};
+  return {v[offset], v[offset + 1]};
+}
+
+std::size_t spatial_rank(const kernel_context& c, const tensor& x) {
+  if (x.rank() != 3 && x.rank() != 4) {
+    c.fail("quark.onnx.shape", "only 1-D and 2-D convolutions are supported, input is " +
+                                   shape_string(x.shape()));
+  }
+  return x.rank() - 2;
+}
+
+/// Pads for auto_pad SAME_*: total = max(0, (ceil(in/s)-1)*s + eff_k - in).
+void same_pads(const std::string& mode, std::size_t in, std::size_t s, std::size_t eff_k,
+               std::int64_t& begin, std::int64_t& end) {
+  const std::size_t out = (in + s - 1) / s;
+  const auto need = to_i64((out - 1) * s + eff_k);
+  const std::int64_t total = std::max<std::int64_t>(0, need - to_i64(in));
+  if (mode == "SAME_UPPER") {
+    begin = total / 2;
+    end = total - begin;
+  } else {
+    end = total / 2;
+    begin = total - end;
+  }
+}
+
+geometry conv_geometry(const kernel_context& c, const tensor& x, const tensor& w) {
+  const std::size_t sp = spatial_rank(c, x);
+  geometry g;
+  g.n = to_size(x.shape()[0]);
+  g.c = to_size(x.shape()[1]);
+  g.h = sp == 2 ? to_size(x.shape()[2]) : 1;
+  g.w = to_size(x.shape().back());
+  if (w.rank() != x.rank()) c.fail("quark.onnx.shape", "weight rank differs from input rank");
+  g.m = to_size(w.shape()[0]);
+  g.kh = sp == 2 ? to_size(w.shape()[2]) : 1;
+  g.kw = to_size(w.shape().back());
+  g.group = to_size(c.n.attr_i("group", 1));
+  const auto s = pair_of(c.n.attr_ints("strides"), sp, 1);
+  const auto d = pair_of(c.n.attr_ints("dilations"), sp, 1);
+  g.sh = to_size(s.first);
+  g.sw = to_size(s.second);
+  g.dh = to_size(d.first);
+  g.dw = to_size(d.second);
+  const auto pads = c.n.attr_ints("pads");
+  if (!pads.empty()) {
+    if (pads.size() != 2 * sp) c.fail("quark.onnx.shape", "pads has the wrong length");
+    std::tie(g.pt, g.pl) = pair_of(pads, sp, 0, 0);
+    std::tie(g.pb, g.pr) = pair_of(pads, sp, 0, sp);
+  }
+  const std::string auto_pad = c.n.attr_s("auto_pad", "NOTSET");
+  const std::size_t ekh = (g.kh - 1) * g.dh + 1;
+  const std::size_t ekw = (g.kw - 1) * g.dw + 1;
+  if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+    same_pads(auto_pad, g.h, g.sh, ekh, g.pt, g.pb);
+    same_pads(auto_pad, g.w, g.sw, ekw, g.pl, g.pr);
+  } else if (auto_pad == "VALID") {
+    g.pt = g.pl = g.pb = g.pr = 0;
+  }
+  const std::int64_t hh = to_i64(g.h) + g.pt + g.pb - to_i64(ekh);
+  const std::int64_t ww = to_i64(g.w) + g.pl + g.pr - to_i64(ekw);
+  if (hh < 0 || ww < 0) c.fail("quark.onnx.shape", "kernel larger than the padded input");
+  g.oh = to_size(hh) / g.sh + 1;
+  g.ow = to_size(ww) / g.sw + 1;
+  if (g.group == 0 || g.c % g.group != 0 || g.m % g.group != 0 ||
+      to_size(w.shape()[1]) * g.group != g.c) {
+    c.fail("quark.onnx.shape", "input channels " + std::to_string(g.c) + ", weight " +
+                                   shape_string(w.shape()) + " and group " +
+                                   std::to_string(g.group) + " disagree");
+  }
+  return g;
+}
+
+/// Input rows [r0, r1) of the im2col matrix (row = (ci, ky, kx), columns = output pixels).
+void im2col(const geometry& g, const float* x, std::size_t cg, std::size_t r0, std::size_t r1,
+            float* col) {
+  const std::size_t npix = g.oh * g.ow;
+  for (std::size_t r = r0; r < r1; ++r) {
+    const std::size_t kx = r % g.kw;
+    const std::size_t ky = (r / g.kw) % g.kh;
+    const std::size_t ci = r / (g.kw * g.kh);
+    (void)cg;
+    const float* plane = x + ci * g.h * g.w;
+    float* dst = col + r * npix;
+    for (std::size_t oy = 0; oy < g.oh; ++oy) {
+      const std::int64_t iy = to_i64(oy * g.sh + ky * g.dh) - g.pt;
+      float* drow = dst + oy * g.ow;
+      if (iy < 0 || iy >= to_i64(g.h)) {
+        std::fill(drow, drow + g.ow, 0.0f);
+        continue;
+      }
+      const float* srow = plane + to_size(iy) * g.w;
+      const std::int64_t base = to_i64(kx * g.dw) - g.pl;
+      for (std::size_t ox = 0; ox < g.ow; ++ox) {
+        const std::int64_t ix = to_i64(ox * g.sw) + base;
+        drow[ox] = (ix >= 0 && ix < to_i64(g.w)) ? srow[ix] : 0.0f;
+      }
+    }
+  }
+}
+
+/// One output channel of a depthwise convolution (one input channel, one filter).
+void depthwise_channel(const geometry& g, const float* x, const float* k, float bias, float* y) {
+  std::fill(y, y + g.oh * g.ow, bias);
+  for (std::size_t ky = 0; ky < g.kh; ++ky) {
+    for (std::size_t kx = 0; kx < g.kw; ++kx) {
+      const float wv = k[ky * g.kw + kx];
+      const std::int64_t xoff = to_i64(kx * g.dw) - g.pl;
+      // Output columns whose input column is inside [0, w).
+      std::int64_t ox0 = 0;
+      while (ox0 < to_i64(g.ow) && ox0 * to_i64(g.sw) + xoff < 0) ++ox0;
+      std::int64_t ox1 = to_i64(g.ow);
+      while (ox1 > ox0 && (ox1 - 1) * to_i64(g.sw) + xoff >= to_i64(g.w)) --ox1;
+      if (ox0 >= ox1) continue;
+      for (std::size_t oy = 0; oy < g.oh; ++oy) {
+        const std::int64_t iy = to_i64(oy * g.sh + ky * g.dh) - g.pt;
+        if (iy < 0 || iy >= to_i64(g.h)) continue;
+        const float* src = x + to_size(iy) * g.w;
+        float* dst = y + oy * g.ow;
+        if (g.sw == 1) {
+          const float* s = src + xoff;
+          for (std::int64_t ox = ox0; ox < ox1; ++ox) dst[ox] += wv * s[ox];
+        } else {
+          for (std::int64_t ox = ox0; ox < ox1; ++ox) {
+            dst[ox] += wv * src[ox * to_i64(g.sw) + xoff];
+          }
+        }
+      }
+    }
+  }
+}
+
+void k_conv(kernel_context& c) {
+  const tensor& x = float_input(c, 0);
+  const tensor& w = float_input(c, 1);
+  const geometry g = conv_geometry(c, x, w);
+  const tensor* b = c.opt(2);
+  if (b && b->size() != g.m) c.fail("quark.onnx.shape", "bias size differs from output channels");
+  shape_t out_shape{to_i64(g.n), to_i64(g.m)};
+  if (x.rank() == 4) out_shape.push_back(to_i64(g.oh));
+  out_shape.push_back(to_i64(g.ow));
+  tensor out(dtype_id::float32, out_shape);
+  const float* px = x.data<float>().data();
+  const float* pw = w.data<float>().data();
+  const float* pb = b ? float_input(c, 2).data<float>().data() : nullptr;
+  float* py = out.data<float>().data();
+  const std::size_t npix = g.oh * g.ow;
+  const std::size_t cg = g.c / g.group;
+  const std::size_t mg = g.m / g.group;
+  const std::size_t kdim = cg * g.kh * g.kw;
+  const bool pointwise = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.pt == 0 &&
+                         g.pl == 0 && g.pb == 0 && g.pr == 0;
+  std::vector<float> col;
+  for (std::size_t img = 0; img < g.n; ++img) {
+    const float* xi = px + img * g.c * g.h * g.w;
+    float* yi = py + img * g.m * npix;
+    if (cg == 1 && mg == 1) {
+      c.pool.parallel_for(g.m, 4, [&](std::size_t c0, std::size_t c1) {
+        for (std::size_t ch = c0; ch < c1; ++ch) {
+          depthwise_channel(g, xi + ch * g.h * g.w, pw + ch * g.kh * g.kw, pb ? pb[ch] : 0.0f,
+                            yi + ch * npix);
+        }
+      });
+      continue;
+    }
+    for (std::size_t gi = 0; gi < g.group; ++gi) {
+      const float* xg = xi + gi * cg * g.h * g.w;
+      const float* wg = pw + gi * mg * kdim;
+      float* yg = yi + gi * mg * npix;
+      const float* rhs = xg;
+      if (!pointwise) {
+        col.resize(kdim * npix);
+        c.pool.parallel_for(kdim, 1, [&](std::size_t r0, std::size_t r1) {
+          im2col(g, xg, cg, r0, r1, col.data());
+        });
+        rhs = col.data();
+      }
+      gemm(&c.pool, false, false, mg, npix, kdim, 1.0f, wg, kdim, rhs, npix, 0.0f, yg, npix);
+      if (pb) {
+        for (std::size_t oc = 0; oc < mg; ++oc) {
+          const float bv = pb[gi * mg + oc];
+          float* row = yg + oc * npix;
+          for (std::size_t p = 0; p < npix; ++p) row[p] += bv;
+        }
+      }
+    }
+  }
+  c.out(0) = std::move(out);
+}
+
+void k_conv_transpose(kernel_context& c) {
+  const tensor& x = float_input(c, 0);
+  const tensor& w = float_input(c, 1);
+  const std::size_t sp = spatial_rank(c, x);
+  if (w.rank() != x.rank()) c.fail("quark.onnx.shape", "weight rank differs from input rank");
+  geometry g;
+  g.n = to_size(x.shape()[0]);
+  g.c = to_size(x.shape()[1]);
+  g.h = sp == 2 ? to_size(x.shape()[2]) : 1;
+  g.w = to_size(x.shape().back());
+  g.group = to_size(c.n.attr_i("group", 1));
+  if (g.group == 0 || g.c % g.group != 0 || to_size(w.shape()[0]) != g.c) {
+    c.fail("quark.onnx.shape", "weight " + shape_string(w.shape()) + " does not match input " +
+                                   shape_string(x.shape()));
+  }
+  g.m = to_size(w.shape()[1]) * g.group;
+  g.kh = sp == 2 ? to_size(w.shape()[2]) : 1;
+  g.kw = to_size(w.shape().back());
+  const auto s = pair_of(c.n.attr_ints("strides"), sp, 1);
+  const auto d = pair_of(c.n.attr_ints("dilations"), sp, 1);
+  const auto op = pair_of(c.n.attr_ints("output_padding"), sp, 0);
+  g.sh = to_size(s.first);
+  g.sw = to_size(s.second);
+  g.dh = to_size(d.first);
+  g.dw = to_size(d.second);
+  const auto ekh = to_i64((g.kh - 1) * g.dh + 1);
+  const auto ekw = to_i64((g.kw - 1) * g.dw + 1);
+  const auto pads = c.n.attr_ints("pads");
+  if (!pads.empty()) {
+    if (pads.size() != 2 * sp) c.fail("quark.onnx.shape", "pads has the wrong length");
+    std::tie(g.pt, g.pl) = pair_of(pads, sp, 0, 0);
+    std::tie(g.pb, g.pr) = pair_of(pads, sp, 0, sp);
+  }
+  const std::string auto_pad = c.n.attr_s("auto_pad", "NOTSET");
+  const auto full_h = to_i64(g.sh) * (to_i64(g.h) - 1) + op.first + ekh;
+  const auto full_w = to_i64(g.sw) * (to_i64(g.w) - 1) + op.second + ekw;
+  auto split_total = [&](std::int64_t total, std::int64_t& begin, std::int64_t& end) {
+    if (total < 0) {  // the requested output is larger: extra rows/columns at the end
+      begin = 0;
+      end = total;
+    } else if (auto_pad == "SAME_UPPER") {
+      begin = total / 2;
+      end = total - begin;
+    } else {
+      end = total / 2;
+      begin = total - end;
+    }
+  };
+  const auto out_shape_attr = c.n.attr_ints("output_shape");
+  if (!out_shape_attr.empty()) {
+    const auto target = pair_of(out_shape_attr, sp, 1, out_shape_attr.size() - sp);
+    split_total(full_h - target.first, g.pt, g.pb);
+    split_total(full_w - target.second, g.pl, g.pr);
+  } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+    split_total(full_h - to_i64(g.h * g.sh), g.pt, g.pb);
+    split_total(full_w - to_i64(g.w * g.sw), g.pl, g.pr);
+  }
+  const std::int64_t oh = full_h - g.pt - g.pb;
+  const std::int64_t ow = full_w - g.pl - g.pr;
+  if (oh <= 0 || ow <= 0) c.fail("quark.onnx.shape", "empty output");
+  g.oh = to_size(oh);
+  g.ow = to_size(ow);
+  shape_t out_shape{to_i64(g.n), to_i64(g.m)};
+  if (sp == 2) out_shape.push_back(oh);
+  out_shape.push_back(ow);
+  tensor out(dtype_id::float32, out_shape);
+  const tensor* b = c.opt(2);
+  const float* pb = b ? float_input(c, 2).data<float>().data() : nullptr;
+  const std::size_t cg = g.c / g.group;
+  const std::size_t mg = g.m / g.group;
+  const std::size_t kdim = mg * g.kh * g.kw;
+  const std::size_t npix_in = g.h * g.w;
+  const std::size_t npix = g.oh * g.ow;
+  std::vector<float> col(kdim * npix_in);
+  const float* px = x.data<float>().data();
+  const float* pw = w.data<float>().data();
+  float* py = out.data<float>().data();
+  for (std::size_t img = 0; img < g.n; ++img) {
+    for (std::size_t gi = 0; gi < g.group; ++gi) {
+      const float* xg = px + (img * g.c + gi * cg) * npix_in;
+      const float* wg = pw + gi * cg * kdim;  // [cg, kdim]
+      float* yg = py + (img * g.m + gi * mg) * npix;
+      // col[kdim, npix_in] = wg^T [kdim, cg] * xg [cg, npix_in]
+      gemm(&c.pool, true, false, kdim, npix_in, cg, 1.0f, wg, kdim, xg, npix_in, 0.0f, col.data(),
+           npix_in);
+      c.pool.parallel_for(mg, 1, [&](std::size_t o0, std::size_t o1) {
+        for (std::size_t oc = o0; oc < o1; ++oc) {
+          float* plane = yg + oc * npix;
+          std::fill(plane, plane + npix, pb ? pb[gi * mg + oc] : 0.0f);
+          for (std::size_t ky = 0; ky < g.kh; ++ky) {
+            for (std::size_t kx = 0; kx < g.kw; ++kx) {
+              const float* src = col.data() + ((oc * g.kh + ky) * g.kw + kx) * npix_in;
+              for (std::size_t iy = 0; iy < g.h; ++iy) {
+                const std::int64_t oy = to_i64(iy * g.sh + ky * g.dh) - g.pt;
+                if (oy < 0 || oy >= oh) continue;
+                float* drow = plane + to_size(oy) * g.ow;
+                const float* srow = src + iy * g.w;
+                for (std::size_t ix = 0; ix < g.w; ++ix) {
+                  const std::int64_t ox = to_i64(ix * g.sw + kx * g.dw) - g.pl;
+                  if (ox >= 0 && ox < ow) drow[ox] += srow[ix];
+                }
+              }
+            }
+          }
+        }
+      });
+    }
+  }
+  c.out(0) = std::move(out);
+}
+
+}  // namespace
+
+void register_conv(registry_map& r) {
+  r["Conv"] = k_conv;
+  r["ConvTranspose"] = k_conv_transpose;
+}
+
+}  // namespace quark::onnx::rt

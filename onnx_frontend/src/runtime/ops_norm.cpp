@@ -1,0 +1,202 @@
+// SPDX-License-Identifier: MIT
+// Normalisations (BatchNormalization in inference mode, InstanceNormalization,
+// LayerNormalization) and Softmax / LogSoftmax with their opset-dependent axis rules.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "runtime/kernel.hpp"
+#include "runtime/registry.hpp"
+
+namespace quark::onnx::rt {
+namespace {
+
+void k_batch_norm(kernel_context& c) {
+  const tensor& x = float_input(c, 0);
+  if (c.n.attr_i("training_mode", 0) != 0 || c.output_count() > 1) {
+    c.fail("quark.onnx.unsupported_op", "training mode is not supported");
+  }
+  const auto scale = float_input(c, 1).data<float>();
+  const auto bias = float_input(c, 2).data<float>();
+  const auto mean = float_input(c, 3).data<float>();
+  const auto var = float_input(c, 4).data<float>();
+  const float eps = c.n.attr_f("epsilon", 1e-5f);
+  if (x.rank() < 2) c.fail("quark.onnx.shape", "input needs a channel dimension");
+  const std::size_t n = to_size(x.shape()[0]);
+  const std::size_t ch = to_size(x.shape()[1]);
+  if (scale.size() != ch || bias.size() != ch || mean.size() != ch || var.size() != ch) {
+    c.fail("quark.onnx.shape", "per-channel parameters do not match " + shape_string(x.shape()));
+  }
+  const std::size_t inner = (n * ch) != 0 ? x.size() / (n * ch) : 0;
+  tensor out(dtype_id::float32, x.shape());
+  const float* px = x.data<float>().data();
+  float* py = out.data<float>().data();
+  c.pool.parallel_for(n * ch, 4, [&](std::size_t p0, std::size_t p1) {
+    for (std::size_t p = p0; p < p1; ++p) {
+      const std::size_t k = p % ch;
+      const float a = scale[k] / std::sqrt(var[k] + eps);
+      const float b = bias[k] - mean[k] * a;
+      const float* src = px + p * inner;
+      float* dst = py + p * inner;
+      for (std::size_t i = 0; i < inner; ++i) dst[i] = src[i] * a + b;
+    }
+  });
+  c.out(0) = std::move(out);
+}
+
+void k_instance_norm(kernel_context& c) {
+  const tensor& x = float_input(c, 0);
+  const auto scale = float_input(c, 1).data<float>();
+  const auto bias = float_input(c, 2).data<float>();
+  const double eps = static_cast<double>(c.n.attr_f("epsilon", 1e-5f));
+  if (x.rank() < 3) c.fail("quark.onnx.shape", "input needs N, C and spatial dims");
+  const std::size_t ch = to_size(x.shape()[1]);
+  if (scale.size() != ch || bias.size() != ch) c.fail("quark.onnx.shape", "scale/bias size");
+  const std::size_t planes = to_size(x.shape()[0]) * ch;
+  const std::size_t inner = planes ? x.size() / planes : 0;
+  tensor out(dtype_id::float32, x.shape());
+  const float* px = x.data<float>().data();
+  float* py = out.data<float>().data();
+  for (std::size_t p = 0; p < planes; ++p) {
+    const float* src = px + p * inner;
+    double mean = 0.0, sq = 0.0;
+    for (std::size_t i = 0; i < inner; ++i) mean += static_cast<double>(src[i]);
+    mean /= static_cast<double>(inner);
+    for (std::size_t i = 0; i < inner; ++i) {
+      const double d = static_cast<double>(src[i]) - mean;
+      sq += d * d;
+    }
+    const double inv = 1.0 / std::sqrt(sq / static_cast<double>(inner) + eps);
+    const double a = static_cast<double>(scale[p % ch]) * inv;
+    const double b = static_cast<double>(bias[p % ch]) - mean * a;
+    for (std::size_t i = 0; i < inner; ++i) {
+      py[p * inner + i] = static_cast<float>(static_cast<double>(src[i]) * a + b);
+    }
+  }
+  c.out(0) = std::move(out);
+}
+
+void k_layer_norm(kernel_context& c) {
+  const tensor& x = float_input(c, 0);
+  const tensor& scale = float_input(c, 1);
+  const tensor* bias = c.opt(2);
+  const std::size_t axis = norm_axis(c, c.n.attr_i("axis", -1), x.rank());
+  const double eps = static_cast<double>(c.n.attr_f("epsilon", 1e-5f));
+  const shape_t inner_shape(x.shape().begin() + static_cast<std::ptrdiff_t>(axis), x.shape().end());
+  const std::size_t inner = element_count(inner_shape);
+  const std::size_t rows = inner ? x.size() / inner : 0;
+  const auto st_s = broadcast_strides(scale.shape(), inner_shape);
+  if (broadcast_shapes(c, scale.shape(), inner_shape) != inner_shape) {
+    c.fail("quark.onnx.shape", "scale does not broadcast to " + shape_string(inner_shape));
+  }
+  // Materialise scale and bias over the normalised shape once.
+  auto expand = [&](const tensor& t) {
+    std::vector<float> v(inner);
+    const auto st = broadcast_strides(t.shape(), inner_shape);
+    const auto src = t.data<float>();
+    std::vector<std::size_t> idx(inner_shape.size(), 0);
+    for (std::size_t i = 0; i < inner; ++i) {
+      std::size_t off = 0;
+      for (std::size_t d = 0; d < idx.size(); ++d) off += idx[d] * st[d];
+      v[i] = src[off];
+      for (std::size_t d = idx.size(); d-- > 0;) {
+        if (++idx[d] < to_size(inner_shape[d])) break;
+        idx[d] = 0;
+      }
+    }
+    return v;
+  };
+  (void)st_s;
+  const auto sv = expand(scale);
+  const auto bv = bias ? expand(float_input(c, 2)) : std::vector<float>(inner, 0.0f);
+  tensor out(dtype_id::float32, x.shape());
+  shape_t stat_shape = x.shape();
+  for (std::size_t d = axis; d < stat_shape.size(); ++d) stat_shape[d] = 1;
+  tensor mean_t(dtype_id::float32, stat_shape);
+  tensor inv_t(dtype_id::float32, stat_shape);
+  const float* px = x.data<float>().data();
+  float* py = out.data<float>().data();
+  for (std::size_t r = 0; r < rows; ++r) {
+    const float* src = px + r * inner;
+    double mean = 0.0, sq = 0.0;
+    for (std::size_t i = 0; i < inner; ++i) mean += static_cast<double>(src[i]);
+    mean /= static_cast<double>(inner);
+    for (std::size_t i = 0; i < inner; ++i) {
+      const double d = static_cast<double>(src[i]) - mean;
+      sq += d * d;
+    }
+    const double inv = 1.0 / std::sqrt(sq / static_cast<double>(inner) + eps);
+    for (std::size_t i = 0; i < inner; ++i) {
+      py[r * inner + i] = static_cast<float>((static_cast<double>(src[i]) - mean) * inv) * sv[i] + bv[i];
+    }
+    mean_t.data<float>()[r] = static_cast<float>(mean);
+    inv_t.data<float>()[r] = static_cast<float>(inv);
+  }
+  c.out(0) = std::move(out);
+  if (c.output_count() > 1) c.out(1) = std::move(mean_t);
+  if (c.output_count() > 2) c.out(2) = std::move(inv_t);
+}
+
+template <bool Log>
+void softmax(kernel_context& c) {
+  const tensor& x = c.in(0);
+  const bool legacy = c.n.opset < 13;
+  const std::size_t axis = norm_axis(c, c.n.attr_i("axis", legacy ? 1 : -1), x.rank());
+  // Legacy: the input is flattened to 2-D at `axis`; new: softmax along `axis` only.
+  std::size_t outer = 1, len = 1, inner = 1;
+  for (std::size_t d = 0; d < x.rank(); ++d) {
+    const auto v = to_size(x.shape()[d]);
+    if (d < axis) {
+      outer *= v;
+    } else if (d == axis || legacy) {
+      len *= v;
+    } else {
+      inner *= v;
+    }
+  }
+  dispatch_float(c, x.type(), [&](auto id) {
+    using T = typename decltype(id)::type;
+    tensor out(x.type(), x.shape());
+    const T* px = x.data<T>().data();
+    T* py = out.data<T>().data();
+    c.pool.parallel_for(outer * inner, 64, [&](std::size_t b, std::size_t e) {
+      for (std::size_t row = b; row < e; ++row) {
+        const std::size_t o = row / inner;
+        const std::size_t i = row % inner;
+        const T* src = px + o * len * inner + i;
+        T* dst = py + o * len * inner + i;
+        T mx = -std::numeric_limits<T>::infinity();
+        for (std::size_t k = 0; k < len; ++k) mx = std::max(mx, src[k * inner]);
+        double sum = 0.0;
+        for (std::size_t k = 0; k < len; ++k) {
+          const T ev = std::exp(src[k * inner] - mx);
+          sum += static_cast<double>(ev);
+          if constexpr (!Log) dst[k * inner] = ev;
+        }
+        if constexpr (Log) {
+          const T ls = static_cast<T>(std::log(sum));
+          for (std::size_t k = 0; k < len; ++k) dst[k * inner] = src[k * inner] - mx - ls;
+        } else {
+          const T inv = static_cast<T>(1.0 / sum);
+          for (std::size_t k = 0; k < len; ++k) dst[k * inner] *= inv;
+        }
+      }
+    });
+    c.out(0) = std::move(out);
+  });
+}
+
+void k_softmax(kernel_context& c) { softmax<false>(c); }
+void k_log_softmax(kernel_context& c) { softmax<true>(c); }
+
+}  // namespace
+
+void register_norm(registry_map& r) {
+  r["BatchNormalization"] = k_batch_norm;
+  r["InstanceNormalization"] = k_instance_norm;
+  r["LayerNormalization"] = k_layer_norm;
+  r["Softmax"] = k_softmax;
+  r["LogSoftmax"] = k_log_softmax;
+}
+
+}  // namespace quark::onnx::rt

@@ -1,0 +1,34 @@
+// SPDX-License-Identifier: MIT
+// The operator registry: op type (default ONNX domain) -> kernel. Each op family registers its
+// kernels from its own source file; find_kernel returns nullptr for unknown ops so the graph
+// builder can list every unsupported op of a model at once.
+#pragma once
+
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "runtime/graph.hpp"
+
+namespace quark::onnx::rt {
+
+using registry_map = std::map<std::string, kernel_fn, std::less<>>;
+
+void register_elementwise(registry_map& r);
+void register_linalg(registry_map& r);
+void register_conv(registry_map& r);
+void register_pool(registry_map& r);
+void register_norm(registry_map& r);
+void register_reduce(registry_map& r);
+void register_shape_ops(registry_map& r);
+void register_resize(registry_map& r);
+void register_quant(registry_map& r);
+void register_rnn(registry_map& r);
+void register_control(registry_map& r);
+
+/// The kernel of `op` in the default domain, or nullptr.
+kernel_fn find_kernel(std::string_view op);
+std::vector<std::string> registered_ops();
+
+}  // namespace quark::onnx::rt

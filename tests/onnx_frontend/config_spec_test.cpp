@@ -73,10 +73,10 @@ TEST_CASE("block spec defaults follow quark-spec §1.7-§1.9 and §8") {
       {"MXFP8E5M2Spec", dtype_id::float8_e5m2},   {"MXFP8E4M3Spec", dtype_id::float8_e4m3fn},
       {"MXFP6E3M2Spec", dtype_id::float6_e3m2fn}, {"MXFP6E2M3Spec", dtype_id::float6_e2m3fn},
       {"MXFP4E2M1Spec", dtype_id::float4_e2m1fn}, {"MXInt8Spec", dtype_id::int8}};
-  for (const auto& [name, dt] : mx) {
-    CAPTURE(name);
-    const auto s = make_spec(name);
-    CHECK(s.dtype == dt);
+  for (const auto& row : mx) {
+    CAPTURE(row.first);
+    const auto s = make_spec(row.first);
+    CHECK(s.dtype == row.second);
     CHECK(s.block == block_params{block_method::ocp_mx, 32, 0, 0, 0, 2});
     CHECK(s.symmetric);
     CHECK(s.scale_type == scale_kind::float32);

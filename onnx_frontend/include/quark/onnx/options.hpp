@@ -40,25 +40,23 @@ class option_value {
   using array_type = std::vector<option_value>;
   using object_type = std::vector<option_member>;
 
-  option_value() = default;
-  option_value(std::nullptr_t) {}                      // NOLINT: implicit by design (JSON-like)
-  option_value(bool b) : v_(b) {}                      // NOLINT
-  option_value(int i) : v_(std::int64_t{i}) {}         // NOLINT
-  option_value(long i) : v_(std::int64_t{i}) {}        // NOLINT
-  option_value(long long i) : v_(std::int64_t{i}) {}   // NOLINT
-  option_value(double d) : v_(d) {}                    // NOLINT
-  option_value(const char* s) : v_(std::string(s)) {}  // NOLINT
-  option_value(std::string s) : v_(std::move(s)) {}    // NOLINT
-  option_value(std::string_view s) : v_(std::string(s)) {}  // NOLINT
-  option_value(array_type a) : v_(std::move(a)) {}          // NOLINT
-  option_value(object_type o) : v_(std::move(o)) {}         // NOLINT
+  option_value();
+  option_value(std::nullptr_t);      // NOLINT: implicit by design (JSON-like)
+  option_value(bool b);              // NOLINT: implicit by design (JSON-like)
+  option_value(int i);               // NOLINT: implicit by design (JSON-like)
+  option_value(long i);              // NOLINT: implicit by design (JSON-like)
+  option_value(long long i);         // NOLINT: implicit by design (JSON-like)
+  option_value(double d);            // NOLINT: implicit by design (JSON-like)
+  option_value(const char* s);       // NOLINT: implicit by design (JSON-like)
+  option_value(std::string s);       // NOLINT: implicit by design (JSON-like)
+  option_value(std::string_view s);  // NOLINT: implicit by design (JSON-like)
+  option_value(array_type a);        // NOLINT
+  option_value(object_type o);       // NOLINT
 
   /// An array from a brace list: `option_value::array({1, 2, 3})`.
-  static option_value array(std::initializer_list<option_value> items) {
-    return option_value(array_type(items));
-  }
+  static option_value array(std::initializer_list<option_value> items);
   /// An empty object; fill it with `set()`.
-  static option_value object() { return option_value(object_type{}); }
+  static option_value object();
 
   kind type() const noexcept { return static_cast<kind>(v_.index()); }
   bool is_null() const noexcept { return type() == kind::null; }
@@ -96,6 +94,37 @@ struct option_member {
   option_value value;
   friend bool operator==(const option_member&, const option_member&) = default;
 };
+
+// Defined here, where option_member is complete (Clang instantiates the vector members eagerly).
+inline option_value::option_value() = default;
+inline option_value::option_value(std::nullptr_t) {
+}
+inline option_value::option_value(bool b) : v_(b) {
+}
+inline option_value::option_value(int i) : v_(std::int64_t{i}) {
+}
+inline option_value::option_value(long i) : v_(std::int64_t{i}) {
+}
+inline option_value::option_value(long long i) : v_(std::int64_t{i}) {
+}
+inline option_value::option_value(double d) : v_(d) {
+}
+inline option_value::option_value(const char* s) : v_(std::string(s)) {
+}
+inline option_value::option_value(std::string s) : v_(std::move(s)) {
+}
+inline option_value::option_value(std::string_view s) : v_(std::string(s)) {
+}
+inline option_value::option_value(array_type a) : v_(std::move(a)) {
+}
+inline option_value::option_value(object_type o) : v_(std::move(o)) {
+}
+inline option_value option_value::array(std::initializer_list<option_value> items) {
+  return option_value(array_type(items));
+}
+inline option_value option_value::object() {
+  return option_value(object_type{});
+}
 
 /// "null", "a boolean", "an integer", "a number", "a string", "an array", "an object".
 std::string_view describe(option_value::kind k) noexcept;

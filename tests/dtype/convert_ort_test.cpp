@@ -354,7 +354,9 @@ TEST_CASE("ORT Cast: float16, bfloat16 and the four float8 formats, saturate 1 a
            return a >= 61440.0f && a < 65536.0f && ort == (0x7FC00000u | sign_of(x)) &&
                   got == (0x7F800000u | sign_of(x));
          }}};
-    for (const auto& [name, fn] : ours) {
+    for (const auto& entry : ours) {
+      const std::string& name = entry.first;
+      const auto& fn = entry.second;
       const auto k = known.find(name);
       const auto t = compare_f32(name, out.at(name).values<std::uint32_t>(), fn,
                                  k == known.end() ? known_difference{} : k->second);
@@ -524,7 +526,9 @@ TEST_CASE("ORT Cast-25 to float8e8m0: round_mode up/down/nearest, saturate 1 and
       {"down_sat0", via<float8_e8m0fnu, down0>},
       {"nearest_sat1", via<float8_e8m0fnu, pol::onnx_e8m0_nearest>},
       {"nearest_sat0", via<float8_e8m0fnu, nearest0>}};
-  for (const auto& [name, fn] : ours) {
+  for (const auto& entry : ours) {
+    const std::string& name = entry.first;
+    const auto& fn = entry.second;
     const auto t = compare_f32("e8m0 " + name, out.at(name).values<std::uint32_t>(), fn);
     CHECK_MESSAGE(t.mismatches == 0u, name);
     CHECK(t.compared >= 1000000u);

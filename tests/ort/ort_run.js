@@ -6,9 +6,11 @@
 // Binds the .npy files to the graph inputs in graph order, runs the model once on the CPU
 // execution provider with graph optimizations disabled, and writes every output as
 // out_dir/<output_name>.npy. Output bytes are copied verbatim from ORT's buffers (no NaN
-// canonicalisation), so NaN sign and payload stay visible. int4/uint4 outputs are written
-// unpacked, one element per byte, as |i1 / |u1. Exit status: 0 on success, 1 on any error
-// (message on stderr).
+// canonicalisation), so NaN sign and payload stay visible. int4/uint4 outputs would be written
+// unpacked, one element per byte, as |i1 / |u1, but onnxruntime-node 1.30 crashes when it returns
+// them, so graphs with such outputs are refused (cast them to int8 inside the graph). The Node
+// binding cannot describe float8/bfloat16/float4/e8m0 graph inputs or outputs at all ("Unsupported
+// data type"). Exit status: 0 on success, 1 on any error (message on stderr).
 //
 // onnxruntime-node is resolved from $QUARK_ORT_DIR/node_modules first, then the normal Node
 // module path. Supported .npy element types: f4 f2 i1 u1 i2 u2 i4 u4 i8 (and b1 read as u1).
@@ -129,6 +131,17 @@ async function main() {
     intraOpNumThreads: 1,
     interOpNumThreads: 1,
   });
+  // ORT 1.30's Node binding aborts the process (V8 "out of memory") when it hands back an int4 or
+  // uint4 output, so refuse such graphs with a clear message instead.
+  if (process.env.QUARK_ORT_ALLOW_INT4_OUTPUT !== '1') {
+    for (const m of session.outputMetadata) {
+      if (m.isTensor && (m.type === 'int4' || m.type === 'uint4')) {
+        throw new Error('graph output ' + m.name + ' is ' + m.type + ': onnxruntime-node 1.30 ' +
+                        'crashes on int4/uint4 outputs; add Cast(to=INT8) inside the graph ' +
+                        '(set QUARK_ORT_ALLOW_INT4_OUTPUT=1 to try anyway)');
+      }
+    }
+  }
   if (inputs.length !== session.inputNames.length) {
     throw new Error('model has ' + session.inputNames.length + ' inputs (' +
                     session.inputNames.join(', ') + ') but ' + inputs.length + ' .npy files given');

@@ -231,8 +231,8 @@ inline std::uint32_t round_magnitude(const format_def& f, double ax, bool negati
     case rounding::stochastic: {
       // Up with probability frac = (ax - lo) / (hi - lo): up iff frac + random / 2^32 >= 1.
       // Exact in long double while frac has at most 31 significant fraction bits.
-      const long double frac =
-          (static_cast<long double>(ax) - lo) / (static_cast<long double>(hi) - lo);
+      const long double frac = (static_cast<long double>(ax) - static_cast<long double>(lo)) /
+                               (static_cast<long double>(hi) - static_cast<long double>(lo));
       pick_hi = frac + std::ldexp(static_cast<long double>(random), -32) >= 1.0L;
       break;
     }

@@ -106,7 +106,7 @@ TEST_CASE("pof2 NonOverflow: quark-spec §2.2 examples and the ceil option") {
   CHECK(r.min == -1.4f);
   CHECK(r.max == 1.4f);
   CHECK(*r.pof2_position == 7);  // rint(6.503): clips 1.4 to 0.992
-  r = quark::pof2_non_overflow_calibrator{.grid = {-127, 127}, .rounding = quark::pof2_rounding::ceil}(obs.stats());
+  r = quark::pof2_non_overflow_calibrator{.grid = {-127, 127}, .rounding = quark::pow2_rounding::ceil}(obs.stats());
   CHECK(*r.pof2_position == 6);  // covers 1.4
   std::vector<float> y{1.5f};
   quark::minmax_observer o2;

@@ -10,6 +10,7 @@
 #include <quark/calib/calib_result.hpp>
 #include <quark/calib/detail/grid.hpp>
 #include <quark/observer/range_stats.hpp>
+#include <quark/scale/pow2_scale.hpp>
 
 namespace quark {
 
@@ -47,29 +48,25 @@ struct minmax_calibrator {
 
 /// Power-of-two NonOverflow: MinMax (symmetric by default), then the position
 /// rint(-log2 s) of the float scale on `grid` (quark-spec §2.2: the nearest power of two, which
-/// may clip by up to sqrt(2); `pof2_rounding::ceil` gives a true non-overflow position).
+/// may clip by up to sqrt(2); `pow2_rounding::ceil` gives a true non-overflow position).
 ///
 /// ```cpp
 /// quark::pof2_non_overflow_calibrator cal{.grid = {-128, 127}};
 /// auto r = cal(obs.stats());   // *r.pof2_position == 7 for absmax 1.4 (quark-spec §2.2)
 /// ```
-enum class pof2_rounding : std::uint8_t { nearest, ceil };
-
 struct pof2_non_overflow_calibrator {
   int_grid grid{-128, 127};
   range_symmetry symmetry = default_range_symmetry(calib_method::pof2_non_overflow);
-  pof2_rounding rounding = pof2_rounding::nearest;
+  pow2_rounding rounding = pow2_rounding::nearest_log2;
 
   [[nodiscard]] calibrated_range operator()(const range_stats& s) const {
     calibrated_range r = minmax_calibrator{symmetry}(s);
     const double lo = std::isinf(r.min) ? -static_cast<double>(std::numeric_limits<float>::max()) / 2.0 : static_cast<double>(r.min);
     const double hi = std::isinf(r.max) ? static_cast<double>(std::numeric_limits<float>::max()) / 2.0 : static_cast<double>(r.max);
     const detail::grid_params p = detail::scale_zp(lo, hi, grid, symmetry);
-    if (rounding == pof2_rounding::nearest) {
-      r.pof2_position = detail::scale_to_position(static_cast<double>(static_cast<float>(p.scale)));
-    } else {
-      r.pof2_position = static_cast<int>(std::floor(-std::log2(static_cast<double>(static_cast<float>(p.scale)))));
-    }
+    scale_projection proj;
+    proj.pow2 = rounding;
+    r.pof2_position = scale_traits<pow2_scale>::from_float(static_cast<float>(p.scale), proj).position();
     return r;
   }
 };

@@ -43,7 +43,7 @@ struct pof2_start {
 };
 inline pof2_start pof2_from_range(double lo, double hi, int_grid g) noexcept {
   const grid_params p = scale_zp(lo, hi, g, range_symmetry::symmetric);
-  return {scale_to_position(static_cast<double>(static_cast<float>(p.scale))), p.zero_point};
+  return {scale_to_position(p.scale), p.zero_point};
 }
 
 inline float candidate_scale(int pos, int i) noexcept { return std::ldexp(1.0f, -(pos + i - 1)); }

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // Private quantize-a-candidate helpers for the calibrators that search scales (MinMSE,
-// LayerwisePercentile scoring). They follow quark-spec §3.1 (float64 scale and zero point, then a
+// LayerwisePercentile scoring) on a runtime integer grid. tests/calib/to_qparams_test.cpp checks
+// them against compute_qparams and fake_quant of scale/ and quant/. They follow quark-spec §3.1 (float64 scale and zero point, then a
 // float32 scale), §2.2 (pof2 position = rint(-log2 s)) and the Q/DQ rule of style.md §3.6
 // (float32 division, round half to even, + zero point, clamp in the float domain, - zero point,
 // times scale). Rounding is explicit, never the ambient FP mode.
@@ -11,6 +12,7 @@
 #include <limits>
 
 #include <quark/calib/calib_result.hpp>
+#include <quark/scale/pow2_scale.hpp>
 
 namespace quark::detail {
 
@@ -50,10 +52,10 @@ inline grid_params scale_zp(double rmin, double rmax, int_grid g, range_symmetry
   return p;
 }
 
-/// quark-spec §2.2: pos = int(rint(-log2(clamp(s, 2^-127, 2^127)))).
+/// quark-spec §2.2: pos = int(rint(-log2(clamp(s, 2^-127, 2^127)))) of the float32 scale, via
+/// the pow2_scale projection of scale/pow2_scale.hpp.
 inline int scale_to_position(double s) noexcept {
-  const double c = std::fmin(std::fmax(s, std::ldexp(1.0, -127)), std::ldexp(1.0, 127));
-  return static_cast<int>(round_even(-std::log2(c)));
+  return scale_traits<pow2_scale>::from_float(static_cast<float>(s)).position();
 }
 
 /// Fake-quantizes one value on the grid (scale s, zero point zp).

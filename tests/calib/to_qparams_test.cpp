@@ -1,0 +1,93 @@
+// SPDX-License-Identifier: MIT
+#include <quark/calib/distribution_calibrator.hpp>
+#include <quark/calib/mse_calibrator.hpp>
+#include <quark/calib/percentile_calibrator.hpp>
+#include <quark/calib/pof2_calibrator.hpp>
+#include <quark/calib/to_qparams.hpp>
+#include <quark/dtype/formats.hpp>
+#include <quark/quant/fake_quant.hpp>
+
+#include <doctest/doctest.h>
+
+#include <bit>
+#include <cmath>
+#include <vector>
+
+#include "calib/reference_data.hpp"
+
+static_assert(quark::grid_of<std::int8_t>(quark::range_table::symmetric) == quark::int_grid{-127, 127});
+static_assert(quark::grid_of<std::uint8_t>(quark::range_table::symmetric) == quark::int_grid{0, 255});
+static_assert(quark::grid_of<std::int16_t>(quark::range_table::full) == quark::int_grid{-32768, 32767});
+
+TEST_CASE("the calibrators' private grid helpers agree with compute_qparams and fake_quant") {
+  const auto a = quark_test::lcg_data(400, 5, 3.0, 0.7);
+  for (std::size_t i = 0; i + 1 < a.size(); i += 2) {
+    const float lo = std::fmin(a[i], a[i + 1]);
+    const float hi = std::fmax(a[i], a[i + 1]);
+    // Symmetric INT8 / UINT8 / INT16: identical scale and zero point.
+    {
+      const auto g = quark::detail::scale_zp(lo, hi, {-127, 127}, quark::range_symmetry::symmetric);
+      const auto p = quark::compute_qparams<std::int8_t>({lo, hi}, {.sym = quark::symmetry::symmetric});
+      CHECK(static_cast<float>(g.scale) == p.scale_value());
+      CHECK(g.zero_point == p.zero_point);
+    }
+    {
+      const auto g = quark::detail::scale_zp(lo, hi, {0, 255}, quark::range_symmetry::symmetric);
+      const auto p = quark::compute_qparams<std::uint8_t>({lo, hi}, {.sym = quark::symmetry::symmetric});
+      CHECK(static_cast<float>(g.scale) == p.scale_value());
+      CHECK(g.zero_point == p.zero_point);
+    }
+    // Asymmetric UINT8: the width is subtracted in double here and in float32 there (numpy on
+    // float32 ranges), so the scales agree to one float32 ulp and the zero points to one code.
+    {
+      const auto g = quark::detail::scale_zp(lo, hi, {0, 255}, quark::range_symmetry::asymmetric);
+      const auto p = quark::compute_qparams<std::uint8_t>({lo, hi});
+      const float s = static_cast<float>(g.scale);
+      CHECK(std::abs(std::bit_cast<std::int32_t>(s) - std::bit_cast<std::int32_t>(p.scale_value())) <= 1);
+      CHECK(std::abs(g.zero_point - p.zero_point) <= 1);
+    }
+    // Fake quantization on the grid: bit-identical to quant/fake_quant.hpp.
+    const auto p = quark::compute_qparams<std::int8_t>({lo, hi}, {.sym = quark::symmetry::symmetric});
+    const quark::fake_quant<std::int8_t> fq(p.scale_value(), 0, -127, 127);
+    for (float x : {a[i], a[i + 1], a[i] * 0.5f, 1e6f, -1e6f, p.scale_value() * 2.5f, p.scale_value() * -3.5f}) {
+      CHECK(std::bit_cast<std::uint32_t>(quark::detail::fake_quant(x, p.scale_value(), 0.0f, -127.0f, 127.0f)) ==
+            std::bit_cast<std::uint32_t>(fq(x)));
+    }
+  }
+}
+
+TEST_CASE("to_qparams: searched scales are kept, ranges go through compute_qparams") {
+  const auto g = quark_test::data_grow();
+  // pof2 MinMSE -> power-of-two and float scales both equal 2^-position.
+  quark::histogram_observer h{{.mode = quark::histogram_mode::signed_extend, .num_bins = 2048,
+                               .non_finite = quark::non_finite_policy::to_finite}};
+  h.observe(g);
+  const auto r = quark::pof2_minmse_calibrator{.grid = quark::grid_of<std::int8_t>(quark::range_table::symmetric)}(h.stats());
+  const auto p2 = quark::to_qparams<std::int8_t, quark::pow2_scale>(r, {.sym = quark::symmetry::symmetric});
+  CHECK(p2.scale.position() == *r.pof2_position);
+  const auto pf = quark::to_qparams<std::int8_t>(r, {.sym = quark::symmetry::symmetric});
+  CHECK(pf.scale_value() == std::ldexp(1.0f, -*r.pof2_position));
+  CHECK(pf.zero_point == 0);
+  // Float MinMSE -> the chosen float scale and zero point.
+  const auto w = quark_test::data_w();
+  const auto rm = quark::float_minmse_calibrator{.mode = quark::minmse_float_mode::all}(w);
+  const auto pm = quark::to_qparams<std::int8_t>(rm, {.sym = quark::symmetry::symmetric, .clip = quark::clip_rule::quark_weight});
+  CHECK(pm.scale_value() == *rm.scale);
+  CHECK(pm.qmin == -127);
+  // Percentile -> UINT8 asymmetric through compute_qparams.
+  quark::histogram_observer ha{{.mode = quark::histogram_mode::absolute}};
+  ha.observe(g);
+  const auto rp = quark::percentile_calibrator{}(ha.stats());
+  const auto pu = quark::to_qparams<std::uint8_t>(rp);
+  CHECK(pu.scale_value() == quark::compute_qparams<std::uint8_t>({rp.min, rp.max}).scale_value());
+  // Distribution -> FP8 scale = std / 100.0577...
+  quark::histogram_observer hs{{.mode = quark::histogram_mode::signed_symmetric, .num_bins = 2048}};
+  hs.observe(g);
+  const auto d = quark::distribution_calibrator{}(hs.stats());
+  const auto p8 = quark::to_qparams<quark::float8_e4m3fn>(d);
+  CHECK(p8.scale_value() == doctest::Approx(d.std_dev / 100.0577).epsilon(1e-5));
+  // NaN range -> compute_qparams' stable error.
+  quark::calibrated_range bad;
+  bad.min = std::numeric_limits<float>::quiet_NaN();
+  CHECK_THROWS_AS(static_cast<void>(quark::to_qparams<std::int8_t>(bad)), quark::invalid_argument);
+}

@@ -5,7 +5,12 @@
 // bug. Build and run: see fuzz/README.md.
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <string>
 #include <string_view>
+
+#include <unistd.h>
 
 #include <quark/onnx/io.hpp>
 #include <quark/onnx/model.hpp>
@@ -14,8 +19,11 @@ namespace qo = quark::onnx;
 
 namespace {
 
-void exercise_model(std::string_view bytes) {
-  auto m = qo::model::from_bytes(bytes);  // validates
+/// A folder holding a 64-byte "weights.bin", so external-data references can resolve.
+std::filesystem::path data_dir;
+
+void exercise_model(std::string_view bytes, const std::filesystem::path& base_dir) {
+  auto m = qo::model::from_bytes(bytes, base_dir);  // validates
   static_cast<void>(m.inputs());
   static_cast<void>(m.outputs());
   static_cast<void>(m.opsets());
@@ -39,14 +47,24 @@ void exercise_model(std::string_view bytes) {
 
 }  // namespace
 
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  data_dir = std::filesystem::temp_directory_path() /
+             ("quark_fuzz_data_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(data_dir);
+  std::ofstream(data_dir / "weights.bin", std::ios::binary) << std::string(64, '\x3c');
+  return 0;
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view bytes(reinterpret_cast<const char*>(data), size);
-  try {
-    exercise_model(bytes);
-  } catch (const qo::frontend_error&) {
+  for (const auto& dir : {std::filesystem::path(), data_dir}) {
+    try {
+      exercise_model(bytes, dir);
+    } catch (const qo::frontend_error&) {
+    }
   }
   try {
-    static_cast<void>(qo::tensor_from_bytes(bytes));
+    static_cast<void>(qo::tensor_from_bytes(bytes, data_dir));
   } catch (const qo::frontend_error&) {
   }
   return 0;

@@ -5,10 +5,17 @@
 
 #include <algorithm>
 #include <climits>
-#include <fstream>
 #include <system_error>
 
+#include <cerrno>
+#include <cstring>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl.h>
 
 #include <quark/dtype/pack.hpp>
 
@@ -30,6 +37,14 @@ using google::protobuf::RepeatedPtrField;
   throw frontend_error("quark.onnx.graph", what);
 }
 
+/// A message that parsed but lacks the two fields every model has is some other protobuf.
+void check_is_model(const ::onnx::ModelProto& p, const std::string& where) {
+  if (!p.has_ir_version() || !p.has_graph()) {
+    load_error(where, std::string("not an ONNX model (no ") +
+                          (p.has_ir_version() ? "graph" : "ir_version") + ")");
+  }
+}
+
 /// Parses `size` bytes into `out` with the total-bytes limit raised to protobuf's hard maximum
 /// (INT_MAX): the default limit would reject models between 64 MB and 2 GB.
 void parse_model(const char* data, std::size_t size, const std::string& where,
@@ -45,10 +60,7 @@ void parse_model(const char* data, std::size_t size, const std::string& where,
   if (!out.ParseFromCodedStream(&in) || !in.ConsumedEntireMessage()) {
     load_error(where, "not a valid ONNX protobuf (truncated or corrupt)");
   }
-  if (!out.has_ir_version() || !out.has_graph()) {
-    load_error(where, std::string("not an ONNX model (no ") +
-                          (out.has_ir_version() ? "graph" : "ir_version") + ")");
-  }
+  check_is_model(out, where);
 }
 
 bool is_default_domain(std::string_view d) { return d.empty() || d == "ai.onnx"; }
@@ -224,6 +236,25 @@ void copy_header(const ::onnx::TensorProto& src, ::onnx::TensorProto& dst) {
   return out;
 }
 
+/// Fails early when embedding the external data of `src` would exceed protobuf's 2 GB, before
+/// any of it is read into memory.
+void check_embeddable(const model::impl& src, std::size_t threshold, bool external,
+                      const std::string& where) {
+  std::uint64_t total = src.proto.ByteSizeLong();
+  for (const auto& t : src.proto.graph().initializer()) {
+    if (!has_external_data(t) || t.data_type() == 8) continue;
+    std::uint64_t n = 1;
+    for (auto d : t.dims()) n *= static_cast<std::uint64_t>(std::max<std::int64_t>(d, 0));
+    const std::uint64_t bytes = packed_size(n, dtype_bits(tensor_dtype(t)));
+    if (!external || bytes < threshold) total += bytes;
+  }
+  if (total > static_cast<std::uint64_t>(INT_MAX)) {
+    throw frontend_error("quark.onnx.save",
+                         where + ": the model would be about " + std::to_string(total) +
+                             " bytes, beyond protobuf's 2 GB limit; save with external_data");
+  }
+}
+
 std::string serialize(const ::onnx::ModelProto& out, const std::string& where) {
   const std::size_t size = out.ByteSizeLong();
   if (size > static_cast<std::size_t>(INT_MAX)) {
@@ -267,26 +298,36 @@ model model::load(const std::filesystem::path& path, const load_options& options
   const std::string where = "'" + path.string() + "'";
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) load_error(where, "is a directory");
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) load_error(where, "cannot open file");
-  const auto end = in.tellg();
-  if (end < 0) load_error(where, "cannot determine the file size");
-  const auto size = static_cast<std::uint64_t>(end);
+  // Parse straight from the file descriptor: no second copy of a model of up to 2 GB.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) load_error(where, std::string("cannot open file: ") + std::strerror(errno));
+  struct closer {
+    int fd;
+    ~closer() { ::close(fd); }
+  } close_at_exit{fd};
+  struct ::stat st {};
+  if (::fstat(fd, &st) != 0) load_error(where, std::string("cannot stat: ") + std::strerror(errno));
+  const auto size = static_cast<std::uint64_t>(st.st_size);
+  if (size == 0) load_error(where, "empty input, not an ONNX model");
   if (size > static_cast<std::uint64_t>(INT_MAX)) {
     load_error(where, "larger than protobuf's 2 GB message limit (" + std::to_string(size) +
                           " bytes); models this large must keep their weights as external data");
   }
-  std::string bytes(static_cast<std::size_t>(size), '\0');
-  in.seekg(0);
-  in.read(bytes.data(), static_cast<std::streamsize>(size));
-  if (!in) load_error(where, "read failed");
   model m;
-  auto& st = *m.impl_;
-  st.proto.Clear();
-  parse_model(bytes.data(), bytes.size(), where, st.proto);
-  bytes = std::string();
+  auto& state = *m.impl_;
+  state.proto.Clear();
+  {
+    google::protobuf::io::FileInputStream file(fd);
+    google::protobuf::io::CodedInputStream in(&file);
+    in.SetTotalBytesLimit(INT_MAX);
+    if (!state.proto.ParseFromCodedStream(&in) || !in.ConsumedEntireMessage() ||
+        file.GetErrno() != 0) {
+      load_error(where, "not a valid ONNX protobuf (truncated or corrupt)");
+    }
+  }
+  check_is_model(state.proto, where);
   auto dir = path.parent_path();
-  st.base_dir = dir.empty() ? std::filesystem::path(".") : dir;
+  state.base_dir = dir.empty() ? std::filesystem::path(".") : dir;
   if (options.validate) m.validate();
   return m;
 }
@@ -335,6 +376,7 @@ void model::save(const std::filesystem::path& path, const save_options& options)
     data = std::make_unique<detail::atomic_file>(data_path);
     sink.file = data.get();
   }
+  check_embeddable(*impl_, options.external_threshold, options.external_data, where);
   detail::atomic_file model_file(path);
   const ::onnx::ModelProto out = build_output(*impl_, sink, options.external_threshold);
   model_file.write(serialize(out, where));
@@ -369,6 +411,7 @@ void model::save(const std::filesystem::path& path, const save_options& options)
 }
 
 std::string model::to_bytes() const {
+  check_embeddable(*impl_, 0, false, "to_bytes");
   return serialize(build_output(*impl_, data_sink{}, 0), "to_bytes");
 }
 

@@ -120,6 +120,24 @@ static_assert(std::numeric_limits<quark::float16>::digits == 11);
 static_assert(std::numeric_limits<quark::bfloat16>::digits == 8);
 static_assert(std::numeric_limits<quark::float16>::max_exponent == 16);
 static_assert(std::numeric_limits<quark::float16>::min_exponent == -13);
+// decimal members (the float32 values of the same formulas are 6, 9, -37, 38)
+static_assert(std::numeric_limits<quark::float16>::digits10 == 3);
+static_assert(std::numeric_limits<quark::float16>::max_digits10 == 5);
+static_assert(std::numeric_limits<quark::float16>::min_exponent10 == -4);  // 2^-14 = 6.1e-5
+static_assert(std::numeric_limits<quark::float16>::max_exponent10 == 4);   // 65504
+static_assert(std::numeric_limits<quark::bfloat16>::digits10 == 2);
+static_assert(std::numeric_limits<quark::bfloat16>::max_digits10 == 4);
+static_assert(std::numeric_limits<quark::bfloat16>::min_exponent10 == -37);
+static_assert(std::numeric_limits<quark::bfloat16>::max_exponent10 == 38);
+static_assert(std::numeric_limits<quark::float8_e4m3fn>::digits10 == 0);
+static_assert(std::numeric_limits<quark::float8_e4m3fn>::max_digits10 == 3);
+static_assert(std::numeric_limits<quark::float8_e4m3fn>::min_exponent10 == -1);    // 2^-6
+static_assert(std::numeric_limits<quark::float8_e4m3fn>::max_exponent10 == 2);     // 448
+static_assert(std::numeric_limits<quark::float8_e5m2>::max_exponent10 == 4);       // 57344
+static_assert(std::numeric_limits<quark::float4_e2m1fn>::max_exponent10 == 0);     // 6
+static_assert(std::numeric_limits<quark::float4_e2m1fn>::min_exponent10 == 0);     // 1
+static_assert(std::numeric_limits<quark::float8_e8m0fnu>::min_exponent10 == -38);  // 2^-127
+static_assert(std::numeric_limits<quark::float8_e8m0fnu>::max_exponent10 == 38);
 static_assert(quark::detail::float_bits(
                   quark::to_float(std::numeric_limits<quark::float16>::infinity())) == 0x7F800000u);
 // integers

@@ -32,13 +32,23 @@ class numeric_limits<quark::minifloat<F>> {
   static constexpr bool is_bounded = true;
   static constexpr bool is_modulo = false;
   static constexpr int digits = F.mantissa_bits + 1;
-  static constexpr int digits10 = 0;
-  static constexpr int max_digits10 = 0;
+  // The decimal members as the standard defines them (30103 / 100000 approximates log10(2)
+  // closely enough for these widths; the formulas give float's 6, 9, -37 and 38):
+  // digits10 = floor((digits - 1) log10 2), max_digits10 = ceil(1 + digits log10 2),
+  // min_exponent10 = ceil(log10(min normal)), max_exponent10 = floor(log10(max finite)).
+  static constexpr int digits10 = (digits - 1) * 30103 / 100000;
+  static constexpr int max_digits10 = 2 + digits * 30103 / 100000;
   static constexpr int radix = 2;
   static constexpr int min_exponent = F.min_normal_exponent() + 1;
-  static constexpr int min_exponent10 = 0;
+  static constexpr int min_exponent10 = -((1 - min_exponent) * 30103 / 100000);
   static constexpr int max_exponent = F.max_normal_exponent() + 1;
-  static constexpr int max_exponent10 = 0;
+  static constexpr int max_exponent10 = [] {
+    const double mx = static_cast<double>(quark::detail::decode_fp<F>(F.max_finite_code()));
+    int k = 0;
+    for (double p = 10.0; p <= mx; p *= 10.0)
+      ++k;
+    return k;
+  }();
   static constexpr bool traps = false;
   static constexpr bool tinyness_before = false;
 

@@ -51,6 +51,7 @@ struct fake_of {
 ///     quark::fake_quantize<quark::int4>(quark::tensor_shape{2, 64}, x, p, y);
 /// Throws quark::invalid_argument on size, scale, zero-point or clip-bound errors.
 template <quantized_type D, quant_policy P = quant_policy{}>
+  requires(P.round != rounding::stochastic)
 void fake_quantize(const tensor_shape& shape, std::span<const float> x,
                    const tensor_qparams<D>& p, std::span<float> y, threading t = {}) {
   const detail::qdq_layout l = detail::check_qdq(shape, p, x.size(), y.size(), x.size());
@@ -79,6 +80,7 @@ void fake_quantize(const tensor_shape& shape, std::span<const float> x,
 ///     float y = fq(0.3f);                         // 0.29921258f (38 * 2/254)
 ///     m.unaryExpr(fq);                            // Eigen, via quark/adapt/eigen.hpp
 template <quantized_type D, quant_policy P = quant_policy{}>
+  requires(P.round != rounding::stochastic)
 class fake_quant {
  public:
   using zero_point_type = zero_point_t<D>;

@@ -89,6 +89,7 @@ QUARK_ALWAYS_INLINE std::uint8_t bits_of(D q) noexcept {
 ///     quark::quantize<std::int8_t>(quark::tensor_shape{4}, x, p, std::span(q));
 /// Throws quark::invalid_argument on size, scale, zero-point or clip-bound errors.
 template <quantized_type D, quant_policy P = quant_policy{}>
+  requires(P.round != rounding::stochastic)
 void quantize(const tensor_shape& shape, std::span<const float> x, const tensor_qparams<D>& p,
               std::span<D> q, threading t = {}) {
   const detail::qdq_layout l = detail::check_qdq(shape, p, x.size(), q.size(), x.size());
@@ -115,7 +116,7 @@ void quantize(const tensor_shape& shape, std::span<const float> x, const tensor_
 ///     std::vector<std::uint8_t> packed(quark::packed_size(n, 4));
 ///     quark::quantize_packed<quark::int4>(shape, x, p, packed);
 template <quantized_type D, quant_policy P = quant_policy{}>
-  requires(dtype_traits<D>::bits < 8)
+  requires(dtype_traits<D>::bits < 8 && P.round != rounding::stochastic)
 void quantize_packed(const tensor_shape& shape, std::span<const float> x,
                      const tensor_qparams<D>& p, std::span<std::uint8_t> packed,
                      threading t = {}) {

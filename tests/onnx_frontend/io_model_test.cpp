@@ -189,9 +189,13 @@ TEST_CASE("subgraphs may read outer-scope tensors and are ordered after their pr
   g.add_node(node("If", {"cond"}, {"y"}, "if0", {attr_graph("then_branch", body.m),
                                                   attr_graph("else_branch", body.m)}));
   g.add_node(node("Neg", {"x"}, {"t"}, "neg"));
-  const auto m = qo::model::from_bytes(model(g));
+  auto m = qo::model::from_bytes(model(g));
   CHECK(m.topological_order() == std::vector<std::size_t>{1, 0});
   CHECK(m.unsupported_ops({"If", "Neg"}) == std::vector<std::string>{"Identity"});
+  CHECK(m.consumers("t") == std::vector<std::size_t>{0});  // read inside the If bodies
+  CHECK(m.rename_edge("t", "t2") == 3);                     // Neg output + one read per body
+  m.validate();
+  CHECK(m.consumers("t2") == std::vector<std::size_t>{0});
 }
 
 TEST_CASE("a model beyond protobuf's default 64 MB limit loads") {

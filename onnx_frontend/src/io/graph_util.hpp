@@ -17,6 +17,10 @@ namespace quark::onnx {
 /// "node 'conv1' (Conv)", or "node #3 (Conv)" for an unnamed node.
 std::string node_label(const ::onnx::NodeProto& n, std::size_t index);
 
+/// Names the subgraphs of `n` (If/Loop/Scan bodies) read from enclosing scopes; empty for nodes
+/// without graph attributes.
+std::set<std::string> node_implicit_inputs(const ::onnx::NodeProto& n);
+
 /// Node indices of `g` in dependency order (stable: file order where free). `outer` holds the
 /// names visible from enclosing graphs. Throws frontend_error("quark.onnx.graph") naming the
 /// node for an undefined input or a cycle.

@@ -81,7 +81,8 @@ value_info to_value_info(const ::onnx::ValueInfoProto& v) {
   return out;
 }
 
-std::optional<attribute_value> to_attribute_value(const ::onnx::AttributeProto& a) {
+std::optional<attribute_value> to_attribute_value(const ::onnx::AttributeProto& a,
+                                                  const std::filesystem::path& base_dir) {
   using A = ::onnx::AttributeProto;
   switch (attribute_kind(a)) {
     case A::FLOAT: return attribute_value(a.f());
@@ -95,14 +96,14 @@ std::optional<attribute_value> to_attribute_value(const ::onnx::AttributeProto& 
     case A::TENSOR: {
       const auto code = a.t().data_type();
       if (code == 8 || code == 14 || code == 15) return std::nullopt;  // no tensor form
-      return attribute_value(read_tensor(a.t(), {}));
+      return attribute_value(read_tensor(a.t(), base_dir));
     }
     default: break;
   }
   return std::nullopt;
 }
 
-node_info to_node_info(const ::onnx::NodeProto& n) {
+node_info to_node_info(const ::onnx::NodeProto& n, const std::filesystem::path& base_dir) {
   node_info out;
   out.name = n.name();
   out.op_type = n.op_type();
@@ -110,7 +111,7 @@ node_info to_node_info(const ::onnx::NodeProto& n) {
   out.inputs.assign(n.input().begin(), n.input().end());
   out.outputs.assign(n.output().begin(), n.output().end());
   for (const auto& a : n.attribute()) {
-    if (auto v = to_attribute_value(a)) out.attributes.push_back({a.name(), std::move(*v)});
+    if (auto v = to_attribute_value(a, base_dir)) out.attributes.push_back({a.name(), std::move(*v)});
   }
   return out;
 }
@@ -394,8 +395,11 @@ void model::save(const std::filesystem::path& path, const save_options& options)
     data->finish();
   }
   model_file.finish();
-  if (data) data->commit();
+  // An empty data file is not written (nothing was above the threshold).
+  const bool data_written = data && data->size() > 0;
+  if (data_written) data->commit();
   model_file.commit();
+  if (!data_written) return;
   // Keep the in-memory model readable: its old data file has just been replaced.
   for (int i : repoint) {
     auto* t = impl_->proto.mutable_graph()->mutable_initializer(i);
@@ -536,12 +540,13 @@ int checked_index(std::size_t index, std::size_t count, const char* what) {
 }  // namespace
 
 node_info model::node(std::size_t index) const {
-  return to_node_info(impl_->proto.graph().node(checked_index(index, node_count(), "node")));
+  return to_node_info(impl_->proto.graph().node(checked_index(index, node_count(), "node")),
+                      impl_->base_dir);
 }
 
 std::vector<node_info> model::nodes() const {
   std::vector<node_info> out;
-  for (const auto& n : impl_->proto.graph().node()) out.push_back(to_node_info(n));
+  for (const auto& n : impl_->proto.graph().node()) out.push_back(to_node_info(n, impl_->base_dir));
   return out;
 }
 
@@ -589,6 +594,32 @@ void model::set_node_output(std::size_t index, std::size_t slot, std::string_vie
   }
 }
 
+namespace {
+/// Renames node inputs/outputs and graph outputs in every subgraph of `n` (outer-scope reads).
+void rename_in_subgraphs(::onnx::NodeProto& n, std::string_view from, std::string_view to,
+                         std::size_t& count) {
+  auto fix = [&](std::string* s) {
+    if (*s == from) {
+      s->assign(to);
+      ++count;
+    }
+  };
+  for (auto& a : *n.mutable_attribute()) {
+    std::vector<::onnx::GraphProto*> graphs;
+    if (a.has_g()) graphs.push_back(a.mutable_g());
+    for (auto& g : *a.mutable_graphs()) graphs.push_back(&g);
+    for (auto* g : graphs) {
+      for (auto& sn : *g->mutable_node()) {
+        for (auto& s : *sn.mutable_input()) fix(&s);
+        for (auto& s : *sn.mutable_output()) fix(&s);
+        rename_in_subgraphs(sn, from, to, count);
+      }
+      for (auto& v : *g->mutable_output()) fix(v.mutable_name());
+    }
+  }
+}
+}  // namespace
+
 std::size_t model::rename_edge(std::string_view from, std::string_view to) {
   if (from.empty() || to.empty()) graph_error("rename_edge: empty tensor name");
   std::size_t count = 0;
@@ -602,6 +633,7 @@ std::size_t model::rename_edge(std::string_view from, std::string_view to) {
   for (auto& n : *g->mutable_node()) {
     for (auto& s : *n.mutable_input()) fix(&s);
     for (auto& s : *n.mutable_output()) fix(&s);
+    rename_in_subgraphs(n, from, to, count);
   }
   for (auto& v : *g->mutable_input()) fix(v.mutable_name());
   for (auto& v : *g->mutable_output()) fix(v.mutable_name());
@@ -613,9 +645,13 @@ std::size_t model::rename_edge(std::string_view from, std::string_view to) {
 std::vector<std::size_t> model::consumers(std::string_view name) const {
   std::vector<std::size_t> out;
   const auto& g = impl_->proto.graph();
+  const std::string key(name);
   for (int i = 0; i < g.node_size(); ++i) {
     const auto& in = g.node(i).input();
-    if (std::find(in.begin(), in.end(), name) != in.end()) out.push_back(static_cast<std::size_t>(i));
+    if (std::find(in.begin(), in.end(), name) != in.end() ||
+        node_implicit_inputs(g.node(i)).count(key) != 0) {
+      out.push_back(static_cast<std::size_t>(i));
+    }
   }
   return out;
 }

@@ -179,6 +179,12 @@ void check_node_domains(const ::onnx::GraphProto& g, const name_set& domains) {
   return A::UNDEFINED;
 }
 
+std::set<std::string> node_implicit_inputs(const ::onnx::NodeProto& n) {
+  name_set out;
+  for_each_subgraph(n, [&](const ::onnx::GraphProto& sg) { free_names(sg, out); });
+  return out;
+}
+
 std::string node_label(const ::onnx::NodeProto& n, std::size_t index) {
   const std::string id = n.name().empty() ? "#" + std::to_string(index) : "'" + n.name() + "'";
   return "node " + id + " (" + n.op_type() + ")";

@@ -240,6 +240,25 @@ TEST_CASE("float targets: FP8 / FP16 / BF16 / FP4 with a scale") {
   quark::fake_quantize<quark::float8_e4m3fn>(quark::tensor_shape{x.size()}, x, p, y);
   CHECK(y[1] == 224.0f);
   CHECK(y[5] == 0.3125f);  // 0.6 -> 0.625 in E4M3
+  const float s2 = 2.0f;
+  quark::tensor_qparams<quark::bfloat16> pb{std::span(&s2, 1)};
+  std::vector<float> xb{3.3f, -0.0f, 1e38f};
+  std::vector<float> yb(3);
+  quark::fake_quantize<quark::bfloat16>(quark::tensor_shape{3}, xb, pb, yb);
+  CHECK(yb[0] == 3.296875f);
+  CHECK(std::bit_cast<std::uint32_t>(yb[1]) == 0x80000000u);
+  quark::tensor_qparams<quark::float16> ph{std::span(&s2, 1)};
+  std::vector<quark::float16> qh(3);
+  quark::quantize<quark::float16>(quark::tensor_shape{3}, std::vector<float>{262016.0f, 0.1f, -1e9f},
+                                  ph, std::span(qh));
+  CHECK(quark::to_float(qh[0]) == 65504.0f);  // saturate (quant_policy::float_overflow)
+  CHECK(quark::to_float(qh[1]) == 0.0499877929688f);
+  CHECK(quark::to_float(qh[2]) == -65504.0f);
+  constexpr quark::quant_policy ieee_overflow{.float_overflow = quark::overflow::to_special};
+  quark::quantize<quark::float16, ieee_overflow>(quark::tensor_shape{3},
+                                                 std::vector<float>{262016.0f, 0.1f, -1e9f}, ph,
+                                                 std::span(qh));
+  CHECK(qh[0].is_inf());
   quark::tensor_qparams<quark::float4_e2m1fn> p4{std::span(&s, 1)};
   std::vector<std::uint8_t> packed(3);
   quark::quantize_packed<quark::float4_e2m1fn>(quark::tensor_shape{5}, std::vector<float>{0.5f, 1.0f, -3.0f, 10.0f, 0.0f},

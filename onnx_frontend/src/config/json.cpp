@@ -361,6 +361,13 @@ option_map read_extra_options(const json& j, const std::string& path) {
   for (const auto& [k, v] : j.items()) {
     const std::string kp = path + "." + k;
     const option_value value = to_value(v, kp);
+    if (find_option(k) == nullptr) {
+      std::string msg = kp + ": unknown extra option";
+      const auto near = closest_option(k);
+      if (!near.empty())
+        msg += "; did you mean \"" + std::string(near) + "\"?";
+      throw config_error("quark.config.unknown_key", msg + " (docs/config.md lists every key)");
+    }
     try {
       o.set(k, value);
     } catch (const not_implemented& e) {

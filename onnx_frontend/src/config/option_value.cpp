@@ -50,10 +50,16 @@ void append(std::string& out, const option_value& v) {
       out += std::to_string(v.as_int());
       break;
     case option_value::kind::number: {
-      std::ostringstream os;
-      os.precision(17);
-      os << v.as_number();
-      std::string t = os.str();
+      // The shortest of 15..17 significant digits that reads back to the same double.
+      std::string t;
+      for (int digits = 15; digits <= 17; ++digits) {
+        std::ostringstream os;
+        os.precision(digits);
+        os << v.as_number();
+        t = os.str();
+        if (std::stod(t) == v.as_number())
+          break;
+      }
       if (t.find_first_of(".eEn") == std::string::npos)
         t += ".0";
       out += t;

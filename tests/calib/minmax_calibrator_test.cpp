@@ -64,9 +64,10 @@ TEST_CASE("minmax calibrator: range, CalibTensorRangeSymmetric and bad input") {
 TEST_CASE("float MinMSE: Percentile / HistCenter / All match the numpy reference") {
   const auto w = quark_test::data_w();
   const auto& ref = quark_test::reference()["float_minmse"];
-  for (auto [name, mode] : {std::pair{"Percentile", quark::minmse_float_mode::percentile},
-                            std::pair{"HistCenter", quark::minmse_float_mode::hist_center},
-                            std::pair{"All", quark::minmse_float_mode::all}}) {
+  for (auto [name_, mode] : {std::pair{"Percentile", quark::minmse_float_mode::percentile},
+                             std::pair{"HistCenter", quark::minmse_float_mode::hist_center},
+                             std::pair{"All", quark::minmse_float_mode::all}}) {
+    const char* name = name_;
     CAPTURE(name);
     const auto r = quark::float_minmse_calibrator{.mode = mode, .grid = {-127, 127}}(w);
     CHECK(r.min == static_cast<float>(ref[name][0].get<double>()));

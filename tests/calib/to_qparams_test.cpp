@@ -26,13 +26,13 @@ TEST_CASE("the calibrators' private grid helpers agree with compute_qparams and 
     const float hi = std::fmax(a[i], a[i + 1]);
     // Symmetric INT8 / UINT8 / INT16: identical scale and zero point.
     {
-      const auto g = quark::detail::scale_zp(lo, hi, {-127, 127}, quark::range_symmetry::symmetric);
+      const auto g = quark::detail::scale_zp(static_cast<double>(lo), static_cast<double>(hi), {-127, 127}, quark::range_symmetry::symmetric);
       const auto p = quark::compute_qparams<std::int8_t>({lo, hi}, {.sym = quark::symmetry::symmetric});
       CHECK(static_cast<float>(g.scale) == p.scale_value());
       CHECK(g.zero_point == p.zero_point);
     }
     {
-      const auto g = quark::detail::scale_zp(lo, hi, {0, 255}, quark::range_symmetry::symmetric);
+      const auto g = quark::detail::scale_zp(static_cast<double>(lo), static_cast<double>(hi), {0, 255}, quark::range_symmetry::symmetric);
       const auto p = quark::compute_qparams<std::uint8_t>({lo, hi}, {.sym = quark::symmetry::symmetric});
       CHECK(static_cast<float>(g.scale) == p.scale_value());
       CHECK(g.zero_point == p.zero_point);
@@ -40,7 +40,7 @@ TEST_CASE("the calibrators' private grid helpers agree with compute_qparams and 
     // Asymmetric UINT8: the width is subtracted in double here and in float32 there (numpy on
     // float32 ranges), so the scales agree to one float32 ulp and the zero points to one code.
     {
-      const auto g = quark::detail::scale_zp(lo, hi, {0, 255}, quark::range_symmetry::asymmetric);
+      const auto g = quark::detail::scale_zp(static_cast<double>(lo), static_cast<double>(hi), {0, 255}, quark::range_symmetry::asymmetric);
       const auto p = quark::compute_qparams<std::uint8_t>({lo, hi});
       const float s = static_cast<float>(g.scale);
       CHECK(std::abs(std::bit_cast<std::int32_t>(s) - std::bit_cast<std::int32_t>(p.scale_value())) <= 1);

@@ -31,7 +31,8 @@ TEST_CASE("histogram: growth across 7 batches matches the numpy reference exactl
   const auto& ref = quark_test::reference()["growth_histograms"];
   const std::pair<const char*, histogram_mode> modes[] = {
       {"abs", histogram_mode::absolute}, {"signed", histogram_mode::signed_symmetric}, {"extend", histogram_mode::signed_extend}};
-  for (const auto& [name, mode] : modes) {
+  for (const auto& [name_, mode] : modes) {
+    const char* name = name_;
     CAPTURE(name);
     const auto h = observe_all(mode, 64, g, 7);
     const auto& d = h.stats();
@@ -194,7 +195,7 @@ TEST_CASE("histogram kernel: exact bins for values at and next to every edge (fl
   auto brute = [](const std::vector<double>& e, const std::vector<float>& x) {
     std::vector<std::uint64_t> c(e.size() - 1, 0);
     for (const float f : x) {
-      const double v = f;
+      const auto v = static_cast<double>(f);
       if (!(v >= e.front() && v <= e.back())) continue;
       auto it = std::upper_bound(e.begin(), e.end(), v);
       auto i = static_cast<std::size_t>(it - e.begin()) - 1;
@@ -204,7 +205,9 @@ TEST_CASE("histogram kernel: exact bins for values at and next to every edge (fl
     return c;
   };
   const std::pair<double, double> ranges[] = {{-12.0, 12.0}, {0.1, 0.7}, {1000.0, 1000.5}, {-3e-5, 7e-5}};
-  for (const auto& [lo, hi] : ranges) {
+  for (const auto& [lo_, hi_] : ranges) {
+    const double lo = lo_;
+    const double hi = hi_;
     for (std::size_t n : {7u, 2048u}) {
       const auto e = quark::detail::linspace_edges(lo, hi, n);
       std::vector<float> x;

@@ -30,8 +30,8 @@ inline double sorted_percentile(std::span<const float> sorted, double q) noexcep
   const double lo = std::floor(idx);
   const double t = idx - lo;
   const auto i = static_cast<std::size_t>(lo);
-  const double a = sorted[i];
-  const double b = sorted[std::min(i + 1, sorted.size() - 1)];
+  const auto a = static_cast<double>(sorted[i]);
+  const auto b = static_cast<double>(sorted[std::min(i + 1, sorted.size() - 1)]);
   // numpy's lerp: a + (b - a) t below t = 0.5, b - (b - a)(1 - t) from 0.5 on.
   return t >= 0.5 ? b - (b - a) * (1.0 - t) : a + (b - a) * t;
 }

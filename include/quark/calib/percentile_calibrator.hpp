@@ -155,7 +155,7 @@ class lwp_scorer {
       const auto [scale, zp] = params_[k];
       double sum = 0.0;
       for (const float v : x) {
-        const double xv = v;
+        const auto xv = static_cast<double>(v);
         double q = detail::round_even(xv / scale - zp);
         q = q < qmin ? qmin : (q > qmax ? qmax : q);
         const double d = xv - (q + zp) * scale;

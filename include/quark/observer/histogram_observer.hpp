@@ -206,8 +206,8 @@ class histogram_observer {
   }
 
   [[nodiscard]] bool would_grow(const batch_extrema& b) const noexcept {
-    const double lo = b.min;
-    const double hi = b.max;
+    const auto lo = static_cast<double>(b.min);
+    const auto hi = static_cast<double>(b.max);
     switch (opt_.mode) {
       case histogram_mode::absolute: return std::fmax(std::fabs(lo), std::fabs(hi)) > data_.edges.back();
       case histogram_mode::signed_symmetric: return std::fmax(std::fabs(lo), std::fabs(hi)) > data_.threshold;

@@ -126,9 +126,9 @@ class moving_average_observer {
       s.max = hi;
     } else {
       // Computed in double and rounded once, so the step is independent of FMA contraction.
-      const double c = state_.constant;
-      const double old_lo = s.min;
-      const double old_hi = s.max;
+      const auto c = static_cast<double>(state_.constant);
+      const auto old_lo = static_cast<double>(s.min);
+      const auto old_hi = static_cast<double>(s.max);
       s.min = static_cast<float>(old_lo + c * (static_cast<double>(lo) - old_lo));
       s.max = static_cast<float>(old_hi + c * (static_cast<double>(hi) - old_hi));
     }

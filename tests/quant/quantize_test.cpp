@@ -204,6 +204,8 @@ TEST_CASE_TEMPLATE("every granularity against the reference", D, quark::int2, qu
   check_against_reference<D>({1000, 37}, quark::per_block{1, 16}, rng);
   check_against_reference<D>({37, 1000}, quark::per_block{0, 16}, rng);
   check_against_reference<D>({4099}, quark::per_tensor{}, rng);
+  check_against_reference<D>({40001}, quark::per_tensor{}, rng);   // the prefetching long runs
+  check_against_reference<D>({2, 20003}, quark::per_channel{0}, rng);
 }
 
 TEST_CASE("32-bit integer types use exact wide arithmetic") {

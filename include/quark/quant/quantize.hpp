@@ -103,9 +103,10 @@ void quantize(const tensor_shape& shape, std::span<const float> x, const tensor_
     detail::for_each_run(l, b, e, [&](std::size_t i, std::size_t len, std::size_t pi, int st) {
       const float* xi = xs + i;
       D* qi = qs + i;
-      detail::for_run(len, s, zp, pi, st, [&](std::size_t k, float sc, float inv, auto z) {
-        qi[k] = code(xi[k], sc, inv, z);
-      });
+      detail::for_run(
+          len, s, zp, pi, st,
+          [&](std::size_t k, float sc, float inv, auto z) { qi[k] = code(xi[k], sc, inv, z); },
+          xi);
     });
   });
 }

@@ -4,6 +4,9 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <bit>
+#include <cmath>
 #include <vector>
 
 #include "calib/reference_data.hpp"
@@ -94,4 +97,26 @@ TEST_CASE("distribution: mean and std of the bin centres (same and p3) match num
   quark::histogram_observer small{{.mode = histogram_mode::signed_symmetric, .num_bins = 128}};
   small.observe(a);
   CHECK_THROWS_AS(static_cast<void>(quark::distribution_calibrator{}(small.stats())), quark::config_error);
+}
+
+TEST_CASE("entropy: the vectorised log is within 2 ulp of std::log") {
+  std::vector<double> x;
+  std::uint64_t state = 1;
+  for (int i = 0; i < 200000; ++i) {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    const double m = 1.0 + static_cast<double>(state >> 11) * 0x1p-53;
+    x.push_back(std::ldexp(m, static_cast<int>((state >> 3) % 1200) - 600));
+  }
+  for (double v : {1.0, 2.0, 0.5, 1e-4, 0.9999, 1.0001, 3.0, 1e300, 1e-300}) x.push_back(v);
+  x.push_back(std::nextafter(1.0, 2.0));
+  x.push_back(std::nextafter(1.0, 0.0));
+  std::vector<double> y(x.size());
+  quark::detail::log_positive(x.data(), y.data(), x.size());
+  std::int64_t worst = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const double r = std::log(x[i]);
+    worst = std::max(worst, std::abs(std::bit_cast<std::int64_t>(r) - std::bit_cast<std::int64_t>(y[i])));
+  }
+  CHECK(worst <= 2);
+  CHECK(y[x.size() - 11] == 0.0);  // log 1 is exact
 }

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include <quark/calib/calib_result.hpp>
+#include <quark/calib/detail/log.hpp>
 #include <quark/calib/percentile_calibrator.hpp>
 #include <quark/observer/histogram_observer.hpp>
 
@@ -63,11 +64,13 @@ struct entropy_calibrator {
     out.reserve(zero_bin - nq / 2 + 1);
     std::vector<double> p;
     std::vector<double> q;
+    std::vector<double> w;
+    std::vector<double> t;
     for (std::size_t i = nq / 2; i <= zero_bin; ++i) {
       entropy_candidate c;
       c.start = zero_bin - i;
       c.end = std::min(zero_bin + i + 1, n);
-      c.kl = divergence(h.counts, prefix, c.start, c.end, p, q);
+      c.kl = divergence(h.counts, prefix, c.start, c.end, p, q, w, t);
       out.push_back(c);
     }
     return out;
@@ -97,23 +100,30 @@ struct entropy_calibrator {
 
  private:
   static constexpr double eps = 1e-4;
-
-  /// Smooths in place: zeros get +eps, non-zeros -eps * zeros / non-zeros. Returns false when
-  /// every entry is zero or the correction reaches 1 (ORT returns None: KL = +Inf).
-  static bool smooth(std::vector<double>& v) noexcept {
-    std::size_t zeros = 0;
-    for (const double x : v) zeros += static_cast<std::size_t>(x == 0.0);
-    const std::size_t nonzeros = v.size() - zeros;
-    if (nonzeros == 0) return false;
-    const double eps1 = eps * static_cast<double>(zeros) / static_cast<double>(nonzeros);
-    if (eps1 >= 1.0) return false;
-    for (double& x : v) x = x == 0.0 ? eps : x - eps1;
-    return true;
+  static double sum4(const double* x, std::size_t n) noexcept {
+    double a0 = 0.0;
+    double a1 = 0.0;
+    double a2 = 0.0;
+    double a3 = 0.0;
+    std::size_t j = 0;
+    for (; j + 4 <= n; j += 4) {
+      a0 += x[j];
+      a1 += x[j + 1];
+      a2 += x[j + 2];
+      a3 += x[j + 3];
+    }
+    for (; j < n; ++j) a0 += x[j];
+    return (a0 + a1) + (a2 + a3);
   }
 
+  /// KL(p || q) of one window. Smoothing (zeros get +eps, non-zeros -eps * zeros / non-zeros;
+  /// ORT gives up, KL = +Inf, when all entries are zero or the correction reaches 1) keeps the
+  /// sums, so with P = p/sp and Q = q/sq:
+  ///   KL = (sum p' log p' - sum p' log q') / sp + log(sq / sp),
+  /// where q' is constant on each merged bin: one log per non-zero p and per merged bin.
   double divergence(const std::vector<std::uint64_t>& hist, const std::vector<double>& prefix,
-                    std::size_t start, std::size_t end, std::vector<double>& p,
-                    std::vector<double>& q) const {
+                    std::size_t start, std::size_t end, std::vector<double>& p, std::vector<double>& q,
+                    std::vector<double>& w, std::vector<double>& t) const {
     const std::size_t len = end - start;
     const std::size_t nq = num_quantized_bins;
     const std::size_t n = hist.size();
@@ -122,35 +132,54 @@ struct entropy_calibrator {
     for (std::size_t j = 0; j < len; ++j) p[j] = static_cast<double>(hist[start + j]);
     p[0] += prefix[start];
     p[len - 1] += prefix[n] - prefix[end];
-    // 2. Candidate q: merge into nq bins (remainder into the last), expand back uniformly over
-    //    the bins where p is non-zero, truncated to an integer as ORT's int64 array does.
+    std::size_t p_zeros = 0;
+    for (const double v : p) p_zeros += static_cast<std::size_t>(v == 0.0);
+    // 2. Candidate q, one value per merged bin: the merged count (remainder into the last)
+    //    spread over the bins where p is non-zero, truncated to an integer as ORT's int64 array
+    //    does; the remainder bins beyond nq * m stay 0.
     const std::size_t m = len / nq;
-    q.assign(len, 0.0);
+    q.assign(nq, 0.0);
+    std::size_t q_zeros = len - nq * m;
+    double sq = 0.0;
     for (std::size_t k = 0; k < nq; ++k) {
       const std::size_t b0 = k * m;
-      const std::size_t b1 = b0 + m;
-      double merged = prefix[start + b1] - prefix[start + b0];
+      double merged = prefix[start + b0 + m] - prefix[start + b0];
       if (k + 1 == nq) merged += prefix[end] - prefix[start + nq * m];
       std::size_t norm = 0;
-      for (std::size_t j = b0; j < b1; ++j) norm += static_cast<std::size_t>(p[j] != 0.0);
-      if (norm == 0) continue;
-      const double spread = std::trunc(merged / static_cast<double>(norm));
-      for (std::size_t j = b0; j < b1; ++j) q[j] = spread;
+      for (std::size_t j = b0; j < b0 + m; ++j) norm += static_cast<std::size_t>(p[j] != 0.0);
+      q[k] = norm == 0 ? 0.0 : std::trunc(merged / static_cast<double>(norm));
+      if (q[k] == 0.0) q_zeros += m;
+      sq += q[k] * static_cast<double>(m);
     }
-    // 3. Smooth and compare: KL = sum P log(P/Q) with P, Q normalised.
-    if (!smooth(p) || !smooth(q)) return std::numeric_limits<double>::infinity();
-    double sp = 0.0;
-    double sq = 0.0;
+    // 3. Smoothing corrections; ORT returns None (KL = +Inf) in the degenerate cases.
+    if (p_zeros == len || q_zeros == len) return std::numeric_limits<double>::infinity();
+    const double ep = eps * static_cast<double>(p_zeros) / static_cast<double>(len - p_zeros);
+    const double eq = eps * static_cast<double>(q_zeros) / static_cast<double>(len - q_zeros);
+    if (ep >= 1.0 || eq >= 1.0) return std::numeric_limits<double>::infinity();
+    const double log_eps = std::log(eps);
+    // 4. Smoothed p' and p' log p' per bin (vectorised log; zeros give eps log eps).
+    w.resize(len);
+    t.resize(len);
+    for (std::size_t j = 0; j < len; ++j) w[j] = p[j] == 0.0 ? 1.0 : p[j] - ep;
+    detail::log_positive(w.data(), t.data(), len);
     for (std::size_t j = 0; j < len; ++j) {
-      sp += p[j];
-      sq += q[j];
+      const bool zero = p[j] == 0.0;
+      t[j] = zero ? eps * log_eps : w[j] * t[j];
+      w[j] = zero ? eps : w[j];
     }
-    double acc = 0.0;
-    for (std::size_t j = 0; j < len; ++j) {
-      if (q[j] <= 0.0) return std::numeric_limits<double>::infinity();
-      acc += p[j] * std::log(p[j] / q[j]);
+    // 5. Sums, with four partial sums to shorten the dependency chains: sum p' log p', and
+    //    sum p' log q' merged bin by merged bin (q' is constant on each).
+    const double sp = prefix[n];
+    const double plogp = sum4(t.data(), len);
+    double plogq = 0.0;
+    for (std::size_t k = 0; k <= nq; ++k) {
+      const std::size_t b0 = k * m;
+      const std::size_t b1 = k < nq ? b0 + m : len;
+      if (b1 == b0) continue;
+      const double qs = k < nq && q[k] != 0.0 ? q[k] - eq : eps;
+      plogq += sum4(w.data() + b0, b1 - b0) * std::log(qs);
     }
-    return acc / sp + std::log(sq / sp);
+    return (plogp - plogq) / sp + std::log(sq / sp);
   }
 };
 

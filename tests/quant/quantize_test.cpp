@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#include <limits>
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -268,34 +269,47 @@ TEST_CASE("float targets: FP8 / FP16 / BF16 / FP4 with a scale") {
   CHECK(packed == std::vector<std::uint8_t>{0x42, 0x7F, 0x00});  // codes 1.0, 2.0, -6, 6 (sat), 0
 }
 
-TEST_CASE("properties: idempotent, monotone, exact on the grid, half a step inside the range") {
+TEST_CASE_TEMPLATE("properties: idempotent, monotone, exact on the grid, half a step inside the range",
+                   D, quark::int4, quark::uint4, std::int8_t, std::uint8_t, std::int16_t) {
   const auto seed = quark_test::test_seed();
   MESSAGE("seed " << seed << " (override with QUARK_TEST_SEED)");
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<float> ur(-50.0f, 50.0f);
-  for (int trial = 0; trial < 50; ++trial) {
+  for (int trial = 0; trial < 40; ++trial) {
     float a = ur(rng);
     float b = ur(rng);
     if (a > b) std::swap(a, b);
-    const auto p = compute_qparams<std::int8_t>({a, b});
-    const quark::fake_quant<std::int8_t> fq(p);
+    const auto sym = trial % 2 == 0 ? symmetry::asymmetric : symmetry::symmetric;
+    const auto p = compute_qparams<D>({a, b}, {.sym = sym});
+    const quark::fake_quant<D> fq(p);
     const float s = p.scale_value();
     std::vector<float> xs(2000);
     for (auto& v : xs) v = ur(rng);
     std::sort(xs.begin(), xs.end());
     float prev = -INFINITY;
+    const float lo = static_cast<float>(p.qmin - p.zero_point) * s;
+    const float hi = static_cast<float>(p.qmax - p.zero_point) * s;
     for (float v : xs) {
       const float y = fq(v);
       REQUIRE(fq(y) == y);           // idempotent
       REQUIRE(y >= prev);            // monotone
       prev = y;
-      const float lo = static_cast<float>(p.qmin - p.zero_point) * s;
-      const float hi = static_cast<float>(p.qmax - p.zero_point) * s;
-      if (v >= lo && v <= hi) REQUIRE(std::fabs(y - v) <= 0.5f * s * (1.0f + 1e-6f));
+      // Half a step, plus the float rounding of x / s and of level * s (a few ulps of |v|).
+      const float slack = 4.0f * std::numeric_limits<float>::epsilon() * std::fabs(v);
+      if (v >= lo && v <= hi) REQUIRE(std::fabs(y - v) <= 0.5f * s + slack);
     }
-    for (std::int64_t c = p.qmin; c <= p.qmax; ++c) {
+    const std::int64_t step = (p.qmax - p.qmin) / 4096 + 1;
+    for (std::int64_t c = p.qmin; c <= p.qmax; c += step) {
       const float g = static_cast<float>(c - p.zero_point) * s;
       REQUIRE(fq(g) == g);           // exact on grid values
+      // and dequantize(quantize(g)) gives the code back
+      std::vector<D> q(1);
+      const float sv = s;
+      const std::int32_t zv = p.zero_point;
+      quark::quantize<D>(quark::tensor_shape{1}, std::vector<float>{g},
+                         quark::tensor_qparams<D>{std::span(&sv, 1), std::span(&zv, 1)},
+                         std::span(q));
+      REQUIRE(quark::detail::code_value(q[0]) == c);
     }
   }
 }

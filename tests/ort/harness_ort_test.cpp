@@ -45,6 +45,7 @@ void round_trip(const std::vector<T>& v, std::vector<std::size_t> shape, const c
   CHECK(b.values<T>() == v);
   // numpy requires the header (magic + length + dict) to end on a 64-byte boundary.
   CHECK(std::filesystem::file_size(p) % 64 == a.bytes.size() % 64);
+  std::filesystem::remove(p);
 }
 
 }  // namespace

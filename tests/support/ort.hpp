@@ -13,7 +13,9 @@
 // graphs take float32 (or integer) inputs and return float32/float16/int*/uint* outputs; cast to
 // and from the exotic type inside the graph (Cast(float->fp8) then Cast(fp8->float) is exact for
 // every non-NaN value). The 1.30 binding crashes when it returns an int4/uint4 output, so
-// ort_run.js refuses such graphs: add Cast(to=INT8) after the int4 value.
+// ort_run.js refuses such graphs: add Cast(to=INT8) after the int4 value. ORT 1.30's CPU provider
+// has no kernel for Cast-23 / QuantizeLinear-23 to FLOAT4E2M1. Every run_ort call starts a node
+// process (about 0.3 s): batch many values and several outputs into one graph.
 //
 //     using namespace quark::test;
 //     model_builder m(21);

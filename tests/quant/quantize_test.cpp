@@ -14,6 +14,7 @@
 
 #include <quark/quant/fake_quant.hpp>
 #include <quark/quant/quantize.hpp>
+#include <quark/quant/tensor_view.hpp>
 #include <quark/scale/fixed_point_scale.hpp>
 #include <quark/scale/pow2_scale.hpp>
 #include <quark/scale/qparams.hpp>
@@ -336,4 +337,27 @@ TEST_CASE("bad arguments throw with stable ids") {
         "quark.quant.bad_axis");
   CHECK(id_of([&] { quark::tensor_shape({2, 3}, {1, 2}); }) == "quark.quant.non_contiguous");
   CHECK(id_of([&] { quark::tensor_shape({2, 3}, {3, 1}); }) == "none");
+}
+
+TEST_CASE("tensor_view overloads equal the span kernels and check shapes") {
+  std::vector<float> x(2 * 3 * 4);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i) * 0.37f - 4.0f;
+  const std::vector<float> s{0.1f, 0.2f, 0.3f};
+  const quark::tensor_qparams<std::int8_t> p{s, {}, quark::per_channel{1}};
+  std::vector<float> y1(x.size()), y2(x.size());
+  quark::fake_quantize<std::int8_t>(quark::tensor_view<const float>(x.data(), {2, 3, 4}), p,
+                                    quark::tensor_view<float>(y1.data(), {2, 3, 4}));
+  quark::fake_quantize<std::int8_t>(quark::tensor_shape{2, 3, 4}, x, p, y2);
+  CHECK(y1 == y2);
+  std::vector<std::int8_t> q(x.size());
+  quark::tensor_view<std::int8_t> qv(q.data(), {2, 3, 4});
+  quark::quantize<std::int8_t>(quark::tensor_view<const float>(x.data(), {2, 3, 4}), p, qv);
+  std::vector<float> y3(x.size());
+  quark::dequantize<std::int8_t>(quark::tensor_view<const std::int8_t>(qv), p,
+                                 quark::tensor_view<float>(y3.data(), {2, 3, 4}));
+  CHECK(y3 == y2);
+  CHECK_THROWS_AS(quark::fake_quantize<std::int8_t>(
+                      quark::tensor_view<const float>(x.data(), {2, 3, 4}), p,
+                      quark::tensor_view<float>(y1.data(), {3, 2, 4})),
+                  quark::invalid_argument);
 }

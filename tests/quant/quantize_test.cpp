@@ -280,8 +280,8 @@ TEST_CASE_TEMPLATE("properties: idempotent, monotone, exact on the grid, half a 
     float a = ur(rng);
     float b = ur(rng);
     if (a > b) std::swap(a, b);
-    const auto sym = trial % 2 == 0 ? symmetry::asymmetric : symmetry::symmetric;
-    const auto p = compute_qparams<D>({a, b}, {.sym = sym});
+    const auto symm = trial % 2 == 0 ? symmetry::asymmetric : symmetry::symmetric;
+    const auto p = compute_qparams<D>({a, b}, {.sym = symm});
     const quark::fake_quant<D> fq(p);
     const float s = p.scale_value();
     std::vector<float> xs(2000);

@@ -67,31 +67,44 @@ inline double edge_deviation(std::span<const double> edges) noexcept {
 template <class Real>
 inline constexpr Real round_magic = sizeof(Real) == 8 ? Real(0x1.8p52) : Real(0x1.8p23);
 
-/// Pass 1 over one block: floor of the uniform position through the round_magic trick (it
-/// vectorises under -ftrapping-math, unlike a float -> int conversion). Whatever the rounding
-/// mode, an unflagged value has frac in [tol, 1 - tol], so its index is floor(f) exactly.
-/// Values near an edge, outside [lo, lo + n) or NaN are flagged; `sub_any[j]` is the OR of the
-/// flags of sub-block j (Sub values), whose values the caller then bins exactly.
+/// Floor of the uniform position (v - lo) * norm through the round_magic trick, which
+/// vectorises under -ftrapping-math, unlike a float -> int conversion. Returns true ("flagged")
+/// for a value near an edge (frac within tol of 0 or 1), outside [lo, lo + n) or NaN. Whatever
+/// the rounding mode, an unflagged value has frac in [tol, 1 - tol], so `idx` is floor(f) exactly.
+template <bin_transform T, class Real>
+QUARK_ALWAYS_INLINE std::int32_t bin_position(float raw, Real lo, Real norm, Real dn, Real tol,
+                                              std::int32_t& idx) noexcept {
+  using bits_t = std::conditional_t<sizeof(Real) == 8, std::uint64_t, std::uint32_t>;
+  const Real f = (bin_value<T, Real>(raw) - lo) * norm;
+  const bool in = (f >= Real(0)) & (f < dn);
+  const Real fd = in ? f : Real(0);
+  const Real t = (fd - Real(0.5)) + round_magic<Real>;
+  const Real frac = fd - (t - round_magic<Real>);
+  bits_t bits;
+  std::memcpy(&bits, &t, sizeof(bits));
+  idx = static_cast<std::int32_t>(static_cast<std::uint32_t>(bits) & 0x3fffffu);
+  return static_cast<std::int32_t>(!in) | static_cast<std::int32_t>(frac < tol) |
+         static_cast<std::int32_t>(frac > Real(1) - tol);
+}
+
+/// Pass 1 over one block; `sub_any[j]` is the OR of the flags of sub-block j (Sub values).
 template <bin_transform T, class Real, std::size_t M, std::size_t Sub>
 QUARK_ALWAYS_INLINE void bin_positions(const float* p, Real lo, Real norm, Real dn, Real tol, std::int32_t* idx,
                                        std::int32_t* sub_any) noexcept {
-  using bits_t = std::conditional_t<sizeof(Real) == 8, std::uint64_t, std::uint32_t>;
   for (std::size_t j = 0; j < M / Sub; ++j) {
     std::int32_t any = 0;
-    for (std::size_t k = j * Sub; k < (j + 1) * Sub; ++k) {
-      const Real f = (bin_value<T, Real>(p[k]) - lo) * norm;
-      const bool in = (f >= Real(0)) & (f < dn);
-      const Real fd = in ? f : Real(0);
-      const Real t = (fd - Real(0.5)) + round_magic<Real>;
-      const Real frac = fd - (t - round_magic<Real>);
-      bits_t bits;
-      std::memcpy(&bits, &t, sizeof(bits));
-      idx[k] = static_cast<std::int32_t>(static_cast<std::uint32_t>(bits) & 0x3fffffu);
-      const std::int32_t flag = static_cast<std::int32_t>(!in) | static_cast<std::int32_t>(frac < tol) |
-                                static_cast<std::int32_t>(frac > Real(1) - tol);
-      any |= flag;
-    }
+    for (std::size_t k = j * Sub; k < (j + 1) * Sub; ++k) any |= bin_position<T, Real>(p[k], lo, norm, dn, tol, idx[k]);
     sub_any[j] = any;
+  }
+}
+
+/// The flagged values of a flagged sub-block (same formula as pass 1, so the same flags).
+template <bin_transform T, class Real, class Exact>
+QUARK_ALWAYS_INLINE void fix_flagged(const float* p, std::size_t count, Real lo, Real norm, Real dn, Real tol,
+                                     std::int32_t* idx, Exact&& exact) noexcept {
+  for (std::size_t k = 0; k < count; ++k) {
+    std::int32_t ignored = 0;
+    if (bin_position<T, Real>(p[k], lo, norm, dn, tol, ignored) != 0) idx[k] = exact(p[k]);
   }
 }
 
@@ -130,7 +143,7 @@ minmax_partial histogram_add(std::span<const float> x, std::span<const double> e
   std::uint32_t* t1 = t0 + stride;
   std::uint32_t* t2 = t1 + stride;
   std::uint32_t* t3 = t2 + stride;
-  constexpr std::size_t sub = 32;
+  constexpr std::size_t sub = 16;
   alignas(64) std::array<std::int32_t, block> idx;
   std::array<std::int32_t, block / sub> sub_any;
   const auto sink = static_cast<std::int32_t>(n);
@@ -159,7 +172,7 @@ minmax_partial histogram_add(std::span<const float> x, std::span<const double> e
         continue;
       }
       // 2. Positions (float formula when its tolerance is small), then exact bins for the
-      //    sub-blocks holding a flagged value, then count into the four tables in turn.
+      //    flagged values of flagged sub-blocks, then count into the four tables in turn.
       if (use_float) {
         bin_positions<T, float, block, sub>(p, lo_f, static_cast<float>(norm), static_cast<float>(n),
                                             static_cast<float>(tol_f), idx.data(), sub_any.data());
@@ -169,7 +182,13 @@ minmax_partial histogram_add(std::span<const float> x, std::span<const double> e
       }
       for (std::size_t j = 0; j < block / sub; ++j) {
         if (sub_any[j] == 0) continue;
-        for (std::size_t k = j * sub; k < (j + 1) * sub; ++k) idx[k] = exact(p[k]);
+        if (use_float) {
+          fix_flagged<T, float>(p + j * sub, sub, lo_f, static_cast<float>(norm), static_cast<float>(n),
+                                static_cast<float>(tol_f), idx.data() + j * sub, exact);
+        } else {
+          fix_flagged<T, double>(p + j * sub, sub, lo, norm, static_cast<double>(n), tol_d, idx.data() + j * sub,
+                                 exact);
+        }
       }
       for (std::size_t k = 0; k < block; k += 4) {
         ++t0[idx[k]];

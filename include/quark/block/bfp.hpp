@@ -77,14 +77,21 @@ QUARK_ALWAYS_INLINE std::uint32_t bfp_quanta(std::uint32_t a, bool negative, int
 template <rounding R, bfp_input In, bfp_variant V, class Stride>
 QUARK_ALWAYS_INLINE void bfp_block(const float* in, float* out,
                                    std::size_t n, Stride stride, int m) noexcept {
-  // 1. Shared field S: the largest finite exponent field (Inf/NaN count as 0).
+  // 1. Shared field S: the largest finite exponent field (Inf/NaN count as 0). One max pass;
+  //    a second, finite-only pass runs only for blocks that hold Inf or NaN.
   std::uint32_t amax = 0;
-  std::uint32_t any = 0;
   for (std::size_t i = 0; i < n; ++i) {
     const std::uint32_t a = float_bits(bfp_load<In>(in[i * stride])) & 0x7FFFFFFFu;
-    any = a > any ? a : any;
-    const std::uint32_t fa = a >= 0x7F800000u ? 0u : a;
-    amax = fa > amax ? fa : amax;
+    amax = a > amax ? a : amax;
+  }
+  const bool special = amax >= 0x7F800000u;
+  if (special) {
+    amax = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      std::uint32_t a = float_bits(bfp_load<In>(in[i * stride])) & 0x7FFFFFFFu;
+      a = a >= 0x7F800000u ? 0u : a;
+      amax = a > amax ? a : amax;
+    }
   }
   int s = static_cast<int>(amax >> 23);
   const std::uint32_t qmax = (std::uint32_t{1} << m) - 1u;
@@ -102,25 +109,81 @@ QUARK_ALWAYS_INLINE void bfp_block(const float* in, float* out,
   }
   // 3. Elements: q quanta, clamped, times the quantum (exact: q < 2^24, quantum >= 2^-148).
   const float quantum = exp2f_exact(s - 127 - m + 1);
+  const std::uint32_t lim_neg = V == bfp_variant::compiler ? qmax + 1u : qmax;
   for (std::size_t i = 0; i < n; ++i) {
     const float x = bfp_load<In>(in[i * stride]);
     const std::uint32_t u = float_bits(x);
     const std::uint32_t sign = u & 0x80000000u;
     const std::uint32_t a = u ^ sign;
     std::uint32_t q = bfp_quanta<R>(a, sign != 0u, s, m);
-    const std::uint32_t lim = V == bfp_variant::compiler && sign != 0u ? qmax + 1u : qmax;
+    const std::uint32_t lim = sign != 0u ? lim_neg : qmax;
     q = q < lim ? q : lim;
     const float y = bits_float(float_bits(static_cast<float>(q) * quantum) | sign);
-    out[i * stride] = any >= 0x7F800000u && a >= 0x7F800000u ? x : y;  // Inf/NaN pass through
+    out[i * stride] = a >= 0x7F800000u ? x : y;  // Inf/NaN pass through
+  }
+}
+
+/// k whole contiguous blocks into dst (an L1 chunk buffer): the shared fields are spread to a
+/// per-element array so that one flat loop vectorises; other blocks are redone by bfp_block.
+template <rounding R, class BS>
+QUARK_ALWAYS_INLINE void bfp_chunk(const float* src, float* dst, std::size_t k, BS bs,
+                                   int m) noexcept {
+  alignas(64) int s_e[block_chunk_floats];
+  alignas(64) unsigned char slow_b[block_chunk_floats];
+  bool any_slow = false;
+  for (std::size_t j = 0; j < k; ++j) {
+    const int s = static_cast<int>(max_abs_bits(src + j * bs, bs, unit_stride{}) >> 23);
+    const bool fast = rounds_tiny_to_zero_v<R> && s != 0xFF && s >= m + 1;
+    for (std::size_t i = 0; i < bs; ++i) s_e[j * bs + i] = fast ? s : 254;
+    slow_b[j] = fast ? 0 : 1;
+    any_slow = any_slow || !fast;
+  }
+  // Fast path: float32 subnormals (f == 0) lie below half a quantum (>= 2^-125), so giving them
+  // the implicit one changes nothing: the shift is >= 25 and they round to zero.
+  const std::uint32_t qmax = (std::uint32_t{1} << m) - 1u;
+  const std::size_t n = k * bs;
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::uint32_t u = float_bits(src[i]);
+    const std::uint32_t sign = u & 0x80000000u;
+    const int f = static_cast<int>((u << 1) >> 24);
+    const std::uint32_t mant = (u & 0x7FFFFFu) | 0x800000u;
+    const int s = s_e[i];
+    int sh = s - f + 24 - m;
+    sh = sh < 31 ? sh : 31;
+    std::uint32_t q = round_shift<R>(mant, static_cast<std::uint32_t>(sh), sign != 0u);
+    q = q < qmax ? q : qmax;
+    const float quantum = bits_float(static_cast<std::uint32_t>(s - m + 1) << 23);
+    dst[i] = bits_float(float_bits(static_cast<float>(q) * quantum) | sign);
+  }
+  if (any_slow) {
+    for (std::size_t j = 0; j < k; ++j) {
+      if (slow_b[j] != 0) {
+        bfp_block<R, bfp_input::float32, bfp_variant::standard>(src + j * bs, dst + j * bs, bs,
+                                                                unit_stride{}, m);
+      }
+    }
   }
 }
 
 template <rounding R, bfp_input In, bfp_variant V>
-void bfp_fake_quantize_impl(const float* in, float* out, const axis_layout& l,
-                            std::size_t block_size, int m) noexcept {
-  for_each_block(l, block_size, [&](std::size_t off, std::size_t n, auto stride) {
-    bfp_block<R, In, V>(in + off, out + off, n, stride, m);
-  });
+QUARK_BLOCK_KERNEL void bfp_fake_quantize_impl(const float* in, float* out, const axis_layout& l,
+                                               std::size_t block_size, int m) noexcept {
+  for_each_block_chunked(
+      out, l, block_size,
+      [&](std::size_t off, std::size_t k, float* dst) {
+        dispatch_block_size(block_size, [&](auto bs) {
+          if constexpr (In == bfp_input::float32 && V == bfp_variant::standard) {
+            bfp_chunk<R>(in + off, dst, k, bs, m);
+          } else {
+            for (std::size_t j = 0; j < k; ++j) {
+              bfp_block<R, In, V>(in + off + j * bs, dst + j * bs, bs, unit_stride{}, m);
+            }
+          }
+        });
+      },
+      [&](std::size_t off, std::size_t n, auto stride) {
+        bfp_block<R, In, V>(in + off, out + off, n, stride, m);
+      });
 }
 
 }  // namespace detail

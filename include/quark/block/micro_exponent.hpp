@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <span>
 
@@ -67,22 +68,7 @@ QUARK_ALWAYS_INLINE void micro_block(const float* in, float* out,
     for (std::size_t i = 0; i < n; ++i) out[i * stride] = std::numeric_limits<float>::quiet_NaN();
     return;
   }
-  // 2. Pairs with unit stride and a normal quantum: the vectorisable path.
-  if constexpr (std::is_same_v<Stride, unit_stride>) {
-    if (sub == 2 && max_shift == 1 && n % 2 == 0 && s - 1 >= m) {
-      for (std::size_t i = 0; i < n; i += 2) {
-        const std::uint32_t f0 = (float_bits(in[i]) >> 23) & 0xFFu;
-        const std::uint32_t f1 = (float_bits(in[i + 1]) >> 23) & 0xFFu;
-        const int fm = static_cast<int>(f0 > f1 ? f0 : f1);
-        const int b = s - (s > fm ? 1 : 0);
-        const float quantum = bits_float(static_cast<std::uint32_t>(b - m + 1) << 23);
-        out[i] = micro_element<R>(in[i], b, m, qmax, quantum);
-        out[i + 1] = micro_element<R>(in[i + 1], b, m, qmax, quantum);
-      }
-      return;
-    }
-  }
-  // 3. General sub-blocks: offset d = min(S - sub max, 2^shift_bits - 1).
+  // 2. Sub-blocks: offset d = min(S - sub max, 2^shift_bits - 1).
   for (std::size_t j = 0; j < n; j += sub) {
     const std::size_t k = n - j < sub ? n - j : sub;
     int fm = 0;
@@ -99,15 +85,86 @@ QUARK_ALWAYS_INLINE void micro_block(const float* in, float* out,
   }
 }
 
+/// k whole contiguous blocks with pairs and 1 shift bit into dst (an L1 chunk buffer). Fast
+/// blocks have S >= m + 2, so every base b >= m + 1: quanta are normal floats and float32
+/// subnormals (flushed by definition) lie below half a quantum, so giving them the implicit one
+/// still rounds them to zero. Other blocks are redone by micro_block.
+template <rounding R, class BS>
+QUARK_ALWAYS_INLINE void micro_chunk_pairs(const float* src, float* dst, std::size_t k, BS bs,
+                                           int m, std::uint32_t qmax) noexcept {
+  alignas(64) std::uint64_t s_p[block_chunk_floats / 2];
+  alignas(64) std::uint32_t base[block_chunk_floats];
+  alignas(64) unsigned char slow_b[block_chunk_floats];
+  bool any_slow = false;
+  // 1. Per block: S, spread to every pair of the block.
+  for (std::size_t j = 0; j < k; ++j) {
+    const int s = static_cast<int>(max_abs_bits(src + j * bs, bs, unit_stride{}) >> 23);
+    const bool fast = rounds_tiny_to_zero_v<R> && s != 0xFF && s >= m + 2;
+    for (std::size_t i = 0; i < bs / 2; ++i) {
+      s_p[j * (bs / 2) + i] = static_cast<std::uint64_t>(fast ? s : 254);
+    }
+    slow_b[j] = fast ? 0 : 1;
+    any_slow = any_slow || !fast;
+  }
+  // 2. Per pair, on 64-bit words (two floats): b = S - min(S - pair max, 1) for both halves.
+  const std::size_t n = k * bs;
+  for (std::size_t p = 0; p < n / 2; ++p) {
+    std::uint64_t w = 0;
+    std::memcpy(&w, src + 2 * p, sizeof w);
+    const std::uint64_t f0 = (w >> 23) & 0xFFu;
+    const std::uint64_t f1 = (w >> 55) & 0xFFu;
+    const std::uint64_t fm = f0 > f1 ? f0 : f1;
+    const std::uint64_t s = s_p[p];
+    const std::uint64_t b = s - (s > fm ? 1u : 0u);
+    const std::uint64_t bb = b | (b << 32);
+    std::memcpy(base + 2 * p, &bb, sizeof bb);
+  }
+  // 3. Elements.
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::uint32_t u = float_bits(src[i]);
+    const std::uint32_t sign = u & 0x80000000u;
+    const int f = static_cast<int>((u << 1) >> 24);
+    const std::uint32_t mant = (u & 0x7FFFFFu) | 0x800000u;
+    const int b = static_cast<int>(base[i]);
+    int sh = b - f + 24 - m;
+    sh = sh < 31 ? sh : 31;
+    std::uint32_t q = round_shift<R>(mant, static_cast<std::uint32_t>(sh), sign != 0u);
+    q = q < qmax ? q : qmax;
+    const float quantum = bits_float(static_cast<std::uint32_t>(b - m + 1) << 23);
+    dst[i] = bits_float(float_bits(static_cast<float>(q) * quantum) | sign);
+  }
+  if (any_slow) {
+    for (std::size_t j = 0; j < k; ++j) {
+      if (slow_b[j] != 0) micro_block<R>(src + j * bs, dst + j * bs, bs, unit_stride{}, 2, 1, m, qmax);
+    }
+  }
+}
+
 template <rounding R>
-void micro_fake_quantize_impl(const float* in, float* out, const axis_layout& l,
-                              std::size_t block_size, std::size_t sub, int shift_bits, int m,
-                              compat_mode compat) noexcept {
+QUARK_BLOCK_KERNEL void micro_fake_quantize_impl(const float* in, float* out,
+                                                 const axis_layout& l, std::size_t block_size,
+                                                 std::size_t sub, int shift_bits, int m,
+                                                 compat_mode compat) noexcept {
   const int max_shift = (1 << shift_bits) - 1;
   const std::uint32_t qmax = (std::uint32_t{1} << m) - (compat == compat_mode::standard ? 1u : 0u);
-  for_each_block(l, block_size, [&](std::size_t off, std::size_t n, auto stride) {
-    micro_block<R>(in + off, out + off, n, stride, sub, max_shift, m, qmax);
-  });
+  const bool pairs = sub == 2 && shift_bits == 1 && block_size % 2 == 0;
+  for_each_block_chunked(
+      out, l, block_size,
+      [&](std::size_t off, std::size_t k, float* dst) {
+        dispatch_block_size(block_size, [&](auto bs) {
+          if (pairs) {
+            micro_chunk_pairs<R>(in + off, dst, k, bs, m, qmax);
+          } else {
+            for (std::size_t j = 0; j < k; ++j) {
+              micro_block<R>(in + off + j * bs, dst + j * bs, bs, unit_stride{}, sub, max_shift,
+                             m, qmax);
+            }
+          }
+        });
+      },
+      [&](std::size_t off, std::size_t n, auto stride) {
+        micro_block<R>(in + off, out + off, n, stride, sub, max_shift, m, qmax);
+      });
 }
 
 }  // namespace detail

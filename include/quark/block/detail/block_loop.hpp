@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <span>
 #include <string>
 #include <type_traits>
@@ -14,6 +15,16 @@
 #include <quark/config.hpp>
 #include <quark/core/bit.hpp>
 #include <quark/core/error.hpp>
+#include <quark/detail/stream.hpp>
+
+/// Kernels whose loops are written for auto-vectorisation ask GCC for full-width AVX-512
+/// vectors where the target has them (GCC otherwise prefers 256-bit vectors on many Intel
+/// targets). Other compilers follow their own -mprefer-vector-width.
+#if defined(__AVX512F__) && defined(__GNUC__) && !defined(__clang__)
+#define QUARK_BLOCK_KERNEL __attribute__((target("prefer-vector-width=512")))
+#else
+#define QUARK_BLOCK_KERNEL
+#endif
 
 namespace quark::detail {
 
@@ -53,7 +64,7 @@ inline axis_layout make_axis_layout(std::span<const std::size_t> shape, std::siz
 /// Calls fn(offset, count, stride) for every block, stride being unit_stride{} when blocks are
 /// contiguous and a std::size_t otherwise.
 template <class Fn>
-void for_each_block(const axis_layout& l, std::size_t block_size, Fn&& fn) {
+QUARK_BLOCK_KERNEL void for_each_block(const axis_layout& l, std::size_t block_size, Fn&& fn) {
   QUARK_ASSERT(block_size >= 1, "block size must be positive");
   for (std::size_t o = 0; o < l.outer; ++o) {
     const std::size_t slab = o * l.length * l.inner;
@@ -66,6 +77,56 @@ void for_each_block(const axis_layout& l, std::size_t block_size, Fn&& fn) {
       }
     }
   }
+}
+
+/// Calls fn(bs) with bs a compile-time constant for the common block sizes, so that the block
+/// loops have constant trip counts and vectorise without remainder code.
+template <class Fn>
+QUARK_ALWAYS_INLINE void dispatch_block_size(std::size_t bs, Fn&& fn) {
+  switch (bs) {
+    case 8: fn(std::integral_constant<std::size_t, 8>{}); break;
+    case 16: fn(std::integral_constant<std::size_t, 16>{}); break;
+    case 32: fn(std::integral_constant<std::size_t, 32>{}); break;
+    default: fn(bs); break;
+  }
+}
+
+/// Floats per chunk of the contiguous driver (8 KiB: the chunk buffer stays in L1).
+inline constexpr std::size_t block_chunk_floats = 2048;
+
+/// Like for_each_block, but contiguous full blocks go in chunks through an L1 buffer:
+/// full(offset, block_count, dst) computes `block_count` whole blocks starting at `offset` into
+/// dst, which is then copied to the output (with streaming stores when the output is large, so
+/// the destination is not read for ownership). Partial and strided blocks go to
+/// any(offset, count, stride), which writes the output directly.
+template <class Full, class Any>
+QUARK_BLOCK_KERNEL void for_each_block_chunked(float* out, const axis_layout& l, std::size_t block_size, Full&& full,
+                            Any&& any) {
+  if (l.inner != 1 || block_size > block_chunk_floats) {
+    for_each_block(l, block_size, any);
+    return;
+  }
+  const bool stream =
+      l.outer * l.length * sizeof(float) >= streaming_threshold_bytes;
+  alignas(64) float buf[block_chunk_floats];
+  const std::size_t per_chunk = block_chunk_floats / block_size;
+  for (std::size_t o = 0; o < l.outer; ++o) {
+    const std::size_t slab = o * l.length;
+    const std::size_t whole = l.length / block_size;
+    for (std::size_t b = 0; b < whole; b += per_chunk) {
+      const std::size_t k = whole - b < per_chunk ? whole - b : per_chunk;
+      const std::size_t off = slab + b * block_size;
+      full(off, k, static_cast<float*>(buf));
+      if (stream) {
+        stream_copy(out + off, buf, k * block_size * sizeof(float));
+      } else {
+        std::memcpy(out + off, buf, k * block_size * sizeof(float));
+      }
+    }
+    const std::size_t rest = l.length % block_size;
+    if (rest != 0) any(slab + whole * block_size, rest, unit_stride{});
+  }
+  if (stream) stream_fence();
 }
 
 /// Largest float32 magnitude bits |x| over a block (unsigned compare of the bit patterns orders

@@ -33,6 +33,46 @@ enum class mx_path : std::uint8_t {
   exact,  ///< lo <= 0: float32 subnormals are normalised first; Inf/NaN pass through (Quark)
 };
 
+/// True for the rounding modes under which a value below half an element step becomes zero; the
+/// fast kernels rely on it to skip the float32-subnormal special case.
+template <rounding R>
+inline constexpr bool rounds_tiny_to_zero_v =
+    R == rounding::nearest_even || R == rounding::nearest_away || R == rounding::nearest_up ||
+    R == rounding::toward_zero;
+
+/// One element of an MX block on the fast path: lo >= mbits + 2, no Inf/NaN in the block and a
+/// rounding mode of rounds_tiny_to_zero_v. `lim` is the element max times X (per sign).
+///
+/// Steps: (1) field f and significand with the implicit one (a float32 subnormal, f == 0, is
+/// then treated as 2^-127-ish: it lies below half of the smallest step 2^(lo - 127 - mbits) and
+/// rounds to zero either way); (2) the step exponent t = max(f, lo) - mbits; (3) round the
+/// significand by t - f + 23 - mbits bits; (4) q * 2^(t - 127 - mbits), a normal float since
+/// t - mbits >= 2; (5) saturate and restore the sign.
+template <class Element, rounding R, compat_mode Compat>
+QUARK_ALWAYS_INLINE float mx_element_fast(float x, int lo, float lim_pos,
+                                          float lim_neg) noexcept {
+  constexpr mx_element_info el = mx_element_info_v<Element>;
+  constexpr int mb = el.mbits;
+  const std::uint32_t u = float_bits(x);
+  const std::uint32_t sign = u & 0x80000000u;
+  const int f = static_cast<int>((u << 1) >> 24);
+  const std::uint32_t mant = (u & 0x7FFFFFu) | 0x800000u;
+  const int t = f > lo ? f : lo;
+  int sh = t - f + 23 - mb;
+  sh = sh < 31 ? sh : 31;
+  const std::uint32_t q = round_shift<R>(mant, static_cast<std::uint32_t>(sh), sign != 0u);
+  float out = static_cast<float>(q) * bits_float(static_cast<std::uint32_t>(t - mb) << 23);
+  if constexpr (el.max_pos == el.max_neg) {
+    out = out < lim_pos ? out : lim_pos;
+  } else {
+    const float lim = sign != 0u ? lim_neg : lim_pos;
+    out = out < lim ? out : lim;
+  }
+  std::uint32_t s = sign;
+  if constexpr (el.is_integer || Compat == compat_mode::quark) s = q != 0u ? sign : 0u;
+  return bits_float(float_bits(out) | s);
+}
+
 /// One element of an MX block. `Element` gives emin/mbits/max; R is the element rounding.
 template <class Element, rounding R, mx_path Path, compat_mode Compat>
 QUARK_ALWAYS_INLINE float mx_element(float x, const mx_block_constants& c) noexcept {
@@ -106,9 +146,11 @@ QUARK_ALWAYS_INLINE void mx_block_apply(const float* in, float* out,
     return;
   }
   const mx_block_constants c{ef + el.emin, ef, exp2f_exact(ef - 127)};
-  if (c.lo >= 1 && !has_special) {
+  if (rounds_tiny_to_zero_v<R> && c.lo >= el.mbits + 2 && !has_special) {
+    const float lim_pos = el.max_pos * c.scale;  // exact: X is a normal power of two here
+    const float lim_neg = el.max_neg * c.scale;
     for (std::size_t i = 0; i < n; ++i) {
-      out[i * stride] = mx_element<Element, R, mx_path::fast, Compat>(in[i * stride], c);
+      out[i * stride] = mx_element_fast<Element, R, Compat>(in[i * stride], c.lo, lim_pos, lim_neg);
     }
   } else {
     for (std::size_t i = 0; i < n; ++i) {
@@ -117,15 +159,73 @@ QUARK_ALWAYS_INLINE void mx_block_apply(const float* in, float* out,
   }
 }
 
+/// k whole contiguous blocks of `bs` floats from src into dst (an L1 chunk buffer). The block
+/// constants are first spread to per-element arrays so that the element loop is one flat loop
+/// that vectorises at any vector width; blocks off the fast path are redone exactly afterwards.
+template <class Element, rounding R, compat_mode Compat, class BS>
+QUARK_ALWAYS_INLINE void mx_chunk(const float* src, float* dst, std::size_t k, BS bs,
+                                  e8m0_scale_mode mode) noexcept {
+  constexpr mx_element_info el = mx_element_info_v<Element>;
+  alignas(64) int lo_e[block_chunk_floats];
+  alignas(64) float lp_e[block_chunk_floats];
+  alignas(64) float ln_e[el.max_pos == el.max_neg ? 1 : block_chunk_floats];
+  alignas(64) int ef_b[block_chunk_floats];
+  alignas(64) unsigned char slow_b[block_chunk_floats];
+  bool any_slow = false;
+  // 1. Per block: the shared exponent and whether the fast element path applies.
+  for (std::size_t j = 0; j < k; ++j) {
+    bool special = false;
+    const int ef = mx_block_exponent<Element>(src + j * bs, bs, unit_stride{}, mode, Compat, special);
+    const bool fast = rounds_tiny_to_zero_v<R> && ef != std::numeric_limits<int>::min() &&
+                      !special && ef + el.emin >= el.mbits + 2;
+    const int lo = fast ? ef + el.emin : 255;
+    const float x = fast ? exp2f_exact(ef - 127) : 1.0f;
+    for (std::size_t i = 0; i < bs; ++i) {
+      lo_e[j * bs + i] = lo;
+      lp_e[j * bs + i] = el.max_pos * x;
+      if constexpr (el.max_pos != el.max_neg) ln_e[j * bs + i] = el.max_neg * x;
+    }
+    ef_b[j] = ef;
+    slow_b[j] = static_cast<unsigned char>(fast ? 0 : (special ? 2 : 1));
+    any_slow = any_slow || !fast;
+  }
+  // 2. Every element on the fast path.
+  const std::size_t n = k * bs;
+  for (std::size_t i = 0; i < n; ++i) {
+    if constexpr (el.max_pos == el.max_neg) {
+      dst[i] = mx_element_fast<Element, R, Compat>(src[i], lo_e[i], lp_e[i], lp_e[i]);
+    } else {
+      dst[i] = mx_element_fast<Element, R, Compat>(src[i], lo_e[i], lp_e[i], ln_e[i]);
+    }
+  }
+  // 3. The other blocks (NaN blocks, tiny exponents, Inf/NaN in Quark mode, directed rounding).
+  if (any_slow) {
+    for (std::size_t j = 0; j < k; ++j) {
+      if (slow_b[j] != 0) {
+        mx_block_apply<Element, R, Compat>(src + j * bs, dst + j * bs, bs, unit_stride{}, ef_b[j],
+                                           slow_b[j] == 2);
+      }
+    }
+  }
+}
+
 /// Fake-quantizes a whole tensor: blocks of `block_size` along the layout's axis.
 template <class Element, rounding R, compat_mode Compat>
-void mx_fake_quantize_impl(const float* in, float* out, const axis_layout& l,
-                           std::size_t block_size, e8m0_scale_mode mode) noexcept {
-  for_each_block(l, block_size, [&](std::size_t off, std::size_t n, auto stride) {
-    bool special = false;
-    const int ef = mx_block_exponent<Element>(in + off, n, stride, mode, Compat, special);
-    mx_block_apply<Element, R, Compat>(in + off, out + off, n, stride, ef, special);
-  });
+QUARK_BLOCK_KERNEL void mx_fake_quantize_impl(const float* in, float* out, const axis_layout& l,
+                                              std::size_t block_size,
+                                              e8m0_scale_mode mode) noexcept {
+  for_each_block_chunked(
+      out, l, block_size,
+      [&](std::size_t off, std::size_t k, float* dst) {
+        dispatch_block_size(block_size, [&](auto bs) {
+          mx_chunk<Element, R, Compat>(in + off, dst, k, bs, mode);
+        });
+      },
+      [&](std::size_t off, std::size_t n, auto stride) {
+        bool special = false;
+        const int ef = mx_block_exponent<Element>(in + off, n, stride, mode, Compat, special);
+        mx_block_apply<Element, R, Compat>(in + off, out + off, n, stride, ef, special);
+      });
 }
 
 /// Runtime rounding -> compile-time rounding.

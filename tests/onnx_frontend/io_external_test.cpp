@@ -164,3 +164,25 @@ TEST_CASE("bad external_file options are rejected before anything is written") {
                   qo::frontend_error);
   CHECK(std::filesystem::is_empty(dir.path));
 }
+
+TEST_CASE("a model over 2 GB keeps its weights external: loads lazily, refuses to embed") {
+  scratch_dir dir;
+  // A sparse 2.25 GB data file: no disk space is used, nothing is read.
+  const std::uint64_t big = (std::uint64_t{9} << 28);
+  {
+    std::ofstream touch(dir / "huge.bin", std::ios::binary);
+  }
+  std::filesystem::resize_file(dir / "huge.bin", big);
+  graph g = relu_graph();
+  msg w = tensor("w", 2, {static_cast<std::int64_t>(big)});
+  external(w, "huge.bin", "0", std::to_string(big));
+  g.add_initializer(w);
+  write_file(dir / "huge.onnx", model(g));
+  const auto m = qo::model::load(dir / "huge.onnx");
+  CHECK(m.initializer_names() == std::vector<std::string>{"w"});
+  CHECK_THROWS_WITH_AS(m.to_bytes(), doctest::Contains("beyond protobuf's 2 GB limit; save with external_data"),
+                       qo::frontend_error);
+  CHECK_THROWS_WITH_AS(m.save(dir / "embedded.onnx"), doctest::Contains("quark.onnx.save"),
+                       qo::frontend_error);
+  CHECK_FALSE(std::filesystem::exists(dir / "embedded.onnx"));
+}

@@ -166,6 +166,17 @@ TEST_CASE("option combination rules") {
   CHECK_NOTHROW(c.validate());
 
   c = qconfig{};
+  c.global_config.input_tensors = xint16_spec();
+  c.extra_options.set("Int16Scale", true);
+  CHECK(has(validate_error(c), "Int16Scale = true contradicts the PowerOf2 scale_type"));
+  c = get_default_config("BF16");
+  c.extra_options.set("Int16Scale", true);
+  CHECK(has(validate_error(c), "Int16Scale = true needs an integer"));
+  c = qconfig{};
+  c.extra_options.set("Int16Scale", true);
+  CHECK_NOTHROW(c.validate());
+
+  c = qconfig{};
   c.extra_options.set("ActivationScaled", true);
   CHECK(has(validate_error(c), "ActivationScaled = true needs a floating-point"));
   c = get_default_config("BF16");

@@ -303,6 +303,17 @@ void qconfig::validate() const {
     }
   }
 
+  // §2.3: Int16Scale replaces float scales of integer types by M * 2^-N.
+  if (explicit_flag(o, "Int16Scale", true)) {
+    for (const auto* s : {&act, &w}) {
+      if (*s && (*s)->scale_type == scale_kind::power_of_2) {
+        conflict("Int16Scale = true contradicts the PowerOf2 scale_type of " + spec_label(**s));
+      }
+    }
+    if (!(act && is_integer_spec(*act)) && !(w && is_integer_spec(*w))) {
+      conflict("Int16Scale = true needs an integer input_tensors or weight spec");
+    }
+  }
   // §2.4: UseFP32Scale only acts on float16 scales.
   if (explicit_flag(o, "UseFP32Scale", true) && !flag(eff, "QuantizeFP16")) {
     conflict("UseFP32Scale = true only applies with QuantizeFP16 = true");

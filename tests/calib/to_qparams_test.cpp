@@ -37,14 +37,18 @@ TEST_CASE("the calibrators' private grid helpers agree with compute_qparams and 
       CHECK(static_cast<float>(g.scale) == p.scale_value());
       CHECK(g.zero_point == p.zero_point);
     }
-    // Asymmetric UINT8: the width is subtracted in double here and in float32 there (numpy on
-    // float32 ranges), so the scales agree to one float32 ulp and the zero points to one code.
+    // Asymmetric UINT8 and INT16.
     {
       const auto g = quark::detail::scale_zp(static_cast<double>(lo), static_cast<double>(hi), {0, 255}, quark::range_symmetry::asymmetric);
       const auto p = quark::compute_qparams<std::uint8_t>({lo, hi});
-      const float s = static_cast<float>(g.scale);
-      CHECK(std::abs(std::bit_cast<std::int32_t>(s) - std::bit_cast<std::int32_t>(p.scale_value())) <= 1);
-      CHECK(std::abs(g.zero_point - p.zero_point) <= 1);
+      CHECK(static_cast<float>(g.scale) == p.scale_value());
+      CHECK(g.zero_point == p.zero_point);
+    }
+    {
+      const auto g = quark::detail::scale_zp(static_cast<double>(lo), static_cast<double>(hi), {-32768, 32767}, quark::range_symmetry::asymmetric);
+      const auto p = quark::compute_qparams<std::int16_t>({lo, hi});
+      CHECK(static_cast<float>(g.scale) == p.scale_value());
+      CHECK(g.zero_point == p.zero_point);
     }
     // Fake quantization on the grid: bit-identical to quant/fake_quant.hpp.
     const auto p = quark::compute_qparams<std::int8_t>({lo, hi}, {.sym = quark::symmetry::symmetric});

@@ -171,14 +171,15 @@ def rne(v):
 
 
 def scale_zp(rmin, rmax, qmin, qmax, symmetric):
-    rmin, rmax = min(rmin, 0.0), max(rmax, 0.0)
+    # float32 range ends and a float32 width, as numpy computes on Quark's float32 ranges
+    rmin, rmax = min(np.float32(rmin), np.float32(0)), max(np.float32(rmax), np.float32(0))
     if symmetric:
         m = max(abs(rmin), abs(rmax))
         rmin, rmax = -m, m
-    s = float(rmax - rmin) / (float(qmax) - float(qmin))
+    s = float(np.float32(rmax - rmin)) / (float(qmax) - float(qmin))
     if s < np.finfo(np.float32).tiny:
         return 1.0, 0
-    zp = int(rne(qmin - rmin / s))
+    zp = int(rne(qmin - float(rmin) / s))
     if symmetric and qmin == 0 and qmax == 255 and zp == 127:
         zp = 128
     return s, zp

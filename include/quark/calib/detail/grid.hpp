@@ -33,19 +33,22 @@ struct grid_params {
   std::int64_t zero_point = 0;
 };
 
-inline grid_params scale_zp(double rmin, double rmax, int_grid g, range_symmetry sym) noexcept {
-  rmin = std::fmin(rmin, 0.0);
-  rmax = std::fmax(rmax, 0.0);
+inline grid_params scale_zp(double rmin_in, double rmax_in, int_grid g, range_symmetry sym) noexcept {
+  // Calibrated ranges are float32 and their width is a float32 subtraction (numpy on float32
+  // ranges; the same rule as compute_qparams in scale/qparams.hpp).
+  float rmin = std::fmin(static_cast<float>(rmin_in), 0.0f);
+  float rmax = std::fmax(static_cast<float>(rmax_in), 0.0f);
   if (sym == range_symmetry::symmetric) {
-    const double m = std::fmax(std::fabs(rmin), std::fabs(rmax));
+    const float m = std::fmax(std::fabs(rmin), std::fabs(rmax));
     rmin = -m;
     rmax = m;
   }
-  const double scale = (rmax - rmin) / (static_cast<double>(g.qmax) - static_cast<double>(g.qmin));
+  const double scale =
+      static_cast<double>(rmax - rmin) / (static_cast<double>(g.qmax) - static_cast<double>(g.qmin));
   if (!(scale >= static_cast<double>(std::numeric_limits<float>::min()))) return {1.0, 0};
   grid_params p;
   p.scale = scale;
-  p.zero_point = static_cast<std::int64_t>(round_even(static_cast<double>(g.qmin) - rmin / scale));
+  p.zero_point = static_cast<std::int64_t>(round_even(static_cast<double>(g.qmin) - static_cast<double>(rmin) / scale));
   if (sym == range_symmetry::symmetric && g.qmin == 0 && g.qmax == 255 && p.zero_point == 127) {
     p.zero_point = 128;  // quark-spec §3.3
   }

@@ -14,7 +14,11 @@ function(quark_add_test src)
   target_link_libraries(${tgt} PRIVATE quark_test_main quark::quark quark_warnings ${arg_LIBS})
   target_include_directories(${tgt} PRIVATE ${PROJECT_SOURCE_DIR}/tests)
   set(labels unit ${arg_LABELS})
-  doctest_discover_tests(${tgt} TEST_PREFIX "${group}/${name}: "
-    PROPERTIES LABELS "${labels}" ENVIRONMENT "${arg_ENV}"
-    ADD_LABELS 0)
+  doctest_discover_tests(${tgt} TEST_PREFIX "${group}/${name}: " ADD_LABELS 0)
+  # List-valued properties do not survive doctest_discover_tests(PROPERTIES ...): set them from a
+  # file that ctest includes after the discovered tests.
+  set(props ${CMAKE_CURRENT_BINARY_DIR}/${tgt}_props.cmake)
+  file(GENERATE OUTPUT ${props} CONTENT
+    "if(DEFINED ${tgt}_TESTS)\n  set_tests_properties(\${${tgt}_TESTS} PROPERTIES LABELS [==[${labels}]==] ENVIRONMENT [==[${arg_ENV}]==])\nendif()\n")
+  set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${props})
 endfunction()

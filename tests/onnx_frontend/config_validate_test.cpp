@@ -271,7 +271,7 @@ TEST_CASE("per-node resolution") {
   auto in_post = [](const subgraph& g) { return g.start_nodes[0] == "/post/a"; };
   auto plan = [&](std::string_view name, std::string_view op, bool post = false) {
     return plan_node(
-        c, node_info{name, op, [&, post](const subgraph& g) { return post && in_post(g); }});
+        c, node_query{name, op, [&, post](const subgraph& g) { return post && in_post(g); }});
   };
   CHECK(plan("/head/conv", "Conv").decision == node_decision::excluded);
   CHECK(plan("/x", "Conv", true).decision == node_decision::excluded);
@@ -296,8 +296,8 @@ TEST_CASE("per-node resolution") {
   CHECK(!effective_spec(c, *p.config, tensor_role::bias));
 
   // A subgraph selector without graph information is an error, not a silent miss.
-  CHECK_THROWS_WITH_AS(plan_node(c, node_info{"/x", "Conv", {}}),
-                       doctest::Contains("needs node_info::in_subgraph"), quark::config_error);
+  CHECK_THROWS_WITH_AS(plan_node(c, node_query{"/x", "Conv", {}}),
+                       doctest::Contains("needs node_query::in_subgraph"), quark::config_error);
 }
 
 TEST_CASE("selectors") {

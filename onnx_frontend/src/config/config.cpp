@@ -429,12 +429,12 @@ option_map qconfig::effective_options() const {
 
 namespace {
 
-bool selector_matches(const node_selector& s, const node_info& node) {
+bool selector_matches(const node_selector& s, const node_query& node) {
   if (s.kind() != selector_kind::subgraph)
     return s.matches_name(node.name);
   if (!node.in_subgraph) {
     throw config_error("quark.config.value",
-                       "a subgraph selector needs node_info::in_subgraph (node \"" +
+                       "a subgraph selector needs node_query::in_subgraph (node \"" +
                            std::string(node.name) + "\")");
   }
   return node.in_subgraph(s.graph());
@@ -442,7 +442,7 @@ bool selector_matches(const node_selector& s, const node_info& node) {
 
 }  // namespace
 
-node_plan plan_node(const qconfig& cfg, const node_info& node) {
+node_plan plan_node(const qconfig& cfg, const node_query& node) {
   for (const auto& s : cfg.exclude) {
     if (selector_matches(s, node))
       return {node_decision::excluded, nullptr};

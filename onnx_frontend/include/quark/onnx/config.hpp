@@ -247,7 +247,7 @@ class node_selector {
   const subgraph& graph() const noexcept { return graph_; }
 
   /// For names and regexes: does `node_name` match? Always false for subgraphs (those need the
-  /// graph: see node_info::in_subgraph).
+  /// graph: see node_query::in_subgraph).
   bool matches_name(std::string_view node_name) const;
 
   friend bool operator==(const node_selector& a, const node_selector& b) {
@@ -352,7 +352,7 @@ struct qconfig {
 };
 
 /// What the quantizer needs to know about a node to pick its configuration.
-struct node_info {
+struct node_query {
   std::string_view name;
   std::string_view op_type;
   /// Is the node inside `g`? Supplied by the graph layer; may be empty when the configuration has
@@ -380,7 +380,7 @@ struct node_plan {
 /// Chooses the configuration for `node`: exclude first, then specific_layer_config (the last
 /// matching rule wins, as later entries override earlier ones in Quark), then layer_type_config
 /// (last match wins; a None config excludes), then global_config.
-node_plan plan_node(const qconfig& cfg, const node_info& node);
+node_plan plan_node(const qconfig& cfg, const node_query& node);
 
 /// The spec for a tensor of role `role` at a node configured by `layer`: the layer's own spec,
 /// else the global config's, and for outputs finally the input_tensors spec. nullopt means "keep

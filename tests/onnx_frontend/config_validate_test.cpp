@@ -43,6 +43,16 @@ TEST_CASE("XINT8 constraints (quark-spec §1.4)") {
   CHECK(has(msg, "quark.config.conflict: the NPU-CNN (XINT8/VINT8) flow needs per-tensor weights"));
 
   c = get_default_config("XINT8");
+  tensor_spec pc = xint8_spec();
+  pc.quant_granularity = granularity::channel;
+  c.layer_type_config.push_back({layer_config{.input_tensors = std::nullopt,
+                                              .output_tensors = std::nullopt,
+                                              .weight = pc,
+                                              .bias = std::nullopt},
+                                 {"Conv"}});
+  CHECK(has(validate_error(c), "layer_type_config[0].config.weight is not per tensor"));
+
+  c = get_default_config("XINT8");
   c.global_config.input_tensors->symmetric = false;
   CHECK(has(validate_error(c), "needs symmetric input_tensors and weight specs"));
 

@@ -255,6 +255,21 @@ void qconfig::validate() const {
       conflict(flow + " needs per-tensor weights; global_config.weight.quant_granularity is " +
                std::string(to_string(w->quant_granularity)));
     }
+    auto per_channel_weight = [](const layer_config& l) {
+      return l.weight && l.weight->quant_granularity != granularity::tensor;
+    };
+    for (std::size_t i = 0; i < specific_layer_config.size(); ++i) {
+      if (per_channel_weight(specific_layer_config[i].config)) {
+        conflict(flow + " needs per-tensor weights; specific_layer_config[" + std::to_string(i) +
+                 "].config.weight is not per tensor");
+      }
+    }
+    for (std::size_t i = 0; i < layer_type_config.size(); ++i) {
+      if (layer_type_config[i].config && per_channel_weight(*layer_type_config[i].config)) {
+        conflict(flow + " needs per-tensor weights; layer_type_config[" + std::to_string(i) +
+                 "].config.weight is not per tensor");
+      }
+    }
     if (!w->symmetric || (act && !act->symmetric)) {
       conflict(flow + " needs symmetric input_tensors and weight specs");
     }

@@ -10,10 +10,10 @@
 #include <string>
 #include <string_view>
 
-#include <unistd.h>
-
 #include <quark/onnx/io.hpp>
 #include <quark/onnx/model.hpp>
+
+#include <unistd.h>
 
 namespace qo = quark::onnx;
 
@@ -48,8 +48,8 @@ void exercise_model(std::string_view bytes, const std::filesystem::path& base_di
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  data_dir = std::filesystem::temp_directory_path() /
-             ("quark_fuzz_data_" + std::to_string(::getpid()));
+  data_dir =
+      std::filesystem::temp_directory_path() / ("quark_fuzz_data_" + std::to_string(::getpid()));
   std::filesystem::create_directories(data_dir);
   std::ofstream(data_dir / "weights.bin", std::ios::binary) << std::string(64, '\x3c');
   return 0;

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
 // External data: saving large initializers to one data file, loading location/offset/length
 // references relative to the model's folder, and rejecting paths that leave that folder.
-#include <doctest/doctest.h>
-
 #include <cstring>
+
+#include <doctest/doctest.h>
 
 #include <quark/onnx/model.hpp>
 
@@ -16,7 +16,8 @@ namespace {
 
 qo::tensor ramp(std::size_t n, float start) {
   std::vector<float> v(n);
-  for (std::size_t i = 0; i < n; ++i) v[i] = start + static_cast<float>(i);
+  for (std::size_t i = 0; i < n; ++i)
+    v[i] = start + static_cast<float>(i);
   return qo::tensor::from_floats({static_cast<std::int64_t>(n)}, v);
 }
 
@@ -63,7 +64,8 @@ TEST_CASE("save with external data: large initializers go to one data file, smal
 
   // A custom data file name in a subfolder.
   std::filesystem::create_directories(other.path / "w");
-  inl.save(other / "sub.onnx", {.external_data = true, .external_threshold = 0, .external_file = "w/sub.bin"});
+  inl.save(other / "sub.onnx",
+           {.external_data = true, .external_threshold = 0, .external_file = "w/sub.bin"});
   CHECK(std::filesystem::exists(other.path / "w" / "sub.bin"));
   CHECK(same(qo::model::load(other / "sub.onnx").initializer("small"), ramp(4, 100)));
 }
@@ -91,7 +93,8 @@ TEST_CASE("external references: offsets, lengths and their validation") {
   const float vals[] = {1.5f, -2.5f};
   std::memcpy(blob.data() + 16, vals, 8);
   write_file(dir / "weights.bin", blob);
-  auto with_ref = [&](std::string_view loc, std::string_view off, std::string_view len, int code = 1) {
+  auto with_ref = [&](std::string_view loc, std::string_view off, std::string_view len,
+                      int code = 1) {
     graph g = relu_graph();
     msg w = tensor("w", code, {2});
     external(w, loc, off, len);
@@ -105,11 +108,12 @@ TEST_CASE("external references: offsets, lengths and their validation") {
     CHECK(m.base_dir() == dir.path);
   }
   SUBCASE("length may be omitted: the shape gives it") {
-    CHECK(qo::model::load(with_ref("weights.bin", "16", "")).initializer("w").data<float>()[0] == 1.5f);
+    CHECK(qo::model::load(with_ref("weights.bin", "16", "")).initializer("w").data<float>()[0] ==
+          1.5f);
     CHECK(load_error(with_ref("weights.bin", "60", "")).find("lies outside") != std::string::npos);
-    CHECK(load_error(with_ref("weights.bin", "16", "12")).find(
-              "tensor 'w' (data_type 1): external data length 12 does not match shape (8 bytes expected)") !=
-          std::string::npos);
+    CHECK(load_error(with_ref("weights.bin", "16", "12"))
+              .find("tensor 'w' (data_type 1): external data length 12 does not match shape (8 "
+                    "bytes expected)") != std::string::npos);
   }
   SUBCASE("range beyond the file") {
     CHECK(load_error(with_ref("weights.bin", "60", "8")).find("lies outside") != std::string::npos);
@@ -119,11 +123,12 @@ TEST_CASE("external references: offsets, lengths and their validation") {
   SUBCASE("bad numbers") {
     CHECK(load_error(with_ref("weights.bin", "-1", "8")).find("offset '-1' is not an integer") !=
           std::string::npos);
-    CHECK(load_error(with_ref("weights.bin", "0", "99999999999999999999999")).find(
-              "is not an integer") != std::string::npos);
+    CHECK(load_error(with_ref("weights.bin", "0", "99999999999999999999999"))
+              .find("is not an integer") != std::string::npos);
   }
   SUBCASE("missing file") {
-    CHECK(load_error(with_ref("nothere.bin", "0", "8")).find("tensor 'w' (data_type 1): cannot open external data file") !=
+    CHECK(load_error(with_ref("nothere.bin", "0", "8"))
+              .find("tensor 'w' (data_type 1): cannot open external data file") !=
           std::string::npos);
   }
   SUBCASE("path traversal is rejected") {
@@ -131,9 +136,11 @@ TEST_CASE("external references: offsets, lengths and their validation") {
           std::string::npos);
     CHECK(load_error(with_ref("a/../../weights.bin", "0", "8")).find("leaves the model's folder") !=
           std::string::npos);
-    CHECK(load_error(with_ref("/etc/passwd", "0", "8")).find("must be relative") != std::string::npos);
+    CHECK(load_error(with_ref("/etc/passwd", "0", "8")).find("must be relative") !=
+          std::string::npos);
     std::filesystem::create_symlink("/etc", dir.path / "escape");
-    CHECK(load_error(with_ref("escape/passwd", "0", "8")).find("resolves outside") != std::string::npos);
+    CHECK(load_error(with_ref("escape/passwd", "0", "8")).find("resolves outside") !=
+          std::string::npos);
   }
   SUBCASE("external data needs a folder when loading from bytes") {
     graph g = relu_graph();
@@ -169,9 +176,7 @@ TEST_CASE("a model over 2 GB keeps its weights external: loads lazily, refuses t
   scratch_dir dir;
   // A sparse 2.25 GB data file: no disk space is used, nothing is read.
   const std::uint64_t big = (std::uint64_t{9} << 28);
-  {
-    std::ofstream touch(dir / "huge.bin", std::ios::binary);
-  }
+  { std::ofstream touch(dir / "huge.bin", std::ios::binary); }
   std::filesystem::resize_file(dir / "huge.bin", big);
   graph g = relu_graph();
   msg w = tensor("w", 2, {static_cast<std::int64_t>(big)});
@@ -180,7 +185,8 @@ TEST_CASE("a model over 2 GB keeps its weights external: loads lazily, refuses t
   write_file(dir / "huge.onnx", model(g));
   const auto m = qo::model::load(dir / "huge.onnx");
   CHECK(m.initializer_names() == std::vector<std::string>{"w"});
-  CHECK_THROWS_WITH_AS(m.to_bytes(), doctest::Contains("beyond protobuf's 2 GB limit; save with external_data"),
+  CHECK_THROWS_WITH_AS(m.to_bytes(),
+                       doctest::Contains("beyond protobuf's 2 GB limit; save with external_data"),
                        qo::frontend_error);
   CHECK_THROWS_WITH_AS(m.save(dir / "embedded.onnx"), doctest::Contains("quark.onnx.save"),
                        qo::frontend_error);

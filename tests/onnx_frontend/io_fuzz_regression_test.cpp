@@ -2,10 +2,10 @@
 // Replays tests/onnx_frontend/data/fuzz_regressions/ (the fuzzer's seeds and every input that
 // once crashed it, see fuzz/README.md) through the same calls as fuzz/model_loader_fuzz.cpp:
 // each file must load or raise frontend_error, never crash or throw anything else.
-#include <doctest/doctest.h>
-
 #include <algorithm>
 #include <cstdlib>
+
+#include <doctest/doctest.h>
 
 #include <quark/onnx/io.hpp>
 #include <quark/onnx/model.hpp>
@@ -19,7 +19,8 @@ namespace {
 std::filesystem::path corpus_dir() {
   // ctest sets QUARK_SOURCE_DIR; otherwise the folder next to this source file.
   const char* src = std::getenv("QUARK_SOURCE_DIR");
-  if (src != nullptr) return std::filesystem::path(src) / "tests" / "onnx_frontend" / "data" / "fuzz_regressions";
+  if (src != nullptr)
+    return std::filesystem::path(src) / "tests" / "onnx_frontend" / "data" / "fuzz_regressions";
   return std::filesystem::path(__FILE__).parent_path() / "data" / "fuzz_regressions";
 }
 
@@ -60,7 +61,8 @@ TEST_CASE("every fuzz regression input loads or fails with frontend_error") {
   const auto dir = corpus_dir();
   REQUIRE(std::filesystem::is_directory(dir));
   std::vector<std::filesystem::path> files;
-  for (const auto& e : std::filesystem::directory_iterator(dir)) files.push_back(e.path());
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    files.push_back(e.path());
   std::sort(files.begin(), files.end());
   REQUIRE(files.size() >= 6);
   // Like the fuzzer: once without a folder, once with a folder holding a 64-byte weights.bin.

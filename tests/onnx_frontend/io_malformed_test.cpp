@@ -28,9 +28,10 @@ TEST_CASE("files that are not ONNX models") {
   scratch_dir dir;
   const auto good = model(relu_graph());
   write_file(dir / "trunc.onnx", good.substr(0, good.size() - 7));
-  CHECK_THROWS_WITH_AS(qo::model::load(dir / "trunc.onnx"),
-                       doctest::Contains("trunc.onnx': not a valid ONNX protobuf (truncated or corrupt)"),
-                       qo::frontend_error);
+  CHECK_THROWS_WITH_AS(
+      qo::model::load(dir / "trunc.onnx"),
+      doctest::Contains("trunc.onnx': not a valid ONNX protobuf (truncated or corrupt)"),
+      qo::frontend_error);
   write_file(dir / "text.onnx", "hello, this is not protobuf\n");
   CHECK_THROWS_WITH_AS(qo::model::load(dir / "text.onnx"), doctest::Contains("quark.onnx.load: '"),
                        qo::frontend_error);
@@ -92,21 +93,24 @@ TEST_CASE("wrong data sizes name the tensor and its data_type") {
   msg q = tensor("q4", 22, {5});  // 5 int4 need 3 packed bytes
   q.bytes(tensor_f::raw_data, std::string(2, '\0'));
   h.add_initializer(q);
-  CHECK(error_of(model(h)).find("tensor 'q4' (data_type 22): raw_data holds 2 bytes, shape needs 3") !=
+  CHECK(error_of(model(h)).find(
+            "tensor 'q4' (data_type 22): raw_data holds 2 bytes, shape needs 3") !=
         std::string::npos);
   graph k = relu_graph();
   msg t = tensor("t", 7, {3});
   t.i64(tensor_f::int64_data, 1);
   k.add_initializer(t);
-  CHECK(error_of(model(k)).find("tensor 't' (data_type 7): int64_data holds 1 entries, shape needs 3") !=
+  CHECK(error_of(model(k)).find(
+            "tensor 't' (data_type 7): int64_data holds 1 entries, shape needs 3") !=
         std::string::npos);
   // A Constant node's tensor is checked too and names the node.
   graph c = relu_graph();
   msg bad = tensor("", 1, {4});
   bad.bytes(tensor_f::raw_data, "abc");
   c.add_node(node("Constant", {}, {"k"}, "const0", {attr_tensor("value", bad)}));
-  CHECK(error_of(model(c)).find("node 'const0' (Constant) attribute 'value': tensor '' (data_type 1): "
-                                "raw_data holds 3 bytes") != std::string::npos);
+  CHECK(error_of(model(c)).find(
+            "node 'const0' (Constant) attribute 'value': tensor '' (data_type 1): "
+            "raw_data holds 3 bytes") != std::string::npos);
 }
 
 TEST_CASE("cycles are reported with a node on the cycle") {
@@ -150,7 +154,8 @@ TEST_CASE("negative dims and bad data_type codes") {
   graph g = relu_graph();
   msg w = tensor("w", 1, {-2});
   g.add_initializer(w);
-  CHECK(error_of(model(g)) == "quark.onnx.tensor: tensor 'w' (data_type 1): negative dim -2 at axis 0");
+  CHECK(error_of(model(g)) ==
+        "quark.onnx.tensor: tensor 'w' (data_type 1): negative dim -2 at axis 0");
   graph h = relu_graph();
   msg u = tensor("u", 0, {1});
   h.add_initializer(u);
@@ -164,14 +169,16 @@ TEST_CASE("negative dims and bad data_type codes") {
 
 TEST_CASE("opset and domain problems") {
   CHECK(error_of(model(relu_graph(), 8, {})) == "quark.onnx.graph: the model imports no opset");
-  CHECK(error_of(model(relu_graph(), 8, {{"", 0}})).find("opset_import version 0") != std::string::npos);
+  CHECK(error_of(model(relu_graph(), 8, {{"", 0}})).find("opset_import version 0") !=
+        std::string::npos);
   CHECK(error_of(model(relu_graph(), -3)).find("ir_version is missing or invalid (-3)") !=
         std::string::npos);
   graph g = relu_graph();
   g.add_node(node("Gelu", {"x"}, {"g"}, "gelu", {}, "com.microsoft"));
-  CHECK(error_of(model(g)) ==
-        "quark.onnx.graph: node 'gelu' (Gelu) uses domain 'com.microsoft', which the model does not "
-        "import");
+  CHECK(
+      error_of(model(g)) ==
+      "quark.onnx.graph: node 'gelu' (Gelu) uses domain 'com.microsoft', which the model does not "
+      "import");
   graph h;
   h.add_input(value_info("x", 1, {1}));
   h.add_node(node("", {"x"}, {"y"}, "noop"));

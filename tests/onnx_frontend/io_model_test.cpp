@@ -103,10 +103,14 @@ TEST_CASE("nodes: view, insert, rewire, rename, order") {
 
   // Insert QuantizeLinear/DequantizeLinear on t, the way the quantizer does.
   m.set_initializer("s", qo::tensor::from_floats({}, std::vector<float>{0.1f}));
-  m.insert_node(1, {.name = "q", .op_type = "QuantizeLinear", .inputs = {"t", "s"}, .outputs = {"t_q"},
+  m.insert_node(1, {.name = "q",
+                    .op_type = "QuantizeLinear",
+                    .inputs = {"t", "s"},
+                    .outputs = {"t_q"},
                     .attributes = {{"axis", std::int64_t{0}}}});
-  m.insert_node(2, {.name = "dq", .op_type = "DequantizeLinear", .inputs = {"t_q", "s"},
-                    .outputs = {"t_dq"}});
+  m.insert_node(
+      2,
+      {.name = "dq", .op_type = "DequantizeLinear", .inputs = {"t_q", "s"}, .outputs = {"t_dq"}});
   CHECK(m.node_count() == 4);
   CHECK(m.node(1).name == "q");
   CHECK(m.node(3).name == "neg");
@@ -135,7 +139,8 @@ TEST_CASE("constants_to_initializers converts every Constant form (PaddleOCR sty
     graph g;
     g.add_input(value_info("x", 1, {2}));
     g.add_output(value_info("y", 1, {2}));
-    g.add_node(node("Constant", {}, {"c0"}, "c0", {attr_tensor("value", float_tensor("", {2}, {1, 2}))}));
+    g.add_node(
+        node("Constant", {}, {"c0"}, "c0", {attr_tensor("value", float_tensor("", {2}, {1, 2}))}));
     g.add_node(node("Constant", {}, {"c1"}, "c1", {attr_float("value_float", 3.0f)}));
     g.add_node(node("Constant", {}, {"c2"}, "c2", {attr_floats("value_floats", {1.0f, 2.0f})}));
     g.add_node(node("Constant", {}, {"c3"}, "c3", {attr_int("value_int", 4)}));
@@ -171,10 +176,11 @@ TEST_CASE("unsupported ops are listed and named by check_ops") {
   const auto m = qo::model::from_bytes(model(g, 8, {{"", 13}, {"com.microsoft", 1}}));
   const std::set<std::string, std::less<>> supported{"Relu", "Add"};
   CHECK(m.unsupported_ops(supported) == std::vector<std::string>{"Mystery", "com.microsoft:Gelu"});
-  CHECK_THROWS_WITH_AS(m.check_ops(supported),
-                       "quark.onnx.unsupported_op: unsupported operators: Mystery, com.microsoft:Gelu "
-                       "(first use: node 'm0' (Mystery), node 'gelu0' (Gelu))",
-                       qo::frontend_error);
+  CHECK_THROWS_WITH_AS(
+      m.check_ops(supported),
+      "quark.onnx.unsupported_op: unsupported operators: Mystery, com.microsoft:Gelu "
+      "(first use: node 'm0' (Mystery), node 'gelu0' (Gelu))",
+      qo::frontend_error);
   CHECK_NOTHROW(m.check_ops({"Relu", "Mystery", "com.microsoft:Gelu"}));
 }
 
@@ -186,14 +192,14 @@ TEST_CASE("subgraphs may read outer-scope tensors and are ordered after their pr
   g.add_input(value_info("x", 1, {2}));
   g.add_input(value_info("cond", 9, {}));
   g.add_output(value_info("y", 1, {2}));
-  g.add_node(node("If", {"cond"}, {"y"}, "if0", {attr_graph("then_branch", body.m),
-                                                  attr_graph("else_branch", body.m)}));
+  g.add_node(node("If", {"cond"}, {"y"}, "if0",
+                  {attr_graph("then_branch", body.m), attr_graph("else_branch", body.m)}));
   g.add_node(node("Neg", {"x"}, {"t"}, "neg"));
   auto m = qo::model::from_bytes(model(g));
   CHECK(m.topological_order() == std::vector<std::size_t>{1, 0});
   CHECK(m.unsupported_ops({"If", "Neg"}) == std::vector<std::string>{"Identity"});
   CHECK(m.consumers("t") == std::vector<std::size_t>{0});  // read inside the If bodies
-  CHECK(m.rename_edge("t", "t2") == 3);                     // Neg output + one read per body
+  CHECK(m.rename_edge("t", "t2") == 3);                    // Neg output + one read per body
   m.validate();
   CHECK(m.consumers("t2") == std::vector<std::size_t>{0});
 }

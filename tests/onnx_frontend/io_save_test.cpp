@@ -15,7 +15,8 @@ namespace {
 
 std::size_t file_count(const std::filesystem::path& dir) {
   std::size_t n = 0;
-  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir)) ++n;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir))
+    ++n;
   return n;
 }
 
@@ -40,10 +41,11 @@ TEST_CASE("save under a regular file fails (works even as root)") {
   scratch_dir dir;
   write_file(dir / "plain", "x");
   const auto m = qo::model::from_bytes(model(relu_graph()));
-  CHECK_THROWS_WITH_AS(m.save("/etc/passwd/x.onnx"),
-                       "quark.onnx.save: '/etc/passwd/x.onnx': cannot create a temporary file in its "
-                       "folder: Not a directory",
-                       qo::frontend_error);
+  CHECK_THROWS_WITH_AS(
+      m.save("/etc/passwd/x.onnx"),
+      "quark.onnx.save: '/etc/passwd/x.onnx': cannot create a temporary file in its "
+      "folder: Not a directory",
+      qo::frontend_error);
   CHECK_THROWS_WITH_AS(m.save(dir / "plain" / "m.onnx", {.external_data = true}),
                        doctest::Contains("Not a directory"), qo::frontend_error);
   CHECK(file_count(dir.path) == 1);

@@ -2,15 +2,15 @@
 // TensorProto reading and writing for every ONNX data_type code 1..26 (including 17..26, which
 // Debian's onnx 1.12 enum lacks): raw_data, the typed fields, sub-byte packing, and rejection of
 // inconsistent tensors.
-#include <doctest/doctest.h>
-
 #include <cstring>
+
+#include <doctest/doctest.h>
 
 // The onnx headers (which bring in dtype_id.hpp) come first: GCC 12's -Wshadow misfires on the
 // scoped dtype_id enumerators when the same-named format types are declared before them.
 #include <quark/onnx/io.hpp>
 #include <quark/onnx/model.hpp>
-// (blank line keeps clang-format from reordering)
+// (a separate include block, so clang-format keeps this order)
 
 #include <quark/dtype/formats.hpp>
 #include <quark/dtype/traits.hpp>
@@ -47,11 +47,14 @@ qo::tensor sample_tensor(quark::dtype_id id) {
 }
 
 bool same(const qo::tensor& a, const qo::tensor& b) {
-  if (a.type() != b.type() || a.shape() != b.shape() || a.byte_size() != b.byte_size()) return false;
+  if (a.type() != b.type() || a.shape() != b.shape() || a.byte_size() != b.byte_size())
+    return false;
   return std::memcmp(a.bytes().data(), b.bytes().data(), a.byte_size()) == 0;
 }
 
-bool numeric_code(int code) { return code != 8 && code != 14 && code != 15; }
+bool numeric_code(int code) {
+  return code != 8 && code != 14 && code != 15;
+}
 
 }  // namespace
 
@@ -59,7 +62,8 @@ TEST_CASE("every numeric data_type code 1..26 round-trips through model save and
   scratch_dir dir;
   qo::model m;
   for (int code = 1; code <= 26; ++code) {
-    if (!numeric_code(code)) continue;
+    if (!numeric_code(code))
+      continue;
     const auto id = *quark::dtype_from_onnx(code);
     m.set_initializer("w" + std::to_string(code), sample_tensor(id));
   }
@@ -67,7 +71,8 @@ TEST_CASE("every numeric data_type code 1..26 round-trips through model save and
   const auto back = qo::model::load(dir / "all.onnx");
   const auto again = qo::model::from_bytes(m.to_bytes());
   for (int code = 1; code <= 26; ++code) {
-    if (!numeric_code(code)) continue;
+    if (!numeric_code(code))
+      continue;
     CAPTURE(code);
     const auto id = *quark::dtype_from_onnx(code);
     const auto want = sample_tensor(id);
@@ -78,7 +83,8 @@ TEST_CASE("every numeric data_type code 1..26 round-trips through model save and
 
 TEST_CASE("every numeric data_type code round-trips through raw_data and the typed fields") {
   for (int code = 1; code <= 26; ++code) {
-    if (!numeric_code(code)) continue;
+    if (!numeric_code(code))
+      continue;
     CAPTURE(code);
     const auto t = sample_tensor(*quark::dtype_from_onnx(code));
     for (auto enc : {qo::tensor_encoding::raw, qo::tensor_encoding::typed}) {
@@ -104,7 +110,8 @@ TEST_CASE("sub-byte raw_data is packed LSB-first (ONNX order)") {
 
   qo::tensor u(quark::dtype_id::uint2, {5});
   auto e = u.data<quark::uint2>();
-  for (std::size_t i = 0; i < 5; ++i) e[i] = quark::uint2::from_bits(static_cast<std::uint8_t>(i % 4));
+  for (std::size_t i = 0; i < 5; ++i)
+    e[i] = quark::uint2::from_bits(static_cast<std::uint8_t>(i % 4));
   msg want2 = tensor("u", 25, {5});
   want2.bytes(tensor_f::raw_data, std::string("\xE4\x00", 2));  // 0,1,2,3 | 0
   CHECK(same(qo::tensor_from_bytes(want2.buf).value, u));
@@ -177,18 +184,21 @@ TEST_CASE("inconsistent tensors are rejected with the tensor's name and code") {
   };
   msg a = tensor("big", 3, {3});
   a.i64(tensor_f::int32_data, 300).i64(tensor_f::int32_data, 0).i64(tensor_f::int32_data, 0);
-  CHECK(error_of(a.buf).find("tensor 'big' (data_type 3): int32_data holds 300") != std::string::npos);
+  CHECK(error_of(a.buf).find("tensor 'big' (data_type 3): int32_data holds 300") !=
+        std::string::npos);
 
   msg b = tensor("short", 1, {4});
   b.bytes(tensor_f::raw_data, std::string(12, '\0'));
-  CHECK(error_of(b.buf).find("tensor 'short' (data_type 1): raw_data holds 12 bytes, shape needs 16") !=
+  CHECK(error_of(b.buf).find(
+            "tensor 'short' (data_type 1): raw_data holds 12 bytes, shape needs 16") !=
         std::string::npos);
 
   msg c = tensor("code27", 27, {1});
   CHECK(error_of(c.buf).find("data_type 27 is not an ONNX type") != std::string::npos);
 
   msg d = tensor("neg", 1, {2, -3});
-  CHECK(error_of(d.buf).find("tensor 'neg' (data_type 1): negative dim -3 at axis 1") != std::string::npos);
+  CHECK(error_of(d.buf).find("tensor 'neg' (data_type 1): negative dim -3 at axis 1") !=
+        std::string::npos);
 
   msg e = tensor("wrongfield", 3, {1});
   e.f32(tensor_f::float_data, 1.0f);
@@ -227,7 +237,8 @@ TEST_CASE("string and complex initializers survive a model round trip untouched"
   const auto back = qo::model::load(dir / "m.onnx");
   CHECK(back.initializer_names() == std::vector<std::string>{"s", "c64", "c128"});
   CHECK(qo::model::from_bytes(back.to_bytes()).to_bytes() == back.to_bytes());
-  CHECK_THROWS_WITH_AS(back.initializer("s"), doctest::Contains("(data_type 8)"), qo::frontend_error);
+  CHECK_THROWS_WITH_AS(back.initializer("s"), doctest::Contains("(data_type 8)"),
+                       qo::frontend_error);
   CHECK_THROWS_WITH_AS(back.initializer("c128"), doctest::Contains("(data_type 15)"),
                        qo::frontend_error);
 }

@@ -8,8 +8,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <initializer_list>
+#include <iterator>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -51,7 +51,9 @@ struct msg {
   msg& sub(int field, const msg& m) { return bytes(field, m.buf); }
 
  private:
-  void tag(int field, int wire) { put_varint((static_cast<std::uint64_t>(field) << 3) | static_cast<std::uint64_t>(wire)); }
+  void tag(int field, int wire) {
+    put_varint((static_cast<std::uint64_t>(field) << 3) | static_cast<std::uint64_t>(wire));
+  }
   void put_varint(std::uint64_t v) {
     while (v >= 0x80) {
       buf.push_back(static_cast<char>((v & 0x7F) | 0x80));
@@ -66,17 +68,18 @@ namespace tensor_f {
 inline constexpr int dims = 1, data_type = 2, segment = 3, float_data = 4, int32_data = 5,
                      string_data = 6, int64_data = 7, name = 8, raw_data = 9, double_data = 10,
                      uint64_data = 11, external_data = 13, data_location = 14;
-}
+}  // namespace tensor_f
 namespace attr_f {
-inline constexpr int name = 1, f = 2, i = 3, s = 4, t = 5, g = 6, floats = 7, ints = 8,
-                     strings = 9, type = 20;
+inline constexpr int name = 1, f = 2, i = 3, s = 4, t = 5, g = 6, floats = 7, ints = 8, strings = 9,
+                     type = 20;
 inline constexpr int FLOAT = 1, INT = 2, STRING = 3, TENSOR = 4, GRAPH = 5, FLOATS = 6, INTS = 7;
 }  // namespace attr_f
 
 /// A TensorProto header: name, data_type, dims.
 inline msg tensor(std::string_view name, int data_type, std::initializer_list<std::int64_t> dims) {
   msg m;
-  for (auto d : dims) m.i64(tensor_f::dims, d);
+  for (auto d : dims)
+    m.i64(tensor_f::dims, d);
   m.varint(tensor_f::data_type, static_cast<std::uint64_t>(data_type));
   m.bytes(tensor_f::name, name);
   return m;
@@ -87,7 +90,8 @@ inline msg float_tensor(std::string_view name, std::initializer_list<std::int64_
                         const std::vector<float>& v) {
   msg m = tensor(name, 1, dims);
   std::string raw(v.size() * 4, '\0');
-  if (!v.empty()) std::memcpy(raw.data(), v.data(), raw.size());
+  if (!v.empty())
+    std::memcpy(raw.data(), v.data(), raw.size());
   m.bytes(tensor_f::raw_data, raw);
   return m;
 }
@@ -101,15 +105,17 @@ inline msg& external(msg& t, std::string_view location, std::string_view offset 
     t.sub(tensor_f::external_data, e);
   };
   kv("location", location);
-  if (!offset.empty()) kv("offset", offset);
-  if (!length.empty()) kv("length", length);
+  if (!offset.empty())
+    kv("offset", offset);
+  if (!length.empty())
+    kv("length", length);
   t.varint(tensor_f::data_location, 1);
   return t;
 }
 
 /// ValueInfoProto for a tensor; dims < 0 are written as dim_param "d<k>" (k = -dim).
-inline msg value_info(std::string_view name, int elem_type, std::initializer_list<std::int64_t> dims,
-                      bool with_shape = true) {
+inline msg value_info(std::string_view name, int elem_type,
+                      std::initializer_list<std::int64_t> dims, bool with_shape = true) {
   msg shape;
   for (auto d : dims) {
     msg dim;
@@ -122,7 +128,8 @@ inline msg value_info(std::string_view name, int elem_type, std::initializer_lis
   }
   msg tt;
   tt.varint(1, static_cast<std::uint64_t>(elem_type));
-  if (with_shape) tt.sub(2, shape);
+  if (with_shape)
+    tt.sub(2, shape);
   msg type;
   type.sub(1, tt);
   msg v;
@@ -143,14 +150,16 @@ inline msg attr_float(std::string_view name, float v) {
 inline msg attr_ints(std::string_view name, std::initializer_list<std::int64_t> v) {
   msg a;
   a.bytes(attr_f::name, name);
-  for (auto x : v) a.i64(attr_f::ints, x);
+  for (auto x : v)
+    a.i64(attr_f::ints, x);
   a.varint(attr_f::type, attr_f::INTS);
   return a;
 }
 inline msg attr_floats(std::string_view name, std::initializer_list<float> v) {
   msg a;
   a.bytes(attr_f::name, name);
-  for (auto x : v) a.f32(attr_f::floats, x);
+  for (auto x : v)
+    a.f32(attr_f::floats, x);
   a.varint(attr_f::type, attr_f::FLOATS);
   return a;
 }
@@ -175,12 +184,17 @@ inline msg node(std::string_view op, std::initializer_list<std::string_view> inp
                 std::initializer_list<std::string_view> outputs, std::string_view name = {},
                 std::initializer_list<msg> attrs = {}, std::string_view domain = {}) {
   msg n;
-  for (auto s : inputs) n.bytes(1, s);
-  for (auto s : outputs) n.bytes(2, s);
-  if (!name.empty()) n.bytes(3, name);
+  for (auto s : inputs)
+    n.bytes(1, s);
+  for (auto s : outputs)
+    n.bytes(2, s);
+  if (!name.empty())
+    n.bytes(3, name);
   n.bytes(4, op);
-  for (const auto& a : attrs) n.sub(5, a);
-  if (!domain.empty()) n.bytes(7, domain);
+  for (const auto& a : attrs)
+    n.sub(5, a);
+  if (!domain.empty())
+    n.bytes(7, domain);
   return n;
 }
 
@@ -188,15 +202,28 @@ inline msg node(std::string_view op, std::initializer_list<std::string_view> inp
 struct graph {
   msg m;
   graph() { m.bytes(2, "g"); }
-  graph& add_node(const msg& n) { m.sub(1, n); return *this; }
-  graph& add_initializer(const msg& t) { m.sub(5, t); return *this; }
-  graph& add_input(const msg& v) { m.sub(11, v); return *this; }
-  graph& add_output(const msg& v) { m.sub(12, v); return *this; }
+  graph& add_node(const msg& n) {
+    m.sub(1, n);
+    return *this;
+  }
+  graph& add_initializer(const msg& t) {
+    m.sub(5, t);
+    return *this;
+  }
+  graph& add_input(const msg& v) {
+    m.sub(11, v);
+    return *this;
+  }
+  graph& add_output(const msg& v) {
+    m.sub(12, v);
+    return *this;
+  }
 };
 
 /// ModelProto bytes: ir_version, opset imports (domain, version), graph.
 inline std::string model(const graph& g, std::int64_t ir_version = 8,
-                         std::initializer_list<std::pair<std::string_view, std::int64_t>> opsets = {{"", 13}}) {
+                         std::initializer_list<std::pair<std::string_view, std::int64_t>> opsets = {
+                             {"", 13}}) {
   msg m;
   m.i64(1, ir_version);
   for (const auto& [d, v] : opsets) {
@@ -235,7 +262,8 @@ struct scratch_dir {
 };
 
 inline void write_file(const std::filesystem::path& p, std::string_view bytes) {
-  std::ofstream(p, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  std::ofstream(p, std::ios::binary)
+      .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
 inline std::string read_file(const std::filesystem::path& p) {

@@ -1,28 +1,25 @@
 // SPDX-License-Identifier: MIT
 // quark::onnx::model: loading (file / bytes, raised protobuf size limit), saving (atomic, optional
 // external data), version bookkeeping and main-graph access. Validation lives in validate.cpp.
-#include <quark/onnx/model.hpp>
-
 #include <algorithm>
-#include <climits>
-#include <system_error>
-
 #include <cerrno>
+#include <climits>
 #include <cstring>
-
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
+#include <system_error>
 
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl.h>
 
 #include <quark/dtype/pack.hpp>
+#include <quark/onnx/model.hpp>
 
 #include "io/atomic_file.hpp"
 #include "io/graph_util.hpp"
 #include "io/proto_access.hpp"
 #include "io/tensor_proto.hpp"
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 namespace quark::onnx {
 namespace {
@@ -49,7 +46,8 @@ void check_is_model(const ::onnx::ModelProto& p, const std::string& where) {
 /// (INT_MAX): the default limit would reject models between 64 MB and 2 GB.
 void parse_model(const char* data, std::size_t size, const std::string& where,
                  ::onnx::ModelProto& out) {
-  if (size == 0) load_error(where, "empty input, not an ONNX model");
+  if (size == 0)
+    load_error(where, "empty input, not an ONNX model");
   if (size > static_cast<std::size_t>(INT_MAX)) {
     load_error(where, "larger than protobuf's 2 GB message limit (" + std::to_string(size) +
                           " bytes); models this large must keep their weights as external data");
@@ -63,15 +61,19 @@ void parse_model(const char* data, std::size_t size, const std::string& where,
   check_is_model(out, where);
 }
 
-bool is_default_domain(std::string_view d) { return d.empty() || d == "ai.onnx"; }
+bool is_default_domain(std::string_view d) {
+  return d.empty() || d == "ai.onnx";
+}
 
 value_info to_value_info(const ::onnx::ValueInfoProto& v) {
   value_info out;
   out.name = v.name();
-  if (!v.type().has_tensor_type()) return out;
+  if (!v.type().has_tensor_type())
+    return out;
   const auto& tt = v.type().tensor_type();
   out.elem_type = tt.elem_type();
-  if (!tt.has_shape()) return out;
+  if (!tt.has_shape())
+    return out;
   out.has_shape = true;
   for (const auto& d : tt.shape().dim()) {
     // A negative dim_value (seen in some exporters' output) is read as dynamic.
@@ -85,20 +87,26 @@ std::optional<attribute_value> to_attribute_value(const ::onnx::AttributeProto& 
                                                   const std::filesystem::path& base_dir) {
   using A = ::onnx::AttributeProto;
   switch (attribute_kind(a)) {
-    case A::FLOAT: return attribute_value(a.f());
-    case A::INT: return attribute_value(std::int64_t{a.i()});
-    case A::STRING: return attribute_value(a.s());
-    case A::FLOATS: return attribute_value(std::vector<float>(a.floats().begin(), a.floats().end()));
+    case A::FLOAT:
+      return attribute_value(a.f());
+    case A::INT:
+      return attribute_value(std::int64_t{a.i()});
+    case A::STRING:
+      return attribute_value(a.s());
+    case A::FLOATS:
+      return attribute_value(std::vector<float>(a.floats().begin(), a.floats().end()));
     case A::INTS:
       return attribute_value(std::vector<std::int64_t>(a.ints().begin(), a.ints().end()));
     case A::STRINGS:
       return attribute_value(std::vector<std::string>(a.strings().begin(), a.strings().end()));
     case A::TENSOR: {
       const auto code = a.t().data_type();
-      if (code == 8 || code == 14 || code == 15) return std::nullopt;  // no tensor form
+      if (code == 8 || code == 14 || code == 15)
+        return std::nullopt;  // no tensor form
       return attribute_value(read_tensor(a.t(), base_dir));
     }
-    default: break;
+    default:
+      break;
   }
   return std::nullopt;
 }
@@ -111,20 +119,25 @@ node_info to_node_info(const ::onnx::NodeProto& n, const std::filesystem::path& 
   out.inputs.assign(n.input().begin(), n.input().end());
   out.outputs.assign(n.output().begin(), n.output().end());
   for (const auto& a : n.attribute()) {
-    if (auto v = to_attribute_value(a, base_dir)) out.attributes.push_back({a.name(), std::move(*v)});
+    if (auto v = to_attribute_value(a, base_dir))
+      out.attributes.push_back({a.name(), std::move(*v)});
   }
   return out;
 }
 
 void fill_node(const node_info& in, ::onnx::NodeProto& n) {
   using A = ::onnx::AttributeProto;
-  if (in.op_type.empty()) graph_error("insert_node: node '" + in.name + "' has no op_type");
+  if (in.op_type.empty())
+    graph_error("insert_node: node '" + in.name + "' has no op_type");
   n.Clear();
   n.set_name(in.name);
   n.set_op_type(in.op_type);
-  if (!in.domain.empty()) n.set_domain(in.domain);
-  for (const auto& s : in.inputs) n.add_input(s);
-  for (const auto& s : in.outputs) n.add_output(s);
+  if (!in.domain.empty())
+    n.set_domain(in.domain);
+  for (const auto& s : in.inputs)
+    n.add_input(s);
+  for (const auto& s : in.outputs)
+    n.add_output(s);
   for (const auto& at : in.attributes) {
     auto* a = n.add_attribute();
     a->set_name(at.name);
@@ -148,7 +161,8 @@ void fill_node(const node_info& in, ::onnx::NodeProto& n) {
             a->mutable_floats()->Add(v.begin(), v.end());
           } else if constexpr (std::is_same_v<V, std::vector<std::string>>) {
             a->set_type(A::STRINGS);
-            for (const auto& s : v) a->add_strings(s);
+            for (const auto& s : v)
+              a->add_strings(s);
           } else {
             a->set_type(A::TENSOR);
             write_tensor(v, *a->mutable_t());
@@ -160,7 +174,8 @@ void fill_node(const node_info& in, ::onnx::NodeProto& n) {
 
 int find_initializer(const ::onnx::GraphProto& g, std::string_view name) {
   for (int i = 0; i < g.initializer_size(); ++i) {
-    if (g.initializer(i).name() == name) return i;
+    if (g.initializer(i).name() == name)
+      return i;
   }
   return -1;
 }
@@ -178,7 +193,8 @@ struct data_sink {
 /// Copies the non-data fields of a TensorProto.
 void copy_header(const ::onnx::TensorProto& src, ::onnx::TensorProto& dst) {
   dst.set_name(src.name());
-  if (src.has_doc_string()) dst.set_doc_string(src.doc_string());
+  if (src.has_doc_string())
+    dst.set_doc_string(src.doc_string());
   dst.set_data_type(src.data_type());
   dst.mutable_dims()->CopyFrom(src.dims());
 }
@@ -208,7 +224,8 @@ void copy_header(const ::onnx::TensorProto& src, ::onnx::TensorProto& dst) {
     if (!string_type) {
       validate_tensor(t, src.base_dir);
       std::uint64_t n = 1;
-      for (auto d : t.dims()) n *= static_cast<std::uint64_t>(d);
+      for (auto d : t.dims())
+        n *= static_cast<std::uint64_t>(d);
       bytes = packed_size(n, dtype_bits(tensor_dtype(t)));
     }
     const bool to_file = sink.file != nullptr && !string_type && bytes >= threshold;
@@ -243,11 +260,14 @@ void check_embeddable(const model::impl& src, std::size_t threshold, bool extern
                       const std::string& where) {
   std::uint64_t total = src.proto.ByteSizeLong();
   for (const auto& t : src.proto.graph().initializer()) {
-    if (!has_external_data(t) || t.data_type() == 8) continue;
+    if (!has_external_data(t) || t.data_type() == 8)
+      continue;
     std::uint64_t n = 1;
-    for (auto d : t.dims()) n *= static_cast<std::uint64_t>(std::max<std::int64_t>(d, 0));
+    for (auto d : t.dims())
+      n *= static_cast<std::uint64_t>(std::max<std::int64_t>(d, 0));
     const std::uint64_t bytes = packed_size(n, dtype_bits(tensor_dtype(t)));
-    if (!external || bytes < threshold) total += bytes;
+    if (!external || bytes < threshold)
+      total += bytes;
   }
   if (total > static_cast<std::uint64_t>(INT_MAX)) {
     throw frontend_error("quark.onnx.save",
@@ -289,27 +309,33 @@ model::model() : impl_(std::make_unique<impl>()) {
 model::~model() = default;
 model::model(model&&) noexcept = default;
 model& model::operator=(model&&) noexcept = default;
-model::model(const model& other) : impl_(std::make_unique<impl>(*other.impl_)) {}
+model::model(const model& other) : impl_(std::make_unique<impl>(*other.impl_)) {
+}
 model& model::operator=(const model& other) {
-  if (this != &other) impl_ = std::make_unique<impl>(*other.impl_);
+  if (this != &other)
+    impl_ = std::make_unique<impl>(*other.impl_);
   return *this;
 }
 
 model model::load(const std::filesystem::path& path, const load_options& options) {
   const std::string where = "'" + path.string() + "'";
   std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) load_error(where, "is a directory");
+  if (std::filesystem::is_directory(path, ec))
+    load_error(where, "is a directory");
   // Parse straight from the file descriptor: no second copy of a model of up to 2 GB.
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) load_error(where, std::string("cannot open file: ") + std::strerror(errno));
+  if (fd < 0)
+    load_error(where, std::string("cannot open file: ") + std::strerror(errno));
   struct closer {
     int fd;
     ~closer() { ::close(fd); }
   } close_at_exit{fd};
   struct ::stat st {};
-  if (::fstat(fd, &st) != 0) load_error(where, std::string("cannot stat: ") + std::strerror(errno));
+  if (::fstat(fd, &st) != 0)
+    load_error(where, std::string("cannot stat: ") + std::strerror(errno));
   const auto size = static_cast<std::uint64_t>(st.st_size);
-  if (size == 0) load_error(where, "empty input, not an ONNX model");
+  if (size == 0)
+    load_error(where, "empty input, not an ONNX model");
   if (size > static_cast<std::uint64_t>(INT_MAX)) {
     load_error(where, "larger than protobuf's 2 GB message limit (" + std::to_string(size) +
                           " bytes); models this large must keep their weights as external data");
@@ -329,7 +355,8 @@ model model::load(const std::filesystem::path& path, const load_options& options
   check_is_model(state.proto, where);
   auto dir = path.parent_path();
   state.base_dir = dir.empty() ? std::filesystem::path(".") : dir;
-  if (options.validate) m.validate();
+  if (options.validate)
+    m.validate();
   return m;
 }
 
@@ -345,11 +372,14 @@ model model::from_bytes(std::string_view bytes, const std::filesystem::path& bas
   m.impl_->proto.Clear();
   parse_model(bytes.data(), bytes.size(), "<bytes>", m.impl_->proto);
   m.impl_->base_dir = base_dir;
-  if (options.validate) m.validate();
+  if (options.validate)
+    m.validate();
   return m;
 }
 
-const std::filesystem::path& model::base_dir() const noexcept { return impl_->base_dir; }
+const std::filesystem::path& model::base_dir() const noexcept {
+  return impl_->base_dir;
+}
 
 // -- saving ---------------------------------------------------------------------------------------
 
@@ -388,18 +418,22 @@ void model::save(const std::filesystem::path& path, const save_options& options)
     const auto& g = impl_->proto.graph();
     for (int i = 0; i < g.initializer_size(); ++i) {
       const auto& t = g.initializer(i);
-      if (!has_external_data(t)) continue;
+      if (!has_external_data(t))
+        continue;
       const auto ref = external_reference(t);
-      if (same_file(resolve_external_path(t, impl_->base_dir, ref), data_path)) repoint.push_back(i);
+      if (same_file(resolve_external_path(t, impl_->base_dir, ref), data_path))
+        repoint.push_back(i);
     }
     data->finish();
   }
   model_file.finish();
   // An empty data file is not written (nothing was above the threshold).
   const bool data_written = data && data->size() > 0;
-  if (data_written) data->commit();
+  if (data_written)
+    data->commit();
   model_file.commit();
-  if (!data_written) return;
+  if (!data_written)
+    return;
   // Keep the in-memory model readable: its old data file has just been replaced.
   for (int i : repoint) {
     auto* t = impl_->proto.mutable_graph()->mutable_initializer(i);
@@ -421,22 +455,27 @@ std::string model::to_bytes() const {
 
 // -- versions -------------------------------------------------------------------------------------
 
-std::int64_t model::ir_version() const { return impl_->proto.ir_version(); }
+std::int64_t model::ir_version() const {
+  return impl_->proto.ir_version();
+}
 void model::set_ir_version(std::int64_t version) {
-  if (version <= 0) graph_error("ir_version must be positive, got " + std::to_string(version));
+  if (version <= 0)
+    graph_error("ir_version must be positive, got " + std::to_string(version));
   impl_->proto.set_ir_version(version);
 }
 
 std::vector<opset_import> model::opsets() const {
   std::vector<opset_import> out;
-  for (const auto& o : impl_->proto.opset_import()) out.push_back({o.domain(), o.version()});
+  for (const auto& o : impl_->proto.opset_import())
+    out.push_back({o.domain(), o.version()});
   return out;
 }
 
 std::optional<std::int64_t> model::opset(std::string_view domain) const {
   const bool def = is_default_domain(domain);
   for (const auto& o : impl_->proto.opset_import()) {
-    if (def ? is_default_domain(o.domain()) : o.domain() == domain) return o.version();
+    if (def ? is_default_domain(o.domain()) : o.domain() == domain)
+      return o.version();
   }
   return std::nullopt;
 }
@@ -460,7 +499,8 @@ void model::set_opset(std::string_view domain, std::int64_t version) {
 
 std::int64_t model::ensure_opset(std::string_view domain, std::int64_t min_version) {
   const auto current = opset(domain);
-  if (current && *current >= min_version) return *current;
+  if (current && *current >= min_version)
+    return *current;
   set_opset(domain, min_version);
   return min_version;
 }
@@ -471,20 +511,23 @@ std::vector<value_info> model::inputs() const {
   const auto& g = impl_->proto.graph();
   std::vector<value_info> out;
   for (const auto& v : g.input()) {
-    if (find_initializer(g, v.name()) < 0) out.push_back(to_value_info(v));
+    if (find_initializer(g, v.name()) < 0)
+      out.push_back(to_value_info(v));
   }
   return out;
 }
 
 std::vector<value_info> model::outputs() const {
   std::vector<value_info> out;
-  for (const auto& v : impl_->proto.graph().output()) out.push_back(to_value_info(v));
+  for (const auto& v : impl_->proto.graph().output())
+    out.push_back(to_value_info(v));
   return out;
 }
 
 std::vector<std::string> model::initializer_names() const {
   std::vector<std::string> out;
-  for (const auto& t : impl_->proto.graph().initializer()) out.push_back(t.name());
+  for (const auto& t : impl_->proto.graph().initializer())
+    out.push_back(t.name());
   return out;
 }
 
@@ -494,12 +537,14 @@ bool model::has_initializer(std::string_view name) const {
 
 tensor model::initializer(std::string_view name) const {
   const int i = find_initializer(impl_->proto.graph(), name);
-  if (i < 0) graph_error("no initializer named '" + std::string(name) + "'");
+  if (i < 0)
+    graph_error("no initializer named '" + std::string(name) + "'");
   return read_tensor(impl_->proto.graph().initializer(i), impl_->base_dir);
 }
 
 void model::set_initializer(std::string_view name, const tensor& value) {
-  if (name.empty()) graph_error("set_initializer: empty name");
+  if (name.empty())
+    graph_error("set_initializer: empty name");
   auto* g = impl_->proto.mutable_graph();
   const int i = find_initializer(*g, name);
   ::onnx::TensorProto* t = i >= 0 ? g->mutable_initializer(i) : g->add_initializer();
@@ -510,7 +555,8 @@ void model::set_initializer(std::string_view name, const tensor& value) {
 bool model::remove_initializer(std::string_view name) {
   auto* g = impl_->proto.mutable_graph();
   const int i = find_initializer(*g, name);
-  if (i < 0) return false;
+  if (i < 0)
+    return false;
   g->mutable_initializer()->DeleteSubrange(i, 1);
   if (impl_->proto.ir_version() < 4) {
     for (int k = 0; k < g->input_size(); ++k) {
@@ -546,19 +592,22 @@ node_info model::node(std::size_t index) const {
 
 std::vector<node_info> model::nodes() const {
   std::vector<node_info> out;
-  for (const auto& n : impl_->proto.graph().node()) out.push_back(to_node_info(n, impl_->base_dir));
+  for (const auto& n : impl_->proto.graph().node())
+    out.push_back(to_node_info(n, impl_->base_dir));
   return out;
 }
 
 void model::insert_node(std::size_t index, const node_info& n) {
   const std::size_t count = node_count();
-  if (index > count) checked_index(index, count + 1, "insert_node");
+  if (index > count)
+    checked_index(index, count + 1, "insert_node");
   auto* nodes = impl_->proto.mutable_graph()->mutable_node();
   ::onnx::NodeProto tmp;
   fill_node(n, tmp);
   *nodes->Add() = std::move(tmp);
   // Bubble the new last element down to `index`.
-  for (int i = nodes->size() - 1; i > static_cast<int>(index); --i) nodes->SwapElements(i, i - 1);
+  for (int i = nodes->size() - 1; i > static_cast<int>(index); --i)
+    nodes->SwapElements(i, i - 1);
 }
 
 void model::remove_node(std::size_t index) {
@@ -606,22 +655,28 @@ void rename_in_subgraphs(::onnx::NodeProto& n, std::string_view from, std::strin
   };
   for (auto& a : *n.mutable_attribute()) {
     std::vector<::onnx::GraphProto*> graphs;
-    if (a.has_g()) graphs.push_back(a.mutable_g());
-    for (auto& g : *a.mutable_graphs()) graphs.push_back(&g);
+    if (a.has_g())
+      graphs.push_back(a.mutable_g());
+    for (auto& g : *a.mutable_graphs())
+      graphs.push_back(&g);
     for (auto* g : graphs) {
       for (auto& sn : *g->mutable_node()) {
-        for (auto& s : *sn.mutable_input()) fix(&s);
-        for (auto& s : *sn.mutable_output()) fix(&s);
+        for (auto& s : *sn.mutable_input())
+          fix(&s);
+        for (auto& s : *sn.mutable_output())
+          fix(&s);
         rename_in_subgraphs(sn, from, to, count);
       }
-      for (auto& v : *g->mutable_output()) fix(v.mutable_name());
+      for (auto& v : *g->mutable_output())
+        fix(v.mutable_name());
     }
   }
 }
 }  // namespace
 
 std::size_t model::rename_edge(std::string_view from, std::string_view to) {
-  if (from.empty() || to.empty()) graph_error("rename_edge: empty tensor name");
+  if (from.empty() || to.empty())
+    graph_error("rename_edge: empty tensor name");
   std::size_t count = 0;
   auto fix = [&](std::string* s) {
     if (*s == from) {
@@ -631,14 +686,20 @@ std::size_t model::rename_edge(std::string_view from, std::string_view to) {
   };
   auto* g = impl_->proto.mutable_graph();
   for (auto& n : *g->mutable_node()) {
-    for (auto& s : *n.mutable_input()) fix(&s);
-    for (auto& s : *n.mutable_output()) fix(&s);
+    for (auto& s : *n.mutable_input())
+      fix(&s);
+    for (auto& s : *n.mutable_output())
+      fix(&s);
     rename_in_subgraphs(n, from, to, count);
   }
-  for (auto& v : *g->mutable_input()) fix(v.mutable_name());
-  for (auto& v : *g->mutable_output()) fix(v.mutable_name());
-  for (auto& v : *g->mutable_value_info()) fix(v.mutable_name());
-  for (auto& t : *g->mutable_initializer()) fix(t.mutable_name());
+  for (auto& v : *g->mutable_input())
+    fix(v.mutable_name());
+  for (auto& v : *g->mutable_output())
+    fix(v.mutable_name());
+  for (auto& v : *g->mutable_value_info())
+    fix(v.mutable_name());
+  for (auto& t : *g->mutable_initializer())
+    fix(t.mutable_name());
   return count;
 }
 
@@ -660,7 +721,8 @@ std::optional<std::size_t> model::producer(std::string_view name) const {
   const auto& g = impl_->proto.graph();
   for (int i = 0; i < g.node_size(); ++i) {
     const auto& o = g.node(i).output();
-    if (std::find(o.begin(), o.end(), name) != o.end()) return static_cast<std::size_t>(i);
+    if (std::find(o.begin(), o.end(), name) != o.end())
+      return static_cast<std::size_t>(i);
   }
   return std::nullopt;
 }
@@ -716,7 +778,8 @@ std::size_t model::constants_to_initializers() {
       }
     }
     if (!ok) {
-      if (keep != i) nodes->SwapElements(keep, i);
+      if (keep != i)
+        nodes->SwapElements(keep, i);
       ++keep;
       continue;
     }
@@ -733,12 +796,14 @@ std::size_t model::constants_to_initializers() {
       auto* tt = in->mutable_type()->mutable_tensor_type();
       tt->set_elem_type(t.data_type());
       auto* shape = tt->mutable_shape();
-      for (auto d : t.dims()) shape->add_dim()->set_dim_value(d);
+      for (auto d : t.dims())
+        shape->add_dim()->set_dim_value(d);
     }
     *g->add_initializer() = std::move(t);
     ++converted;
   }
-  while (nodes->size() > keep) nodes->RemoveLast();
+  while (nodes->size() > keep)
+    nodes->RemoveLast();
   return converted;
 }
 

@@ -29,9 +29,13 @@ struct proto_access {
 };
 
 /// The ModelProto of `m` (mutable).
-inline ::onnx::ModelProto& proto(model& m) noexcept { return proto_access::get(m).proto; }
+inline ::onnx::ModelProto& proto(model& m) noexcept {
+  return proto_access::get(m).proto;
+}
 /// The ModelProto of `m`.
-inline const ::onnx::ModelProto& proto(const model& m) noexcept { return proto_access::get(m).proto; }
+inline const ::onnx::ModelProto& proto(const model& m) noexcept {
+  return proto_access::get(m).proto;
+}
 
 /// A model owning `p`; external data is resolved relative to `base_dir`. Not validated.
 inline model make_model(::onnx::ModelProto p, std::filesystem::path base_dir = {}) {

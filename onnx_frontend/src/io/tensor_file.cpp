@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: MIT
 // Serialized TensorProto files (io.hpp): the ONNX test-data `.pb` format.
-#include <quark/onnx/io.hpp>
-
 #include <climits>
 #include <fstream>
 
 #include <google/protobuf/io/coded_stream.h>
+
+#include <quark/onnx/io.hpp>
 
 #include "io/atomic_file.hpp"
 #include "io/tensor_proto.hpp"
@@ -49,7 +49,8 @@ std::string tensor_to_bytes(const tensor& t, std::string_view name, tensor_encod
 named_tensor load_tensor(const std::filesystem::path& path) {
   const std::string where = "'" + path.string() + "'";
   std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) throw frontend_error("quark.onnx.load", where + ": cannot open file");
+  if (!in)
+    throw frontend_error("quark.onnx.load", where + ": cannot open file");
   const auto end = in.tellg();
   if (end < 0 || static_cast<std::uint64_t>(end) > static_cast<std::uint64_t>(INT_MAX)) {
     throw frontend_error("quark.onnx.load", where + ": unreadable or over 2 GB");
@@ -57,7 +58,8 @@ named_tensor load_tensor(const std::filesystem::path& path) {
   std::string bytes(static_cast<std::size_t>(end), '\0');
   in.seekg(0);
   in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  if (!in) throw frontend_error("quark.onnx.load", where + ": read failed");
+  if (!in)
+    throw frontend_error("quark.onnx.load", where + ": read failed");
   const auto tp = parse_tensor(bytes, where);
   const auto dir = path.parent_path();
   return {tp.name(), read_tensor(tp, dir.empty() ? std::filesystem::path(".") : dir)};

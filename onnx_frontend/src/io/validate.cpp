@@ -21,29 +21,37 @@ using name_set = std::set<std::string>;
   throw frontend_error("quark.onnx.graph", what);
 }
 
-bool is_default_domain(const std::string& d) { return d.empty() || d == "ai.onnx"; }
+bool is_default_domain(const std::string& d) {
+  return d.empty() || d == "ai.onnx";
+}
 
 /// Calls f(subgraph) for every graph-valued attribute of n.
 template <class F>
 void for_each_subgraph(const ::onnx::NodeProto& n, F&& f) {
   for (const auto& a : n.attribute()) {
     const auto kind = attribute_kind(a);
-    if (kind == A::GRAPH) f(a.g());
+    if (kind == A::GRAPH)
+      f(a.g());
     if (kind == A::GRAPHS) {
-      for (const auto& sg : a.graphs()) f(sg);
+      for (const auto& sg : a.graphs())
+        f(sg);
     }
   }
 }
 
 /// Names a graph defines for its nodes: inputs, initializers (dense and sparse), node outputs.
 void add_local_names(const ::onnx::GraphProto& g, name_set& out, bool with_node_outputs) {
-  for (const auto& v : g.input()) out.insert(v.name());
-  for (const auto& t : g.initializer()) out.insert(t.name());
-  for (const auto& s : g.sparse_initializer()) out.insert(s.values().name());
+  for (const auto& v : g.input())
+    out.insert(v.name());
+  for (const auto& t : g.initializer())
+    out.insert(t.name());
+  for (const auto& s : g.sparse_initializer())
+    out.insert(s.values().name());
   if (with_node_outputs) {
     for (const auto& n : g.node()) {
       for (const auto& o : n.output()) {
-        if (!o.empty()) out.insert(o);
+        if (!o.empty())
+          out.insert(o);
       }
     }
   }
@@ -55,38 +63,44 @@ void free_names(const ::onnx::GraphProto& g, name_set& out) {
   add_local_names(g, local, true);
   for (const auto& n : g.node()) {
     for (const auto& i : n.input()) {
-      if (!i.empty() && !local.count(i)) out.insert(i);
+      if (!i.empty() && !local.count(i))
+        out.insert(i);
     }
     for_each_subgraph(n, [&](const ::onnx::GraphProto& sg) {
       name_set inner;
       free_names(sg, inner);
       for (const auto& s : inner) {
-        if (!local.count(s)) out.insert(s);
+        if (!local.count(s))
+          out.insert(s);
       }
     });
   }
   for (const auto& o : g.output()) {
-    if (!local.count(o.name())) out.insert(o.name());
+    if (!local.count(o.name()))
+      out.insert(o.name());
   }
 }
 
 void validate_graph(const ::onnx::GraphProto& g, const name_set& outer,
                     const std::filesystem::path& base_dir, const std::string& where);
 
-void validate_node_attributes(const ::onnx::NodeProto& n, std::size_t index,
-                              const name_set& scope, const std::filesystem::path& base_dir) {
+void validate_node_attributes(const ::onnx::NodeProto& n, std::size_t index, const name_set& scope,
+                              const std::filesystem::path& base_dir) {
   for (const auto& a : n.attribute()) {
     const auto kind = attribute_kind(a);
     try {
-      if (kind == A::TENSOR) validate_tensor(a.t(), base_dir);
+      if (kind == A::TENSOR)
+        validate_tensor(a.t(), base_dir);
       if (kind == A::TENSORS) {
-        for (const auto& t : a.tensors()) validate_tensor(t, base_dir);
+        for (const auto& t : a.tensors())
+          validate_tensor(t, base_dir);
       }
     } catch (const frontend_error& e) {
-      throw frontend_error(e.id(), node_label(n, index) + " attribute '" + a.name() + "': " +
-                                       std::string(e.what()).substr(e.id().size() + 2));
+      throw frontend_error(e.id(), node_label(n, index) + " attribute '" + a.name() +
+                                       "': " + std::string(e.what()).substr(e.id().size() + 2));
     }
-    if (kind == A::GRAPH) validate_graph(a.g(), scope, base_dir, node_label(n, index) + " body");
+    if (kind == A::GRAPH)
+      validate_graph(a.g(), scope, base_dir, node_label(n, index) + " body");
     if (kind == A::GRAPHS) {
       for (const auto& sg : a.graphs()) {
         validate_graph(sg, scope, base_dir, node_label(n, index) + " body");
@@ -105,17 +119,21 @@ void validate_graph(const ::onnx::GraphProto& g, const name_set& outer,
       throw frontend_error("quark.onnx.tensor",
                            "initializer #" + std::to_string(i) + in + " has no name");
     }
-    if (!inits.insert(t.name()).second) graph_error("duplicate initializer '" + t.name() + "'" + in);
+    if (!inits.insert(t.name()).second)
+      graph_error("duplicate initializer '" + t.name() + "'" + in);
     validate_tensor(t, base_dir);
   }
   name_set inputs;
   for (const auto& v : g.input()) {
-    if (v.name().empty()) graph_error("graph input with an empty name" + in);
-    if (!inputs.insert(v.name()).second) graph_error("duplicate graph input '" + v.name() + "'" + in);
+    if (v.name().empty())
+      graph_error("graph input with an empty name" + in);
+    if (!inputs.insert(v.name()).second)
+      graph_error("duplicate graph input '" + v.name() + "'" + in);
   }
   for (int i = 0; i < g.node_size(); ++i) {
     const auto& n = g.node(i);
-    if (n.op_type().empty()) graph_error(node_label(n, static_cast<std::size_t>(i)) + " has no op_type" + in);
+    if (n.op_type().empty())
+      graph_error(node_label(n, static_cast<std::size_t>(i)) + " has no op_type" + in);
     for (const auto& o : n.output()) {
       if (!o.empty() && (inits.count(o) || inputs.count(o))) {
         graph_error(node_label(n, static_cast<std::size_t>(i)) + " output '" + o +
@@ -133,12 +151,14 @@ void validate_graph(const ::onnx::GraphProto& g, const name_set& outer,
   }
   name_set outputs;
   for (const auto& o : g.output()) {
-    if (o.name().empty()) graph_error("graph output with an empty name" + in);
+    if (o.name().empty())
+      graph_error("graph output with an empty name" + in);
     if (!scope.count(o.name())) {
       graph_error("graph output '" + o.name() + "'" + in +
                   " is not produced by any node, graph input or initializer");
     }
-    if (!outputs.insert(o.name()).second) graph_error("duplicate graph output '" + o.name() + "'" + in);
+    if (!outputs.insert(o.name()).second)
+      graph_error("duplicate graph output '" + o.name() + "'" + in);
   }
 }
 
@@ -164,18 +184,29 @@ void check_node_domains(const ::onnx::GraphProto& g, const name_set& domains) {
 }  // namespace
 
 ::onnx::AttributeProto::AttributeType attribute_kind(const ::onnx::AttributeProto& a) {
-  if (a.type() != A::UNDEFINED) return a.type();
+  if (a.type() != A::UNDEFINED)
+    return a.type();
   // Files from old exporters omit `type`: infer it from the one populated field.
-  if (a.has_f()) return A::FLOAT;
-  if (a.has_i()) return A::INT;
-  if (a.has_s()) return A::STRING;
-  if (a.has_t()) return A::TENSOR;
-  if (a.has_g()) return A::GRAPH;
-  if (a.floats_size() > 0) return A::FLOATS;
-  if (a.ints_size() > 0) return A::INTS;
-  if (a.strings_size() > 0) return A::STRINGS;
-  if (a.tensors_size() > 0) return A::TENSORS;
-  if (a.graphs_size() > 0) return A::GRAPHS;
+  if (a.has_f())
+    return A::FLOAT;
+  if (a.has_i())
+    return A::INT;
+  if (a.has_s())
+    return A::STRING;
+  if (a.has_t())
+    return A::TENSOR;
+  if (a.has_g())
+    return A::GRAPH;
+  if (a.floats_size() > 0)
+    return A::FLOATS;
+  if (a.ints_size() > 0)
+    return A::INTS;
+  if (a.strings_size() > 0)
+    return A::STRINGS;
+  if (a.tensors_size() > 0)
+    return A::TENSORS;
+  if (a.graphs_size() > 0)
+    return A::GRAPHS;
   return A::UNDEFINED;
 }
 
@@ -197,7 +228,8 @@ std::vector<std::size_t> graph_topological_order(const ::onnx::GraphProto& g,
   for (std::size_t i = 0; i < count; ++i) {
     const auto& n = g.node(static_cast<int>(i));
     for (const auto& o : n.output()) {
-      if (o.empty()) continue;
+      if (o.empty())
+        continue;
       const auto [it, fresh] = producer.emplace(o, i);
       if (!fresh) {
         graph_error("tensor '" + o + "' is produced by both " +
@@ -216,7 +248,8 @@ std::vector<std::size_t> graph_topological_order(const ::onnx::GraphProto& g,
     name_set deps(n.input().begin(), n.input().end());
     for_each_subgraph(n, [&](const ::onnx::GraphProto& sg) { free_names(sg, deps); });
     for (const auto& name : deps) {
-      if (name.empty()) continue;
+      if (name.empty())
+        continue;
       const auto it = producer.find(name);
       if (it != producer.end()) {
         users[it->second].push_back(i);
@@ -229,7 +262,8 @@ std::vector<std::size_t> graph_topological_order(const ::onnx::GraphProto& g,
   }
   std::priority_queue<std::size_t, std::vector<std::size_t>, std::greater<>> ready;
   for (std::size_t i = 0; i < count; ++i) {
-    if (pending[i] == 0) ready.push(i);
+    if (pending[i] == 0)
+      ready.push(i);
   }
   std::vector<std::size_t> order;
   order.reserve(count);
@@ -238,7 +272,8 @@ std::vector<std::size_t> graph_topological_order(const ::onnx::GraphProto& g,
     ready.pop();
     order.push_back(i);
     for (std::size_t u : users[i]) {
-      if (--pending[u] == 0) ready.push(u);
+      if (--pending[u] == 0)
+        ready.push(u);
     }
   }
   if (order.size() != count) {
@@ -260,16 +295,20 @@ void model::validate() const {
   for (const auto& o : p.opset_import()) {
     const std::string d = is_default_domain(o.domain()) ? std::string() : o.domain();
     if (!domains.insert(d).second) {
-      graph_error("opset_import lists domain '" + (d.empty() ? std::string("ai.onnx") : d) + "' twice");
+      graph_error("opset_import lists domain '" + (d.empty() ? std::string("ai.onnx") : d) +
+                  "' twice");
     }
     if (o.version() <= 0) {
       graph_error("opset_import version " + std::to_string(o.version()) + " for domain '" +
                   (d.empty() ? std::string("ai.onnx") : d) + "' is invalid");
     }
   }
-  if (p.ir_version() >= 3 && domains.empty()) graph_error("the model imports no opset");
-  if (!p.has_graph()) graph_error("the model has no graph");
-  if (p.ir_version() >= 3) check_node_domains(p.graph(), domains);
+  if (p.ir_version() >= 3 && domains.empty())
+    graph_error("the model imports no opset");
+  if (!p.has_graph())
+    graph_error("the model has no graph");
+  if (p.ir_version() >= 3)
+    check_node_domains(p.graph(), domains);
   validate_graph(p.graph(), {}, proto_access::get(*this).base_dir, "");
 }
 
@@ -279,31 +318,36 @@ std::vector<std::string> model::unsupported_ops(
   collect_ops(proto_access::get(*this).proto.graph(), ops);
   std::vector<std::string> out;
   for (const auto& op : ops) {
-    if (!supported.count(op)) out.push_back(op);
+    if (!supported.count(op))
+      out.push_back(op);
   }
   return out;
 }
 
 void model::check_ops(const std::set<std::string, std::less<>>& supported) const {
   const auto missing = unsupported_ops(supported);
-  if (missing.empty()) return;
+  if (missing.empty())
+    return;
   std::string list;
-  for (const auto& op : missing) list += (list.empty() ? "" : ", ") + op;
+  for (const auto& op : missing)
+    list += (list.empty() ? "" : ", ") + op;
   // Name the first node of each missing op so the user can find it.
   std::string where;
   const auto& g = proto_access::get(*this).proto.graph();
   for (const auto& op : missing) {
     for (int i = 0; i < g.node_size(); ++i) {
       const auto& n = g.node(i);
-      const std::string key = is_default_domain(n.domain()) ? n.op_type() : n.domain() + ":" + n.op_type();
+      const std::string key =
+          is_default_domain(n.domain()) ? n.op_type() : n.domain() + ":" + n.op_type();
       if (key == op) {
         where += (where.empty() ? "" : ", ") + node_label(n, static_cast<std::size_t>(i));
         break;
       }
     }
   }
-  throw frontend_error("quark.onnx.unsupported_op",
-                       "unsupported operators: " + list + (where.empty() ? "" : " (first use: " + where + ")"));
+  throw frontend_error(
+      "quark.onnx.unsupported_op",
+      "unsupported operators: " + list + (where.empty() ? "" : " (first use: " + where + ")"));
 }
 
 }  // namespace quark::onnx

@@ -46,7 +46,8 @@ int main(int argc, char** argv) {
     graph g;
     g.add_input(value_info("x", 1, {2}));
     g.add_output(value_info("y", 1, {2}));
-    g.add_node(node("Constant", {}, {"c0"}, "c0", {attr_tensor("value", float_tensor("", {2}, {1, 2}))}));
+    g.add_node(
+        node("Constant", {}, {"c0"}, "c0", {attr_tensor("value", float_tensor("", {2}, {1, 2}))}));
     g.add_node(node("Constant", {}, {"c1"}, "c1", {attr_float("value_float", 3.0f)}));
     g.add_node(node("Constant", {}, {"c2"}, "c2", {attr_floats("value_floats", {1.0f, 2.0f})}));
     g.add_node(node("Constant", {}, {"c3"}, "c3", {attr_int("value_int", 4)}));

@@ -54,7 +54,7 @@ struct attribute {
 struct node_info {
   std::string name{};
   std::string op_type{};
-  std::string domain{};  ///< "" for the default ai.onnx domain
+  std::string domain{};               ///< "" for the default ai.onnx domain
   std::vector<std::string> inputs{};  ///< "" marks an omitted optional input
   std::vector<std::string> outputs{};
   /// Attributes in file order. Graph, sparse-tensor and non-numeric tensor attributes are left out
@@ -180,7 +180,8 @@ class model {
   void validate() const;
   /// The distinct op types of the graph (including subgraphs) missing from `supported`, sorted.
   /// Default-domain ops are spelled "Conv"; other domains "domain:Op" (e.g. "com.microsoft:Gelu").
-  std::vector<std::string> unsupported_ops(const std::set<std::string, std::less<>>& supported) const;
+  std::vector<std::string> unsupported_ops(
+      const std::set<std::string, std::less<>>& supported) const;
   /// Throws frontend_error("quark.onnx.unsupported_op") listing unsupported_ops() if any.
   void check_ops(const std::set<std::string, std::less<>>& supported) const;
 

@@ -53,6 +53,12 @@ struct int_grid {
   friend constexpr bool operator==(const int_grid&, const int_grid&) = default;
 };
 
+/// Whether a result's scale was searched by the method (MinMSE) or only follows from its range.
+enum class scale_origin : std::uint8_t {
+  range,     ///< compute_qparams derives the scale from [min, max]
+  searched,  ///< the method chose the scale; to_qparams keeps it exactly
+};
+
 /// Result of a calibrator.
 ///
 /// ```cpp
@@ -64,8 +70,10 @@ struct calibrated_range {
   float max = 0.0f;
   /// Human-readable warnings (e.g. an Entropy scan with a single candidate).
   std::vector<std::string> warnings;
-  /// Power-of-two position chosen by the method (scale = 2^-position), when it searched one.
+  /// Power-of-two position (scale = 2^-position) of the pof2 methods.
   std::optional<int> pof2_position;
+  /// `searched` for MinMSE results: to_qparams keeps pof2_position / scale and zero_point.
+  scale_origin origin = scale_origin::range;
   /// Float scale and zero point chosen by the method, when it searched one (float MinMSE).
   std::optional<float> scale;
   std::optional<std::int64_t> zero_point;

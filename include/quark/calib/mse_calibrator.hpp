@@ -85,6 +85,7 @@ struct float_minmse_calibrator {
         best.max = static_cast<float>(hi);
         best.scale = s;
         best.zero_point = static_cast<std::int64_t>(zp);
+        best.origin = scale_origin::searched;
       }
     };
     if (mode == minmse_float_mode::percentile) {

@@ -80,6 +80,7 @@ inline calibrated_range pof2_range(int pos, std::int64_t zp, int_grid g) {
   r.min = static_cast<float>(static_cast<double>(g.qmin - zp) * s);
   r.max = static_cast<float>(static_cast<double>(g.qmax - zp) * s);
   r.pof2_position = pos;
+  r.origin = scale_origin::searched;
   return r;
 }
 

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 // From a calibrator's result to quantization parameters of any data type and scale kind, through
 // compute_qparams (scale/qparams.hpp, quark-spec §3). Methods that searched a scale themselves
-// keep it exactly: the float MinMSE scale and zero point are used as chosen, and the pof2
-// MinMSE / NonOverflow ranges reproduce their position when re-fed (quark-spec §4.7). Also the
+// (origin == scale_origin::searched) keep it exactly: the float MinMSE scale and zero point, the
+// pof2 MinMSE position. Other results (NonOverflow included: its position is the same rint rule
+// compute_qparams applies, or ceil through qparam_options::projection) follow their range. Also the
 // bridge from data types to the integer grids the searching calibrators take.
 #pragma once
 
@@ -39,6 +40,7 @@ template <quantized_type D, scale_type Scale = float_scale>
 auto to_qparams(const calibrated_range& r, const qparam_options& o = {}) {
   auto p = compute_qparams<D, Scale>(value_range{r.min, r.max}, o);
   if constexpr (integral_data_type<D>) {
+    if (r.origin != scale_origin::searched) return p;
     // The float MinMSE search chose the scale and zero point on the grid it was given.
     if (r.scale && r.zero_point) {
       p.scale = scale_traits<Scale>::from_float(*r.scale, o.projection);

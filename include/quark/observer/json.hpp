@@ -120,6 +120,7 @@ inline void to_json(nlohmann::json& j, const calibrated_range& r) {
   if (r.pof2_position) j["pof2_position"] = *r.pof2_position;
   if (r.scale) j["scale"] = detail::float_to_json(static_cast<double>(*r.scale));
   if (r.zero_point) j["zero_point"] = *r.zero_point;
+  if (r.origin == scale_origin::searched) j["origin"] = "searched";
 }
 inline void from_json(const nlohmann::json& j, calibrated_range& r) {
   r = calibrated_range{};
@@ -129,6 +130,7 @@ inline void from_json(const nlohmann::json& j, calibrated_range& r) {
   if (j.contains("pof2_position")) r.pof2_position = j.at("pof2_position").get<int>();
   if (j.contains("scale")) r.scale = detail::f32_from_json(j.at("scale"));
   if (j.contains("zero_point")) r.zero_point = j.at("zero_point").get<std::int64_t>();
+  if (j.contains("origin") && j.at("origin") == "searched") r.origin = scale_origin::searched;
 }
 
 }  // namespace quark

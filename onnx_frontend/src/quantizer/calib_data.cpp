@@ -1,0 +1,412 @@
+// SPDX-License-Identifier: MIT
+// Calibration data readers: .npy / .npz parsing (NumPy format 1.0-3.0, little-endian, C order),
+// the folder layouts of npy_folder_reader, seeded random samples and sample validation.
+#include <quark/onnx/calib_data.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string_view>
+
+namespace quark::onnx {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+[[noreturn]] void fail(std::string_view id, const std::string& what) {
+  throw frontend_error(std::string(id), what);
+}
+
+std::string shape_str(const shape_t& s) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < s.size(); ++i) out += (i ? "x" : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+struct npy_kind {
+  char kind;
+  std::size_t bytes;
+  dtype_id id;
+};
+
+constexpr npy_kind npy_kinds[] = {
+    {'f', 4, dtype_id::float32}, {'f', 2, dtype_id::float16}, {'f', 8, dtype_id::float64},
+    {'i', 1, dtype_id::int8},    {'i', 2, dtype_id::int16},   {'i', 4, dtype_id::int32},
+    {'i', 8, dtype_id::int64},   {'u', 1, dtype_id::uint8},   {'u', 2, dtype_id::uint16},
+    {'u', 4, dtype_id::uint32},  {'u', 8, dtype_id::uint64},  {'b', 1, dtype_id::boolean},
+};
+
+std::string header_field(const std::string& h, const std::string& key) {
+  const auto k = h.find("'" + key + "'");
+  if (k == std::string::npos) return {};
+  auto p = h.find(':', k);
+  if (p == std::string::npos) return {};
+  ++p;
+  while (p < h.size() && h[p] == ' ') ++p;
+  if (p >= h.size()) return {};
+  if (h[p] == '\'') {
+    const auto e = h.find('\'', p + 1);
+    return e == std::string::npos ? std::string{} : h.substr(p + 1, e - p - 1);
+  }
+  if (h[p] == '(') {
+    const auto e = h.find(')', p);
+    return e == std::string::npos ? std::string{} : h.substr(p + 1, e - p - 1);
+  }
+  const auto e = h.find_first_of(",}", p);
+  return h.substr(p, e - p);
+}
+
+/// Parses .npy bytes; `what` names the file (or archive member) in errors.
+tensor parse_npy(std::string_view bytes, const std::string& what) {
+  auto bad = [&](const std::string& why) -> void {
+    fail("quark.calib_data.npy", "'" + what + "': " + why);
+  };
+  if (bytes.size() < 10 || bytes.substr(0, 6) != "\x93NUMPY") bad("not a .npy file");
+  const auto major = static_cast<unsigned char>(bytes[6]);
+  std::size_t hlen = 0;
+  std::size_t off = 0;
+  if (major == 1) {
+    hlen = static_cast<std::size_t>(static_cast<unsigned char>(bytes[8])) |
+           (static_cast<std::size_t>(static_cast<unsigned char>(bytes[9])) << 8);
+    off = 10;
+  } else if (major == 2 || major == 3) {
+    if (bytes.size() < 12) bad("truncated header");
+    for (std::size_t i = 0; i < 4; ++i) {
+      hlen |= static_cast<std::size_t>(static_cast<unsigned char>(bytes[8 + i])) << (8 * i);
+    }
+    off = 12;
+  } else {
+    bad("unsupported format version " + std::to_string(major));
+  }
+  if (bytes.size() < off + hlen) bad("truncated header");
+  const std::string h(bytes.substr(off, hlen));
+  const std::string descr = header_field(h, "descr");
+  if (header_field(h, "fortran_order").find("True") != std::string::npos) {
+    bad("Fortran-ordered arrays are not supported (save with np.ascontiguousarray)");
+  }
+  if (descr.size() < 2 || (descr[0] != '<' && descr[0] != '|' && descr[0] != '=')) {
+    bad("unsupported dtype '" + descr + "' (little-endian numeric types only)");
+  }
+  const char kind = descr[1];
+  const std::size_t bytes_per = static_cast<std::size_t>(std::atoi(descr.c_str() + 2));
+  const npy_kind* k = nullptr;
+  for (const auto& c : npy_kinds) {
+    if (c.kind == kind && c.bytes == bytes_per) k = &c;
+  }
+  if (k == nullptr) bad("unsupported dtype '" + descr + "'");
+  shape_t shape;
+  std::stringstream ss(header_field(h, "shape"));
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    const auto b = item.find_first_not_of(' ');
+    if (b == std::string::npos) continue;
+    shape.push_back(std::stoll(item.substr(b)));
+  }
+  tensor t(k->id, shape);
+  const std::size_t need = t.byte_size();
+  if (bytes.size() - off - hlen < need) {
+    bad("data truncated: " + std::to_string(bytes.size() - off - hlen) + " bytes for shape " +
+        shape_str(shape));
+  }
+  std::memcpy(t.bytes().data(), bytes.data() + off + hlen, need);
+  return t;
+}
+
+std::string read_file(const fs::path& p, std::string_view id) {
+  std::ifstream f(p, std::ios::binary);
+  if (!f) fail(id, "cannot open '" + p.string() + "'");
+  std::ostringstream os;
+  os << f.rdbuf();
+  return std::move(os).str();
+}
+
+std::uint32_t le32(std::string_view b, std::size_t at) {
+  std::uint32_t v = 0;
+  for (std::size_t i = 0; i < 4; ++i) {
+    v |= static_cast<std::uint32_t>(static_cast<unsigned char>(b[at + i])) << (8 * i);
+  }
+  return v;
+}
+std::uint32_t le16(std::string_view b, std::size_t at) {
+  return static_cast<std::uint32_t>(static_cast<unsigned char>(b[at])) |
+         (static_cast<std::uint32_t>(static_cast<unsigned char>(b[at + 1])) << 8);
+}
+
+}  // namespace
+
+void calibration_data_reader::rewind() {
+  throw frontend_error("quark.calib_data.rewind", "this calibration reader cannot rewind");
+}
+
+std::optional<calib_sample> memory_reader::next() {
+  if (pos_ >= samples_.size()) return std::nullopt;
+  return samples_[pos_++];
+}
+
+tensor read_npy(const std::filesystem::path& file) {
+  return parse_npy(read_file(file, "quark.calib_data.npy"), file.string());
+}
+
+void write_npy(const std::filesystem::path& file, const tensor& t) {
+  const npy_kind* k = nullptr;
+  for (const auto& c : npy_kinds) {
+    if (c.id == t.type()) k = &c;
+  }
+  if (k == nullptr) {
+    fail("quark.calib_data.npy", "cannot write a " + std::string(dtype_name(t.type())) +
+                                     " tensor as .npy ('" + file.string() + "')");
+  }
+  std::string shape;
+  for (auto d : t.shape()) shape += std::to_string(d) + ", ";
+  if (t.rank() > 1) shape.resize(shape.size() - 2);
+  if (t.rank() == 1) shape.resize(shape.size() - 1);
+  std::string h = "{'descr': '" + std::string(k->kind == 'b' ? "|" : "<") + k->kind +
+                  std::to_string(k->bytes) + "', 'fortran_order': False, 'shape': (" + shape +
+                  "), }";
+  while ((10 + h.size() + 1) % 64 != 0) h += ' ';
+  h += '\n';
+  std::ofstream f(file, std::ios::binary);
+  if (!f) fail("quark.calib_data.npy", "cannot write '" + file.string() + "'");
+  f.write("\x93NUMPY\x01\x00", 8);
+  const char len[2] = {static_cast<char>(h.size() & 0xff), static_cast<char>(h.size() >> 8)};
+  f.write(len, 2);
+  f.write(h.data(), static_cast<std::streamsize>(h.size()));
+  f.write(reinterpret_cast<const char*>(t.bytes().data()),
+          static_cast<std::streamsize>(t.byte_size()));
+  if (!f) fail("quark.calib_data.npy", "write failed for '" + file.string() + "'");
+}
+
+std::map<std::string, tensor> read_npz(const std::filesystem::path& file) {
+  const std::string data = read_file(file, "quark.calib_data.npz");
+  const std::string_view b(data);
+  std::map<std::string, tensor> out;
+  std::size_t at = 0;
+  // Walk the local file headers (PK\3\4); the central directory ends the walk.
+  while (at + 30 <= b.size() && le32(b, at) == 0x04034b50u) {
+    const std::uint32_t flags = le16(b, at + 6);
+    const std::uint32_t method = le16(b, at + 8);
+    std::size_t csize = le32(b, at + 18);
+    const std::size_t name_len = le16(b, at + 26);
+    const std::size_t extra_len = le16(b, at + 28);
+    const std::string name(b.substr(at + 30, name_len));
+    const std::size_t body = at + 30 + name_len + extra_len;
+    if (method != 0) {
+      fail("quark.calib_data.npz", "'" + file.string() + "': member '" + name +
+                                       "' is compressed; save with np.savez (stored), not "
+                                       "np.savez_compressed");
+    }
+    if (csize == 0xffffffffu || (flags & 0x8u) != 0) {
+      // ZIP64 or data descriptor: the size is in the extra field; numpy writes ZIP64 extras
+      // for large members. Read the uncompressed size from the ZIP64 extra when present.
+      std::size_t e = at + 30 + name_len;
+      const std::size_t e_end = e + extra_len;
+      while (e + 4 <= e_end) {
+        const std::uint32_t tag = le16(b, e);
+        const std::uint32_t sz = le16(b, e + 2);
+        if (tag == 1 && sz >= 16) {
+          csize = static_cast<std::size_t>(le32(b, e + 12)) |
+                  (static_cast<std::size_t>(le32(b, e + 16)) << 32);
+        }
+        e += 4 + sz;
+      }
+    }
+    if (body + csize > b.size()) {
+      fail("quark.calib_data.npz", "'" + file.string() + "': member '" + name + "' truncated");
+    }
+    std::string key = name;
+    if (key.size() > 4 && key.ends_with(".npy")) key.resize(key.size() - 4);
+    out.emplace(key, parse_npy(b.substr(body, csize), file.string() + ":" + name));
+    at = body + csize;
+  }
+  if (out.empty()) fail("quark.calib_data.npz", "'" + file.string() + "' holds no array");
+  return out;
+}
+
+npy_folder_reader::npy_folder_reader(std::filesystem::path folder) : folder_(std::move(folder)) {
+  std::error_code ec;
+  if (!fs::is_directory(folder_, ec)) {
+    fail("quark.calib_data.folder", "calibration folder '" + folder_.string() + "' does not exist");
+  }
+  std::vector<fs::path> dirs, npz, npy;
+  for (const auto& e : fs::directory_iterator(folder_)) {
+    if (e.is_directory()) {
+      dirs.push_back(e.path());
+    } else if (e.path().extension() == ".npz") {
+      npz.push_back(e.path());
+    } else if (e.path().extension() == ".npy") {
+      npy.push_back(e.path());
+    }
+  }
+  if (!dirs.empty()) {
+    layout_ = layout::sample_dirs;
+    entries_ = std::move(dirs);
+  } else if (!npz.empty()) {
+    layout_ = layout::npz;
+    entries_ = std::move(npz);
+  } else {
+    layout_ = layout::flat;
+    entries_ = std::move(npy);
+  }
+  std::sort(entries_.begin(), entries_.end());
+  if (entries_.empty()) {
+    fail("quark.calib_data.empty", "calibration folder '" + folder_.string() +
+                                       "' holds no sample (.npy files, .npz files or one "
+                                       "sub-folder per sample)");
+  }
+}
+
+std::optional<calib_sample> npy_folder_reader::next() {
+  if (pos_ >= entries_.size()) return std::nullopt;
+  const fs::path& p = entries_[pos_++];
+  calib_sample s;
+  switch (layout_) {
+    case layout::sample_dirs: {
+      std::vector<fs::path> files;
+      for (const auto& e : fs::directory_iterator(p)) {
+        if (e.path().extension() == ".npy") files.push_back(e.path());
+      }
+      std::sort(files.begin(), files.end());
+      if (files.empty()) fail("quark.calib_data.empty", "sample folder '" + p.string() + "' holds no .npy file");
+      for (const auto& f : files) s.emplace(f.stem().string(), read_npy(f));
+      break;
+    }
+    case layout::npz: {
+      auto m = read_npz(p);
+      for (auto& [k, v] : m) s.emplace(k, std::move(v));
+      break;
+    }
+    case layout::flat: {
+      if (single_input_.empty()) {
+        fail("quark.calib_data.layout",
+             "'" + folder_.string() + "' holds loose .npy files, which need a single-input model "
+             "(use one sub-folder per sample with <input name>.npy files)");
+      }
+      s.emplace(single_input_, read_npy(p));
+      break;
+    }
+  }
+  return s;
+}
+
+random_reader::random_reader(std::vector<input_signature> inputs, random_data_options options)
+    : inputs_(std::move(inputs)), options_(std::move(options)) {
+  for (const auto& [name, shape] : options_.shapes) {
+    const bool known = std::any_of(inputs_.begin(), inputs_.end(),
+                                   [&](const input_signature& i) { return i.name == name; });
+    if (!known) {
+      fail("quark.calib_data.input", "RandomDataReaderInputShape names '" + name +
+                                         "', which is not an input of the model");
+    }
+  }
+  for (const auto& [name, range] : options_.ranges) {
+    const bool known = std::any_of(inputs_.begin(), inputs_.end(),
+                                   [&](const input_signature& i) { return i.name == name; });
+    if (!known) {
+      fail("quark.calib_data.input", "RandomDataReaderInputDataRange names '" + name +
+                                         "', which is not an input of the model");
+    }
+    if (!(range.first < range.second)) {
+      fail("quark.calib_data.range", "RandomDataReaderInputDataRange of '" + name +
+                                         "' must have low < high");
+    }
+  }
+  for (auto& in : inputs_) {
+    if (auto it = options_.shapes.find(in.name); it != options_.shapes.end()) {
+      const shape_t& s = it->second;
+      if (s.size() != in.shape.size() && !in.shape.empty()) {
+        fail("quark.calib_data.shape", "shape " + shape_str(s) + " given for input '" + in.name +
+                                           "' has rank " + std::to_string(s.size()) +
+                                           ", the model declares rank " +
+                                           std::to_string(in.shape.size()));
+      }
+      for (std::size_t d = 0; d < s.size() && d < in.shape.size(); ++d) {
+        if (in.shape[d] >= 0 && s[d] != in.shape[d]) {
+          fail("quark.calib_data.shape", "shape " + shape_str(s) + " given for input '" + in.name +
+                                             "' contradicts the model's " + shape_str(in.shape));
+        }
+      }
+      in.shape = s;
+    }
+    for (auto& d : in.shape) {
+      if (d < 0) d = 1;
+    }
+  }
+}
+
+void random_reader::rewind() { pos_ = 0; }
+
+std::optional<calib_sample> random_reader::next() {
+  if (pos_ >= options_.count) return std::nullopt;
+  // Each sample has its own stream so rewinding reproduces it.
+  std::mt19937_64 gen(options_.seed + pos_);
+  ++pos_;
+  calib_sample s;
+  for (const auto& in : inputs_) {
+    double lo = 0.0, hi = 1.0;
+    if (auto it = options_.ranges.find(in.name); it != options_.ranges.end()) {
+      lo = it->second.first;
+      hi = it->second.second;
+    }
+    tensor t(in.type, in.shape);
+    std::uniform_real_distribution<double> u(lo, hi);
+    quark::visit_dtype(in.type, [&](auto id) {
+      using T = typename decltype(id)::type;
+      if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+        for (auto& v : t.data<T>()) v = static_cast<T>(u(gen));
+      } else if constexpr (std::is_same_v<T, bool>) {
+        for (auto& v : t.data<T>()) v = u(gen) >= (lo + hi) / 2;
+      } else if constexpr (std::is_integral_v<T>) {
+        for (auto& v : t.data<T>()) v = static_cast<T>(std::floor(u(gen)));
+      } else {
+        fail("quark.calib_data.type", "random data for input '" + in.name + "' of type " +
+                                          std::string(dtype_name(in.type)) +
+                                          " is not implemented yet");
+      }
+    });
+    s.emplace(in.name, std::move(t));
+  }
+  return s;
+}
+
+void check_sample(const calib_sample& s, const std::vector<input_signature>& inputs,
+                  std::size_t index) {
+  const std::string where = "calibration sample " + std::to_string(index);
+  for (const auto& [name, t] : s) {
+    auto it = std::find_if(inputs.begin(), inputs.end(),
+                           [&](const input_signature& i) { return i.name == name; });
+    if (it == inputs.end()) {
+      std::string known;
+      for (const auto& i : inputs) known += (known.empty() ? "'" : ", '") + i.name + "'";
+      fail("quark.calib_data.input", where + " feeds '" + name +
+                                         "', which is not an input of the model (inputs: " + known +
+                                         ")");
+    }
+    const bool type_ok = t.type() == it->type ||
+                         (it->type == dtype_id::float16 && t.type() == dtype_id::float32);
+    if (!type_ok) {
+      fail("quark.calib_data.type", where + ": input '" + name + "' is " +
+                                        std::string(dtype_name(t.type())) + ", the model expects " +
+                                        std::string(dtype_name(it->type)));
+    }
+    bool shape_ok = it->shape.empty() || t.shape().size() == it->shape.size();
+    for (std::size_t d = 0; shape_ok && d < it->shape.size(); ++d) {
+      if (it->shape[d] >= 0 && t.shape()[d] != it->shape[d]) shape_ok = false;
+    }
+    if (!shape_ok) {
+      fail("quark.calib_data.shape", where + ": input '" + name + "' has shape " +
+                                         shape_str(t.shape()) + ", the model expects " +
+                                         shape_str(it->shape) + " (-1: any)");
+    }
+  }
+  for (const auto& in : inputs) {
+    if (!s.contains(in.name)) {
+      fail("quark.calib_data.input", where + " does not feed input '" + in.name + "'");
+    }
+  }
+}
+
+}  // namespace quark::onnx

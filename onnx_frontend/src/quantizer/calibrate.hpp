@@ -1,0 +1,80 @@
+// SPDX-License-Identifier: MIT
+// PRIVATE: the calibration pass. Runs the float model through quark::onnx::runtime once per
+// sample and folds every requested float activation into its observer as it is produced; the
+// activation itself is never kept, so memory stays that of one inference plus the observers.
+// Std-only interface (the runtime header is included by calibrate.cpp only).
+#pragma once
+
+#include <cstddef>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <quark/onnx/calib_data.hpp>
+#include <quark/onnx/tensor.hpp>
+
+#include "quantizer/plan.hpp"
+
+namespace quark::onnx::qz {
+
+/// What to observe for one tensor.
+struct calib_request {
+  act_method method = act_method::minmax;
+  bool symmetric_range = false;  ///< CalibTensorRangeSymmetric (percentile: absolute histogram)
+  dtype_id type = dtype_id::int8;  ///< the quantized type (MinMSE grid)
+};
+
+/// Calibrated facts of one tensor.
+struct tensor_facts {
+  dtype_id type = dtype_id::undefined;
+  shape_t shape;          ///< shape in the first sample
+  bool calibrated = false;
+  float rmin = 0.0f;      ///< calibrated range (method applied)
+  float rmax = 0.0f;
+};
+
+struct calib_output {
+  std::map<std::string, tensor_facts> tensors;  ///< every value the runtime produced
+  std::size_t samples = 0;
+  std::vector<input_signature> inputs;
+};
+
+struct calib_params {
+  double percentile = 99.999;
+  std::size_t num_bins = 2048;
+  std::optional<std::size_t> max_samples;
+  /// Called after each sample with (done, total or 0 if unknown).
+  std::function<void(std::size_t, std::size_t)> progress;
+};
+
+/// Graph inputs of a serialized model, as the runtime sees them.
+std::vector<input_signature> model_inputs(const std::string& model_bytes,
+                                          const std::filesystem::path& base_dir);
+
+/// Calibrates the tensors of `requests` over the samples of `reader`. Throws frontend_error
+/// "quark.calib_data.empty" when the reader yields no sample.
+calib_output calibrate(const std::string& model_bytes, const std::filesystem::path& base_dir,
+                       const std::map<std::string, calib_request>& requests,
+                       calibration_data_reader& reader, const calib_params& params);
+
+/// Runs a serialized model on one sample and returns its outputs in graph output order.
+std::vector<std::pair<std::string, tensor>> run_model(const std::string& model_bytes,
+                                                      const std::filesystem::path& base_dir,
+                                                      const calib_sample& sample);
+
+}  // namespace quark::onnx::qz
+
+#include <quark/onnx/quantizer.hpp>
+
+namespace quark::onnx::qz {
+
+/// Runs the float and the quantized model on up to `samples` samples of `reader` and compares
+/// output 0 (cosine, L2, PSNR, SSIM: quark-spec §11.1).
+eval_report compare_models(const std::string& float_bytes, const std::string& quant_bytes,
+                           const std::filesystem::path& base_dir, calibration_data_reader& reader,
+                           std::size_t samples);
+
+}  // namespace quark::onnx::qz

@@ -1,0 +1,252 @@
+// SPDX-License-Identifier: MIT
+// qconfig -> qz::plan: node selection (quark-spec §7.2), spec resolution, and the extra options
+// the quantizer honours. Every explicitly set option that the quantizer does not honour raises
+// not_implemented naming the key, so nothing is silently ignored.
+#include "quantizer/plan.hpp"
+
+#include <algorithm>
+#include <map>
+
+#include <quark/core/error.hpp>
+#include <quark/onnx/config.hpp>
+
+namespace quark::onnx::qz {
+
+namespace {
+
+[[noreturn]] void not_impl(const std::string& what) {
+  throw quark::not_implemented("quark.config.not_implemented", what + " is not implemented yet");
+}
+
+const std::set<std::string>& qlinear_and_qdq_ops() {
+  static const std::set<std::string> s = {
+      // QLinearOps registry
+      "ArgMax", "Conv", "Gemm", "MatMul", "Add", "Mul", "Relu", "Clip", "LeakyRelu", "Sigmoid",
+      "MaxPool", "GlobalAveragePool", "Split", "Pad", "Reshape", "Squeeze", "Unsqueeze", "Resize",
+      "AveragePool", "Concat", "Softmax", "Where", "Gather", "Transpose",
+      // QDQ registry
+      "ConvTranspose", "Tanh", "Gelu", "InstanceNormalization", "LayerNormalization"};
+  return s;
+}
+
+const std::set<std::string>& npu_cnn_ops() {
+  static const std::set<std::string> s = {
+      "HardSigmoid", "LayerNormalization", "Div", "Erf", "Tanh", "Sub", "Min", "Max", "ReduceMean",
+      "DepthToSpace", "SpaceToDepth", "Slice", "PRelu", "LpNormalization", "AveragePool"};
+  return s;
+}
+
+/// Ops the quantizer never wraps in Q/DQ even under QuantizeAllOpTypes: they carry no float
+/// activation worth quantizing (shape arithmetic, casts, Q/DQ themselves).
+bool never_quantized(const std::string& op) {
+  static const std::set<std::string> s = {"Shape", "Cast", "QuantizeLinear", "DequantizeLinear",
+                                          "Constant", "ConstantOfShape", "Size", "NonZero",
+                                          "Range", "If", "Loop", "Scan", "EyeLike"};
+  return s.contains(op);
+}
+
+tspec resolve(const tensor_spec& s, const char* role) {
+  tspec t;
+  const std::string where = std::string(role) + " spec " + std::string(spec_class_name(s.name));
+  if (!is_integer_spec(s) || s.is_block()) not_impl(where + " (only integer specs are quantized)");
+  switch (s.dtype) {
+    case dtype_id::int8:
+    case dtype_id::uint8:
+    case dtype_id::int16:
+    case dtype_id::uint16: break;
+    default: not_impl(where + " with element type " + std::string(dtype_name(s.dtype)));
+  }
+  t.type = s.dtype;
+  t.symmetric = s.symmetric;
+  if (s.scale_type == scale_kind::int16) not_impl(where + " with scale_type Int16");
+  t.pof2 = s.scale_type == scale_kind::power_of_2;
+  switch (s.calibration_method) {
+    case calib_method::min_max:
+      t.method = t.pof2 ? act_method::pof2_minmax : act_method::minmax;
+      break;
+    case calib_method::percentile: t.method = act_method::percentile; break;
+    case calib_method::min_mse:
+      // quark-spec §4.0: MinMSE maps to PowerOfTwoMethod.MinMSE for any scale type
+      // (UsePowerOf2Scale defaults to True), so the scales are powers of two.
+      t.method = act_method::pof2_minmse;
+      t.pof2 = true;
+      t.weight_minmse = true;
+      break;
+    default:
+      not_impl(where + " with calibration_method " + std::string(to_string(s.calibration_method)));
+  }
+  if (s.quant_granularity == granularity::group) not_impl(where + " with quant_granularity Group");
+  t.per_channel = s.quant_granularity == granularity::channel;
+  t.axis = s.axis;
+  return t;
+}
+
+/// Keys read below; any other explicitly set key is rejected.
+const std::set<std::string>& honoured_keys() {
+  static const std::set<std::string> s = {
+      "OpTypesToQuantize", "NodesToQuantize", "ExtraOpTypesToQuantize", "QuantizeAllOpTypes",
+      "DedicatedQDQPair", "AddQDQPairToWeight", "ForceQuantizeNoInputCheck", "MatMulConstBOnly",
+      "WeightsOnly", "QuantizeBias", "Int32Bias", "OpTypesToExcludeOutputQuantization",
+      "NodesToExcludeOutputQuantization", "QDQOpTypePerChannelSupportToAxis",
+      "CalibTensorRangeSymmetric", "Percentile", "NumBins", "UseRandomData",
+      "RandomDataReaderInputShape", "RandomDataReaderInputDataRange", "CalibDataSize",
+      "PrintSummary", "EnableNPUCnn", "ActivationSymmetric", "WeightSymmetric", "EvalMetrics",
+      "IgnoreWarnings", "LogSeverityLevel", "ExecutionProviders", "UsePowerOf2Scale"};
+  return s;
+}
+
+/// Keys whose value only matters for graph rewrites quark-cpp does not perform yet; the presets
+/// set them, so they are accepted at the values the presets use (the summary lists them).
+bool accepted_preset_value(const std::string& key, const option_value& v) {
+  static const std::set<std::string> bool_keys = {
+      "FoldRelu", "AlignSlice", "AlignConcat", "AlignEltwiseQuantType", "RemoveQDQConvClip",
+      "RemoveQDQConvRelu", "RemoveQDQConvLeakyRelu", "RemoveQDQConvPRelu", "RemoveQDQConvGelu",
+      "ConvertBNToConv", "ConvertClipToRelu", "ConvertSplitToSlice", "ReplaceClip6Relu",
+      "AdjustBiasScale", "SimplifyModel", "SplitLargeKernelPool", "ConvertSigmoidToHardSigmoid",
+      "ConvertReduceMeanToGlobalAvgPool"};
+  return bool_keys.contains(key) && v.is_bool();
+}
+
+}  // namespace
+
+bool default_quantized_op(const std::string& op_type, bool npu_cnn) {
+  if (qlinear_and_qdq_ops().contains(op_type)) return true;
+  return npu_cnn && npu_cnn_ops().contains(op_type);
+}
+
+plan make_plan(const qconfig& cfg, const std::vector<node_ref>& nodes, const subgraph_fn& subgraph) {
+  cfg.validate();
+  if (!cfg.algo_config.empty()) {
+    not_impl("algo_config entry '" + std::string(to_string(cfg.algo_config.front().name)) + "'");
+  }
+  if (cfg.use_external_data_format) {
+    // Saving with external data is supported by model::save; the flag is honoured by the caller.
+  }
+  for (const auto& m : cfg.extra_options.entries()) {
+    // Keys the registry marks not implemented only accept their inert value (checked when they
+    // were set), which asks for nothing: they are fine here.
+    const option_info* info = find_option(m.key);
+    const bool inert = info != nullptr && info->support == option_support::not_implemented;
+    if (!inert && !honoured_keys().contains(m.key) && !accepted_preset_value(m.key, m.value)) {
+      not_impl("extra option '" + m.key + "' (value " + to_string(m.value) + ")");
+    }
+  }
+  const option_map eff = cfg.effective_options();
+  plan p;
+  settings& o = p.opt;
+  auto get_bool = [&](const char* k, bool dflt) {
+    const option_value v = eff.find(k) ? *eff.find(k) : option_value(dflt);
+    return v.is_bool() ? v.as_bool() : dflt;
+  };
+  o.dedicated_qdq_pair = get_bool("DedicatedQDQPair", false);
+  o.add_qdq_pair_to_weight = get_bool("AddQDQPairToWeight", false);
+  o.force_quantize_no_input_check = get_bool("ForceQuantizeNoInputCheck", false);
+  o.matmul_const_b_only = get_bool("MatMulConstBOnly", false);
+  o.weights_only = get_bool("WeightsOnly", false);
+  o.quantize_bias = get_bool("QuantizeBias", true);
+  o.int32_bias = get_bool("Int32Bias", true);
+  o.quantize_all_op_types = get_bool("QuantizeAllOpTypes", false);
+  o.use_random_data = get_bool("UseRandomData", false);
+  o.print_summary = get_bool("PrintSummary", true);
+  o.enable_npu_cnn = get_bool("EnableNPUCnn", false);
+  if (const auto* v = cfg.extra_options.find("CalibTensorRangeSymmetric")) {
+    o.calib_range_symmetric = option_cast<bool>(*v, "CalibTensorRangeSymmetric");
+  }
+  if (const auto* v = eff.find("Percentile"); v && v->is_number()) o.percentile = v->as_number();
+  if (const auto* v = eff.find("NumBins"); v && v->is_int()) {
+    o.num_bins = option_cast<std::size_t>(*v, "NumBins");
+  }
+  if (const auto* v = eff.find("CalibDataSize"); v && !v->is_null()) {
+    o.calib_data_size = option_cast<std::size_t>(*v, "CalibDataSize");
+  }
+  auto strings = [&](const char* k) {
+    const auto* v = eff.find(k);
+    return v && !v->is_null() ? option_cast<std::vector<std::string>>(*v, k)
+                              : std::vector<std::string>{};
+  };
+  for (auto& s : strings("OpTypesToExcludeOutputQuantization")) o.op_types_to_exclude_output.insert(s);
+  for (auto& s : strings("NodesToExcludeOutputQuantization")) o.nodes_to_exclude_output.insert(s);
+  if (const auto* v = eff.find("QDQOpTypePerChannelSupportToAxis"); v && !v->is_null()) {
+    o.per_channel_axis = option_cast<std::map<std::string, int>>(*v, "QDQOpTypePerChannelSupportToAxis");
+  }
+  if (const auto* v = eff.find("RandomDataReaderInputShape"); v && !v->is_null()) {
+    o.random_shapes = option_cast<std::map<std::string, shape_t>>(*v, "RandomDataReaderInputShape");
+  }
+  if (const auto* v = eff.find("RandomDataReaderInputDataRange"); v && !v->is_null()) {
+    o.random_ranges = option_cast<std::map<std::string, std::pair<double, double>>>(
+        *v, "RandomDataReaderInputDataRange");
+  }
+  if (const auto* v = eff.find("EvalMetrics"); v && v->is_bool() && v->as_bool()) {
+    o.eval_metrics = {"cosine", "l2"};
+  } else if (v && v->is_array()) {
+    o.eval_metrics = option_cast<std::vector<std::string>>(*v, "EvalMetrics");
+  }
+  const auto op_types = strings("OpTypesToQuantize");
+  const auto extra_ops = strings("ExtraOpTypesToQuantize");
+  const auto nodes_to_quantize = strings("NodesToQuantize");
+  std::optional<bool> act_sym, w_sym;
+  if (const auto* v = cfg.extra_options.find("ActivationSymmetric")) act_sym = option_cast<bool>(*v, "ActivationSymmetric");
+  if (const auto* v = cfg.extra_options.find("WeightSymmetric")) w_sym = option_cast<bool>(*v, "WeightSymmetric");
+
+  // Subgraph masks are computed once per (starts, ends).
+  std::map<std::pair<std::vector<std::string>, std::vector<std::string>>, std::vector<bool>> masks;
+  p.nodes.resize(nodes.size());
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    const node_ref& n = nodes[i];
+    node_choice& c = p.nodes[i];
+    node_query info{.name = n.name, .op_type = n.op_type, .in_subgraph = [&, i](const struct subgraph& g) {
+                     auto key = std::make_pair(g.start_nodes, g.end_nodes);
+                     auto it = masks.find(key);
+                     if (it == masks.end()) it = masks.emplace(key, subgraph(g.start_nodes, g.end_nodes)).first;
+                     return it->second[i];
+                   }};
+    // 1. Op type selection (quark-spec §7.2).
+    bool selected;
+    if (never_quantized(n.op_type)) {
+      selected = false;
+    } else if (o.quantize_all_op_types) {
+      selected = true;
+    } else if (!op_types.empty()) {
+      selected = std::find(op_types.begin(), op_types.end(), n.op_type) != op_types.end();
+    } else {
+      selected = default_quantized_op(n.op_type, o.enable_npu_cnn);
+    }
+    if (std::find(extra_ops.begin(), extra_ops.end(), n.op_type) != extra_ops.end()) selected = true;
+    if (!nodes_to_quantize.empty() &&
+        std::find(nodes_to_quantize.begin(), nodes_to_quantize.end(), n.name) == nodes_to_quantize.end()) {
+      selected = false;
+      c.reason = "not in NodesToQuantize";
+    }
+    if (!selected) {
+      if (c.reason.empty()) c.reason = "op type not quantized";
+      continue;
+    }
+    // 2. exclude / specific_layer_config / layer_type_config / global.
+    const node_plan np = plan_node(cfg, info);
+    if (!np.quantized()) {
+      c.reason = np.decision == node_decision::excluded ? "excluded" : "op type excluded";
+      continue;
+    }
+    const layer_config& layer = *np.config;
+    if (auto s = effective_spec(cfg, layer, tensor_role::input)) c.input = resolve(*s, "input_tensors");
+    if (auto s = effective_spec(cfg, layer, tensor_role::output)) c.output = resolve(*s, "output_tensors");
+    if (auto s = effective_spec(cfg, layer, tensor_role::weight)) c.weight = resolve(*s, "weight");
+    if (auto s = effective_spec(cfg, layer, tensor_role::bias)) c.bias = resolve(*s, "bias");
+    if (act_sym) {
+      if (c.input) c.input->symmetric = *act_sym;
+      if (c.output) c.output->symmetric = *act_sym;
+    }
+    if (w_sym && c.weight) c.weight->symmetric = *w_sym;
+    c.quantize = c.input || c.output || c.weight;
+    if (!c.quantize) c.reason = "no spec";
+  }
+  return p;
+}
+
+}  // namespace quark::onnx::qz
+
+namespace quark::onnx::qz {
+
+settings read_settings(const qconfig& cfg) { return make_plan(cfg, {}, {}).opt; }
+
+}  // namespace quark::onnx::qz

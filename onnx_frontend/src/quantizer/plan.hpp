@@ -1,0 +1,105 @@
+// SPDX-License-Identifier: MIT
+// PRIVATE: the quantizer's resolved view of a qconfig, in std types only, so the graph code
+// (which includes model.hpp) and the configuration code (config.hpp) live in separate
+// translation units. make_plan() reads the qconfig once: per node whether it is quantized and
+// with which specs, and every extra option the quantizer honours, with its effective value.
+// Options the quantizer does not honour yet are rejected there with "quark.config.not_implemented".
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <quark/dtype/dtype_id.hpp>
+#include <quark/onnx/tensor.hpp>
+
+namespace quark::onnx {
+struct qconfig;
+}
+
+namespace quark::onnx::qz {
+
+/// How an activation range is calibrated (quark-spec §4.0 mapping of (CalibMethod, ScaleType)).
+enum class act_method : std::uint8_t {
+  minmax,       ///< CalibrationMethod.MinMax
+  pof2_minmax,  ///< PowerOfTwoMethod.NonOverflow (min/max, symmetric range by default)
+  percentile,   ///< CalibrationMethod.Percentile
+  pof2_minmse,  ///< PowerOfTwoMethod.MinMSE
+};
+
+/// A resolved tensor spec.
+struct tspec {
+  dtype_id type = dtype_id::int8;
+  bool symmetric = true;
+  bool pof2 = false;  ///< power-of-two scale
+  act_method method = act_method::minmax;
+  bool weight_minmse = false;  ///< weights: five-candidate pof2 MSE search (quark-spec §4.8)
+  bool per_channel = false;
+  std::optional<int> axis;
+  friend bool operator==(const tspec&, const tspec&) = default;
+};
+
+/// One graph node as the planner sees it.
+struct node_ref {
+  std::string name;
+  std::string op_type;
+};
+
+/// The decision for one node.
+struct node_choice {
+  bool quantize = false;
+  std::optional<tspec> input;   ///< activations read by the node
+  std::optional<tspec> output;  ///< activations it produces
+  std::optional<tspec> weight;
+  std::optional<tspec> bias;    ///< explicit bias spec (else QuantizeBias / Int32Bias rule)
+  std::string reason;           ///< why it is not quantized (summary)
+};
+
+/// Every extra option the quantizer honours, effective values.
+struct settings {
+  bool dedicated_qdq_pair = false;
+  bool add_qdq_pair_to_weight = false;
+  bool force_quantize_no_input_check = false;
+  bool matmul_const_b_only = false;
+  bool weights_only = false;
+  bool quantize_bias = true;
+  bool int32_bias = true;
+  bool quantize_all_op_types = false;
+  bool use_random_data = false;
+  bool print_summary = true;
+  bool enable_npu_cnn = false;
+  std::optional<bool> calib_range_symmetric;  ///< CalibTensorRangeSymmetric if set explicitly
+  double percentile = 99.999;
+  std::size_t num_bins = 2048;
+  std::optional<std::size_t> calib_data_size;
+  std::set<std::string> nodes_to_exclude_output;
+  std::set<std::string> op_types_to_exclude_output;
+  std::map<std::string, int> per_channel_axis;  ///< QDQOpTypePerChannelSupportToAxis
+  std::map<std::string, shape_t> random_shapes;
+  std::map<std::string, std::pair<double, double>> random_ranges;
+  std::vector<std::string> eval_metrics;  ///< EvalMetrics (empty: none)
+};
+
+struct plan {
+  settings opt;
+  std::vector<node_choice> nodes;  ///< aligned with the node list given to make_plan
+};
+
+/// Nodes of the subgraph (start nodes, end nodes), as a mask over the node list.
+using subgraph_fn = std::function<std::vector<bool>(const std::vector<std::string>& starts,
+                                                    const std::vector<std::string>& ends)>;
+
+/// Resolves `cfg` for `nodes`. Throws config_error / not_implemented naming the option.
+plan make_plan(const qconfig& cfg, const std::vector<node_ref>& nodes, const subgraph_fn& subgraph);
+
+/// Op types quantized by default (quark-spec §7.2: QLinearOps ∪ QDQ registry, plus the NPU CNN
+/// registry when `npu_cnn`).
+bool default_quantized_op(const std::string& op_type, bool npu_cnn);
+
+}  // namespace quark::onnx::qz

@@ -1,0 +1,798 @@
+// SPDX-License-Identifier: MIT
+// quantize_model: plan (plan.cpp) -> calibrate (calibrate.cpp) -> choose the tensors to quantize
+// -> compute their parameters (numerics.hpp, which calls the headers) -> rewrite the graph with
+// QuantizeLinear / DequantizeLinear -> opset bookkeeping (opset.cpp). quark-spec §5-§7.
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include <quark/onnx/quantizer.hpp>
+
+#include "io/proto_access.hpp"
+#include "quantizer/calibrate.hpp"
+#include "quantizer/numerics.hpp"
+#include "quantizer/opset.hpp"
+#include "quantizer/plan.hpp"
+
+namespace quark::onnx {
+
+namespace qz {
+// Defined in plan.cpp / tools.cpp (they include config.hpp, which this file cannot).
+settings read_settings(const qconfig& cfg);
+}  // namespace qz
+
+namespace {
+
+using qz::node_choice;
+using qz::qp;
+using qz::tspec;
+
+/// How an op's inputs are treated (quark-spec §7.3).
+struct op_rule {
+  std::vector<std::size_t> act_inputs;  ///< activation input slots (empty + all_inputs: every one)
+  bool all_inputs = false;
+  int weight = -1;
+  int bias = -1;
+  bool shares_output = false;  ///< output reuses input 0's parameters (data-movement ops)
+  bool needs_input = false;    ///< quantized only if input 0 is (unless ForceQuantizeNoInputCheck)
+  bool const_inputs = false;   ///< float initializer inputs are quantized as activations
+};
+
+op_rule rule_for(const std::string& op) {
+  static const std::set<std::string> movement = {
+      "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Flatten", "MaxPool", "Resize", "Split",
+      "Slice", "Gather", "DepthToSpace", "SpaceToDepth", "Expand", "Tile", "Identity",
+      "GlobalMaxPool"};
+  static const std::set<std::string> unary = {
+      "Relu", "LeakyRelu", "Sigmoid", "Tanh", "Softmax", "Clip", "HardSigmoid", "HardSwish", "Erf",
+      "Gelu", "AveragePool", "GlobalAveragePool", "Pad", "ReduceMean", "ReduceMax", "ReduceMin",
+      "ReduceSum", "LpNormalization", "InstanceNormalization", "LayerNormalization",
+      "BatchNormalization", "ArgMax", "Softplus", "Elu", "Selu", "Exp", "Log", "Sqrt", "Abs",
+      "Neg", "Reciprocal", "Floor", "Ceil", "Round", "Sin", "Cos", "Pow"};
+  static const std::set<std::string> elementwise = {"Add", "Sub", "Mul", "Div", "Min", "Max",
+                                                    "Concat", "Sum", "Mean", "PRelu"};
+  op_rule r;
+  if (op == "Conv" || op == "ConvTranspose" || op == "Gemm") {
+    r.act_inputs = {0};
+    r.weight = 1;
+    r.bias = 2;
+  } else if (op == "MatMul") {
+    r.act_inputs = {0};
+    r.weight = 1;
+  } else if (movement.contains(op)) {
+    r.act_inputs = {0};
+    r.shares_output = true;
+    r.needs_input = true;
+  } else if (unary.contains(op)) {
+    r.act_inputs = {0};
+  } else if (op == "Where") {
+    r.act_inputs = {1, 2};
+    r.const_inputs = true;
+  } else if (elementwise.contains(op)) {
+    r.all_inputs = true;
+    r.const_inputs = true;
+  } else {
+    r.all_inputs = true;  // QuantizeAllOpTypes / OpTypesToQuantize on an op without a rule
+  }
+  return r;
+}
+
+/// A tensor that gets one Q/DQ pair (or one per consumer).
+struct act_entry {
+  tspec spec;
+  std::string share_from;  ///< take the parameters of this tensor instead of its own range
+  bool from_initializer = false;
+  float rmin = 0.0f, rmax = 0.0f;
+  qp params;
+  bool done = false;
+};
+
+/// A weight or bias stored quantized.
+struct const_entry {
+  std::string name;       ///< original initializer
+  std::size_t node = 0;   ///< consumer node (file index)
+  std::size_t slot = 0;
+  bool is_bias = false;
+  tspec spec;
+  std::int64_t axis = -1;  ///< per-channel axis, -1 per tensor
+  dtype_id type = dtype_id::int8;
+  std::vector<float> scale;
+  std::vector<std::int32_t> zp;
+  tensor q;  ///< quantized values
+  float rmin = 0.0f, rmax = 0.0f;
+  std::string out;  ///< name of the DQ output the consumer reads
+};
+
+std::string type_name(dtype_id t) { return std::string(dtype_name(t)); }
+
+std::int64_t norm_axis(std::int64_t a, std::size_t rank) {
+  return a < 0 ? a + static_cast<std::int64_t>(rank) : a;
+}
+
+/// Fills `out` (type t) with quantize(x) via quark::quantize.
+tensor quantize_values(const tensor& x, dtype_id t, std::span<const float> scales,
+                       std::span<const std::int32_t> zps, std::int64_t axis, std::int64_t qmin,
+                       std::int64_t qmax) {
+  tensor out(t, x.shape());
+  std::vector<std::size_t> dims;
+  for (auto d : x.shape()) dims.push_back(static_cast<std::size_t>(d));
+  const tensor_shape shape{std::span<const std::size_t>(dims)};
+  const granularity g = axis < 0 ? granularity{per_tensor{}} : granularity{per_channel{axis}};
+  auto run = [&]<class D>() {
+    std::vector<zero_point_t<D>> z(zps.begin(), zps.end());
+    tensor_qparams<D> p{scales, z, g, qmin, qmax};
+    quark::quantize<D>(shape, x.data<float>(), p, out.data<D>());
+  };
+  switch (t) {
+    case dtype_id::int8: run.template operator()<std::int8_t>(); break;
+    case dtype_id::uint8: run.template operator()<std::uint8_t>(); break;
+    case dtype_id::int16: run.template operator()<std::int16_t>(); break;
+    case dtype_id::uint16: run.template operator()<std::uint16_t>(); break;
+    case dtype_id::int32: run.template operator()<std::int32_t>(); break;
+    default:
+      throw not_implemented("quark.quantize.type", "storing " + type_name(t) +
+                                                       " weights is not implemented yet");
+  }
+  return out;
+}
+
+/// A zero-point tensor of type t holding `zps` (shape [] when scalar).
+tensor zero_point_tensor(dtype_id t, const std::vector<std::int32_t>& zps, bool scalar) {
+  tensor z(t, scalar ? shape_t{} : shape_t{static_cast<std::int64_t>(zps.size())});
+  quark::visit_dtype(t, [&](auto id) {
+    using T = typename decltype(id)::type;
+    if constexpr (std::is_integral_v<T>) {
+      auto d = z.data<T>();
+      for (std::size_t i = 0; i < zps.size(); ++i) d[i] = static_cast<T>(zps[i]);
+    }
+  });
+  return z;
+}
+
+tensor scale_tensor(const std::vector<float>& s, bool scalar) {
+  tensor t(dtype_id::float32, scalar ? shape_t{} : shape_t{static_cast<std::int64_t>(s.size())});
+  std::copy(s.begin(), s.end(), t.data<float>().begin());
+  return t;
+}
+
+::onnx::NodeProto make_node(const std::string& op, const std::string& name,
+                            std::vector<std::string> in, std::string out, std::int64_t axis) {
+  ::onnx::NodeProto n;
+  n.set_op_type(op);
+  n.set_name(name);
+  for (auto& i : in) n.add_input(i);
+  n.add_output(out);
+  if (axis >= 0) {
+    auto* a = n.add_attribute();
+    a->set_name("axis");
+    a->set_type(::onnx::AttributeProto::INT);
+    a->set_i(axis);
+  }
+  return n;
+}
+
+/// Mask of the nodes on a path from one of `starts` to one of `ends` (both included).
+std::vector<bool> subgraph_mask(const model& m, const std::vector<node_info>& nodes,
+                                const std::vector<std::string>& starts,
+                                const std::vector<std::string>& ends) {
+  std::map<std::string, std::size_t> by_name;
+  for (std::size_t i = 0; i < nodes.size(); ++i) by_name[nodes[i].name] = i;
+  auto index_of = [&](const std::string& n) {
+    auto it = by_name.find(n);
+    if (it == by_name.end()) {
+      throw config_error("quark.config.subgraph", "subgraph names node '" + n +
+                                                      "', which is not in the model");
+    }
+    return it->second;
+  };
+  std::vector<bool> fwd(nodes.size()), bwd(nodes.size());
+  std::vector<std::size_t> stack;
+  for (const auto& s : starts) stack.push_back(index_of(s));
+  while (!stack.empty()) {
+    const std::size_t i = stack.back();
+    stack.pop_back();
+    if (fwd[i]) continue;
+    fwd[i] = true;
+    for (const auto& o : nodes[i].outputs) {
+      for (auto c : m.consumers(o)) stack.push_back(c);
+    }
+  }
+  for (const auto& e : ends) stack.push_back(index_of(e));
+  while (!stack.empty()) {
+    const std::size_t i = stack.back();
+    stack.pop_back();
+    if (bwd[i]) continue;
+    bwd[i] = true;
+    for (const auto& in : nodes[i].inputs) {
+      if (auto p = m.producer(in)) stack.push_back(*p);
+    }
+  }
+  std::vector<bool> out(nodes.size());
+  for (std::size_t i = 0; i < nodes.size(); ++i) out[i] = fwd[i] && bwd[i];
+  return out;
+}
+
+std::string dtype_str(dtype_id t) { return std::string(dtype_name(t)); }
+
+}  // namespace
+
+model quantize_model(const model& in, const qconfig& cfg, calibration_data_reader& reader,
+                     quantize_report* report_out, const quantize_run_options& run) {
+  quantize_report report;
+  // (a) constants -> initializers, on a copy.
+  model m = in;
+  m.constants_to_initializers();
+  const std::vector<node_info> nodes = m.nodes();
+  const std::vector<std::size_t> topo = m.topological_order();
+  std::vector<qz::node_ref> refs;
+  for (const auto& n : nodes) refs.push_back({n.name, n.op_type});
+  // Plan: node selection and specs.
+  const qz::plan pl = qz::make_plan(cfg, refs, [&](const auto& s, const auto& e) {
+    return subgraph_mask(m, nodes, s, e);
+  });
+  const qz::settings& opt = pl.opt;
+  std::set<std::string> inits;
+  for (auto& n : m.initializer_names()) inits.insert(n);
+  std::set<std::string> graph_outputs;
+  for (const auto& o : m.outputs()) graph_outputs.insert(o.name);
+  auto is_float_init = [&](const std::string& n) {
+    if (!inits.contains(n)) return false;
+    for (const auto& t : proto(m).graph().initializer()) {
+      if (t.name() == n) return t.data_type() == 1;
+    }
+    return false;
+  };
+
+  // (b) calibration requests: every non-initializer input / output of a quantized node.
+  std::map<std::string, qz::calib_request> requests;
+  auto request = [&](const std::string& name, const tspec& s) {
+    if (name.empty() || inits.contains(name) || requests.contains(name)) return;
+    qz::calib_request r;
+    r.method = s.method;
+    r.type = s.type;
+    r.symmetric_range = opt.calib_range_symmetric.value_or(
+        s.method == qz::act_method::percentile || s.method == qz::act_method::pof2_minmax ||
+        s.method == qz::act_method::pof2_minmse);
+    requests.emplace(name, r);
+  };
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    const node_choice& c = pl.nodes[i];
+    if (!c.quantize || opt.weights_only) continue;
+    for (const auto& x : nodes[i].inputs) {
+      if (c.input) request(x, *c.input);
+    }
+    for (const auto& x : nodes[i].outputs) {
+      if (c.output) request(x, *c.output);
+    }
+  }
+  const std::string float_bytes = m.to_bytes();
+  qz::calib_params cp;
+  cp.percentile = opt.percentile;
+  cp.num_bins = opt.num_bins;
+  cp.max_samples = opt.calib_data_size;
+  cp.progress = run.progress;
+  if (auto* folder = dynamic_cast<npy_folder_reader*>(&reader)) {
+    const auto ins = m.inputs();
+    if (ins.size() == 1) folder->set_single_input_name(ins.front().name);
+  }
+  const qz::calib_output cal = qz::calibrate(float_bytes, m.base_dir(), requests, reader, cp);
+  report.calibration_samples = cal.samples;
+  auto facts = [&](const std::string& n) -> const qz::tensor_facts* {
+    auto it = cal.tensors.find(n);
+    return it == cal.tensors.end() ? nullptr : &it->second;
+  };
+  auto is_float_act = [&](const std::string& n) {
+    const auto* f = facts(n);
+    return f != nullptr && f->type == dtype_id::float32;
+  };
+
+  // (c)-(e) choose what is quantized, in topological order.
+  std::map<std::string, act_entry> acts;
+  std::vector<const_entry> consts;
+  std::vector<bool> node_quantized(nodes.size());
+  auto mark_act = [&](const std::string& n, const tspec& s, const std::string& share) {
+    if (acts.contains(n)) return;
+    act_entry e;
+    e.spec = s;
+    e.share_from = share;
+    e.from_initializer = inits.contains(n);
+    acts.emplace(n, e);
+  };
+  for (const std::size_t i : topo) {
+    const node_info& n = nodes[i];
+    const node_choice& c = pl.nodes[i];
+    auto& count = report.op_types[n.op_type];
+    if (!c.quantize) {
+      ++count.kept_float;
+      continue;
+    }
+    const op_rule r = rule_for(n.op_type);
+    auto input = [&](std::size_t k) -> std::string {
+      return k < n.inputs.size() ? n.inputs[k] : std::string{};
+    };
+    if (n.op_type == "MatMul" && opt.matmul_const_b_only && !inits.contains(input(1))) {
+      ++count.kept_float;
+      continue;
+    }
+    if (r.needs_input && !opt.force_quantize_no_input_check && !acts.contains(input(0))) {
+      ++count.kept_float;
+      continue;
+    }
+    bool any = false;
+    // Activation inputs.
+    if (c.input && !opt.weights_only) {
+      std::vector<std::size_t> slots = r.act_inputs;
+      if (r.all_inputs) {
+        slots.clear();
+        for (std::size_t k = 0; k < n.inputs.size(); ++k) slots.push_back(k);
+      }
+      if (r.weight >= 0 && !inits.contains(input(static_cast<std::size_t>(r.weight)))) {
+        slots.push_back(static_cast<std::size_t>(r.weight));  // MatMul / Gemm with activation B
+      }
+      for (const std::size_t k : slots) {
+        const std::string x = input(k);
+        if (x.empty()) continue;
+        if (inits.contains(x)) {
+          if (r.const_inputs && is_float_init(x)) {
+            tspec s = *c.input;
+            s.per_channel = false;
+            mark_act(x, s, "");
+            any = true;
+          }
+        } else if (is_float_act(x)) {
+          mark_act(x, *c.input, "");
+          any = true;
+        }
+      }
+    }
+    // Weight.
+    if (r.weight >= 0 && c.weight) {
+      const std::string w = input(static_cast<std::size_t>(r.weight));
+      if (is_float_init(w)) {
+        const_entry e;
+        e.name = w;
+        e.node = i;
+        e.slot = static_cast<std::size_t>(r.weight);
+        e.spec = *c.weight;
+        e.type = c.weight->type;
+        if (c.weight->per_channel) {
+          std::int64_t axis = 0;
+          if (n.op_type == "ConvTranspose" || n.op_type == "MatMul") axis = 1;
+          if (n.op_type == "Gemm") {
+            bool trans_b = false;
+            for (const auto& a : n.attributes) {
+              if (a.name == "transB") trans_b = std::get<std::int64_t>(a.value) != 0;
+            }
+            axis = trans_b ? 0 : 1;
+          }
+          if (auto it = opt.per_channel_axis.find(n.op_type); it != opt.per_channel_axis.end()) {
+            axis = it->second;
+          }
+          if (c.weight->axis) axis = *c.weight->axis;
+          e.axis = axis;
+        }
+        consts.push_back(std::move(e));
+        any = true;
+      }
+    }
+    // Bias.
+    if (r.bias >= 0 && opt.quantize_bias && c.weight) {
+      const std::string b = input(static_cast<std::size_t>(r.bias));
+      if (is_float_init(b)) {
+        const_entry e;
+        e.name = b;
+        e.node = i;
+        e.slot = static_cast<std::size_t>(r.bias);
+        e.is_bias = true;
+        e.spec = c.bias ? *c.bias : *c.weight;
+        e.type = (opt.int32_bias && !c.bias) ? dtype_id::int32 : e.spec.type;
+        consts.push_back(std::move(e));
+      }
+    }
+    // Outputs.
+    const bool out_excluded = opt.op_types_to_exclude_output.contains(n.op_type) ||
+                              opt.nodes_to_exclude_output.contains(n.name);
+    if (c.output && !out_excluded && !opt.weights_only) {
+      for (const auto& o : n.outputs) {
+        if (!is_float_act(o)) continue;
+        mark_act(o, *c.output, r.shares_output && acts.contains(input(0)) ? input(0) : "");
+        any = true;
+      }
+    }
+    node_quantized[i] = any;
+    if (any) {
+      ++count.quantized;
+    } else {
+      ++count.kept_float;
+    }
+  }
+
+  // Ranges: calibrated; initializer activations from their values.
+  for (auto& [name, e] : acts) {
+    if (e.from_initializer) {
+      const tensor t = m.initializer(name);
+      const auto v = t.data<float>();
+      e.rmin = v.empty() ? 0.0f : *std::min_element(v.begin(), v.end());
+      e.rmax = v.empty() ? 0.0f : *std::max_element(v.begin(), v.end());
+    } else if (const auto* f = facts(name)) {
+      e.rmin = f->rmin;
+      e.rmax = f->rmax;
+    }
+  }
+  // quark-spec §3.5: a quantized Clip/Relu whose input has one consumer gives the input its
+  // output range; a quantized Softmax output is [0, 1].
+  for (const std::size_t i : topo) {
+    const node_info& n = nodes[i];
+    if (!node_quantized[i] || n.outputs.empty() || n.inputs.empty()) continue;
+    if ((n.op_type == "Clip" || n.op_type == "Relu") && m.consumers(n.inputs[0]).size() == 1) {
+      auto in_it = acts.find(n.inputs[0]);
+      auto out_it = acts.find(n.outputs[0]);
+      if (in_it != acts.end() && out_it != acts.end()) {
+        in_it->second.rmin = out_it->second.rmin;
+        in_it->second.rmax = out_it->second.rmax;
+      }
+    }
+    if (n.op_type == "Softmax") {
+      if (auto it = acts.find(n.outputs[0]); it != acts.end()) {
+        it->second.rmin = 0.0f;
+        it->second.rmax = 1.0f;
+      }
+    }
+  }
+  // Activation parameters (shared ones follow their source).
+  std::function<const qp&(const std::string&)> params_of = [&](const std::string& name) -> const qp& {
+    act_entry& e = acts.at(name);
+    if (!e.done) {
+      e.done = true;
+      if (!e.share_from.empty() && acts.contains(e.share_from)) {
+        e.params = params_of(e.share_from);
+        const act_entry& src = acts.at(e.share_from);
+        e.rmin = src.rmin;
+        e.rmax = src.rmax;
+      } else {
+        e.params = qz::qparams_for(e.spec.type, e.spec.pof2, e.spec.symmetric, e.rmin, e.rmax,
+                                   false, name);
+      }
+    }
+    return e.params;
+  };
+  for (auto& [name, e] : acts) params_of(name);
+
+  // Weights first, then biases (which need the weight scales).
+  std::map<std::pair<std::string, std::size_t>, const const_entry*> weight_of_node;
+  for (auto pass : {false, true}) {
+    for (auto& e : consts) {
+      if (e.is_bias != pass) continue;
+      const tensor w = m.initializer(e.name);
+      const auto v = w.data<float>();
+      e.rmin = v.empty() ? 0.0f : *std::min_element(v.begin(), v.end());
+      e.rmax = v.empty() ? 0.0f : *std::max_element(v.begin(), v.end());
+      const node_info& n = nodes[e.node];
+      if (e.is_bias && e.type == dtype_id::int32) {
+        // (e) int32 bias: scale = input scale x weight scale (x Gemm beta), zero point 0.
+        auto in_it = acts.find(n.inputs[0]);
+        auto w_it = weight_of_node.find({n.name, e.node});
+        if (in_it == acts.end() || w_it == weight_of_node.end()) {
+          e.type = dtype_id::undefined;  // input or weight stays float: keep the bias float
+          continue;
+        }
+        float beta = 1.0f;
+        for (const auto& a : n.attributes) {
+          if (n.op_type == "Gemm" && a.name == "beta") beta = std::get<float>(a.value);
+        }
+        const const_entry& we = *w_it->second;
+        const std::size_t channels = static_cast<std::size_t>(w.size());
+        e.axis = we.axis >= 0 ? 0 : -1;
+        for (const float ws : we.scale) e.scale.push_back(in_it->second.params.scale * ws * beta);
+        if (e.axis >= 0 && e.scale.size() != channels) {
+          throw frontend_error("quark.quantize.bias",
+                               "bias '" + e.name + "' of node '" + n.name + "' has " +
+                                   std::to_string(channels) + " elements for " +
+                                   std::to_string(e.scale.size()) + " weight channels");
+        }
+        e.zp.assign(e.scale.size(), 0);
+        e.q = quantize_values(w, dtype_id::int32, e.scale, e.zp, e.axis,
+                              std::numeric_limits<std::int32_t>::min(),
+                              std::numeric_limits<std::int32_t>::max());
+        continue;
+      }
+      // (c) weights (and biases quantized like weights): per tensor or per channel.
+      if (e.is_bias && e.spec.per_channel) e.axis = 0;
+      const std::int64_t axis = e.axis >= 0 ? norm_axis(e.axis, w.rank()) : -1;
+      if (axis >= static_cast<std::int64_t>(w.rank())) {
+        throw frontend_error("quark.quantize.axis", "per-channel axis " + std::to_string(e.axis) +
+                                                        " out of range for weight '" + e.name +
+                                                        "' of rank " + std::to_string(w.rank()));
+      }
+      e.axis = axis;
+      std::int64_t qmin = 0, qmax = 0;
+      auto one = [&](std::span<const float> vals) {
+        float lo = 0.0f, hi = 0.0f;
+        if (!vals.empty()) {
+          lo = *std::min_element(vals.begin(), vals.end());
+          hi = *std::max_element(vals.begin(), vals.end());
+        }
+        // Per-channel signed weights are always symmetric (quark-spec §3.2).
+        const bool sym = e.spec.symmetric || (axis >= 0 && (e.type == dtype_id::int8 || e.type == dtype_id::int16));
+        qp p = qz::qparams_for(e.type, e.spec.pof2, sym, lo, hi, true, e.name);
+        if (e.spec.weight_minmse && e.spec.pof2) p.scale = qz::pof2_minmse_weight(vals, p);
+        e.scale.push_back(p.scale);
+        e.zp.push_back(p.zero_point);
+        qmin = p.qmin;
+        qmax = p.qmax;
+      };
+      if (axis < 0) {
+        one(v);
+      } else {
+        const auto ax = static_cast<std::size_t>(axis);
+        const std::size_t c = static_cast<std::size_t>(w.shape()[ax]);
+        std::size_t inner = 1;
+        for (std::size_t d = ax + 1; d < w.rank(); ++d) inner *= static_cast<std::size_t>(w.shape()[d]);
+        const std::size_t outer = v.size() / (c * inner);
+        std::vector<float> slice;
+        for (std::size_t ch = 0; ch < c; ++ch) {
+          slice.clear();
+          for (std::size_t o = 0; o < outer; ++o) {
+            const float* p = v.data() + (o * c + ch) * inner;
+            slice.insert(slice.end(), p, p + inner);
+          }
+          one(slice);
+        }
+      }
+      e.q = quantize_values(w, e.type, e.scale, e.zp, axis, qmin, qmax);
+      if (!e.is_bias) weight_of_node[{nodes[e.node].name, e.node}] = &e;
+    }
+  }
+
+  // (f) rewrite the graph.
+  ::onnx::GraphProto& g = *proto(m).mutable_graph();
+  std::vector<::onnx::NodeProto> prologue;
+  std::map<std::size_t, std::vector<::onnx::NodeProto>> after;  // by producer file index
+  std::map<std::string, std::string> rewire;                     // tensor -> DQ output (shared)
+  std::map<std::pair<std::size_t, std::string>, std::string> rewire_node;  // (node, tensor) -> DQ
+  std::map<std::string, std::string> rename_output;  // graph output -> new producer output name
+  bool per_axis = false;
+  std::set<dtype_id> types_used;
+  auto add_init = [&](const std::string& name, const tensor& t) { m.set_initializer(name, t); };
+  for (const auto& [name, e] : acts) {
+    const std::optional<std::size_t> prod = m.producer(name);
+    const std::string s_name = name + "_scale";
+    const std::string z_name = name + "_zero_point";
+    add_init(s_name, scale_tensor({e.params.scale}, true));
+    add_init(z_name, zero_point_tensor(e.spec.type, {e.params.zero_point}, true));
+    types_used.insert(e.spec.type);
+    auto& sink = prod ? after[*prod] : prologue;
+    report.tensors.push_back({name, "activation", dtype_str(e.spec.type), e.rmin, e.rmax,
+                              {e.params.scale}, {e.params.zero_point}, -1});
+    ++report.tensors_per_type[dtype_str(e.spec.type)];
+    const bool is_output = graph_outputs.contains(name);
+    if (opt.dedicated_qdq_pair) {
+      std::size_t k = 0;
+      for (const std::size_t c : m.consumers(name)) {
+        const std::string sfx = "_" + std::to_string(k++);
+        const std::string q = name + "_QuantizeLinear_Output" + sfx;
+        const std::string dq = name + "_DequantizeLinear_Output" + sfx;
+        sink.push_back(make_node("QuantizeLinear", name + "_QuantizeLinear" + sfx, {name, s_name, z_name}, q, -1));
+        sink.push_back(make_node("DequantizeLinear", name + "_DequantizeLinear" + sfx, {q, s_name, z_name}, dq, -1));
+        rewire_node[{c, name}] = dq;
+      }
+    } else if (is_output && prod) {
+      const std::string src = name + "_QuantizeLinear_Input";
+      rename_output[name] = src;
+      const std::string q = name + "_QuantizeLinear_Output";
+      sink.push_back(make_node("QuantizeLinear", name + "_QuantizeLinear", {src, s_name, z_name}, q, -1));
+      sink.push_back(make_node("DequantizeLinear", name + "_DequantizeLinear", {q, s_name, z_name}, name, -1));
+    } else {
+      const std::string q = name + "_QuantizeLinear_Output";
+      const std::string dq = name + "_DequantizeLinear_Output";
+      sink.push_back(make_node("QuantizeLinear", name + "_QuantizeLinear", {name, s_name, z_name}, q, -1));
+      sink.push_back(make_node("DequantizeLinear", name + "_DequantizeLinear", {q, s_name, z_name}, dq, -1));
+      rewire[name] = dq;
+    }
+  }
+  std::map<std::string, std::string> const_done;  // (name + kind) -> DQ output (shared weights)
+  std::set<std::string> consts_replaced;
+  for (auto& e : consts) {
+    if (e.type == dtype_id::undefined) continue;
+    const std::string key = e.name + (e.is_bias ? "#b" : "#w") + std::to_string(e.node);
+    const bool per_channel = e.axis >= 0;
+    per_axis = per_axis || per_channel;
+    types_used.insert(e.type);
+    const std::string base = e.name;
+    const std::string s_name = base + "_scale";
+    const std::string z_name = base + "_zero_point";
+    if (const_done.contains(e.name)) {
+      rewire_node[{e.node, e.name}] = const_done[e.name];
+      continue;
+    }
+    add_init(s_name, scale_tensor(e.scale, !per_channel));
+    add_init(z_name, zero_point_tensor(e.type, e.zp, !per_channel));
+    const std::string dq = base + "_DequantizeLinear_Output";
+    if (opt.add_qdq_pair_to_weight && !e.is_bias) {
+      const std::string q = base + "_QuantizeLinear_Output";
+      prologue.push_back(make_node("QuantizeLinear", base + "_QuantizeLinear", {base, s_name, z_name}, q, e.axis));
+      prologue.push_back(make_node("DequantizeLinear", base + "_DequantizeLinear", {q, s_name, z_name}, dq, e.axis));
+    } else {
+      const std::string qn = base + "_quantized";
+      add_init(qn, e.q);
+      prologue.push_back(make_node("DequantizeLinear", base + "_DequantizeLinear", {qn, s_name, z_name}, dq, e.axis));
+      consts_replaced.insert(e.name);
+    }
+    const_done[e.name] = dq;
+    rewire_node[{e.node, e.name}] = dq;
+    ++report.tensors_per_type[dtype_str(e.type)];
+    std::vector<std::int64_t> zps(e.zp.begin(), e.zp.end());
+    report.tensors.push_back({e.name, e.is_bias ? "bias" : "weight", dtype_str(e.type), e.rmin,
+                              e.rmax, e.scale, zps, e.axis});
+  }
+  // Rebuild the node list: prologue, then each node followed by the Q/DQ of its outputs.
+  std::vector<::onnx::NodeProto> out;
+  out.reserve(static_cast<std::size_t>(g.node_size()) + prologue.size() * 2);
+  for (auto& n : prologue) out.push_back(std::move(n));
+  const auto& old_nodes = g.node();
+  std::set<std::string> own_qdq_inputs;
+  for (const std::size_t i : topo) {
+    ::onnx::NodeProto n = old_nodes[static_cast<int>(i)];
+    for (int k = 0; k < n.input_size(); ++k) {
+      const std::string& x = n.input(k);
+      if (auto it = rewire_node.find({i, x}); it != rewire_node.end()) {
+        n.set_input(k, it->second);
+      } else if (auto it2 = rewire.find(x); it2 != rewire.end()) {
+        n.set_input(k, it2->second);
+      }
+    }
+    for (int k = 0; k < n.output_size(); ++k) {
+      if (auto it = rename_output.find(n.output(k)); it != rename_output.end()) n.set_output(k, it->second);
+    }
+    out.push_back(std::move(n));
+    if (auto it = after.find(i); it != after.end()) {
+      for (auto& q : it->second) out.push_back(std::move(q));
+    }
+  }
+  g.clear_node();
+  for (auto& n : out) *g.add_node() = std::move(n);
+  // Float weights no node reads any more are dropped.
+  for (const auto& name : consts_replaced) {
+    bool used = false;
+    for (const auto& n : g.node()) {
+      for (const auto& x : n.input()) used = used || x == name;
+    }
+    for (const auto& o : g.output()) used = used || o.name() == name;
+    if (!used) m.remove_initializer(name);
+  }
+
+  // Opset: QuantizeLinear needs 10, per-axis 13, 16-bit types 21.
+  std::int64_t need = 10;
+  if (per_axis) need = 13;
+  for (const auto t : types_used) {
+    if (t == dtype_id::int16 || t == dtype_id::uint16) need = 21;
+  }
+  report.opset_before = m.opset("").value_or(1);
+  if (!acts.empty() || !consts.empty()) {
+    std::map<std::string, std::size_t> ranks;
+    for (const auto& [name, f] : cal.tensors) ranks[name] = f.shape.size();
+    for (const auto& [t, dq] : rewire) {
+      if (auto it = ranks.find(t); it != ranks.end()) ranks[dq] = it->second;
+    }
+    for (const auto& [key, dq] : rewire_node) {
+      if (auto it = ranks.find(key.second); it != ranks.end()) ranks[dq] = it->second;
+    }
+    for (const auto& note : qz::upgrade_opset(proto(m), report.opset_before, need, ranks)) {
+      report.notes.push_back(note);
+    }
+  }
+  report.opset_after = m.opset("").value_or(1);
+  {
+    // IR version able to carry the opset (ORT refuses older IR with newer operator sets).
+    const std::int64_t ir = report.opset_after >= 21 ? 10 : report.opset_after >= 19 ? 9
+                            : report.opset_after >= 13 ? 7 : 5;
+    if (m.ir_version() < ir) m.set_ir_version(ir);
+  }
+  m.validate();
+
+  // Evaluation against the float model (EvalMetrics / run.eval_samples).
+  std::size_t eval_n = run.eval_samples;
+  if (eval_n == 0 && !opt.eval_metrics.empty()) eval_n = cal.samples;
+  if (eval_n > 0) {
+    reader.rewind();
+    report.eval = qz::compare_models(float_bytes, m.to_bytes(), m.base_dir(), reader, eval_n);
+  }
+  if (report_out) *report_out = std::move(report);
+  return m;
+}
+
+std::unique_ptr<calibration_data_reader> default_reader(const std::filesystem::path& model_path,
+                                                        const qconfig& cfg,
+                                                        std::optional<std::uint64_t> seed) {
+  return default_reader(model::load(model_path), cfg, seed);
+}
+
+std::unique_ptr<calibration_data_reader> default_reader(const model& m, const qconfig& cfg,
+                                                        std::optional<std::uint64_t> seed) {
+  const qz::settings o = qz::read_settings(cfg);
+  if (!o.use_random_data) {
+    throw config_error("quark.quantize.no_data",
+                       "no calibration data: give a reader (or a folder) or set UseRandomData");
+  }
+  std::vector<input_signature> ins;
+  for (const auto& v : m.inputs()) {
+    const auto t = dtype_from_onnx(v.elem_type);
+    ins.push_back({v.name, t ? *t : dtype_id::float32, v.shape});
+  }
+  random_data_options ro;
+  ro.count = o.calib_data_size.value_or(1);
+  ro.shapes = o.random_shapes;
+  ro.ranges = o.random_ranges;
+  if (seed) ro.seed = *seed;
+  return std::make_unique<random_reader>(std::move(ins), std::move(ro));
+}
+
+quantize_report quantize_model(const std::filesystem::path& model_in,
+                               const std::filesystem::path& model_out, const qconfig& cfg,
+                               calibration_data_reader& reader, const quantize_run_options& run) {
+  std::error_code ec;
+  if (std::filesystem::exists(model_out, ec) && std::filesystem::equivalent(model_in, model_out, ec)) {
+    throw frontend_error("quark.quantize.same_path", "output '" + model_out.string() +
+                                                         "' is the input model; refusing to overwrite it");
+  }
+  const auto dir = model_out.parent_path();
+  if (!dir.empty() && !std::filesystem::is_directory(dir, ec)) {
+    throw frontend_error("quark.quantize.output_dir", "output folder '" + dir.string() +
+                                                          "' does not exist");
+  }
+  const model in = model::load(model_in);
+  quantize_report r;
+  const model q = quantize_model(in, cfg, reader, &r, run);
+  q.save(model_out);
+  return r;
+}
+
+std::string summary_table(const quantize_report& r) {
+  std::ostringstream os;
+  os << "Quantization summary (" << r.calibration_samples << " calibration sample"
+     << (r.calibration_samples == 1 ? "" : "s") << ", opset " << r.opset_before;
+  if (r.opset_after != r.opset_before) os << " -> " << r.opset_after;
+  os << ")\n";
+  std::size_t w = 7;
+  for (const auto& [op, c] : r.op_types) w = std::max(w, op.size());
+  auto pad = [](const std::string& s, std::size_t n) { return s + std::string(n > s.size() ? n - s.size() : 0, ' '); };
+  os << pad("Op type", w) << "  Quantized  Float\n";
+  std::size_t tq = 0, tf = 0;
+  for (const auto& [op, c] : r.op_types) {
+    os << pad(op, w) << "  " << pad(std::to_string(c.quantized), 9) << "  " << c.kept_float << '\n';
+    tq += c.quantized;
+    tf += c.kept_float;
+  }
+  os << pad("Total", w) << "  " << pad(std::to_string(tq), 9) << "  " << tf << '\n';
+  os << "\nTensors per data type:\n";
+  for (const auto& [t, n] : r.tensors_per_type) os << "  " << pad(t, 8) << ' ' << n << '\n';
+  for (const auto& n : r.notes) os << "note: " << n << '\n';
+  return os.str();
+}
+
+std::string tensors_json(const quantize_report& r) {
+  std::ostringstream os;
+  os.precision(9);
+  os << "{\n  \"tensors\": [\n";
+  for (std::size_t i = 0; i < r.tensors.size(); ++i) {
+    const auto& t = r.tensors[i];
+    std::string name;
+    for (char ch : t.name) {
+      if (ch == '"' || ch == '\\') name += '\\';
+      name += ch;
+    }
+    os << "    {\"name\": \"" << name << "\", \"role\": \"" << t.role << "\", \"type\": \"" << t.type
+       << "\", \"min\": " << t.rmin << ", \"max\": " << t.rmax << ", \"axis\": " << t.axis
+       << ", \"scale\": [";
+    for (std::size_t k = 0; k < t.scale.size(); ++k) os << (k ? ", " : "") << t.scale[k];
+    os << "], \"zero_point\": [";
+    for (std::size_t k = 0; k < t.zero_point.size(); ++k) os << (k ? ", " : "") << t.zero_point[k];
+    os << "]}" << (i + 1 < r.tensors.size() ? "," : "") << '\n';
+  }
+  os << "  ]\n}\n";
+  return os.str();
+}
+
+}  // namespace quark::onnx

@@ -1,0 +1,133 @@
+// SPDX-License-Identifier: MIT
+// Calibration data readers: .npy round trip, folder layouts, random data and sample checks.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <quark/onnx/calib_data.hpp>
+
+namespace fs = std::filesystem;
+using namespace quark::onnx;
+
+namespace {
+
+fs::path fresh_dir(const std::string& name) {
+  const fs::path d = fs::temp_directory_path() / ("quark_qz_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+tensor ramp(shape_t shape) {
+  tensor t(quark::dtype_id::float32, std::move(shape));
+  float v = 0.0f;
+  for (auto& x : t.data<float>()) x = (v += 0.5f);
+  return t;
+}
+
+std::string error_id(auto&& f) {
+  try {
+    f();
+  } catch (const quark::error& e) {
+    return e.id();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("npy round trip keeps type, shape and bytes") {
+  const auto d = fresh_dir("npy");
+  const tensor t = ramp({2, 3, 4});
+  write_npy(d / "a.npy", t);
+  const tensor u = read_npy(d / "a.npy");
+  CHECK(u.type() == quark::dtype_id::float32);
+  CHECK(u.shape() == shape_t{2, 3, 4});
+  CHECK(std::equal(t.bytes().begin(), t.bytes().end(), u.bytes().begin()));
+  tensor i(quark::dtype_id::int64, {3});
+  i.data<std::int64_t>()[2] = -7;
+  write_npy(d / "i.npy", i);
+  CHECK(read_npy(d / "i.npy").data<std::int64_t>()[2] == -7);
+  fs::remove_all(d);
+}
+
+TEST_CASE("a non-npy file is rejected naming the file") {
+  const auto d = fresh_dir("bad");
+  std::ofstream(d / "x.npy") << "hello";
+  try {
+    (void)read_npy(d / "x.npy");
+    FAIL("no error");
+  } catch (const frontend_error& e) {
+    CHECK(e.id() == "quark.calib_data.npy");
+    CHECK(std::string(e.what()).find("x.npy") != std::string::npos);
+  }
+  fs::remove_all(d);
+}
+
+TEST_CASE("folder layouts: one sub-folder per sample, loose files for one input") {
+  const auto d = fresh_dir("layout");
+  fs::create_directories(d / "s0");
+  fs::create_directories(d / "s1");
+  write_npy(d / "s0" / "x.npy", ramp({1, 2}));
+  write_npy(d / "s0" / "y.npy", ramp({1, 3}));
+  write_npy(d / "s1" / "x.npy", ramp({1, 2}));
+  write_npy(d / "s1" / "y.npy", ramp({1, 3}));
+  npy_folder_reader r(d);
+  CHECK(r.size() == 2u);
+  auto s = r.next();
+  REQUIRE(s);
+  CHECK(s->size() == 2u);
+  CHECK(s->at("y").shape() == shape_t{1, 3});
+  CHECK(r.next());
+  CHECK_FALSE(r.next());
+  r.rewind();
+  CHECK(r.next());
+
+  const auto f = fresh_dir("flat");
+  write_npy(f / "a.npy", ramp({4}));
+  npy_folder_reader flat(f);
+  CHECK(error_id([&] { (void)flat.next(); }) == "quark.calib_data.layout");
+  flat.rewind();
+  flat.set_single_input_name("x");
+  CHECK(flat.next()->contains("x"));
+  fs::remove_all(d);
+  fs::remove_all(f);
+}
+
+TEST_CASE("empty or missing folders are errors naming the folder") {
+  const auto d = fresh_dir("empty");
+  CHECK(error_id([&] { npy_folder_reader r(d); }) == "quark.calib_data.empty");
+  CHECK(error_id([&] { npy_folder_reader r(d / "nope"); }) == "quark.calib_data.folder");
+  fs::remove_all(d);
+}
+
+TEST_CASE("random reader: seeded, shaped, in range, rewinds to the same data") {
+  random_reader r({{"x", quark::dtype_id::float32, {-1, 3, 4, 4}}},
+                  {.count = 2, .shapes = {{"x", {2, 3, 4, 4}}}, .ranges = {{"x", {-2.0, 2.0}}}});
+  auto a = r.next();
+  REQUIRE(a);
+  CHECK(a->at("x").shape() == shape_t{2, 3, 4, 4});
+  for (float v : a->at("x").data<float>()) CHECK((v >= -2.0f && v < 2.0f));
+  CHECK(r.next());
+  CHECK_FALSE(r.next());
+  r.rewind();
+  auto b = r.next();
+  CHECK(std::equal(a->at("x").bytes().begin(), a->at("x").bytes().end(), b->at("x").bytes().begin()));
+  CHECK(error_id([] { random_reader bad({{"x", quark::dtype_id::float32, {1}}}, {.shapes = {{"y", {1}}}, .ranges = {}}); }) ==
+        "quark.calib_data.input");
+  CHECK(error_id([] { random_reader bad({{"x", quark::dtype_id::float32, {1, 3}}}, {.shapes = {{"x", {1, 4}}}, .ranges = {}}); }) ==
+        "quark.calib_data.shape");
+}
+
+TEST_CASE("check_sample names the culprit input") {
+  const std::vector<input_signature> ins{{"x", quark::dtype_id::float32, {1, -1, 4}}};
+  calib_sample ok{{"x", ramp({1, 7, 4})}};
+  CHECK_NOTHROW(check_sample(ok, ins, 0));
+  calib_sample wrong_shape{{"x", ramp({1, 7, 5})}};
+  CHECK(error_id([&] { check_sample(wrong_shape, ins, 3); }) == "quark.calib_data.shape");
+  calib_sample unknown{{"x", ramp({1, 7, 4})}, {"z", ramp({1})}};
+  CHECK(error_id([&] { check_sample(unknown, ins, 0); }) == "quark.calib_data.input");
+  calib_sample missing;
+  CHECK(error_id([&] { check_sample(missing, ins, 0); }) == "quark.calib_data.input");
+}

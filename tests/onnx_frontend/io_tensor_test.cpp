@@ -49,7 +49,8 @@ qo::tensor sample_tensor(quark::dtype_id id) {
 bool same(const qo::tensor& a, const qo::tensor& b) {
   if (a.type() != b.type() || a.shape() != b.shape() || a.byte_size() != b.byte_size())
     return false;
-  return std::memcmp(a.bytes().data(), b.bytes().data(), a.byte_size()) == 0;
+  return (a.byte_size() == 0 ||
+          std::memcmp(a.bytes().data(), b.bytes().data(), a.byte_size()) == 0);
 }
 
 bool numeric_code(int code) {

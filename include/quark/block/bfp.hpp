@@ -169,7 +169,7 @@ template <rounding R, bfp_input In, bfp_variant V>
 QUARK_BLOCK_KERNEL void bfp_fake_quantize_impl(const float* in, float* out, const axis_layout& l,
                                                std::size_t block_size, int m) noexcept {
   for_each_block_chunked(
-      out, l, block_size,
+      in, out, l, block_size,
       [&](std::size_t off, std::size_t k, float* dst) {
         dispatch_block_size(block_size, [&](auto bs) {
           if constexpr (In == bfp_input::float32 && V == bfp_variant::standard) {

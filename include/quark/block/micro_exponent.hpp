@@ -149,7 +149,7 @@ QUARK_BLOCK_KERNEL void micro_fake_quantize_impl(const float* in, float* out,
   const std::uint32_t qmax = (std::uint32_t{1} << m) - (compat == compat_mode::standard ? 1u : 0u);
   const bool pairs = sub == 2 && shift_bits == 1 && block_size % 2 == 0;
   for_each_block_chunked(
-      out, l, block_size,
+      in, out, l, block_size,
       [&](std::size_t off, std::size_t k, float* dst) {
         dispatch_block_size(block_size, [&](auto bs) {
           if (pairs) {

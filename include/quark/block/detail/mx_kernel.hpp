@@ -215,7 +215,7 @@ QUARK_BLOCK_KERNEL void mx_fake_quantize_impl(const float* in, float* out, const
                                               std::size_t block_size,
                                               e8m0_scale_mode mode) noexcept {
   for_each_block_chunked(
-      out, l, block_size,
+      in, out, l, block_size,
       [&](std::size_t off, std::size_t k, float* dst) {
         dispatch_block_size(block_size, [&](auto bs) {
           mx_chunk<Element, R, Compat>(in + off, dst, k, bs, mode);

@@ -123,10 +123,8 @@ tensor_spec asymmetric(tensor_spec s) {
 
 qconfig two_specs(tensor_spec act, tensor_spec weight) {
   qconfig c;
-  c.global_config = layer_config{.input_tensors = std::move(act),
-                                 .output_tensors = std::nullopt,
-                                 .weight = std::move(weight),
-                                 .bias = std::nullopt};
+  c.global_config = layer_config{
+      .input_tensors = act, .output_tensors = std::nullopt, .weight = weight, .bias = std::nullopt};
   return c;
 }
 

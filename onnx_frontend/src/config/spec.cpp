@@ -11,9 +11,9 @@ namespace quark::onnx {
 namespace {
 
 struct spec_row {
-  spec_name name;
   std::string_view class_name;
   dtype_id dtype;
+  spec_name name;
   bool symmetric;
   scale_kind scale;
   calib_method calib;
@@ -27,34 +27,34 @@ using cm = calib_method;
 // types default to symmetric, unsigned to asymmetric); FP8 specs calibrate with Distribution, the
 // only method seed 003 allows for FP8 and the one ORT requires (quark-spec §1.6).
 constexpr spec_row spec_table[] = {
-    {sn::int8, "Int8Spec", dtype_id::int8, true, sk::float32, cm::percentile},
-    {sn::uint8, "UInt8Spec", dtype_id::uint8, false, sk::float32, cm::percentile},
-    {sn::xint8, "XInt8Spec", dtype_id::int8, true, sk::power_of_2, cm::min_mse},
-    {sn::int16, "Int16Spec", dtype_id::int16, true, sk::float32, cm::percentile},
-    {sn::xint16, "XInt16Spec", dtype_id::int16, true, sk::power_of_2, cm::min_mse},
-    {sn::uint16, "UInt16Spec", dtype_id::uint16, false, sk::float32, cm::percentile},
-    {sn::int32, "Int32Spec", dtype_id::int32, true, sk::float32, cm::percentile},
-    {sn::uint32, "UInt32Spec", dtype_id::uint32, false, sk::float32, cm::percentile},
-    {sn::int4, "Int4Spec", dtype_id::int4, true, sk::float32, cm::percentile},
-    {sn::uint4, "UInt4Spec", dtype_id::uint4, false, sk::float32, cm::percentile},
-    {sn::bfloat16, "BFloat16Spec", dtype_id::bfloat16, true, sk::float32, cm::min_max},
-    {sn::float16, "Float16Spec", dtype_id::float16, true, sk::float32, cm::min_max},
-    {sn::fp8_e4m3fn, "FP8E4M3FNSpec", dtype_id::float8_e4m3fn, true, sk::float32, cm::distribution},
-    {sn::fp8_e4m3fnuz, "FP8E4M3FNUZSpec", dtype_id::float8_e4m3fnuz, true, sk::float32,
+    {"Int8Spec", dtype_id::int8, sn::int8, true, sk::float32, cm::percentile},
+    {"UInt8Spec", dtype_id::uint8, sn::uint8, false, sk::float32, cm::percentile},
+    {"XInt8Spec", dtype_id::int8, sn::xint8, true, sk::power_of_2, cm::min_mse},
+    {"Int16Spec", dtype_id::int16, sn::int16, true, sk::float32, cm::percentile},
+    {"XInt16Spec", dtype_id::int16, sn::xint16, true, sk::power_of_2, cm::min_mse},
+    {"UInt16Spec", dtype_id::uint16, sn::uint16, false, sk::float32, cm::percentile},
+    {"Int32Spec", dtype_id::int32, sn::int32, true, sk::float32, cm::percentile},
+    {"UInt32Spec", dtype_id::uint32, sn::uint32, false, sk::float32, cm::percentile},
+    {"Int4Spec", dtype_id::int4, sn::int4, true, sk::float32, cm::percentile},
+    {"UInt4Spec", dtype_id::uint4, sn::uint4, false, sk::float32, cm::percentile},
+    {"BFloat16Spec", dtype_id::bfloat16, sn::bfloat16, true, sk::float32, cm::min_max},
+    {"Float16Spec", dtype_id::float16, sn::float16, true, sk::float32, cm::min_max},
+    {"FP8E4M3FNSpec", dtype_id::float8_e4m3fn, sn::fp8_e4m3fn, true, sk::float32, cm::distribution},
+    {"FP8E4M3FNUZSpec", dtype_id::float8_e4m3fnuz, sn::fp8_e4m3fnuz, true, sk::float32,
      cm::distribution},
-    {sn::fp8_e5m2, "FP8E5M2Spec", dtype_id::float8_e5m2, true, sk::float32, cm::distribution},
-    {sn::fp8_e5m2fnuz, "FP8E5M2FNUZSpec", dtype_id::float8_e5m2fnuz, true, sk::float32,
+    {"FP8E5M2Spec", dtype_id::float8_e5m2, sn::fp8_e5m2, true, sk::float32, cm::distribution},
+    {"FP8E5M2FNUZSpec", dtype_id::float8_e5m2fnuz, sn::fp8_e5m2fnuz, true, sk::float32,
      cm::distribution},
-    {sn::bfp16, "BFP16Spec", dtype_id::undefined, true, sk::float32, cm::min_max},
-    {sn::mx4, "MX4Spec", dtype_id::undefined, true, sk::float32, cm::min_max},
-    {sn::mx6, "MX6Spec", dtype_id::undefined, true, sk::float32, cm::min_max},
-    {sn::mx9, "MX9Spec", dtype_id::undefined, true, sk::float32, cm::min_max},
-    {sn::mxfp8_e5m2, "MXFP8E5M2Spec", dtype_id::float8_e5m2, true, sk::float32, cm::min_max},
-    {sn::mxfp8_e4m3, "MXFP8E4M3Spec", dtype_id::float8_e4m3fn, true, sk::float32, cm::min_max},
-    {sn::mxfp6_e3m2, "MXFP6E3M2Spec", dtype_id::float6_e3m2fn, true, sk::float32, cm::min_max},
-    {sn::mxfp6_e2m3, "MXFP6E2M3Spec", dtype_id::float6_e2m3fn, true, sk::float32, cm::min_max},
-    {sn::mxfp4_e2m1, "MXFP4E2M1Spec", dtype_id::float4_e2m1fn, true, sk::float32, cm::min_max},
-    {sn::mxint8, "MXInt8Spec", dtype_id::int8, true, sk::float32, cm::min_max},
+    {"BFP16Spec", dtype_id::undefined, sn::bfp16, true, sk::float32, cm::min_max},
+    {"MX4Spec", dtype_id::undefined, sn::mx4, true, sk::float32, cm::min_max},
+    {"MX6Spec", dtype_id::undefined, sn::mx6, true, sk::float32, cm::min_max},
+    {"MX9Spec", dtype_id::undefined, sn::mx9, true, sk::float32, cm::min_max},
+    {"MXFP8E5M2Spec", dtype_id::float8_e5m2, sn::mxfp8_e5m2, true, sk::float32, cm::min_max},
+    {"MXFP8E4M3Spec", dtype_id::float8_e4m3fn, sn::mxfp8_e4m3, true, sk::float32, cm::min_max},
+    {"MXFP6E3M2Spec", dtype_id::float6_e3m2fn, sn::mxfp6_e3m2, true, sk::float32, cm::min_max},
+    {"MXFP6E2M3Spec", dtype_id::float6_e2m3fn, sn::mxfp6_e2m3, true, sk::float32, cm::min_max},
+    {"MXFP4E2M1Spec", dtype_id::float4_e2m1fn, sn::mxfp4_e2m1, true, sk::float32, cm::min_max},
+    {"MXInt8Spec", dtype_id::int8, sn::mxint8, true, sk::float32, cm::min_max},
 };
 
 constexpr auto all_names = [] {

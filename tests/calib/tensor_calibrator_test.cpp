@@ -5,6 +5,8 @@
 
 #include <doctest/doctest.h>
 
+#include <cmath>
+#include <limits>
 #include <vector>
 
 #include "calib/reference_data.hpp"
@@ -102,4 +104,47 @@ TEST_CASE("tensor_calibrator: bad input and misuse") {
   p2.observe(x);
   const nlohmann::json j = p2.result();
   CHECK(nlohmann::json::parse(j.dump()).get<quark::calibrated_range>().origin == quark::scale_origin::searched);
+}
+
+TEST_CASE("tensor_calibrator: all-equal, all-zero, single-value, NaN and Inf input for every method") {
+  using m = quark::calib_method;
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> constant(100, 3.0f), zeros(100, 0.0f), single{-2.5f};
+  std::vector<float> with_nan(50, 1.0f);
+  with_nan[7] = nan;
+  std::vector<float> with_inf(50, 1.0f);
+  with_inf[3] = inf;
+  for (auto method : {m::minmax, m::pof2_non_overflow, m::percentile, m::entropy, m::distribution,
+                      m::layerwise_percentile, m::pof2_minmse}) {
+    CAPTURE(static_cast<int>(method));
+    for (const auto* data : {&constant, &zeros, &single}) {
+      const auto r = run({.method = method}, *data, 1);
+      CHECK(std::isfinite(r.min));
+      CHECK(std::isfinite(r.max));
+      CHECK(r.min <= r.max);
+      // compute_qparams turns every such range into a usable scale.
+      const auto p = quark::to_qparams<std::int8_t>(r, {.sym = quark::symmetry::symmetric});
+      CHECK(p.scale_value() > 0.0f);
+    }
+    // A single NaN: ORT's MinMax propagates it (stable error); histograms skip it.
+    if (method == m::minmax || method == m::pof2_non_overflow) {
+      CHECK_THROWS_AS(static_cast<void>(run({.method = method}, with_nan, 1)), quark::invalid_argument);
+      const auto r = run({.method = method}, with_inf, 1);
+      CHECK(std::isinf(r.max));  // passed through; compute_qparams clamps to FLT_MAX/2
+    } else if (method == m::pof2_minmse) {
+      CHECK(std::isfinite(run({.method = method}, with_nan, 1).max));  // nan_to_num
+      // Inf -> FLT_MAX: the position is defined (about -121); 127 * 2^-pos may round to Inf in
+      // float32, which compute_qparams clamps, while to_qparams keeps the searched position.
+      CHECK(run({.method = method}, with_inf, 1).pof2_position.has_value());
+    } else {
+      CHECK(std::isfinite(run({.method = method}, with_nan, 1).max));
+      try {
+        static_cast<void>(run({.method = method}, with_inf, 1));
+        FAIL("expected an exception");
+      } catch (const quark::invalid_argument& e) {
+        CHECK(e.id() == "quark.calib.infinite_input");
+      }
+    }
+  }
 }

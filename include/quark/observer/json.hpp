@@ -16,6 +16,7 @@
 #include <quark/calib/calib_result.hpp>
 #include <quark/observer/histogram_observer.hpp>
 #include <quark/observer/minmax_observer.hpp>
+#include <quark/observer/per_channel.hpp>
 
 namespace quark {
 
@@ -111,6 +112,20 @@ inline void from_json(const nlohmann::json& j, histogram_observer& o) {
     detail::throw_invalid("quark.calib.bad_json", "histogram edges/counts sizes disagree");
   }
   o = histogram_observer{opt, std::move(d)};
+}
+
+/// Per-channel observers: an array of the channels' states.
+template <observer O>
+void to_json(nlohmann::json& j, const per_channel<O>& pc) {
+  nlohmann::json arr = nlohmann::json::array();
+  for (const O& o : pc.observers()) arr.push_back(o);
+  j = {{"type", "per_channel"}, {"observers", std::move(arr)}};
+}
+template <observer O>
+void from_json(const nlohmann::json& j, per_channel<O>& pc) {
+  std::vector<O> v;
+  for (const auto& e : j.at("observers")) v.push_back(e.get<O>());
+  pc = per_channel<O>(std::move(v));
 }
 
 inline void to_json(nlohmann::json& j, const calibrated_range& r) {

@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <quark/observer/range_stats.hpp>
@@ -61,7 +62,11 @@ inline void check_layout(const axis_layout& l, std::size_t n) {
 template <observer O>
 class per_channel {
  public:
+  /// No channel yet (a target for deserialisation).
+  per_channel() = default;
   explicit per_channel(std::size_t channels, const O& prototype = O{}) : obs_(channels, prototype) {}
+  /// From existing per-channel observers (e.g. restored from JSON).
+  explicit per_channel(std::vector<O> observers) : obs_(std::move(observers)) {}
 
   [[nodiscard]] std::size_t channels() const noexcept { return obs_.size(); }
   [[nodiscard]] const O& operator[](std::size_t c) const noexcept { return obs_[c]; }

@@ -12,6 +12,6 @@ for src in "$root"/onnx_frontend/src/io/*.cpp "$root"/onnx_frontend/src/version.
   # -fsanitize=fuzzer-no-link for library code: instrumented, but without libFuzzer's main.
   clang++ $(echo "$flags" | sed 's/fuzzer,/fuzzer-no-link,/') -c "$src" -o "$obj"
 done
-clang++ $flags "$root/fuzz/model_loader_fuzz.cpp" "$out"/*.o -lonnx_proto -lprotobuf -lpthread \
+clang++ $flags "$root/fuzz/model_loader_fuzz.cpp" "$out"/*.o -lonnx -lonnx_proto -lprotobuf -lpthread \
   -o "$out/model_loader_fuzz"
 echo "built $out/model_loader_fuzz"

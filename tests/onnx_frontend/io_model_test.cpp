@@ -215,3 +215,13 @@ TEST_CASE("a model beyond protobuf's default 64 MB limit loads") {
   const auto back = qo::model::load(dir / "big.onnx");
   CHECK(back.initializer("big").data<std::uint8_t>()[12345] == 7);
 }
+
+TEST_CASE("the libonnx reference checker is available as an extra check") {
+  const auto m = qo::model::from_bytes(model(relu_graph()));
+  CHECK_NOTHROW(m.run_onnx_checker());
+  graph g = relu_graph();
+  g.add_node(node("Relu", {"x"}, {"z"}, "relu2", {attr_int("bogus", 1)}));
+  const auto bad = qo::model::from_bytes(model(g));  // validate() does not know op schemas
+  CHECK_THROWS_WITH_AS(bad.run_onnx_checker(), doctest::Contains("quark.onnx.check: "),
+                       qo::frontend_error);
+}

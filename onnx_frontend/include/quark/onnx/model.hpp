@@ -83,7 +83,8 @@ struct save_options {
   std::string external_file{};
 };
 
-/// An ONNX model. Movable and copyable (a copy is deep).
+/// An ONNX model. Movable and copyable (a copy is deep); a moved-from model may only be assigned
+/// to or destroyed.
 ///
 ///     auto m = quark::onnx::model::load("det.onnx");
 ///     m.constants_to_initializers();
@@ -178,6 +179,9 @@ class model {
   /// external range), unique tensor names, every node input and graph output defined, no cycles.
   /// Throws frontend_error ("quark.onnx.tensor" / "quark.onnx.graph") naming the culprit.
   void validate() const;
+  /// Runs the ONNX reference checker of the linked libonnx (1.12 on Debian 12: IR <= 8, opset
+  /// <= 17, data types <= 16) and throws frontend_error("quark.onnx.check") with its message.
+  void run_onnx_checker() const;
   /// The distinct op types of the graph (including subgraphs) missing from `supported`, sorted.
   /// Default-domain ops are spelled "Conv"; other domains "domain:Op" (e.g. "com.microsoft:Gelu").
   std::vector<std::string> unsupported_ops(

@@ -20,6 +20,7 @@
 #include <doctest/doctest.h>
 
 #include <quark/dtype/convert.hpp>
+#include <quark/onnx/io.hpp>
 #include <quark/onnx/runtime.hpp>
 
 namespace fs = std::filesystem;
@@ -225,13 +226,13 @@ std::string run_one(const fs::path& dir) {
       for (std::size_t i = 0; i < rt.inputs().size(); ++i) {
         const auto f = set / ("input_" + std::to_string(i) + ".pb");
         if (!fs::exists(f)) return "missing " + f.string();
-        feeds[rt.inputs()[i].name] = quark::onnx::read_tensor_file(f);
+        feeds[rt.inputs()[i].name] = quark::onnx::load_tensor(f).value;
       }
       const auto outs = rt.run(feeds);
       for (std::size_t i = 0; i < rt.outputs().size(); ++i) {
         const auto f = set / ("output_" + std::to_string(i) + ".pb");
         const auto& name = rt.outputs()[i].name;
-        const auto diff = compare(name, outs.at(name), quark::onnx::read_tensor_file(f));
+        const auto diff = compare(name, outs.at(name), quark::onnx::load_tensor(f).value);
         if (!diff.empty()) return set.filename().string() + ": " + diff;
       }
     }

@@ -1,14 +1,20 @@
 // SPDX-License-Identifier: MIT
 // The executor: runs a prepared rt::graph node by node in topological order, hands each new value
 // to the observer, and drops every value right after its last consumer.
+#if defined(__GLIBC__) || __has_include(<malloc.h>)
+#include <malloc.h>
+#endif
+
 #include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <unordered_map>
+#include <unordered_set>
 
 #include <quark/dtype/convert.hpp>
 #include <quark/onnx/runtime.hpp>
 
+#include "io/proto_access.hpp"
 #include "runtime/kernel.hpp"
 #include "runtime/proto_decode.hpp"
 #include "runtime/registry.hpp"
@@ -24,6 +30,7 @@ struct scope {
   const graph& g;
   const scope* parent = nullptr;
   std::unordered_map<std::string, std::shared_ptr<const tensor>> values;
+  std::unordered_set<std::string> owned;  ///< values produced here (not feeds): reusable
 
   const tensor* find(const std::string& name) const {
     if (auto it = values.find(name); it != values.end()) return it->second.get();
@@ -38,7 +45,7 @@ std::vector<tensor> execute(const graph& g, scope& sc, thread_pool& pool,
                             const value_observer& observer) {
   for (std::size_t i = 0; i < g.nodes.size(); ++i) {
     const node& n = g.nodes[i];
-    kernel_context ctx{n, {}, {}, pool, {}};
+    kernel_context ctx{n, {}, {}, {}, pool, {}};
     ctx.inputs.reserve(n.inputs.size());
     for (const auto& name : n.inputs) {
       if (name.empty()) {
@@ -53,8 +60,19 @@ std::vector<tensor> execute(const graph& g, scope& sc, thread_pool& pool,
       ctx.inputs.push_back(t);
     }
     ctx.outputs.resize(n.outputs.size());
+    ctx.reusable.assign(n.inputs.size(), nullptr);
+    for (const auto& dead : g.release[i]) {
+      if (!sc.owned.count(dead)) continue;
+      auto it = sc.values.find(dead);
+      if (it == sc.values.end() || it->second.use_count() != 1) continue;
+      if (std::count(n.inputs.begin(), n.inputs.end(), dead) != 1) continue;
+      const auto pos = static_cast<std::size_t>(
+          std::find(n.inputs.begin(), n.inputs.end(), dead) - n.inputs.begin());
+      // The value was created non-const (make_shared<tensor>) and dies with this node.
+      ctx.reusable[pos] = const_cast<tensor*>(it->second.get());
+    }
     ctx.run_subgraph = [&](const graph& sub) {
-      scope child{sub, &sc, {}};
+      scope child{sub, &sc, {}, {}};
       return execute(sub, child, pool, observer);
     };
     try {
@@ -74,9 +92,13 @@ std::vector<tensor> execute(const graph& g, scope& sc, thread_pool& pool,
                              n.describe() + ": output '" + name + "' was not produced");
       }
       if (observer) observer(name, ctx.outputs[o]);
-      sc.values[name] = std::make_shared<const tensor>(std::move(ctx.outputs[o]));
+      sc.values[name] = std::make_shared<tensor>(std::move(ctx.outputs[o]));
+      sc.owned.insert(name);
     }
-    for (const auto& dead : g.release[i]) sc.values.erase(dead);
+    for (const auto& dead : g.release[i]) {
+      sc.values.erase(dead);
+      sc.owned.erase(dead);
+    }
   }
   std::vector<tensor> outs;
   outs.reserve(g.outputs.size());
@@ -95,8 +117,8 @@ std::vector<tensor> execute(const graph& g, scope& sc, thread_pool& pool,
 
 struct runtime::impl {
   std::shared_ptr<rt::graph> main;
-  std::vector<value_info> inputs;
-  std::vector<value_info> outputs;
+  std::vector<tensor_info> inputs;
+  std::vector<tensor_info> outputs;
   std::unique_ptr<rt::thread_pool> pool;
 
   static std::unique_ptr<impl> prepare(const ::onnx::ModelProto& m,
@@ -128,6 +150,12 @@ std::unique_ptr<runtime::impl> runtime::impl::prepare(const ::onnx::ModelProto& 
   p->inputs = p->main->inputs;
   p->outputs = p->main->outputs;
   p->pool = std::make_unique<rt::thread_pool>(options.threads);
+#if defined(M_MMAP_THRESHOLD) && defined(M_TRIM_THRESHOLD)
+  if (options.tune_malloc) {
+    mallopt(M_MMAP_THRESHOLD, 32 << 20);   // glibc's largest accepted value
+    mallopt(M_TRIM_THRESHOLD, 512 << 20);
+  }
+#endif
   return p;
 }
 
@@ -146,6 +174,9 @@ runtime::runtime(const std::filesystem::path& path, runtime_options options) {
   impl_ = impl::prepare(m, path.parent_path(), options);
 }
 
+runtime::runtime(const model& m, runtime_options options)
+    : impl_(impl::prepare(proto(m), proto_access::get(m).base_dir, options)) {}
+
 runtime runtime::from_bytes(std::span<const std::byte> bytes, const std::filesystem::path& base_dir,
                             runtime_options options) {
   ::onnx::ModelProto m;
@@ -160,8 +191,8 @@ runtime::runtime(runtime&&) noexcept = default;
 runtime& runtime::operator=(runtime&&) noexcept = default;
 runtime::~runtime() = default;
 
-const std::vector<value_info>& runtime::inputs() const noexcept { return impl_->inputs; }
-const std::vector<value_info>& runtime::outputs() const noexcept { return impl_->outputs; }
+const std::vector<tensor_info>& runtime::inputs() const noexcept { return impl_->inputs; }
+const std::vector<tensor_info>& runtime::outputs() const noexcept { return impl_->outputs; }
 
 std::vector<std::string> runtime::supported_ops() {
   auto ops = rt::registered_ops();
@@ -174,7 +205,7 @@ std::vector<std::string> runtime::supported_ops() {
 std::map<std::string, tensor> runtime::run(const std::map<std::string, tensor>& feeds,
                                            const value_observer& observer) const {
   const rt::graph& g = *impl_->main;
-  rt::scope sc{g, nullptr, {}};
+  rt::scope sc{g, nullptr, {}, {}};
   for (const auto& in : impl_->inputs) {
     auto it = feeds.find(in.name);
     if (it == feeds.end()) {
@@ -230,32 +261,6 @@ std::map<std::string, tensor> runtime::run(const std::map<std::string, tensor>& 
     result[impl_->outputs[i].name] = std::move(t);
   }
   return result;
-}
-
-tensor read_tensor_file(const std::filesystem::path& file) {
-  std::ifstream f(file, std::ios::binary);
-  if (!f) throw frontend_error("quark.onnx.load", "cannot open '" + file.string() + "'");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  ::onnx::TensorProto tp;
-  if (!tp.ParseFromString(ss.str())) {
-    throw frontend_error("quark.onnx.load", "'" + file.string() + "' is not a TensorProto");
-  }
-  const auto type = dtype_from_onnx(tp.data_type());
-  tensor t = rt::decode_tensor(tp, file.parent_path());
-  // Keep the declared element type for half types (decode widens them for the runtime).
-  if (type && (*type == dtype_id::float16 || *type == dtype_id::bfloat16)) {
-    tensor h(*type, t.shape());
-    if (*type == dtype_id::float16) {
-      quark::convert<quark::float16>(std::span<const float>(t.data<float>()),
-                                     h.data<quark::float16>());
-    } else {
-      quark::convert<quark::bfloat16>(std::span<const float>(t.data<float>()),
-                                      h.data<quark::bfloat16>());
-    }
-    return h;
-  }
-  return t;
 }
 
 }  // namespace quark::onnx

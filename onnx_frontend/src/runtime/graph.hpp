@@ -76,8 +76,8 @@ struct graph {
   std::string name;
   std::vector<node> nodes;  ///< topological order
   std::unordered_map<std::string, std::shared_ptr<const tensor>> constants;
-  std::vector<value_info> inputs;  ///< inputs to feed (for subgraphs: the formal parameters)
-  std::vector<value_info> outputs;
+  std::vector<tensor_info> inputs;  ///< inputs to feed (for subgraphs: the formal parameters)
+  std::vector<tensor_info> outputs;
   /// release[i]: values produced in this graph (or fed to it) that are dead after nodes[i].
   std::vector<std::vector<std::string>> release;
   /// Names this graph reads from enclosing scopes (subgraphs only).

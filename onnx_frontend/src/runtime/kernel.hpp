@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cmath>
 #include <functional>
+#include <initializer_list>
 #include <limits>
 #include <span>
 #include <string>
@@ -27,6 +28,9 @@ struct kernel_context {
   const node& n;
   std::vector<const tensor*> inputs;  ///< nullptr for an absent optional input
   std::vector<tensor> outputs;        ///< one per node output, filled by the kernel
+  /// reusable[i]: input i as a mutable tensor when this node is its last consumer and nothing
+  /// else refers to it, so a kernel may move it into an output and compute in place.
+  std::vector<tensor*> reusable;
   thread_pool& pool;
   /// Runs a subgraph (If branches) in the current scope; returns its outputs.
   std::function<std::vector<tensor>(const graph&)> run_subgraph;
@@ -38,6 +42,19 @@ struct kernel_context {
     return *inputs[i];
   }
   const tensor* opt(std::size_t i) const noexcept { return has_input(i) ? inputs[i] : nullptr; }
+  /// An output buffer of `type` and `shape`: input i's own storage when it is reusable and has
+  /// that type and shape (take element pointers of the inputs before calling this), else new.
+  tensor output_like(std::initializer_list<std::size_t> candidates, dtype_id type,
+                     const shape_t& shape) {
+    for (std::size_t i : candidates) {
+      tensor* r = i < reusable.size() ? reusable[i] : nullptr;
+      if (r && r->type() == type && r->shape() == shape) {
+        reusable[i] = nullptr;
+        return std::move(*r);
+      }
+    }
+    return tensor(type, shape);
+  }
   tensor& out(std::size_t i) {
     if (i >= outputs.size()) fail("quark.onnx.runtime", "missing output #" + std::to_string(i));
     return outputs[i];

@@ -100,30 +100,39 @@ geometry conv_geometry(const kernel_context& c, const tensor& x, const tensor& w
   return g;
 }
 
-/// Input rows [r0, r1) of the im2col matrix (row = (ci, ky, kx), columns = output pixels).
-void im2col(const geometry& g, const float* x, std::size_t cg, std::size_t r0, std::size_t r1,
+/// Columns [p0, p1) (output pixels) of the im2col matrix, row = (ci, ky, kx), written densely
+/// into col with leading dimension p1 - p0.
+void im2col(const geometry& g, const float* x, std::size_t kdim, std::size_t p0, std::size_t p1,
             float* col) {
-  const std::size_t npix = g.oh * g.ow;
-  for (std::size_t r = r0; r < r1; ++r) {
+  const std::size_t ld = p1 - p0;
+  for (std::size_t r = 0; r < kdim; ++r) {
     const std::size_t kx = r % g.kw;
     const std::size_t ky = (r / g.kw) % g.kh;
     const std::size_t ci = r / (g.kw * g.kh);
-    (void)cg;
     const float* plane = x + ci * g.h * g.w;
-    float* dst = col + r * npix;
-    for (std::size_t oy = 0; oy < g.oh; ++oy) {
+    float* dst = col + r * ld;
+    const std::int64_t base = to_i64(kx * g.dw) - g.pl;
+    std::size_t p = p0;
+    while (p < p1) {
+      const std::size_t oy = p / g.ow;
+      const std::size_t ox0 = p % g.ow;
+      const std::size_t ox1 = std::min(g.ow, ox0 + (p1 - p));
       const std::int64_t iy = to_i64(oy * g.sh + ky * g.dh) - g.pt;
-      float* drow = dst + oy * g.ow;
+      float* out = dst + (p - p0);  // out[k] holds output column ox0 + k
       if (iy < 0 || iy >= to_i64(g.h)) {
-        std::fill(drow, drow + g.ow, 0.0f);
-        continue;
+        std::fill(out, out + (ox1 - ox0), 0.0f);
+      } else {
+        const float* srow = plane + to_size(iy) * g.w;
+        if (g.sw == 1 && base >= 0 && to_i64(ox1) + base <= to_i64(g.w)) {
+          std::copy(srow + to_size(to_i64(ox0) + base), srow + to_size(to_i64(ox1) + base), out);
+        } else {
+          for (std::size_t ox = ox0; ox < ox1; ++ox) {
+            const std::int64_t ix = to_i64(ox * g.sw) + base;
+            out[ox - ox0] = (ix >= 0 && ix < to_i64(g.w)) ? srow[ix] : 0.0f;
+          }
+        }
       }
-      const float* srow = plane + to_size(iy) * g.w;
-      const std::int64_t base = to_i64(kx * g.dw) - g.pl;
-      for (std::size_t ox = 0; ox < g.ow; ++ox) {
-        const std::int64_t ix = to_i64(ox * g.sw) + base;
-        drow[ox] = (ix >= 0 && ix < to_i64(g.w)) ? srow[ix] : 0.0f;
-      }
+      p += ox1 - ox0;
     }
   }
 }
@@ -179,7 +188,6 @@ void k_conv(kernel_context& c) {
   const std::size_t kdim = cg * g.kh * g.kw;
   const bool pointwise = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.pt == 0 &&
                          g.pl == 0 && g.pb == 0 && g.pr == 0;
-  std::vector<float> col;
   for (std::size_t img = 0; img < g.n; ++img) {
     const float* xi = px + img * g.c * g.h * g.w;
     float* yi = py + img * g.m * npix;
@@ -196,15 +204,25 @@ void k_conv(kernel_context& c) {
       const float* xg = xi + gi * cg * g.h * g.w;
       const float* wg = pw + gi * mg * kdim;
       float* yg = yi + gi * mg * npix;
-      const float* rhs = xg;
-      if (!pointwise) {
-        col.resize(kdim * npix);
-        c.pool.parallel_for(kdim, 1, [&](std::size_t r0, std::size_t r1) {
-          im2col(g, xg, cg, r0, r1, col.data());
+      if (pointwise) {
+        gemm(&c.pool, false, false, mg, npix, kdim, 1.0f, wg, kdim, xg, npix, 0.0f, yg, npix);
+      } else {
+        // Column blocks of the im2col matrix small enough to stay in cache; each thread
+        // expands one block into its own buffer and multiplies it right away.
+        const std::size_t block = std::clamp<std::size_t>((std::size_t{1} << 17) / kdim, 64, 4096);
+        const std::size_t nblocks = (npix + block - 1) / block;
+        c.pool.parallel_for(nblocks, 1, [&](std::size_t b0, std::size_t b1) {
+          thread_local std::vector<float> col;
+          for (std::size_t bi = b0; bi < b1; ++bi) {
+            const std::size_t p0 = bi * block;
+            const std::size_t p1 = std::min(npix, p0 + block);
+            col.resize(kdim * (p1 - p0));
+            im2col(g, xg, kdim, p0, p1, col.data());
+            gemm(nullptr, false, false, mg, p1 - p0, kdim, 1.0f, wg, kdim, col.data(), p1 - p0,
+                 0.0f, yg + p0, npix);
+          }
         });
-        rhs = col.data();
       }
-      gemm(&c.pool, false, false, mg, npix, kdim, 1.0f, wg, kdim, rhs, npix, 0.0f, yg, npix);
       if (pb) {
         for (std::size_t oc = 0; oc < mg; ++oc) {
           const float bv = pb[gi * mg + oc];

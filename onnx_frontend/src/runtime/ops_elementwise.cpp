@@ -21,11 +21,14 @@ namespace {
 template <class A, class B, class O, class F>
 void binary(kernel_context& c, const tensor& a, const tensor& b, dtype_id out_type, F f) {
   const shape_t shape = broadcast_shapes(c, a.shape(), b.shape());
-  tensor out(out_type, shape);
   const A* pa = a.data<A>().data();
   const B* pb = b.data<B>().data();
-  O* po = out.data<O>().data();
   const auto plan = make_broadcast_plan(shape, {a.shape(), b.shape()});
+  // In place when an operand dies here: element i of the output only reads element i of it.
+  tensor out = (&a == c.inputs[0] && &b == c.inputs[1])
+                   ? c.output_like({0, 1}, out_type, shape)
+                   : tensor(out_type, shape);
+  O* po = out.data<O>().data();
   auto run = [&](std::size_t o, const std::array<std::size_t, 3>& off, std::size_t n,
                  const std::array<std::size_t, 3>& st) {
     const A* x = pa + off[0];
@@ -244,10 +247,11 @@ void unary_float(kernel_context& c, F f) {
   const tensor& x = c.in(0);
   dispatch_float(c, x.type(), [&](auto id) {
     using T = typename decltype(id)::type;
-    tensor out(x.type(), x.shape());
     const T* src = x.data<T>().data();
+    const std::size_t n = x.size();
+    tensor out = c.output_like({0}, x.type(), x.shape());
     T* dst = out.data<T>().data();
-    c.pool.parallel_for(x.size(), 1 << 15, [&](std::size_t b, std::size_t e) {
+    c.pool.parallel_for(n, 1 << 15, [&](std::size_t b, std::size_t e) {
       for (std::size_t i = b; i < e; ++i) dst[i] = static_cast<T>(f(src[i]));
     });
     c.out(0) = std::move(out);
@@ -399,10 +403,11 @@ void k_clip(kernel_context& c) {
       if (const tensor* t = c.opt(1)) lo = t->data<T>()[0];
       if (const tensor* t = c.opt(2)) hi = t->data<T>()[0];
     }
-    tensor out(x.type(), x.shape());
     const T* src = x.data<T>().data();
+    const std::size_t n = x.size();
+    tensor out = c.output_like({0}, x.type(), x.shape());
     T* dst = out.data<T>().data();
-    c.pool.parallel_for(x.size(), 1 << 15, [&](std::size_t b, std::size_t e) {
+    c.pool.parallel_for(n, 1 << 15, [&](std::size_t b, std::size_t e) {
       for (std::size_t i = b; i < e; ++i) dst[i] = std::min(std::max(src[i], lo), hi);
     });
     c.out(0) = std::move(out);

@@ -144,6 +144,14 @@ void resize_impl(kernel_context& c, const tensor& x, const std::vector<double>& 
     for (std::size_t p = p0; p < p1; ++p) {
       const float* src = px + p * ih * iw;
       float* dst = py + p * oh * ow;
+      if (ty.per == 1 && tx.per == 1 && cfg.transform != "tf_crop_and_resize") {
+        for (std::size_t oy = 0; oy < oh; ++oy) {  // nearest: a gather per row
+          const float* row = src + ty.index[oy] * iw;
+          float* drow = dst + oy * ow;
+          for (std::size_t ox = 0; ox < ow; ++ox) drow[ox] = row[tx.index[ox]];
+        }
+        continue;
+      }
       for (std::size_t oy = 0; oy < oh; ++oy) {
         for (std::size_t ox = 0; ox < ow; ++ox) {
           if (ty.outside[oy] || tx.outside[ox]) {

@@ -12,37 +12,11 @@
 
 #include <quark/dtype/convert.hpp>
 
+#include "io/tensor_proto.hpp"
 #include "runtime/kernel.hpp"
 #include "runtime/registry.hpp"
 
 namespace quark::onnx::rt {
-
-namespace {
-
-[[noreturn]] void fail_tensor(const ::onnx::TensorProto& tp, const std::string& msg) {
-  throw frontend_error("quark.onnx.tensor", "tensor '" + tp.name() + "' (data_type " +
-                                                std::to_string(tp.data_type()) + "): " + msg);
-}
-
-template <class T, class Field>
-void copy_field(const ::onnx::TensorProto& tp, const Field& field, std::span<T> dst) {
-  if (static_cast<std::size_t>(field.size()) != dst.size()) {
-    fail_tensor(tp, "has " + std::to_string(field.size()) + " values for " +
-                        std::to_string(dst.size()) + " elements");
-  }
-  for (std::size_t i = 0; i < dst.size(); ++i) {
-    if constexpr (std::is_same_v<T, bool>) {
-      dst[i] = field.Get(static_cast<int>(i)) != 0;
-    } else if constexpr (std::is_arithmetic_v<T>) {
-      dst[i] = static_cast<T>(field.Get(static_cast<int>(i)));
-    } else {
-      // 16- and 8-bit float formats: the bit pattern in int32_data.
-      dst[i] = T::from_bits(static_cast<typename T::storage_type>(field.Get(static_cast<int>(i))));
-    }
-  }
-}
-
-}  // namespace
 
 tensor widen_half(tensor t) {
   if (t.type() != dtype_id::float16 && t.type() != dtype_id::bfloat16) return t;
@@ -56,49 +30,8 @@ tensor widen_half(tensor t) {
   return w;
 }
 
-tensor decode_tensor(const ::onnx::TensorProto& tp, const std::filesystem::path& /*base_dir*/) {
-  const auto type = dtype_from_onnx(tp.data_type());
-  if (!type || *type == dtype_id::string || *type == dtype_id::complex64 ||
-      *type == dtype_id::complex128) {
-    fail_tensor(tp, "element type not supported by the runtime");
-  }
-  if (tp.data_location() == ::onnx::TensorProto::EXTERNAL) {
-    fail_tensor(tp, "external data is not supported by the runtime loader yet");
-  }
-  shape_t shape;
-  for (auto d : tp.dims()) {
-    if (d < 0) fail_tensor(tp, "negative dimension");
-    shape.push_back(d);
-  }
-  if (dtype_bits(*type) < 8) fail_tensor(tp, "sub-byte types are not supported by the runtime");
-  tensor t(*type, shape);
-  if (tp.has_raw_data()) {
-    const auto& raw = tp.raw_data();
-    if (raw.size() != t.byte_size()) {
-      fail_tensor(tp, "raw_data has " + std::to_string(raw.size()) + " bytes, expected " +
-                          std::to_string(t.byte_size()));
-    }
-    if (!raw.empty()) std::memcpy(t.bytes().data(), raw.data(), raw.size());
-  } else {
-    quark::visit_dtype(*type, [&](auto id) {
-      using T = typename decltype(id)::type;
-      auto dst = t.data<T>();
-      if constexpr (std::is_same_v<T, float>) {
-        copy_field(tp, tp.float_data(), dst);
-      } else if constexpr (std::is_same_v<T, double>) {
-        copy_field(tp, tp.double_data(), dst);
-      } else if constexpr (std::is_same_v<T, std::int64_t>) {
-        copy_field(tp, tp.int64_data(), dst);
-      } else if constexpr (std::is_same_v<T, std::uint64_t> || std::is_same_v<T, std::uint32_t>) {
-        copy_field(tp, tp.uint64_data(), dst);
-      } else if constexpr (std::is_arithmetic_v<T> || requires { T::from_bits(0); }) {
-        copy_field(tp, tp.int32_data(), dst);
-      } else {
-        fail_tensor(tp, "typed field of this element type is not supported");
-      }
-    });
-  }
-  return widen_half(std::move(t));
+tensor decode_tensor(const ::onnx::TensorProto& tp, const std::filesystem::path& base_dir) {
+  return widen_half(read_tensor(tp, base_dir));
 }
 
 namespace {
@@ -168,8 +101,8 @@ tensor constant_value(const ::onnx::NodeProto& n, const std::filesystem::path& b
                        "node '" + n.name() + "' (Constant): no supported value attribute");
 }
 
-value_info decode_value_info(const ::onnx::ValueInfoProto& v) {
-  value_info r;
+tensor_info decode_value_info(const ::onnx::ValueInfoProto& v) {
+  tensor_info r;
   r.name = v.name();
   if (v.type().has_tensor_type()) {
     const auto& tt = v.type().tensor_type();

@@ -1,0 +1,220 @@
+// SPDX-License-Identifier: MIT
+// quantize_model on small graphs: every quantized model loads and runs in ONNX Runtime 1.30, our
+// runtime agrees with ORT on it, the outputs stay close to the float model, and bad inputs give
+// clear errors with no output file left behind.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+// support/ort.hpp first: inside quark::test, "onnx::" must find ::onnx, not quark::onnx.
+#include "support/ort.hpp"
+
+#include <quark/metrics.hpp>
+#include <quark/onnx/config.hpp>
+#include <quark/onnx/presets.hpp>
+#include <quark/onnx/quantizer.hpp>
+
+
+namespace fs = std::filesystem;
+namespace qo = quark::onnx;
+using namespace quark::test;
+
+namespace {
+
+fs::path work_dir() {
+  const char* b = std::getenv("QUARK_BINARY_DIR");
+  const fs::path d = fs::path(b ? b : fs::temp_directory_path().string()) / "quantizer_tests" /
+                     std::to_string(::getpid());
+  fs::create_directories(d);
+  return d;
+}
+
+std::vector<float> random_floats(std::size_t n, std::uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
+  std::mt19937 g(seed);
+  std::uniform_real_distribution<float> u(lo, hi);
+  std::vector<float> v(n);
+  for (auto& x : v) x = u(g);
+  return v;
+}
+
+void save_proto(const ::onnx::ModelProto& m, const fs::path& p) {
+  std::ofstream f(p, std::ios::binary);
+  REQUIRE(m.SerializeToOstream(&f));
+}
+
+::onnx::ModelProto load_proto(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  ::onnx::ModelProto m;
+  REQUIRE(m.ParseFromIstream(&f));
+  return m;
+}
+
+/// Conv -> Relu -> Conv -> Add(const) -> MaxPool -> Sigmoid, opset 13.
+::onnx::ModelProto conv_model() {
+  model_builder b(13);
+  b.input("x", onnx_type::float32, {1, 3, 8, 8});
+  b.initializer("w1", onnx_type::float32, {4, 3, 3, 3}, random_floats(108, 1, -0.5f, 0.5f));
+  b.initializer("b1", onnx_type::float32, {4}, random_floats(4, 2, -0.1f, 0.1f));
+  b.initializer("w2", onnx_type::float32, {4, 4, 1, 1}, random_floats(16, 3, -0.8f, 0.8f));
+  b.initializer("b2", onnx_type::float32, {4}, random_floats(4, 4, -0.1f, 0.1f));
+  b.initializer("c", onnx_type::float32, {1, 4, 1, 1}, random_floats(4, 5, -0.3f, 0.3f));
+  b.node("Conv", {"x", "w1", "b1"}, {"c1"}, {attr_ints("pads", {1, 1, 1, 1})});
+  b.node("Relu", {"c1"}, {"r1"});
+  b.node("Conv", {"r1", "w2", "b2"}, {"c2"});
+  b.node("Add", {"c2", "c"}, {"a"});
+  b.node("MaxPool", {"a"}, {"p"}, {attr_ints("kernel_shape", {2, 2}), attr_ints("strides", {2, 2})});
+  b.node("Sigmoid", {"p"}, {"y"});
+  b.output("y", onnx_type::float32, {1, 4, 4, 4});
+  return b.build();
+}
+
+/// MatMul -> Add -> Softmax at opset 11 (the quantizer must raise the opset for 16-bit types).
+::onnx::ModelProto matmul_model() {
+  model_builder b(11, 6);
+  b.input("x", onnx_type::float32, {2, 8});
+  b.initializer("w", onnx_type::float32, {8, 6}, random_floats(48, 7));
+  b.initializer("bias", onnx_type::float32, {6}, random_floats(6, 8, -0.2f, 0.2f));
+  b.node("MatMul", {"x", "w"}, {"m"});
+  b.node("Add", {"m", "bias"}, {"a"});
+  b.node("Softmax", {"a"}, {"y"}, {attr_int("axis", 1)});
+  b.output("y", onnx_type::float32, {2, 6});
+  return b.build();
+}
+
+qo::calib_sample sample_for(const std::string& name, qo::shape_t shape, std::uint32_t seed) {
+  const std::size_t n = qo::element_count(shape);
+  return {{name, qo::tensor::from_floats(std::move(shape), random_floats(n, seed))}};
+}
+
+std::vector<float> run_ours(const fs::path& p, const qo::calib_sample& s) {
+  auto out = qo::run_model(p, s);  // our runtime
+  const auto d = out.begin()->second.data<float>();
+  return {d.begin(), d.end()};
+}
+
+std::vector<float> run_in_ort(const fs::path& p, const qo::calib_sample& s) {
+  const auto& t = s.begin()->second;
+  std::vector<std::size_t> shape(t.shape().begin(), t.shape().end());
+  auto out = run_ort(load_proto(p), {npy_array::from(t.data<float>(), shape)});
+  return out.begin()->second.values<float>();
+}
+
+struct case_t {
+  const char* preset;
+  bool per_channel;
+  double min_cosine;
+};
+
+void check_quantized(const ::onnx::ModelProto& float_model, const std::string& input,
+                     const qo::shape_t& shape, const case_t& c) {
+  const std::string preset_name = c.preset;
+  CAPTURE(preset_name);
+  CAPTURE(c.per_channel);
+  const fs::path dir = work_dir();
+  const fs::path fin = dir / "float.onnx";
+  const fs::path fout = dir / (std::string(c.preset) + (c.per_channel ? "_pc" : "") + ".onnx");
+  save_proto(float_model, fin);
+  qo::qconfig cfg = qo::get_default_config(c.preset);
+  if (c.per_channel) cfg.global_config.weight->quant_granularity = qo::granularity::channel;
+  std::vector<qo::calib_sample> calib;
+  for (std::uint32_t i = 0; i < 4; ++i) calib.push_back(sample_for(input, shape, 100 + i));
+  qo::memory_reader reader(calib);
+  const qo::quantize_report r = qo::quantize_model(fin, fout, cfg, reader);
+  CHECK(r.calibration_samples == 4u);
+  const auto qm = load_proto(fout);
+  int q_nodes = 0;
+  for (const auto& n : qm.graph().node()) q_nodes += n.op_type() == "DequantizeLinear" ? 1 : 0;
+  CHECK(q_nodes > 0);
+  if (!ort_available()) {
+    MESSAGE("ONNX Runtime unavailable: " << ort_unavailable_reason());
+    return;
+  }
+  const auto s = sample_for(input, shape, 999);
+  const auto ref = run_in_ort(fin, s);
+  const auto ort_q = run_in_ort(fout, s);
+  const auto ours_q = run_ours(fout, s);
+  REQUIRE(ort_q.size() == ours_q.size());
+  // Our runtime and ORT agree on the quantized model.
+  CHECK(quark::metrics::cosine(ort_q, ours_q) >= 0.99999);
+  double max_diff = 0.0;
+  for (std::size_t i = 0; i < ort_q.size(); ++i) {
+    max_diff = std::max(max_diff, std::fabs(static_cast<double>(ort_q[i]) - static_cast<double>(ours_q[i])));
+  }
+  CHECK(max_diff <= 2e-2);
+  // The quantized model stays close to the float model.
+  const double cos = quark::metrics::cosine(ref, ort_q);
+  MESSAGE(std::string(c.preset) << std::string(c.per_channel ? " per-channel" : "") << ": cosine vs float " << cos
+                   << ", opset " << r.opset_before << " -> " << r.opset_after);
+  CHECK(cos >= c.min_cosine);
+}
+
+std::string error_id(auto&& f) {
+  try {
+    f();
+  } catch (const quark::error& e) {
+    return e.id();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("conv graph: presets load and run in ORT and match our runtime") {
+  for (const case_t& c : {case_t{"A8W8", false, 0.99}, case_t{"U8S8", false, 0.99},
+                          case_t{"XINT8", false, 0.99}, case_t{"VINT8", false, 0.99},
+                          case_t{"S8S8", true, 0.99}, case_t{"A16W8", false, 0.999}}) {
+    check_quantized(conv_model(), "x", {1, 3, 8, 8}, c);
+  }
+}
+
+TEST_CASE("matmul graph at opset 11: int8 keeps the opset, 16-bit raises it to 21") {
+  check_quantized(matmul_model(), "x", {2, 8}, {"A8W8", false, 0.99});
+  check_quantized(matmul_model(), "x", {2, 8}, {"A16W8", false, 0.999});
+}
+
+TEST_CASE("bad inputs: clear errors and no output file") {
+  const fs::path dir = work_dir();
+  const fs::path fin = dir / "float_bad.onnx";
+  save_proto(conv_model(), fin);
+  const qo::qconfig cfg = qo::get_default_config("A8W8");
+  const fs::path out = dir / "bad_out.onnx";
+  SUBCASE("unknown input name in a sample") {
+    qo::memory_reader r({{{"nope", qo::tensor::from_floats({1}, std::vector<float>{1.0f})}}});
+    CHECK(error_id([&] { qo::quantize_model(fin, out, cfg, r); }) == "quark.calib_data.input");
+  }
+  SUBCASE("wrong shape") {
+    qo::memory_reader r({sample_for("x", {1, 3, 9, 9}, 1)});
+    CHECK(error_id([&] { qo::quantize_model(fin, out, cfg, r); }) == "quark.calib_data.shape");
+  }
+  SUBCASE("empty calibration set") {
+    qo::memory_reader r({});
+    CHECK(error_id([&] { qo::quantize_model(fin, out, cfg, r); }) == "quark.calib_data.empty");
+  }
+  SUBCASE("output folder missing") {
+    qo::memory_reader r({sample_for("x", {1, 3, 8, 8}, 1)});
+    CHECK(error_id([&] { qo::quantize_model(fin, dir / "missing" / "q.onnx", cfg, r); }) ==
+          "quark.quantize.output_dir");
+    CHECK_FALSE(fs::exists(dir / "missing"));
+  }
+  SUBCASE("input path as output") {
+    qo::memory_reader r({sample_for("x", {1, 3, 8, 8}, 1)});
+    CHECK(error_id([&] { qo::quantize_model(fin, fin, cfg, r); }) == "quark.quantize.same_path");
+  }
+  SUBCASE("unsupported operator") {
+    model_builder b(13);
+    b.input("x", onnx_type::float32, {4});
+    b.node("NoSuchOp", {"x"}, {"y"});
+    b.output("y", onnx_type::float32, {4});
+    const fs::path bad = dir / "unsupported.onnx";
+    save_proto(b.build(), bad);
+    qo::memory_reader r({sample_for("x", {4}, 1)});
+    CHECK(error_id([&] { qo::quantize_model(bad, out, cfg, r); }) == "quark.onnx.unsupported_op");
+  }
+  SUBCASE("unknown config key") {
+    CHECK(error_id([] { (void)qo::config_from_json(R"({"extra_options": {"Int32Bais": false}})"); }) ==
+          "quark.config.unknown_key");
+  }
+  CHECK_FALSE(fs::exists(out));
+}

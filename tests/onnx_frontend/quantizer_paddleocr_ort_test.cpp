@@ -144,7 +144,8 @@ TEST_CASE("PaddleOCR v4 det and cls: cosine similarity against the float model i
     for (const bool rnd : {true, false}) {
       const double det = cosine_in_ort("ch_PP-OCRv4_det_infer.onnx", k.preset, {1, 3, 160, 160}, rnd);
       const double cls = cosine_in_ort("ch_ppocr_mobile_v2.0_cls_infer.onnx", k.preset, {1, 3, 48, 192}, rnd);
-      MESSAGE(std::string(k.preset) + (rnd ? " random" : " text-image") << " calibration: det cosine "
+      const std::string label = std::string(k.preset) + (rnd ? " random" : " text-image");
+      MESSAGE(label << " calibration: det cosine "
                                     << det << ", cls cosine " << cls);
       // The issue's targets (A8W8/XINT8/VINT8 >= 0.99, A16W8 >= 0.999) are not all reached yet:
       // PP-OCRv4 det is very sensitive to per-tensor int8 weights and int8 activations (numbers in

@@ -2,6 +2,15 @@
 // Umbrella header: everything except the third-party adapters in quark/adapt/.
 #pragma once
 
+#include <quark/calib/calib_result.hpp>
+#include <quark/calib/distribution_calibrator.hpp>
+#include <quark/calib/entropy_calibrator.hpp>
+#include <quark/calib/minmax_calibrator.hpp>
+#include <quark/calib/mse_calibrator.hpp>
+#include <quark/calib/percentile_calibrator.hpp>
+#include <quark/calib/pof2_calibrator.hpp>
+#include <quark/calib/tensor_calibrator.hpp>
+#include <quark/calib/to_qparams.hpp>
 #include <quark/config.hpp>
 #include <quark/core/bit.hpp>
 #include <quark/core/concepts.hpp>
@@ -15,6 +24,10 @@
 #include <quark/dtype/pack.hpp>
 #include <quark/dtype/traits.hpp>
 #include <quark/dtype/visit.hpp>
+#include <quark/observer/histogram_observer.hpp>
+#include <quark/observer/minmax_observer.hpp>
+#include <quark/observer/per_channel.hpp>
+#include <quark/observer/range_stats.hpp>
 #include <quark/quant/fake_quant.hpp>
 #include <quark/quant/granularity.hpp>
 #include <quark/quant/quant_policy.hpp>

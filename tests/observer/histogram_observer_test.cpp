@@ -184,11 +184,11 @@ TEST_CASE("histogram: JSON round trip restores a calibration that continues iden
   quark::minmax_observer m;
   const nlohmann::json jm = m;  // empty: +-Inf survive as strings
   CHECK(nlohmann::json::parse(jm.dump()).get<quark::minmax_observer>().state() == m.state());
-  quark::per_channel<quark::minmax_observer> pc{3};
+  quark::per_channel_observer<quark::minmax_observer> pc{3};
   std::size_t shape[] = {3, 7};
   pc.observe(std::span<const float>(g).first(21), shape, 0);
   const nlohmann::json jp = pc;
-  const auto pc2 = nlohmann::json::parse(jp.dump()).get<quark::per_channel<quark::minmax_observer>>();
+  const auto pc2 = nlohmann::json::parse(jp.dump()).get<quark::per_channel_observer<quark::minmax_observer>>();
   REQUIRE(pc2.channels() == 3);
   for (std::size_t c = 0; c < 3; ++c) CHECK(pc2[c].state() == pc[c].state());
   quark::moving_average_observer ema{0.25f};

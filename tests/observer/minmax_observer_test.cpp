@@ -95,7 +95,7 @@ TEST_CASE("per_channel: axis 0 and last axis agree with direct reductions") {
   std::size_t shape[] = {4, 3, 5};
   for (std::ptrdiff_t axis : {0, 1, 2, -1}) {
     const auto l = quark::axis_layout::from_shape(shape, axis);
-    quark::per_channel<quark::minmax_observer> pc{l.channels};
+    quark::per_channel_observer<quark::minmax_observer> pc{l.channels};
     pc.observe(v, shape, axis);
     for (std::size_t c = 0; c < l.channels; ++c) {
       float mn = std::numeric_limits<float>::infinity();
@@ -104,7 +104,7 @@ TEST_CASE("per_channel: axis 0 and last axis agree with direct reductions") {
       CHECK(pc[c].stats().min == mn);
     }
   }
-  quark::per_channel<quark::minmax_observer> bad{7};
+  quark::per_channel_observer<quark::minmax_observer> bad{7};
   CHECK_THROWS_AS(bad.observe(v, shape, 0), quark::invalid_argument);
   CHECK_THROWS_AS(bad.observe(v, shape, 3), quark::invalid_argument);
 }
@@ -113,13 +113,13 @@ TEST_CASE("per_group: blocks along an axis") {
   std::vector<float> v(2 * 10);
   for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i);
   std::size_t shape[] = {2, 10};
-  quark::per_group<quark::minmax_observer> last{4};
+  quark::per_group_observer<quark::minmax_observer> last{4};
   last.observe(v, shape, 1);  // groups {0..3},{4..7},{8,9} per row
   REQUIRE(last.groups() == 6);
   CHECK(last[2].stats().min == 8.0f);
   CHECK(last[2].stats().max == 9.0f);
   CHECK(last[3].stats().min == 10.0f);
-  quark::per_group<quark::minmax_observer> first{2};
+  quark::per_group_observer<quark::minmax_observer> first{2};
   first.observe(v, shape, 0);  // one group of 2 rows per column
   REQUIRE(first.groups() == 10);
   CHECK(first[3].stats().min == 3.0f);

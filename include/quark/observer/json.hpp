@@ -116,16 +116,16 @@ inline void from_json(const nlohmann::json& j, histogram_observer& o) {
 
 /// Per-channel observers: an array of the channels' states.
 template <observer O>
-void to_json(nlohmann::json& j, const per_channel<O>& pc) {
+void to_json(nlohmann::json& j, const per_channel_observer<O>& pc) {
   nlohmann::json arr = nlohmann::json::array();
   for (const O& o : pc.observers()) arr.push_back(o);
   j = {{"type", "per_channel"}, {"observers", std::move(arr)}};
 }
 template <observer O>
-void from_json(const nlohmann::json& j, per_channel<O>& pc) {
+void from_json(const nlohmann::json& j, per_channel_observer<O>& pc) {
   std::vector<O> v;
   for (const auto& e : j.at("observers")) v.push_back(e.get<O>());
-  pc = per_channel<O>(std::move(v));
+  pc = per_channel_observer<O>(std::move(v));
 }
 
 inline void to_json(nlohmann::json& j, const calibrated_range& r) {

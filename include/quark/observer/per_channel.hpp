@@ -54,19 +54,19 @@ inline void check_layout(const axis_layout& l, std::size_t n) {
 /// One observer of type O per channel along an axis.
 ///
 /// ```cpp
-/// quark::per_channel<quark::minmax_observer> obs{64};       // 64 output channels
+/// quark::per_channel_observer<quark::minmax_observer> obs{64};       // 64 output channels
 /// std::size_t shape[] = {64, 3, 3, 3};
 /// obs.observe(weights, shape, 0);                           // Conv weight, axis 0
 /// quark::range_stats c5 = obs[5].stats();
 /// ```
 template <observer O>
-class per_channel {
+class per_channel_observer {
  public:
   /// No channel yet (a target for deserialisation).
-  per_channel() = default;
-  explicit per_channel(std::size_t channels, const O& prototype = O{}) : obs_(channels, prototype) {}
+  per_channel_observer() = default;
+  explicit per_channel_observer(std::size_t channels, const O& prototype = O{}) : obs_(channels, prototype) {}
   /// From existing per-channel observers (e.g. restored from JSON).
-  explicit per_channel(std::vector<O> observers) : obs_(std::move(observers)) {}
+  explicit per_channel_observer(std::vector<O> observers) : obs_(std::move(observers)) {}
 
   [[nodiscard]] std::size_t channels() const noexcept { return obs_.size(); }
   [[nodiscard]] const O& operator[](std::size_t c) const noexcept { return obs_[c]; }
@@ -113,7 +113,7 @@ class per_channel {
   }
 
   /// Merges channel by channel (O must be mergeable).
-  void merge(const per_channel& other)
+  void merge(const per_channel_observer& other)
     requires mergeable_observer<O>
   {
     if (other.obs_.size() != obs_.size()) {
@@ -137,14 +137,14 @@ class per_channel {
 /// [outer, C, inner] is (o, g, i) -> b = (o * G + g) * inner + i with G = ceil(C / group_size).
 ///
 /// ```cpp
-/// quark::per_group<quark::minmax_observer> obs{128};        // MatMulNBits-style groups of 128
+/// quark::per_group_observer<quark::minmax_observer> obs{128};        // MatMulNBits-style groups of 128
 /// std::size_t shape[] = {4096, 11008};
 /// obs.observe(w, shape, 0);                                 // blocks along K = axis 0
 /// ```
 template <observer O>
-class per_group {
+class per_group_observer {
  public:
-  explicit per_group(std::size_t group_size, const O& prototype = O{})
+  explicit per_group_observer(std::size_t group_size, const O& prototype = O{})
       : group_size_(group_size), prototype_(prototype) {
     if (group_size == 0) detail::throw_config("quark.calib.bad_option", "group size must be positive");
   }
@@ -188,7 +188,7 @@ class per_group {
     }
   }
 
-  void merge(const per_group& other)
+  void merge(const per_group_observer& other)
     requires mergeable_observer<O>
   {
     if (other.obs_.empty()) return;

@@ -365,7 +365,7 @@ std::filesystem::path resolve_external_path(const ::onnx::TensorProto& tp,
   const auto base = std::filesystem::weakly_canonical(base_dir, ec);
   if (ec)
     fail(tp, "cannot resolve model folder '" + base_dir.string() + "': " + ec.message());
-  const auto full = std::filesystem::weakly_canonical(base / ref.location, ec);
+  auto full = std::filesystem::weakly_canonical(base / ref.location, ec);
   if (ec)
     fail(tp, "cannot resolve external data file '" + ref.location.string() + "': " + ec.message());
   // Symlinks may not lead outside the model's folder either.

@@ -136,8 +136,9 @@ void validate_graph(const ::onnx::GraphProto& g, const name_set& outer,
       graph_error(node_label(n, static_cast<std::size_t>(i)) + " has no op_type" + in);
     for (const auto& o : n.output()) {
       if (!o.empty() && (inits.count(o) || inputs.count(o))) {
-        graph_error(node_label(n, static_cast<std::size_t>(i)) + " output '" + o +
-                    "' has the name of a graph input or initializer" + in);
+        std::string msg = node_label(n, static_cast<std::size_t>(i));
+        msg += " output '" + o + "' has the name of a graph input or initializer" + in;
+        graph_error(msg);
       }
     }
   }

@@ -783,10 +783,15 @@ std::string tensors_json(const quantize_report& r) {
       if (ch == '"' || ch == '\\') name += '\\';
       name += ch;
     }
+    // JSON has no NaN / Inf: those print as null.
+    auto num = [&](float v) -> std::ostream& {
+      return std::isfinite(v) ? (os << v) : (os << "null");
+    };
     os << "    {\"name\": \"" << name << "\", \"role\": \"" << t.role << "\", \"type\": \"" << t.type
-       << "\", \"min\": " << t.rmin << ", \"max\": " << t.rmax << ", \"axis\": " << t.axis
-       << ", \"scale\": [";
-    for (std::size_t k = 0; k < t.scale.size(); ++k) os << (k ? ", " : "") << t.scale[k];
+       << "\", \"min\": ";
+    num(t.rmin) << ", \"max\": ";
+    num(t.rmax) << ", \"axis\": " << t.axis << ", \"scale\": [";
+    for (std::size_t k = 0; k < t.scale.size(); ++k) num(t.scale[k]) << (k + 1 < t.scale.size() ? ", " : "");
     os << "], \"zero_point\": [";
     for (std::size_t k = 0; k < t.zero_point.size(); ++k) os << (k ? ", " : "") << t.zero_point[k];
     os << "]}" << (i + 1 < r.tensors.size() ? "," : "") << '\n';

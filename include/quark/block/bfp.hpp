@@ -115,7 +115,8 @@ QUARK_ALWAYS_INLINE void bfp_block(const float* in, float* out,
     const std::uint32_t u = float_bits(x);
     const std::uint32_t sign = u & 0x80000000u;
     const std::uint32_t a = u ^ sign;
-    std::uint32_t q = bfp_quanta<R>(a, sign != 0u, s, m);
+    // Inf/NaN are replaced below; quantize them as 0 so that the shift stays in range.
+    std::uint32_t q = bfp_quanta<R>(a >= 0x7F800000u ? 0u : a, sign != 0u, s, m);
     const std::uint32_t lim = sign != 0u ? lim_neg : qmax;
     q = q < lim ? q : lim;
     const float y = bits_float(float_bits(static_cast<float>(q) * quantum) | sign);

@@ -119,9 +119,6 @@ plan make_plan(const qconfig& cfg, const std::vector<node_ref>& nodes, const sub
   if (!cfg.algo_config.empty()) {
     not_impl("algo_config entry '" + std::string(to_string(cfg.algo_config.front().name)) + "'");
   }
-  if (cfg.use_external_data_format) {
-    // Saving with external data is supported by model::save; the flag is honoured by the caller.
-  }
   for (const auto& m : cfg.extra_options.entries()) {
     // Keys the registry marks not implemented only accept their inert value (checked when they
     // were set), which asks for nothing: they are fine here.
@@ -149,6 +146,7 @@ plan make_plan(const qconfig& cfg, const std::vector<node_ref>& nodes, const sub
   o.use_random_data = get_bool("UseRandomData", false);
   o.print_summary = get_bool("PrintSummary", true);
   o.enable_npu_cnn = get_bool("EnableNPUCnn", false);
+  o.external_data = cfg.use_external_data_format;
   if (const auto* v = cfg.extra_options.find("CalibTensorRangeSymmetric")) {
     o.calib_range_symmetric = option_cast<bool>(*v, "CalibTensorRangeSymmetric");
   }

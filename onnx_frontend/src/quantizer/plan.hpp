@@ -74,6 +74,7 @@ struct settings {
   bool use_random_data = false;
   bool print_summary = true;
   bool enable_npu_cnn = false;
+  bool external_data = false;  ///< qconfig::use_external_data_format
   std::optional<bool> calib_range_symmetric;  ///< CalibTensorRangeSymmetric if set explicitly
   double percentile = 99.999;
   std::size_t num_bins = 2048;

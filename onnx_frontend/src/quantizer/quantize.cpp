@@ -745,7 +745,7 @@ quantize_report quantize_model(const std::filesystem::path& model_in,
   const model in = model::load(model_in);
   quantize_report r;
   const model q = quantize_model(in, cfg, reader, &r, run);
-  q.save(model_out);
+  q.save(model_out, {.external_data = qz::read_settings(cfg).external_data});
   return r;
 }
 

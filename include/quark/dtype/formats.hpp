@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include <quark/core/type_list.hpp>
+#include <quark/dtype/dtype_id.hpp>  // first, so GCC -Wshadow does not flag its enumerators
 #include <quark/dtype/fp_format.hpp>
 #include <quark/dtype/int_n.hpp>
 #include <quark/dtype/minifloat.hpp>

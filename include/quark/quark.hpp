@@ -2,6 +2,13 @@
 // Umbrella header: everything except the third-party adapters in quark/adapt/.
 #pragma once
 
+#include <quark/block/bfp.hpp>
+#include <quark/block/block_format.hpp>
+#include <quark/block/micro_exponent.hpp>
+#include <quark/block/mx.hpp>
+#include <quark/block/quark_ops.hpp>
+#include <quark/block/shared_scale.hpp>
+#include <quark/block/storage.hpp>
 #include <quark/calib/calib_result.hpp>
 #include <quark/calib/distribution_calibrator.hpp>
 #include <quark/calib/entropy_calibrator.hpp>

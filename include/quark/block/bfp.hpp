@@ -167,7 +167,7 @@ QUARK_ALWAYS_INLINE void bfp_chunk(const float* src, float* dst, std::size_t k, 
 }
 
 template <rounding R, bfp_input In, bfp_variant V>
-QUARK_BLOCK_KERNEL void bfp_fake_quantize_impl(const float* in, float* out, const axis_layout& l,
+QUARK_BLOCK_KERNEL void bfp_fake_quantize_impl(const float* in, float* out, const block_layout& l,
                                                std::size_t block_size, int m) noexcept {
   for_each_block_chunked(
       in, out, l, block_size,
@@ -208,7 +208,7 @@ inline void bfp_fake_quantize(std::span<const float> in, std::span<float> out,
   if (out.size() != in.size()) {
     QUARK_THROW(invalid_argument("quark.block.shape", "input and output sizes differ"));
   }
-  const detail::axis_layout l = detail::make_axis_layout(shape, axis, in.size());
+  const detail::block_layout l = detail::make_block_layout(shape, axis, in.size());
   detail::dispatch_rounding(opt.element_rounding, [&](auto r) {
     constexpr rounding R = decltype(r)::value;
     const auto run = [&](auto in_tag, auto var_tag) {

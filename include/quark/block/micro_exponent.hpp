@@ -142,7 +142,7 @@ QUARK_ALWAYS_INLINE void micro_chunk_pairs(const float* src, float* dst, std::si
 
 template <rounding R>
 QUARK_BLOCK_KERNEL void micro_fake_quantize_impl(const float* in, float* out,
-                                                 const axis_layout& l, std::size_t block_size,
+                                                 const block_layout& l, std::size_t block_size,
                                                  std::size_t sub, int shift_bits, int m,
                                                  compat_mode compat) noexcept {
   const int max_shift = (1 << shift_bits) - 1;
@@ -197,7 +197,7 @@ inline void micro_exponent_fake_quantize(std::span<const float> in, std::span<fl
   if (out.size() != in.size()) {
     QUARK_THROW(invalid_argument("quark.block.shape", "input and output sizes differ"));
   }
-  const detail::axis_layout l = detail::make_axis_layout(shape, axis, in.size());
+  const detail::block_layout l = detail::make_block_layout(shape, axis, in.size());
   detail::dispatch_rounding(opt.element_rounding, [&](auto r) {
     detail::micro_fake_quantize_impl<decltype(r)::value>(in.data(), out.data(), l, block_size,
                                                          sub_block_size, shift_bits,

@@ -63,7 +63,7 @@ void mx_fake_quantize(std::span<const float> in, std::span<float> out,
   if (out.size() != in.size()) {
     QUARK_THROW(invalid_argument("quark.block.shape", "input and output sizes differ"));
   }
-  const detail::axis_layout l = detail::make_axis_layout(shape, axis, in.size());
+  const detail::block_layout l = detail::make_block_layout(shape, axis, in.size());
   detail::dispatch_rounding(opt.element_rounding, [&](auto r) {
     if (opt.compat == compat_mode::standard) {
       detail::mx_fake_quantize_impl<Element, decltype(r)::value, compat_mode::standard>(

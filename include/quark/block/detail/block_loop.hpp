@@ -29,7 +29,7 @@
 namespace quark::detail {
 
 /// A tensor seen around one axis: `outer` slabs of `length` x `inner` floats.
-struct axis_layout {
+struct block_layout {
   std::size_t outer = 1;
   std::size_t length = 0;
   std::size_t inner = 1;
@@ -39,7 +39,7 @@ using unit_stride = std::integral_constant<std::size_t, 1>;
 
 /// Builds the layout of a row-major tensor around `axis`; throws quark::invalid_argument
 /// ("quark.block.axis", "quark.block.shape") when the axis or the element count is wrong.
-inline axis_layout make_axis_layout(std::span<const std::size_t> shape, std::size_t axis,
+inline block_layout make_block_layout(std::span<const std::size_t> shape, std::size_t axis,
                                     std::size_t element_count) {
   std::size_t total = 1;
   for (const std::size_t d : shape) total *= d;
@@ -48,13 +48,13 @@ inline axis_layout make_axis_layout(std::span<const std::size_t> shape, std::siz
                                  "shape holds " + std::to_string(total) + " elements, data has " +
                                      std::to_string(element_count)));
   }
-  if (shape.empty()) return axis_layout{1, element_count, 1};  // a scalar: one block of one
+  if (shape.empty()) return block_layout{1, element_count, 1};  // a scalar: one block of one
   if (axis >= shape.size()) {
     QUARK_THROW(invalid_argument("quark.block.axis", "axis " + std::to_string(axis) +
                                                          " out of range for rank " +
                                                          std::to_string(shape.size())));
   }
-  axis_layout l;
+  block_layout l;
   for (std::size_t i = 0; i < axis; ++i) l.outer *= shape[i];
   l.length = shape[axis];
   for (std::size_t i = axis + 1; i < shape.size(); ++i) l.inner *= shape[i];
@@ -64,7 +64,7 @@ inline axis_layout make_axis_layout(std::span<const std::size_t> shape, std::siz
 /// Calls fn(offset, count, stride) for every block, stride being unit_stride{} when blocks are
 /// contiguous and a std::size_t otherwise.
 template <class Fn>
-QUARK_BLOCK_KERNEL void for_each_block(const axis_layout& l, std::size_t block_size, Fn&& fn) {
+QUARK_BLOCK_KERNEL void for_each_block(const block_layout& l, std::size_t block_size, Fn&& fn) {
   QUARK_ASSERT(block_size >= 1, "block size must be positive");
   for (std::size_t o = 0; o < l.outer; ++o) {
     const std::size_t slab = o * l.length * l.inner;
@@ -113,7 +113,7 @@ inline constexpr std::size_t block_chunk_floats = 2048;
 /// the destination is not read for ownership). Partial and strided blocks go to
 /// any(offset, count, stride), which writes the output directly.
 template <class Full, class Any>
-QUARK_BLOCK_KERNEL void for_each_block_chunked(const float* in, float* out, const axis_layout& l,
+QUARK_BLOCK_KERNEL void for_each_block_chunked(const float* in, float* out, const block_layout& l,
                                                std::size_t block_size, Full&& full, Any&& any) {
   const std::size_t total = l.outer * l.length * l.inner;
   if (l.inner != 1 || block_size > block_chunk_floats) {

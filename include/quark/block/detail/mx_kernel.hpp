@@ -211,7 +211,7 @@ QUARK_ALWAYS_INLINE void mx_chunk(const float* src, float* dst, std::size_t k, B
 
 /// Fake-quantizes a whole tensor: blocks of `block_size` along the layout's axis.
 template <class Element, rounding R, compat_mode Compat>
-QUARK_BLOCK_KERNEL void mx_fake_quantize_impl(const float* in, float* out, const axis_layout& l,
+QUARK_BLOCK_KERNEL void mx_fake_quantize_impl(const float* in, float* out, const block_layout& l,
                                               std::size_t block_size,
                                               e8m0_scale_mode mode) noexcept {
   for_each_block_chunked(

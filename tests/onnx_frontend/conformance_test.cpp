@@ -278,7 +278,9 @@ TEST_CASE("ONNX backend node tests for the runtime's operators") {
 
 TEST_CASE("every skipped test exists and is in scope") {
   const fs::path node_dir = data_root() / "node";
-  for (const auto& [name, reason] : skipped) {
+  for (const auto& entry : skipped) {  // no structured binding: clang 14 cannot capture one
+    const std::string& name = entry.first;
+    const std::string& reason = entry.second;
     CHECK_MESSAGE(fs::is_directory(node_dir / name), name << " not found");
     CHECK_MESSAGE(!op_of(name).empty(), name << " is not in scope");
     CHECK(!reason.empty());

@@ -71,7 +71,7 @@ TEST_CASE("observer sees every value once, in order, and outputs are right") {
     REQUIRE(y.size() == xs.size());
     for (std::size_t i = 0; i < xs.size(); ++i) {
       const float a = std::max(xs[i], 0.0f);
-      CHECK(y[i] == doctest::Approx(a - 2.0f * a));
+      CHECK(static_cast<double>(y[i]) == doctest::Approx(static_cast<double>(a - 2.0f * a)));
     }
   }
 }

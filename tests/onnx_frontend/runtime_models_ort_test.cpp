@@ -124,7 +124,9 @@ double compare_with_ort(const fs::path& model, const std::vector<std::pair<std::
   const auto ours = rt.run(feeds);
   const auto theirs = quark::test::run_ort(proto, npys);
   double worst = 0.0;
-  for (const auto& [name, ref] : theirs) {
+  for (const auto& entry : theirs) {  // no structured binding: clang 14 cannot capture one
+    const std::string& name = entry.first;
+    const npy_array& ref = entry.second;
     REQUIRE_MESSAGE(ours.count(name), "output " << name << " missing");
     const tensor& got = ours.at(name);
     REQUIRE(got.type() == quark::dtype_id::float32);

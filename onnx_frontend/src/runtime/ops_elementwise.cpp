@@ -327,21 +327,21 @@ void k_relu(kernel_context& c) {
   }
 }
 void k_leaky_relu(kernel_context& c) {
-  const double alpha = c.n.attr_f("alpha", 0.01f);
+  const auto alpha = static_cast<double>(c.n.attr_f("alpha", 0.01f));
   unary_float(c, [alpha](auto v) {
     using T = decltype(v);
     return v >= T(0) ? v : static_cast<T>(alpha) * v;
   });
 }
 void k_elu(kernel_context& c) {
-  const double alpha = c.n.attr_f("alpha", 1.0f);
+  const auto alpha = static_cast<double>(c.n.attr_f("alpha", 1.0f));
   unary_float(c, [alpha](auto v) {
     using T = decltype(v);
     return v >= T(0) ? v : static_cast<T>(alpha) * (std::exp(v) - T(1));
   });
 }
 void k_celu(kernel_context& c) {
-  const double alpha = c.n.attr_f("alpha", 1.0f);
+  const auto alpha = static_cast<double>(c.n.attr_f("alpha", 1.0f));
   unary_float(c, [alpha](auto v) {
     using T = decltype(v);
     const T a = static_cast<T>(alpha);
@@ -349,8 +349,8 @@ void k_celu(kernel_context& c) {
   });
 }
 void k_selu(kernel_context& c) {
-  const double alpha = c.n.attr_f("alpha", 1.67326319217681884765625f);
-  const double gamma = c.n.attr_f("gamma", 1.05070102214813232421875f);
+  const auto alpha = static_cast<double>(c.n.attr_f("alpha", 1.67326319217681884765625f));
+  const auto gamma = static_cast<double>(c.n.attr_f("gamma", 1.05070102214813232421875f));
   unary_float(c, [alpha, gamma](auto v) {
     using T = decltype(v);
     const T r = v > T(0) ? v : static_cast<T>(alpha) * (std::exp(v) - T(1));
@@ -358,15 +358,15 @@ void k_selu(kernel_context& c) {
   });
 }
 void k_thresholded_relu(kernel_context& c) {
-  const double alpha = c.n.attr_f("alpha", 1.0f);
+  const auto alpha = static_cast<double>(c.n.attr_f("alpha", 1.0f));
   unary_float(c, [alpha](auto v) {
     using T = decltype(v);
     return v > static_cast<T>(alpha) ? v : T(0);
   });
 }
 void k_hard_sigmoid(kernel_context& c) {
-  const double alpha = c.n.attr_f("alpha", 0.2f);
-  const double beta = c.n.attr_f("beta", 0.5f);
+  const auto alpha = static_cast<double>(c.n.attr_f("alpha", 0.2f));
+  const auto beta = static_cast<double>(c.n.attr_f("beta", 0.5f));
   unary_float(c, [alpha, beta](auto v) {
     using T = decltype(v);
     return std::clamp(static_cast<T>(alpha) * v + static_cast<T>(beta), T(0), T(1));

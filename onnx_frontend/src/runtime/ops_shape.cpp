@@ -227,7 +227,7 @@ void k_concat(kernel_context& c) {
   for (std::size_t i = 0; i < c.input_count(); ++i) {
     const tensor& t = c.in(i);
     const std::size_t row = to_size(t.shape()[axis]) * inner * es;
-    for (std::size_t o = 0; o < outer; ++o) {
+    for (std::size_t o = 0; row != 0 && o < outer; ++o) {
       std::memcpy(out.bytes().data() + o * out_row + col, t.bytes().data() + o * row, row);
     }
     col += row;
@@ -330,7 +330,7 @@ void k_gather(kernel_context& c) {
   const std::int64_t dim = x.shape()[axis];
   const std::size_t inner = x.size() / std::max<std::size_t>(1, outer * to_size(dim)) * es;
   const std::size_t ni = idx.size();
-  for (std::size_t o = 0; o < outer; ++o) {
+  for (std::size_t o = 0; inner != 0 && o < outer; ++o) {
     for (std::size_t j = 0; j < ni; ++j) {
       std::int64_t k = idx[j] < 0 ? idx[j] + dim : idx[j];
       if (k < 0 || k >= dim) {

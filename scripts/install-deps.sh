@@ -16,8 +16,11 @@ pkgs=(
   libprotobuf-dev protobuf-compiler libonnx-dev
   nlohmann-json3-dev libcli11-dev
   libonnx-testdata
-  nodejs npm
 )
+# Node.js: keep whatever node/npm the machine has (e.g. NodeSource's nodejs, which bundles npm and
+# conflicts with Debian's npm package); install Debian's only when the commands are missing.
+command -v node >/dev/null 2>&1 || pkgs+=(nodejs)
+command -v npm >/dev/null 2>&1 || pkgs+=(npm)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

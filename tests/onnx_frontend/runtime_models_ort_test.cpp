@@ -168,3 +168,14 @@ TEST_CASE("silero VAD op15 matches ONNX Runtime") {
                            {"state", random_tensor({2, 1, 128}, 4, -0.1f, 0.1f)},
                            {"sr", sr}});
 }
+
+TEST_CASE("silero VAD (opset 16, 25 If nodes) matches ONNX Runtime at 16 kHz and 8 kHz") {
+  const auto model = require_model("silero-vad/weights/silero_vad.onnx");
+  for (std::int64_t rate : {16000, 8000}) {
+    tensor sr(quark::dtype_id::int64, {});
+    sr.data<std::int64_t>()[0] = rate;
+    compare_with_ort(model, {{"input", random_tensor({1, rate == 16000 ? 512 : 256}, 6, -0.5f, 0.5f)},
+                             {"state", random_tensor({2, 1, 128}, 7, -0.1f, 0.1f)},
+                             {"sr", sr}});
+  }
+}

@@ -173,10 +173,10 @@ class model_builder {
                            values.size() * sizeof(T));
   }
 
-  const onnx::ModelProto& build() const { return model_; }
+  const ::onnx::ModelProto& build() const { return model_; }
 
  private:
-  static void fill_value_info(onnx::ValueInfoProto* vi, const std::string& name, int elem_type,
+  static void fill_value_info(::onnx::ValueInfoProto* vi, const std::string& name, int elem_type,
                               const std::vector<std::int64_t>& shape) {
     vi->set_name(name);
     auto* tt = vi->mutable_type()->mutable_tensor_type();
@@ -193,30 +193,30 @@ class model_builder {
     }
   }
 
-  static void add_attribute(onnx::NodeProto* n, const attribute& a) {
+  static void add_attribute(::onnx::NodeProto* n, const attribute& a) {
     auto* p = n->add_attribute();
     p->set_name(a.name);
     if (const auto* i = std::get_if<std::int64_t>(&a.value)) {
-      p->set_type(onnx::AttributeProto::INT);
+      p->set_type(::onnx::AttributeProto::INT);
       p->set_i(*i);
     } else if (const auto* f = std::get_if<float>(&a.value)) {
-      p->set_type(onnx::AttributeProto::FLOAT);
+      p->set_type(::onnx::AttributeProto::FLOAT);
       p->set_f(*f);
     } else if (const auto* s = std::get_if<std::string>(&a.value)) {
-      p->set_type(onnx::AttributeProto::STRING);
+      p->set_type(::onnx::AttributeProto::STRING);
       p->set_s(*s);
     } else if (const auto* is = std::get_if<std::vector<std::int64_t>>(&a.value)) {
-      p->set_type(onnx::AttributeProto::INTS);
+      p->set_type(::onnx::AttributeProto::INTS);
       for (auto v : *is)
         p->add_ints(v);
     } else if (const auto* fs = std::get_if<std::vector<float>>(&a.value)) {
-      p->set_type(onnx::AttributeProto::FLOATS);
+      p->set_type(::onnx::AttributeProto::FLOATS);
       for (auto v : *fs)
         p->add_floats(v);
     }
   }
 
-  onnx::ModelProto model_;
+  ::onnx::ModelProto model_;
 };
 
 namespace detail {
@@ -313,7 +313,7 @@ inline bool ort_available() {
 /// Runs `model` once in ONNX Runtime (CPU, no graph optimizations). `inputs` bind to the graph
 /// inputs in graph order. Returns every graph output by name. Throws std::runtime_error with the
 /// command line and node's stderr on failure. Output names must be usable as file names.
-inline std::map<std::string, npy_array> run_ort(const onnx::ModelProto& model,
+inline std::map<std::string, npy_array> run_ort(const ::onnx::ModelProto& model,
                                                 const std::vector<npy_array>& inputs) {
   if (!ort_available())
     throw std::runtime_error("run_ort: " + ort_unavailable_reason());

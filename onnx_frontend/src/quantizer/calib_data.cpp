@@ -295,16 +295,19 @@ std::optional<calib_sample> npy_folder_reader::next() {
 random_reader::random_reader(std::vector<input_signature> inputs, random_data_options options)
     : inputs_(std::move(inputs)), options_(std::move(options)) {
   for (const auto& [name, shape] : options_.shapes) {
+    // Clang 14 cannot capture structured bindings: compare through a plain reference.
+    const std::string& key = name;
     const bool known = std::any_of(inputs_.begin(), inputs_.end(),
-                                   [&](const input_signature& i) { return i.name == name; });
+                                   [&](const input_signature& i) { return i.name == key; });
     if (!known) {
       fail("quark.calib_data.input", "RandomDataReaderInputShape names '" + name +
                                          "', which is not an input of the model");
     }
   }
   for (const auto& [name, range] : options_.ranges) {
+    const std::string& key = name;
     const bool known = std::any_of(inputs_.begin(), inputs_.end(),
-                                   [&](const input_signature& i) { return i.name == name; });
+                                   [&](const input_signature& i) { return i.name == key; });
     if (!known) {
       fail("quark.calib_data.input", "RandomDataReaderInputDataRange names '" + name +
                                          "', which is not an input of the model");
@@ -376,8 +379,9 @@ void check_sample(const calib_sample& s, const std::vector<input_signature>& inp
                   std::size_t index) {
   const std::string where = "calibration sample " + std::to_string(index);
   for (const auto& [name, t] : s) {
+    const std::string& key = name;
     auto it = std::find_if(inputs.begin(), inputs.end(),
-                           [&](const input_signature& i) { return i.name == name; });
+                           [&](const input_signature& i) { return i.name == key; });
     if (it == inputs.end()) {
       std::string known;
       for (const auto& i : inputs) known += (known.empty() ? "'" : ", '") + i.name + "'";

@@ -140,35 +140,7 @@ std::string lower(std::string_view s) {
 }
 
 void check_param_shape(const param& p, const option_value& v, const std::string& where) {
-  if (v.is_null()) {
-    if (!p.nullable)
-      detail::throw_option_type(where, describe(p.type), v);
-    return;
-  }
-  switch (p.type) {
-    case ty::boolean:
-      (void)option_cast<bool>(v, where);
-      break;
-    case ty::integer:
-      (void)option_cast<std::int64_t>(v, where);
-      break;
-    case ty::number:
-      (void)option_cast<double>(v, where);
-      break;
-    case ty::string:
-      (void)option_cast<std::string>(v, where);
-      break;
-    case ty::string_list:
-      (void)option_cast<std::vector<std::string>>(v, where);
-      break;
-    case ty::number_list:
-      (void)option_cast<std::vector<double>>(v, where);
-      break;
-    default:
-      if (!v.is_object())
-        detail::throw_option_type(where, "an object", v);
-      break;
-  }
+  detail::check_option_value(p.type, p.nullable, v, where);
 }
 
 }  // namespace

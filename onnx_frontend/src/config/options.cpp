@@ -427,50 +427,7 @@ std::string join(std::initializer_list<std::string_view> items) {
 
 /// Shape check against the registry type.
 void check_shape(const option_info& info, const option_value& v, std::string_view where) {
-  if (v.is_null()) {
-    if (!info.nullable)
-      detail::throw_option_type(where, describe(info.type), v);
-    return;
-  }
-  switch (info.type) {
-    case ty::boolean:
-      (void)option_cast<bool>(v, where);
-      break;
-    case ty::integer:
-      (void)option_cast<std::int64_t>(v, where);
-      break;
-    case ty::number:
-      (void)option_cast<double>(v, where);
-      break;
-    case ty::string:
-      (void)option_cast<std::string>(v, where);
-      break;
-    case ty::string_list:
-      (void)option_cast<std::vector<std::string>>(v, where);
-      break;
-    case ty::number_list:
-      (void)option_cast<std::vector<double>>(v, where);
-      break;
-    case ty::string_int_map:
-      (void)option_cast<std::map<std::string, std::int64_t>>(v, where);
-      break;
-    case ty::shape_map:
-      (void)option_cast<std::map<std::string, std::vector<std::int64_t>>>(v, where);
-      break;
-    case ty::range_map:
-      (void)option_cast<std::map<std::string, std::pair<double, double>>>(v, where);
-      break;
-    case ty::op_type_pairs:
-      (void)option_cast<std::vector<std::pair<std::string, std::string>>>(v, where);
-      break;
-    case ty::tensor_overrides:
-      (void)option_cast<tensor_quant_overrides>(v, where);
-      break;
-    case ty::object:
-      if (!v.is_object())
-        detail::throw_option_type(where, describe(info.type), v);
-      break;
-  }
+  detail::check_option_value(info.type, info.nullable, v, where);
 }
 
 /// Value checks beyond the shape (ranges, enumerated strings).
@@ -740,6 +697,54 @@ std::string_view to_string(override_quant_type t) noexcept {
 }
 
 namespace detail {
+
+void check_option_value(option_type type, bool nullable, const option_value& v,
+                        std::string_view where) {
+  if (v.is_null()) {
+    if (!nullable)
+      detail::throw_option_type(where, describe(type), v);
+    return;
+  }
+  switch (type) {
+    case ty::boolean:
+      (void)option_cast<bool>(v, where);
+      break;
+    case ty::integer:
+      (void)option_cast<std::int64_t>(v, where);
+      break;
+    case ty::number:
+      (void)option_cast<double>(v, where);
+      break;
+    case ty::string:
+      (void)option_cast<std::string>(v, where);
+      break;
+    case ty::string_list:
+      (void)option_cast<std::vector<std::string>>(v, where);
+      break;
+    case ty::number_list:
+      (void)option_cast<std::vector<double>>(v, where);
+      break;
+    case ty::string_int_map:
+      (void)option_cast<std::map<std::string, std::int64_t>>(v, where);
+      break;
+    case ty::shape_map:
+      (void)option_cast<std::map<std::string, std::vector<std::int64_t>>>(v, where);
+      break;
+    case ty::range_map:
+      (void)option_cast<std::map<std::string, std::pair<double, double>>>(v, where);
+      break;
+    case ty::op_type_pairs:
+      (void)option_cast<std::vector<std::pair<std::string, std::string>>>(v, where);
+      break;
+    case ty::tensor_overrides:
+      (void)option_cast<tensor_quant_overrides>(v, where);
+      break;
+    case ty::object:
+      if (!v.is_object())
+        detail::throw_option_type(where, describe(type), v);
+      break;
+  }
+}
 
 tensor_quant_overrides to_tensor_overrides(const option_value& v, std::string_view where) {
   if (!v.is_object())

@@ -252,6 +252,11 @@ struct tensor_override {
 using tensor_quant_overrides = std::map<std::string, std::vector<tensor_override>>;
 
 namespace detail {
+/// Checks that `v` has the shape of `type` (null allowed when `nullable`); throws
+/// config_error "quark.config.type" naming `where` otherwise. Shared by the extra-options registry
+/// and the algorithm parameter tables.
+void check_option_value(option_type type, bool nullable, const option_value& v,
+                        std::string_view where);
 [[noreturn]] void throw_option_type(std::string_view where, std::string_view expected,
                                     const option_value& got);
 tensor_quant_overrides to_tensor_overrides(const option_value& v, std::string_view where);

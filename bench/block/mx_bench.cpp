@@ -33,7 +33,8 @@ struct buffers {
     std::mt19937 rng(20261122);
     std::normal_distribution<float> d(0.0f, 1.0f);
     std::uniform_int_distribution<int> e(-8, 8);
-    for (auto& x : in) x = d(rng) * static_cast<float>(1 << (e(rng) + 8)) / 256.0f;
+    for (auto& x : in)
+      x = d(rng) * static_cast<float>(1 << (e(rng) + 8)) / 256.0f;
   }
 };
 

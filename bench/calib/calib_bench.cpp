@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
 // Observation and calibration cost, single core. Each observer runs beside a read-only pass over
-// the same bytes in the same run (BM_read_sum: a vectorised integer sum of the bits), on an array far
-// larger than the caches (128 Mi floats = 512 MiB; L3 is 480 MiB here) and on an L2-resident one
-// (256 Ki floats). Compare `items_per_second` of BM_minmax_observer with BM_read_sum.
-// The searches (entropy, percentile, pof2 MinMSE) run on a 2048-bin histogram of normal data.
+// the same bytes in the same run (BM_read_sum: a vectorised integer sum of the bits), on an array
+// far larger than the caches (128 Mi floats = 512 MiB; L3 is 480 MiB here) and on an L2-resident
+// one (256 Ki floats). Compare `items_per_second` of BM_minmax_observer with BM_read_sum. The
+// searches (entropy, percentile, pof2 MinMSE) run on a 2048-bin histogram of normal data.
 #include <algorithm>
 #include <array>
 #include <bit>
@@ -30,7 +30,8 @@ const std::vector<float>& input() {
     std::vector<float> x(kLarge);
     std::mt19937 rng(42);
     std::normal_distribution<float> d(0.0f, 2.0f);
-    for (auto& e : x) e = d(rng);
+    for (auto& e : x)
+      e = d(rng);
     return x;
   }();
   return v;
@@ -41,8 +42,10 @@ std::span<const float> data(const benchmark::State& state) {
 }
 
 void report(benchmark::State& state, std::size_t n) {
-  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()) * static_cast<std::int64_t>(n));
-  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * static_cast<std::int64_t>(n * sizeof(float)));
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()) *
+                          static_cast<std::int64_t>(n));
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) *
+                          static_cast<std::int64_t>(n * sizeof(float)));
 }
 
 /// Baseline: a read-only pass over the same bytes, summing their bit patterns as integers (the
@@ -51,7 +54,8 @@ void BM_read_sum(benchmark::State& state) {
   const auto x = data(state);
   for (auto _ : state) {
     std::uint32_t sum = 0;
-    for (const float v : x) sum += std::bit_cast<std::uint32_t>(v);
+    for (const float v : x)
+      sum += std::bit_cast<std::uint32_t>(v);
     benchmark::DoNotOptimize(sum);
   }
   report(state, x.size());
@@ -110,26 +114,35 @@ const quark::histogram_data& hist_2048(quark::histogram_mode mode) {
 
 void BM_entropy_search_2048(benchmark::State& state) {
   const auto& h = hist_2048(quark::histogram_mode::signed_symmetric);
-  for (auto _ : state) benchmark::DoNotOptimize(quark::entropy_calibrator{}(h));
+  for (auto _ : state)
+    benchmark::DoNotOptimize(quark::entropy_calibrator{}(h));
   state.counters["candidates"] = static_cast<double>(quark::entropy_calibrator{}.scan(h).size());
 }
 
 void BM_percentile_search_2048(benchmark::State& state) {
   const auto& h = hist_2048(quark::histogram_mode::absolute);
-  for (auto _ : state) benchmark::DoNotOptimize(quark::percentile_calibrator{}(h));
+  for (auto _ : state)
+    benchmark::DoNotOptimize(quark::percentile_calibrator{}(h));
 }
 
 void BM_pof2_minmse_search_2048(benchmark::State& state) {
   const auto& h = hist_2048(quark::histogram_mode::signed_extend);
-  for (auto _ : state) benchmark::DoNotOptimize(quark::pof2_minmse_calibrator{}(h));
+  for (auto _ : state)
+    benchmark::DoNotOptimize(quark::pof2_minmse_calibrator{}(h));
 }
 
 }  // namespace
 
 BENCHMARK(BM_read_sum)->Arg(kSmall)->Arg(kLarge)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_minmax_observer)->Arg(kSmall)->Arg(kLarge)->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_histogram_2048<quark::histogram_mode::absolute>)->Arg(kSmall)->Arg(kLarge)->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_histogram_2048<quark::histogram_mode::signed_symmetric>)->Arg(kSmall)->Arg(kLarge)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_histogram_2048<quark::histogram_mode::absolute>)
+    ->Arg(kSmall)
+    ->Arg(kLarge)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_histogram_2048<quark::histogram_mode::signed_symmetric>)
+    ->Arg(kSmall)
+    ->Arg(kLarge)
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_histogram_naive_2048)->Arg(kSmall)->Arg(kLarge)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_entropy_search_2048)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_percentile_search_2048)->Unit(benchmark::kMicrosecond);

@@ -13,7 +13,8 @@
 
 namespace {
 
-constexpr std::size_t kElements = std::size_t{1} << 27;  // 128 Mi floats = 512 MiB in (L3 is 480 MiB)
+constexpr std::size_t kElements = std::size_t{1}
+                                  << 27;  // 128 Mi floats = 512 MiB in (L3 is 480 MiB)
 
 const std::vector<float>& input() {
   static const std::vector<float> v = [] {

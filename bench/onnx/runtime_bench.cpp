@@ -7,8 +7,6 @@
 //                      (getrusage) before and after, so N=8 and N=64 can be compared.
 // ONNX Runtime's time on the same inputs comes from bench/onnx/ort_time.js.
 // Models: scripts/fetch-models.sh (${QUARK_DATA_CACHE:-<source>/.cache}/models).
-#include <sys/resource.h>
-
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
@@ -20,6 +18,8 @@
 #include <benchmark/benchmark.h>
 
 #include <quark/onnx/runtime.hpp>
+
+#include <sys/resource.h>
 
 namespace fs = std::filesystem;
 using quark::onnx::tensor;
@@ -44,7 +44,8 @@ tensor document_image(std::int64_t h, std::int64_t w, std::uint32_t seed) {
   std::uniform_int_distribution<int> word(8, 40);
   auto px = t.data<float>();
   const auto plane = static_cast<std::size_t>(h * w);
-  for (auto& v : px) v = 0.85f + noise(rng);
+  for (auto& v : px)
+    v = 0.85f + noise(rng);
   for (std::int64_t y0 = 16; y0 + 14 < h; y0 += 32) {
     for (std::int64_t x0 = 12; x0 < w - 12;) {
       const int len = word(rng);
@@ -126,11 +127,13 @@ void BM_calibration_pass(benchmark::State& state) {
       std::map<std::string, tensor> feeds;
       feeds["x"] = document_image(320, 320, s + 1);
       auto out = rt.run(feeds, [&](std::string_view name, const tensor& t) {
-        if (t.type() != quark::dtype_id::float32) return;
+        if (t.type() != quark::dtype_id::float32)
+          return;
         auto it = ranges.find(name);
         if (it == ranges.end()) {
-          it = ranges.emplace(std::string(name), std::pair{std::numeric_limits<float>::max(),
-                                                           std::numeric_limits<float>::lowest()})
+          it = ranges
+                   .emplace(std::string(name), std::pair{std::numeric_limits<float>::max(),
+                                                         std::numeric_limits<float>::lowest()})
                    .first;
         }
         for (float v : t.data<float>()) {

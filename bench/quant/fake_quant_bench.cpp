@@ -3,13 +3,13 @@
 // each reported beside memcpy of the same bytes in the same run. Bytes are counted as moved
 // (read + written): fake-quant 8 B/element, quantize and dequantize int8 5 B/element, memcpy
 // 2 B per byte copied. Compare the bytes_per_second columns.
-#include <benchmark/benchmark.h>
-
 #include <cstdint>
 #include <cstring>
 #include <random>
 #include <thread>
 #include <vector>
+
+#include <benchmark/benchmark.h>
 
 #include <quark/quant/fake_quant.hpp>
 #include <quark/quant/quantize.hpp>
@@ -25,16 +25,29 @@ struct buffers {
   std::vector<std::int8_t> q;
   std::vector<float> scale_rows, scale_cols, scale_groups;
   std::vector<std::int32_t> zp_rows, zp_cols;
-  buffers() : x(n), y(n), q(n), scale_rows(rows), scale_cols(cols), scale_groups(n / 128),
-              zp_rows(rows), zp_cols(cols) {
+  buffers()
+      : x(n),
+        y(n),
+        q(n),
+        scale_rows(rows),
+        scale_cols(cols),
+        scale_groups(n / 128),
+        zp_rows(rows),
+        zp_cols(cols) {
     std::mt19937 rng(42);
     std::normal_distribution<float> d(0.0f, 1.0f);
-    for (auto& v : x) v = d(rng);
-    for (std::size_t k = 0; k < rows; ++k) scale_rows[k] = 0.02f + 0.001f * static_cast<float>(k % 7);
-    for (std::size_t k = 0; k < cols; ++k) scale_cols[k] = 0.03f + 0.001f * static_cast<float>(k % 5);
-    for (auto& s : scale_groups) s = 0.4f;
-    for (std::size_t k = 0; k < rows; ++k) zp_rows[k] = static_cast<std::int32_t>(k % 5) - 2;
-    for (std::size_t k = 0; k < cols; ++k) zp_cols[k] = static_cast<std::int32_t>(k % 3) - 1;
+    for (auto& v : x)
+      v = d(rng);
+    for (std::size_t k = 0; k < rows; ++k)
+      scale_rows[k] = 0.02f + 0.001f * static_cast<float>(k % 7);
+    for (std::size_t k = 0; k < cols; ++k)
+      scale_cols[k] = 0.03f + 0.001f * static_cast<float>(k % 5);
+    for (auto& s : scale_groups)
+      s = 0.4f;
+    for (std::size_t k = 0; k < rows; ++k)
+      zp_rows[k] = static_cast<std::int32_t>(k % 5) - 2;
+    for (std::size_t k = 0; k < cols; ++k)
+      zp_cols[k] = static_cast<std::int32_t>(k % 3) - 1;
     std::memset(y.data(), 0, n * sizeof(float));
     std::memset(q.data(), 0, n);
   }
@@ -96,11 +109,30 @@ void BM_fake_quant_per_group128_int4(benchmark::State& st) {
   auto& b = buf();
   run_fake<quark::int4>(st, {b.scale_groups, {}, quark::per_block{-1, 128}});
 }
-BENCHMARK(BM_fake_quant_per_tensor_int8)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_fake_quant_per_tensor_int8_reciprocal)->Arg(1)->UseRealTime()->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_fake_quant_per_channel_axis0_int8)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_fake_quant_per_channel_last_int8)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_fake_quant_per_group128_int4)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_fake_quant_per_tensor_int8)
+    ->Arg(1)
+    ->Arg(2)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_fake_quant_per_tensor_int8_reciprocal)
+    ->Arg(1)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_fake_quant_per_channel_axis0_int8)
+    ->Arg(1)
+    ->Arg(2)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_fake_quant_per_channel_last_int8)
+    ->Arg(1)
+    ->Arg(2)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_fake_quant_per_group128_int4)
+    ->Arg(1)
+    ->Arg(2)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 
 void BM_quantize_int8(benchmark::State& st) {
   auto& b = buf();
@@ -129,7 +161,8 @@ void BM_bare_convert_int8(benchmark::State& st) {
   for (auto _ : st) {
     const float* x = b.x.data();
     std::int8_t* q = b.q.data();
-    for (std::size_t i = 0; i < n; ++i) q[i] = static_cast<std::int8_t>(static_cast<int>(x[i]));
+    for (std::size_t i = 0; i < n; ++i)
+      q[i] = static_cast<std::int8_t>(static_cast<int>(x[i]));
     benchmark::ClobberMemory();
   }
   st.SetBytesProcessed(static_cast<std::int64_t>(st.iterations() * n * 5));

@@ -26,7 +26,8 @@ std::vector<float> as_floats(const quark::onnx::tensor& t, const fs::path& p) {
     using T = typename decltype(id)::type;
     if constexpr (std::is_arithmetic_v<T>) {
       const auto d = t.data<T>();
-      for (std::size_t i = 0; i < d.size(); ++i) out[i] = static_cast<float>(d[i]);
+      for (std::size_t i = 0; i < d.size(); ++i)
+        out[i] = static_cast<float>(d[i]);
     } else {
       throw std::runtime_error("'" + p.string() + "': unsupported element type " +
                                std::string(quark::dtype_name(t.type())));
@@ -45,10 +46,12 @@ int main(int argc, char** argv) {
   double range = 255.0;
   bool per_file = false;
   app.add_option("--baseline,--baseline_results_folder", baseline, "folder of float outputs (.npy)")
-      ->required()->check(CLI::ExistingDirectory);
+      ->required()
+      ->check(CLI::ExistingDirectory);
   app.add_option("--quantized,--quantized_results_folder", quantized,
                  "folder of quantized outputs (.npy)")
-      ->required()->check(CLI::ExistingDirectory);
+      ->required()
+      ->check(CLI::ExistingDirectory);
   app.add_option("--ssim-range", range, "SSIM dynamic range L (C1 = (0.01 L)^2, C2 = (0.03 L)^2)")
       ->capture_default_str();
   app.add_flag("--per-file", per_file, "also print the metrics of every file");
@@ -56,7 +59,8 @@ int main(int argc, char** argv) {
   try {
     std::set<fs::path> names;
     for (const auto& e : fs::directory_iterator(baseline)) {
-      if (e.path().extension() == ".npy") names.insert(e.path().filename());
+      if (e.path().extension() == ".npy")
+        names.insert(e.path().filename());
     }
     quark::metrics::summary cos, l2, psnr, ssim;
     std::size_t skipped = 0;
@@ -83,13 +87,15 @@ int main(int argc, char** argv) {
       const double c = quark::metrics::cosine(x, y);
       const double d = quark::metrics::l2_distance(x, y);
       const double p = quark::metrics::psnr(x, y);
-      const double s = planes == 0 ? 1.0 : quark::metrics::ssim(x, y, planes, h, w, {.dynamic_range = range});
+      const double s =
+          planes == 0 ? 1.0 : quark::metrics::ssim(x, y, planes, h, w, {.dynamic_range = range});
       cos.add(c);
       l2.add(d);
       psnr.add(p);
       ssim.add(s);
       if (per_file) {
-        std::printf("%s: cos %.6f  l2 %.4f  psnr %.2f  ssim %.6f\n", n.string().c_str(), c, d, p, s);
+        std::printf("%s: cos %.6f  l2 %.4f  psnr %.2f  ssim %.6f\n", n.string().c_str(), c, d, p,
+                    s);
       }
     }
     if (cos.count == 0) {
@@ -97,7 +103,8 @@ int main(int argc, char** argv) {
                 << quantized << "'\n";
       return 1;
     }
-    if (skipped) std::cerr << "quark_evaluate: " << skipped << " baseline file(s) have no quantized match\n";
+    if (skipped)
+      std::cerr << "quark_evaluate: " << skipped << " baseline file(s) have no quantized match\n";
     std::printf("Files compared: %zu\n", cos.count);
     std::printf("Mean cos similarity: %.4f\nMin cos similarity: %.4f\n", cos.mean(), cos.min);
     std::printf("Mean l2 distance: %.4g\nMax l2 distance: %.4g\n", l2.mean(), l2.max);

@@ -11,13 +11,13 @@
 #include <string>
 #include <vector>
 
-#include <unistd.h>
-
 #include <CLI/CLI.hpp>
 
 #include <quark/onnx/config.hpp>
 #include <quark/onnx/presets.hpp>
 #include <quark/onnx/quantizer.hpp>
+
+#include <unistd.h>
 
 namespace fs = std::filesystem;
 namespace qo = quark::onnx;
@@ -43,9 +43,11 @@ std::pair<std::string, std::vector<std::int64_t>> parse_shape(const std::string&
     } catch (const std::exception&) {
       used = 0;
     }
-    if (used != d.size() || v <= 0) throw std::invalid_argument("--shape '" + s + "': bad dimension '" + d + "'");
+    if (used != d.size() || v <= 0)
+      throw std::invalid_argument("--shape '" + s + "': bad dimension '" + d + "'");
     dims.push_back(v);
-    if (x == std::string::npos) break;
+    if (x == std::string::npos)
+      break;
     at = x + 1;
   }
   return {s.substr(0, colon), dims};
@@ -58,7 +60,8 @@ std::pair<std::string, std::pair<double, double>> parse_range(const std::string&
   if (colon == std::string::npos || comma == std::string::npos) {
     throw std::invalid_argument("--range '" + s + "': expected NAME:LOW,HIGH");
   }
-  return {s.substr(0, colon), {std::stod(s.substr(colon + 1, comma - colon - 1)), std::stod(s.substr(comma + 1))}};
+  return {s.substr(0, colon),
+          {std::stod(s.substr(colon + 1, comma - colon - 1)), std::stod(s.substr(comma + 1))}};
 }
 
 void progress_bar(std::size_t done, std::size_t total) {
@@ -66,7 +69,8 @@ void progress_bar(std::size_t done, std::size_t total) {
   const std::size_t fill = total ? (done * width) / total : width;
   std::printf("\rCalibrating [%s%s] %zu", std::string(fill, '#').c_str(),
               std::string(width - std::min(fill, width), ' ').c_str(), done);
-  if (total) std::printf("/%zu", total);
+  if (total)
+    std::printf("/%zu", total);
   std::fflush(stdout);
 }
 
@@ -86,19 +90,26 @@ int main(int argc, char** argv) {
   bool seed_given = false;
   std::string tensors_json;
   app.add_option("MODEL", in, "float model (.onnx)")->required();
-  app.add_option("OUT", out, "quantized model to write (never the input; written atomically)")->required();
-  auto* cfg_opt = app.add_option("--config", config_file, "JSON configuration file (docs/config.md)");
+  app.add_option("OUT", out, "quantized model to write (never the input; written atomically)")
+      ->required();
+  auto* cfg_opt =
+      app.add_option("--config", config_file, "JSON configuration file (docs/config.md)");
   app.add_option("--preset", preset, "preset name: XINT8, VINT8, A8W8, A16W8, S8S8, U8S8, ...")
       ->excludes(cfg_opt);
   auto* data_opt = app.add_option("--calib-data", calib_dir, "folder of calibration samples");
-  app.add_flag("--random", random, "calibrate on seeded random data (UseRandomData)")->excludes(data_opt);
+  app.add_flag("--random", random, "calibrate on seeded random data (UseRandomData)")
+      ->excludes(data_opt);
   app.add_option("--shape", shapes, "random data shape of an input, NAME:1x3x224x224 (repeatable)");
   app.add_option("--range", ranges, "random data range of an input, NAME:LOW,HIGH (default 0,1)");
   app.add_option("--samples", samples, "calibration samples to use (CalibDataSize; random: count)");
-  app.add_option("--seed", seed, "random data seed")->each([&](const std::string&) { seed_given = true; });
-  app.add_option("--eval", eval, "compare with the float model on N calibration samples and print metrics");
-  app.add_option("--tensors-json", tensors_json,
-                 "write per-tensor ranges and scales as JSON to this file ('-' : OUT.tensors.json)");
+  app.add_option("--seed", seed, "random data seed")->each([&](const std::string&) {
+    seed_given = true;
+  });
+  app.add_option("--eval", eval,
+                 "compare with the float model on N calibration samples and print metrics");
+  app.add_option(
+      "--tensors-json", tensors_json,
+      "write per-tensor ranges and scales as JSON to this file ('-' : OUT.tensors.json)");
   std::size_t infer_only = 0;
   app.add_option("--infer-only", infer_only,
                  "benchmark: run N plain inferences of MODEL on the calibration data, print the "
@@ -109,18 +120,21 @@ int main(int argc, char** argv) {
 
   try {
     std::error_code ec;
-    if (!fs::exists(in, ec)) throw std::runtime_error("model '" + in + "' does not exist");
+    if (!fs::exists(in, ec))
+      throw std::runtime_error("model '" + in + "' does not exist");
     if (fs::exists(out, ec) && fs::equivalent(in, out, ec)) {
       throw std::runtime_error("OUT '" + out + "' is the input model; refusing to overwrite it");
     }
-    qo::qconfig cfg = !config_file.empty() ? qo::load_config(config_file)
-                                           : qo::get_default_config(preset.empty() ? "A8W8" : preset);
+    qo::qconfig cfg = !config_file.empty()
+                          ? qo::load_config(config_file)
+                          : qo::get_default_config(preset.empty() ? "A8W8" : preset);
     if (!shapes.empty()) {
       auto v = quark::onnx::option_value::object();
       for (const auto& s : shapes) {
         auto [name, dims] = parse_shape(s);
         quark::onnx::option_value::array_type a;
-        for (auto d : dims) a.emplace_back(static_cast<long long>(d));
+        for (auto d : dims)
+          a.emplace_back(static_cast<long long>(d));
         v.set(name, quark::onnx::option_value(std::move(a)));
       }
       cfg.extra_options.set("RandomDataReaderInputShape", v);
@@ -133,13 +147,16 @@ int main(int argc, char** argv) {
       }
       cfg.extra_options.set("RandomDataReaderInputDataRange", v);
     }
-    if (samples > 0) cfg.extra_options.set("CalibDataSize", static_cast<long long>(samples));
-    if (random) cfg.extra_options.set("UseRandomData", true);
+    if (samples > 0)
+      cfg.extra_options.set("CalibDataSize", static_cast<long long>(samples));
+    if (random)
+      cfg.extra_options.set("UseRandomData", true);
     std::unique_ptr<qo::calibration_data_reader> reader;
     if (!calib_dir.empty()) {
       reader = std::make_unique<qo::npy_folder_reader>(calib_dir);
     } else {
-      reader = qo::default_reader(in, cfg, seed_given ? std::optional<std::uint64_t>(seed) : std::nullopt);
+      reader = qo::default_reader(in, cfg,
+                                  seed_given ? std::optional<std::uint64_t>(seed) : std::nullopt);
     }
     if (infer_only > 0) {
       const double sec = qo::time_inference(in, *reader, infer_only);
@@ -149,28 +166,35 @@ int main(int argc, char** argv) {
     qo::quantize_run_options run;
     run.eval_samples = eval;
     const bool tty = isatty(STDOUT_FILENO) != 0 && !quiet;
-    if (tty) run.progress = progress_bar;
+    if (tty)
+      run.progress = progress_bar;
     const auto t0 = std::chrono::steady_clock::now();
     const qo::quantize_report r = qo::quantize_model(in, out, cfg, *reader, run);
     const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (tty) std::printf("\n");
-    if (!quiet && !no_summary) std::cout << qo::summary_table(r);
+    if (tty)
+      std::printf("\n");
+    if (!quiet && !no_summary)
+      std::cout << qo::summary_table(r);
     if (!tensors_json.empty()) {
       const std::string path = tensors_json == "-" ? out + ".tensors.json" : tensors_json;
       std::ofstream f(path);
       f << qo::tensors_json(r);
-      if (!f) throw std::runtime_error("cannot write '" + path + "'");
-      if (!quiet) std::cout << "Tensor ranges and scales: " << path << '\n';
+      if (!f)
+        throw std::runtime_error("cannot write '" + path + "'");
+      if (!quiet)
+        std::cout << "Tensor ranges and scales: " << path << '\n';
     }
     if (r.eval && !quiet) {
       const auto& e = *r.eval;
       std::printf("Evaluation against the float model (output 0, %zu samples):\n", e.samples);
-      std::printf("Mean cos similarity: %.4f\nMin cos similarity: %.4f\n", e.cosine_mean, e.cosine_min);
+      std::printf("Mean cos similarity: %.4f\nMin cos similarity: %.4f\n", e.cosine_mean,
+                  e.cosine_min);
       std::printf("Mean l2 distance: %.4g\nMax l2 distance: %.4g\n", e.l2_mean, e.l2_max);
       std::printf("Mean psnr: %.2f\nMin psnr: %.2f\n", e.psnr_mean, e.psnr_min);
       std::printf("Mean ssim: %.4f\nMin ssim: %.4f\n", e.ssim_mean, e.ssim_min);
     }
-    if (!quiet) std::printf("Wrote %s (%.3f s)\n", out.c_str(), sec);
+    if (!quiet)
+      std::printf("Wrote %s (%.3f s)\n", out.c_str(), sec);
     return 0;
   } catch (const std::exception& e) {
     std::cerr << "quark_quantize: error: " << e.what() << '\n';

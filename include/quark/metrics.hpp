@@ -26,8 +26,8 @@ namespace detail {
 inline void check_sizes(std::span<const float> x, std::span<const float> y, const char* what) {
   if (x.size() != y.size()) {
     QUARK_THROW(invalid_argument("quark.metrics.size", std::string(what) + ": " +
-                                                          std::to_string(x.size()) + " vs " +
-                                                          std::to_string(y.size()) + " elements"));
+                                                           std::to_string(x.size()) + " vs " +
+                                                           std::to_string(y.size()) + " elements"));
   }
 }
 }  // namespace detail
@@ -74,7 +74,8 @@ inline double l1_distance(std::span<const float> x, std::span<const float> y) {
 /// 1e-10 and a peak <= 0 becomes 1e-10 (quark-spec §11.1).
 inline double psnr(std::span<const float> x, std::span<const float> y) {
   detail::check_sizes(x, y, "psnr");
-  if (x.empty()) return std::numeric_limits<double>::quiet_NaN();
+  if (x.empty())
+    return std::numeric_limits<double>::quiet_NaN();
   double mse = 0.0;
   double peak = -std::numeric_limits<double>::infinity();
   for (std::size_t i = 0; i < x.size(); ++i) {
@@ -83,8 +84,10 @@ inline double psnr(std::span<const float> x, std::span<const float> y) {
     peak = std::max(peak, static_cast<double>(x[i]));
   }
   mse /= static_cast<double>(x.size());
-  if (mse == 0.0) mse = 1e-10;
-  if (peak <= 0.0) peak = 1e-10;
+  if (mse == 0.0)
+    mse = 1e-10;
+  if (peak <= 0.0)
+    peak = 1e-10;
   return 20.0 * std::log10(peak) - 10.0 * std::log10(mse);
 }
 
@@ -100,7 +103,8 @@ struct ssim_options {
 inline double ssim_global(std::span<const float> x, std::span<const float> y,
                           const ssim_options& o = {}) {
   detail::check_sizes(x, y, "ssim");
-  if (x.empty()) return std::numeric_limits<double>::quiet_NaN();
+  if (x.empty())
+    return std::numeric_limits<double>::quiet_NaN();
   const auto n = static_cast<double>(x.size());
   double mx = 0.0, my = 0.0;
   for (std::size_t i = 0; i < x.size(); ++i) {
@@ -137,7 +141,8 @@ inline double ssim(std::span<const float> x, std::span<const float> y, std::size
     QUARK_THROW(invalid_argument("quark.metrics.size", "ssim: planes x h x w != element count"));
   }
   constexpr std::size_t k = 11;
-  if (h < k || w < k) return ssim_global(x, y, o);
+  if (h < k || w < k)
+    return ssim_global(x, y, o);
   // 1. The normalised 1-D Gaussian (the 2-D window is its outer product).
   double g[k];
   double gs = 0.0;
@@ -146,7 +151,8 @@ inline double ssim(std::span<const float> x, std::span<const float> y, std::size
     g[i] = std::exp(-(d * d) / (2.0 * 1.5 * 1.5));
     gs += g[i];
   }
-  for (double& v : g) v /= gs;
+  for (double& v : g)
+    v /= gs;
   const double c1 = (o.k1 * o.dynamic_range) * (o.k1 * o.dynamic_range);
   const double c2 = (o.k2 * o.dynamic_range) * (o.k2 * o.dynamic_range);
   // 2. Separable filtering of x, y, x^2, y^2, xy: rows first into (h x ow), then columns.
@@ -168,7 +174,8 @@ inline double ssim(std::span<const float> x, std::span<const float> y, std::size
           a[3] += g[t] * yv * yv;
           a[4] += g[t] * xv * yv;
         }
-        for (std::size_t m = 0; m < 5; ++m) rows[(m * h + r) * ow + c] = a[m];
+        for (std::size_t m = 0; m < 5; ++m)
+          rows[(m * h + r) * ow + c] = a[m];
       }
     }
     double plane = 0.0;
@@ -176,13 +183,14 @@ inline double ssim(std::span<const float> x, std::span<const float> y, std::size
       for (std::size_t c = 0; c < ow; ++c) {
         double a[5] = {0, 0, 0, 0, 0};
         for (std::size_t t = 0; t < k; ++t) {
-          for (std::size_t m = 0; m < 5; ++m) a[m] += g[t] * rows[(m * h + r + t) * ow + c];
+          for (std::size_t m = 0; m < 5; ++m)
+            a[m] += g[t] * rows[(m * h + r + t) * ow + c];
         }
         // 3. Local statistics: variances and covariance subtract the squared means.
         const double mx = a[0], my = a[1];
         const double vx = a[2] - mx * mx, vy = a[3] - my * my, cxy = a[4] - mx * my;
-        plane += (2.0 * mx * my + c1) * (2.0 * cxy + c2) /
-                 ((mx * mx + my * my + c1) * (vx + vy + c2));
+        plane +=
+            (2.0 * mx * my + c1) * (2.0 * cxy + c2) / ((mx * mx + my * my + c1) * (vx + vy + c2));
       }
     }
     total += plane / static_cast<double>(oh * ow);

@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: MIT
 // The quantization functors over Eigen expressions and xtensor containers give the same bits as
 // the span kernels.
-#include <doctest/doctest.h>
-
 #include <cstdint>
 #include <cstring>
 #include <vector>
+
+#include <doctest/doctest.h>
 
 #include <quark/adapt/eigen.hpp>
 #include <quark/adapt/xtensor.hpp>
@@ -20,7 +20,8 @@ bool same_bits(const float* a, const float* b, std::size_t n) {
 TEST_CASE("Eigen: unaryExpr with fake_quant equals the span kernel") {
   Eigen::MatrixXf m = Eigen::MatrixXf::Random(7, 9) * 3.0f;
   m(0, 0) = std::numeric_limits<float>::quiet_NaN();
-  const auto p = quark::compute_qparams<std::int8_t>({-3.0f, 3.0f}, {.sym = quark::symmetry::symmetric});
+  const auto p =
+      quark::compute_qparams<std::int8_t>({-3.0f, 3.0f}, {.sym = quark::symmetry::symmetric});
   const quark::fake_quant<std::int8_t> fq(p);
   Eigen::MatrixXf a = m.unaryExpr(fq);
   Eigen::MatrixXf b = quark::fake_quantize(m, fq);
@@ -44,7 +45,8 @@ TEST_CASE("Eigen: per-channel fake quantization of a row-major matrix") {
   quark::fake_quantize_plain<quark::int4>(w, p, out);
   for (Eigen::Index r = 0; r < 4; ++r) {
     const quark::fake_quant<quark::int4> fq(s[static_cast<std::size_t>(r)]);
-    for (Eigen::Index c = 0; c < 32; ++c) CHECK(out(r, c) == fq(w(r, c)));
+    for (Eigen::Index c = 0; c < 32; ++c)
+      CHECK(out(r, c) == fq(w(r, c)));
   }
 }
 

@@ -44,7 +44,8 @@ std::vector<float> reference(const std::vector<float>& x, int m, quark::rounding
     const std::size_t n = std::min<std::size_t>(8, x.size() - b);
     double amax = 0.0;
     for (std::size_t i = b; i < b + n; ++i) {
-      if (std::isfinite(x[i])) amax = std::max(amax, std::fabs(static_cast<double>(x[i])));
+      if (std::isfinite(x[i]))
+        amax = std::max(amax, std::fabs(static_cast<double>(x[i])));
     }
     const int e = amax >= 0x1p-126 ? std::ilogb(amax) : -127;
     const double quantum = std::ldexp(1.0, e - m + 1);
@@ -60,9 +61,12 @@ std::vector<float> reference(const std::vector<float>& x, int m, quark::rounding
       if (frac > 0.5) {
         q = fl + 1;
       } else if (frac == 0.5) {
-        if (r == quark::rounding::nearest_away) q = fl + 1;
-        if (r == quark::rounding::nearest_up) q = x[i] < 0 ? fl : fl + 1;
-        if (r == quark::rounding::nearest_even) q = std::fmod(fl, 2.0) == 0.0 ? fl : fl + 1;
+        if (r == quark::rounding::nearest_away)
+          q = fl + 1;
+        if (r == quark::rounding::nearest_up)
+          q = x[i] < 0 ? fl : fl + 1;
+        if (r == quark::rounding::nearest_even)
+          q = std::fmod(fl, 2.0) == 0.0 ? fl : fl + 1;
       }
       q = std::min(q, std::ldexp(1.0, m) - 1);
       y[i] = static_cast<float>(std::copysign(q * quantum, static_cast<double>(x[i])));
@@ -119,7 +123,8 @@ TEST_CASE("BFP agrees with a double-precision reference over random tensors") {
   x[100] = -qnan;
   x[301] = 0x1p-140f;  // float32 subnormals, alone and with a tiny block max
   x[302] = 0x1p-130f;
-  for (std::size_t i = 400; i < 408; ++i) x[i] = std::ldexp(x[i], -100);
+  for (std::size_t i = 400; i < 408; ++i)
+    x[i] = std::ldexp(x[i], -100);
   for (const auto r : {quark::rounding::nearest_even, quark::rounding::nearest_away,
                        quark::rounding::nearest_up}) {
     INFO("rounding " << static_cast<int>(r));
@@ -160,7 +165,8 @@ TEST_CASE("BFP: axes, storage and properties") {
   // Storage: scale byte = shared field, sign-magnitude codes; round trip equals fake-quantize.
   std::vector<float> rows(x.begin(), x.begin() + 3 * 13), want(3 * 13), got(3 * 13);
   const std::size_t rshape[] = {3, 13};
-  quark::fake_quantize<quark::bfp16>(std::span<const float>(rows), std::span<float>(want), rshape, 1);
+  quark::fake_quantize<quark::bfp16>(std::span<const float>(rows), std::span<float>(want), rshape,
+                                     1);
   const auto t = quark::make_block_tensor<quark::bfp16>(rows, 13);
   CHECK(t.scales.size() == 6);
   CHECK(t.elements.size() == 39);
@@ -180,13 +186,16 @@ TEST_CASE("BFP: axes, storage and properties") {
   quark::fake_quantize<quark::bfp16>(std::span<const float>(big), std::span<float>(a));
   quark::fake_quantize<quark::bfp16>(std::span<const float>(a), std::span<float>(b));
   check_same(b, a, "idempotence");
-  for (std::size_t i = 0; i < big.size(); ++i) s[i] = std::ldexp(big[i], 9);
+  for (std::size_t i = 0; i < big.size(); ++i)
+    s[i] = std::ldexp(big[i], 9);
   quark::fake_quantize<quark::bfp16>(std::span<const float>(s), std::span<float>(sa));
-  for (std::size_t i = 0; i < big.size(); ++i) REQUIRE(same(sa[i], std::ldexp(a[i], 9)));
+  for (std::size_t i = 0; i < big.size(); ++i)
+    REQUIRE(same(sa[i], std::ldexp(a[i], 9)));
   for (std::size_t blk = 0; blk < big.size(); blk += 8) {
     for (std::size_t i = blk; i < blk + 8; ++i) {
       for (std::size_t j = blk; j < blk + 8; ++j) {
-        if (big[i] <= big[j]) REQUIRE(a[i] <= a[j]);
+        if (big[i] <= big[j])
+          REQUIRE(a[i] <= a[j]);
       }
     }
   }

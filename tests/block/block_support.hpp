@@ -18,10 +18,14 @@
 
 namespace block_test {
 
-inline std::uint32_t bits(float f) { return std::bit_cast<std::uint32_t>(f); }
+inline std::uint32_t bits(float f) {
+  return std::bit_cast<std::uint32_t>(f);
+}
 
 /// True when a and b have the same bits, or are both NaN.
-inline bool same(float a, float b) { return bits(a) == bits(b) || (a != a && b != b); }
+inline bool same(float a, float b) {
+  return bits(a) == bits(b) || (a != a && b != b);
+}
 
 /// Checks two spans bitwise (NaN equals NaN); reports the first mismatch.
 inline void check_same(std::span<const float> got, std::span<const float> want,

@@ -37,18 +37,20 @@ std::vector<float> fq(std::vector<float> x, quark::compat_mode c = quark::compat
 
 /// Reference in double: S = max exponent field of the block (Inf/NaN -> NaN block), per pair
 /// d = min(S - pair max field, 2^bits - 1), quantum 2^(S - d - 127 - m + 1), subnormals flushed.
-std::vector<float> reference(const std::vector<float>& x, std::size_t bs, std::size_t sub,
-                             int bits, int m, quark::rounding r, bool clamp) {
+std::vector<float> reference(const std::vector<float>& x, std::size_t bs, std::size_t sub, int bits,
+                             int m, quark::rounding r, bool clamp) {
   const auto field = [](float v) { return static_cast<int>((block_test::bits(v) >> 23) & 0xFFu); };
   std::vector<float> y(x.size());
   for (std::size_t b = 0; b < x.size(); b += bs) {
     const std::size_t n = std::min(bs, x.size() - b);
     int s = 0;
-    for (std::size_t i = b; i < b + n; ++i) s = std::max(s, field(x[i]));
+    for (std::size_t i = b; i < b + n; ++i)
+      s = std::max(s, field(x[i]));
     for (std::size_t j = b; j < b + n; j += sub) {
       const std::size_t k = std::min(sub, b + n - j);
       int fm = 0;
-      for (std::size_t i = j; i < j + k; ++i) fm = std::max(fm, field(x[i]));
+      for (std::size_t i = j; i < j + k; ++i)
+        fm = std::max(fm, field(x[i]));
       const int d = std::min(s - fm, (1 << bits) - 1);
       const double quantum = std::ldexp(1.0, s - d - 127 - m + 1);
       for (std::size_t i = j; i < j + k; ++i) {
@@ -60,13 +62,18 @@ std::vector<float> reference(const std::vector<float>& x, std::size_t bs, std::s
         const double v = a / quantum;
         const double fl = std::floor(v);
         double q = fl;
-        if (v - fl > 0.5) q = fl + 1;
+        if (v - fl > 0.5)
+          q = fl + 1;
         if (v - fl == 0.5) {
-          if (r == quark::rounding::nearest_away) q = fl + 1;
-          if (r == quark::rounding::nearest_up) q = x[i] < 0 ? fl : fl + 1;
-          if (r == quark::rounding::nearest_even) q = std::fmod(fl, 2.0) == 0.0 ? fl : fl + 1;
+          if (r == quark::rounding::nearest_away)
+            q = fl + 1;
+          if (r == quark::rounding::nearest_up)
+            q = x[i] < 0 ? fl : fl + 1;
+          if (r == quark::rounding::nearest_even)
+            q = std::fmod(fl, 2.0) == 0.0 ? fl : fl + 1;
         }
-        if (clamp) q = std::min(q, std::ldexp(1.0, m) - 1);
+        if (clamp)
+          q = std::min(q, std::ldexp(1.0, m) - 1);
         y[i] = static_cast<float>(std::copysign(q * quantum, static_cast<double>(x[i])));
       }
     }
@@ -74,8 +81,8 @@ std::vector<float> reference(const std::vector<float>& x, std::size_t bs, std::s
   return y;
 }
 
-const std::vector<float> v16 = {0.1f, -0.25f, 3.3f,  100.0f, -7.77f, 0.0f, 1e-3f, 2.5f,
-                                0.75f, -1.5f, 12.0f, 0.3f,  -64.0f, 5.0f, 0.01f, 33.0f};
+const std::vector<float> v16 = {0.1f,  -0.25f, 3.3f,  100.0f, -7.77f, 0.0f, 1e-3f, 2.5f,
+                                0.75f, -1.5f,  12.0f, 0.3f,   -64.0f, 5.0f, 0.01f, 33.0f};
 
 }  // namespace
 
@@ -94,8 +101,10 @@ TEST_CASE("quark-spec 12.6 MX4 / MX6 / MX9 vectors") {
   check_same(fq<quark::mx9>({127.9f}, quark::compat_mode::quark), {128.0f});
   check_same(fq<quark::mx9>({127.9f}), {127.0f});
   // Any Inf or NaN makes the whole block NaN.
-  for (const float v : fq<quark::mx9>({1.0f, inf, 2.0f})) CHECK(std::isnan(v));
-  for (const float v : fq<quark::mx4>({qnan})) CHECK(std::isnan(v));
+  for (const float v : fq<quark::mx9>({1.0f, inf, 2.0f}))
+    CHECK(std::isnan(v));
+  for (const float v : fq<quark::mx4>({qnan}))
+    CHECK(std::isnan(v));
   // float32 subnormals flush to zero; all-zero blocks stay zero.
   check_same(fq<quark::mx9>({0x1p-130f, 0x1p-127f}), {0.0f, 0.0f});
   check_same(fq<quark::mx9>({0x1p-126f, 0x1p-130f}), {0x1p-126f, 0.0f});
@@ -109,7 +118,8 @@ TEST_CASE("MX4/6/9 agree with a double-precision reference over random tensors")
   auto x = block_test::random_tensor(rng, 16 * 1500 + 7, -40, 40);
   x[33] = inf;
   x[200] = 0x1p-135f;
-  for (std::size_t i = 400; i < 416; ++i) x[i] = std::ldexp(x[i], -95);
+  for (std::size_t i = 400; i < 416; ++i)
+    x[i] = std::ldexp(x[i], -95);
   for (const auto r : {quark::rounding::nearest_even, quark::rounding::nearest_away,
                        quark::rounding::nearest_up}) {
     for (const auto c : {quark::compat_mode::standard, quark::compat_mode::quark}) {
@@ -176,15 +186,19 @@ TEST_CASE("MX4/6/9: axes, storage and properties") {
   quark::fake_quantize<quark::mx9>(std::span<const float>(big), std::span<float>(a));
   quark::fake_quantize<quark::mx9>(std::span<const float>(a), std::span<float>(b));
   check_same(b, a, "idempotence");
-  for (std::size_t i = 0; i < big.size(); ++i) s[i] = std::ldexp(big[i], -11);
+  for (std::size_t i = 0; i < big.size(); ++i)
+    s[i] = std::ldexp(big[i], -11);
   quark::fake_quantize<quark::mx9>(std::span<const float>(s), std::span<float>(sa));
-  for (std::size_t i = 0; i < big.size(); ++i) REQUIRE(same(sa[i], std::ldexp(a[i], -11)));
+  for (std::size_t i = 0; i < big.size(); ++i)
+    REQUIRE(same(sa[i], std::ldexp(a[i], -11)));
   // Monotone within a sub-block (pairs share one quantum). Across sub-blocks it does not hold:
   // with S = 6, 1.3 in a pair of offset 1 (quantum 0.5) becomes 1.5 while 1.4 next to 100
   // (quantum 1) becomes 1.
   for (std::size_t i = 0; i < big.size(); i += 2) {
-    if (big[i] <= big[i + 1]) REQUIRE(a[i] <= a[i + 1]);
-    if (big[i + 1] <= big[i]) REQUIRE(a[i + 1] <= a[i]);
+    if (big[i] <= big[i + 1])
+      REQUIRE(a[i] <= a[i + 1]);
+    if (big[i + 1] <= big[i])
+      REQUIRE(a[i + 1] <= a[i]);
   }
   check_same(fq<quark::mx9>({100.0f, 1.4f, 1.3f, 1.0f}), {100.0f, 1.0f, 1.5f, 1.0f});
 }

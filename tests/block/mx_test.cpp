@@ -60,12 +60,14 @@ TEST_CASE("OCP MX FP4 E2M1: hand-derived blocks") {
   check_same(fq<quark::mxfp4_e2m1>({6.9f}, rc), {6.0f});
   // All zero: every output is zero and keeps its sign (FP4 has -0).
   check_same(fq<quark::mxfp4_e2m1>({0.0f, -0.0f, 0.0f}), {0.0f, -0.0f, 0.0f});
-  // Element subnormal 0.5: E = 0; 0.25 ties to 0 (even), 0.75 ties to 1.0 (even code), -0.3 -> -0.5.
+  // Element subnormal 0.5: E = 0; 0.25 ties to 0 (even), 0.75 ties to 1.0 (even code), -0.3 ->
+  // -0.5.
   check_same(fq<quark::mxfp4_e2m1>({6.0f, 0.5f, 0.25f, 0.75f, -0.3f}),
              {6.0f, 0.5f, 0.0f, 1.0f, -0.5f});
   // Inf/NaN: OCP makes the whole block NaN; Quark passes them through (E from 2: X = 0.5).
   const auto ocp = fq<quark::mxfp4_e2m1>({1.0f, inf, -2.0f, qnan, 0.3f});
-  for (const float v : ocp) CHECK(std::isnan(v));
+  for (const float v : ocp)
+    CHECK(std::isnan(v));
   check_same(fq<quark::mxfp4_e2m1>({1.0f, inf, -2.0f, qnan, 0.3f}, quark_compat()),
              {1.0f, inf, -2.0f, qnan, 0.25f});
 }
@@ -78,7 +80,8 @@ TEST_CASE("OCP MX FP8 E4M3: hand-derived blocks") {
   // E = 0; element subnormal step 2^-9: 2^-7 exact, 1.5 * 2^-9 ties to 2 * 2^-9, 2^-10 ties to 0.
   check_same(fq<quark::mxfp8_e4m3>({448.0f, 0x1p-7f, 0x3p-10f, 0x1p-10f}),
              {448.0f, 0x1p-7f, 0x1p-8f, 0.0f});
-  for (const float v : fq<quark::mxfp8_e4m3>({1.0f, -inf})) CHECK(std::isnan(v));
+  for (const float v : fq<quark::mxfp8_e4m3>({1.0f, -inf}))
+    CHECK(std::isnan(v));
 }
 
 TEST_CASE("OCP MX FP8 E5M2: hand-derived blocks") {
@@ -86,9 +89,9 @@ TEST_CASE("OCP MX FP8 E5M2: hand-derived blocks") {
   check_same(fq<quark::mxfp8_e5m2>({65535.0f, -1.0f}), {57344.0f, -1.0f});
   check_same(fq<quark::mxfp8_e5m2>({0.0f}), {0.0f});
   // E = 0; subnormal step 2^-16: 1.5 * 2^-16 -> 2^-15, 2.5 * 2^-16 -> 2 * 2^-16 (even).
-  check_same(fq<quark::mxfp8_e5m2>({32768.0f, 0x3p-17f, 0x5p-17f}),
-             {32768.0f, 0x1p-15f, 0x1p-15f});
-  for (const float v : fq<quark::mxfp8_e5m2>({qnan, 1.0f})) CHECK(std::isnan(v));
+  check_same(fq<quark::mxfp8_e5m2>({32768.0f, 0x3p-17f, 0x5p-17f}), {32768.0f, 0x1p-15f, 0x1p-15f});
+  for (const float v : fq<quark::mxfp8_e5m2>({qnan, 1.0f}))
+    CHECK(std::isnan(v));
 }
 
 TEST_CASE("OCP MX FP6 E3M2 and E2M3: hand-derived blocks") {
@@ -100,9 +103,9 @@ TEST_CASE("OCP MX FP6 E3M2 and E2M3: hand-derived blocks") {
   // E2M3, amax 7.99: E = 0; 7.99, 7.6, -7.7 saturate to +-7.5.
   check_same(fq<quark::mxfp6_e2m3>({7.99f, 7.6f, -7.7f}), {7.5f, 7.5f, -7.5f});
   // E2M3 subnormal step 2^-3: 0.5, 1.5, 2.5 steps -> 0, 2, 2 steps.
-  check_same(fq<quark::mxfp6_e2m3>({4.0f, 0.0625f, 0.1875f, 0.3125f}),
-             {4.0f, 0.0f, 0.25f, 0.25f});
-  for (const float v : fq<quark::mxfp6_e2m3>({inf})) CHECK(std::isnan(v));
+  check_same(fq<quark::mxfp6_e2m3>({4.0f, 0.0625f, 0.1875f, 0.3125f}), {4.0f, 0.0f, 0.25f, 0.25f});
+  for (const float v : fq<quark::mxfp6_e2m3>({inf}))
+    CHECK(std::isnan(v));
 }
 
 TEST_CASE("OCP MX INT8: 1.6 fixed point, asymmetric range") {
@@ -122,17 +125,18 @@ TEST_CASE("OCP MX INT8: 1.6 fixed point, asymmetric range") {
 }
 
 TEST_CASE("quark-spec 12.7 vectors (Quark's MXQuantizeDequantize, rounding_mode 2)") {
-  const std::vector<float> v16 = {0.1f, -0.25f, 3.3f, 100.0f, -7.77f, 0.0f, 1e-3f, 2.5f,
-                                  0.75f, -1.5f, 12.0f, 0.3f, -64.0f, 5.0f, 0.01f, 33.0f};
+  const std::vector<float> v16 = {0.1f,  -0.25f, 3.3f,  100.0f, -7.77f, 0.0f, 1e-3f, 2.5f,
+                                  0.75f, -1.5f,  12.0f, 0.3f,   -64.0f, 5.0f, 0.01f, 33.0f};
   const auto o = quark_compat();
   check_same(fq<quark::mxfp8_e5m2>(v16, o),
-             {0.09375f, -0.25f, 3.5f, 96.0f, -8.0f, 0.0f, 0.0009765625f, 2.5f, 0.75f, -1.5f,
-              12.0f, 0.3125f, -64.0f, 5.0f, 0.009765625f, 32.0f});
+             {0.09375f, -0.25f, 3.5f, 96.0f, -8.0f, 0.0f, 0.0009765625f, 2.5f, 0.75f, -1.5f, 12.0f,
+              0.3125f, -64.0f, 5.0f, 0.009765625f, 32.0f});
   check_same(fq<quark::mxfp8_e4m3>(v16, o),
              {0.1015625f, -0.25f, 3.25f, 96.0f, -8.0f, 0.0f, 0.0009765625f, 2.5f, 0.75f, -1.5f,
               12.0f, 0.3125f, -64.0f, 5.0f, 0.009765625f, 32.0f});
-  check_same(fq<quark::mxfp6_e3m2>(v16, o), {0.0f, -0.25f, 3.5f, 96.0f, -8.0f, 0.0f, 0.0f, 2.5f,
-                                             0.75f, -1.5f, 12.0f, 0.25f, -64.0f, 5.0f, 0.0f, 32.0f});
+  check_same(fq<quark::mxfp6_e3m2>(v16, o),
+             {0.0f, -0.25f, 3.5f, 96.0f, -8.0f, 0.0f, 0.0f, 2.5f, 0.75f, -1.5f, 12.0f, 0.25f,
+              -64.0f, 5.0f, 0.0f, 32.0f});
   check_same(fq<quark::mxfp6_e2m3>(v16, o), {0.0f, 0.0f, 4.0f, 96.0f, -8.0f, 0.0f, 0.0f, 2.0f, 0.0f,
                                              -2.0f, 12.0f, 0.0f, -64.0f, 4.0f, 0.0f, 32.0f});
   check_same(fq<quark::mxfp4_e2m1>(v16, o), {0.0f, 0.0f, 0.0f, 96.0f, -8.0f, 0.0f, 0.0f, 0.0f, 0.0f,
@@ -145,12 +149,12 @@ TEST_CASE("quark-spec 12.7 vectors (Quark's MXQuantizeDequantize, rounding_mode 
   // Edge cases.
   check_same(fq<quark::mxfp4_e2m1>({7.0f}, o), {6.0f});
   check_same(fq<quark::mxfp8_e4m3>({492.8f}, o), {448.0f});
-  check_same(fq<quark::mxfp4_e2m1>({-0.01f, 1.0f}, o), {0.0f, 1.0f});    // sign dropped
-  check_same(fq<quark::mxfp4_e2m1>({-0.01f, 1.0f}), {-0.0f, 1.0f});      // OCP keeps it
+  check_same(fq<quark::mxfp4_e2m1>({-0.01f, 1.0f}, o), {0.0f, 1.0f});  // sign dropped
+  check_same(fq<quark::mxfp4_e2m1>({-0.01f, 1.0f}), {-0.0f, 1.0f});    // OCP keeps it
   check_same(fq<quark::mxfp8_e4m3>({inf, 1.0f, -3.0f, qnan}, o), {inf, 1.0f, -3.0f, qnan});
-  check_same(fq<quark::mxint8>({1.9921875f, -1.0f, 0.5f},
-                               quark_compat(quark::rounding::nearest_away)),
-             {1.984375f, -1.0f, 0.5f});
+  check_same(
+      fq<quark::mxint8>({1.9921875f, -1.0f, 0.5f}, quark_compat(quark::rounding::nearest_away)),
+      {1.984375f, -1.0f, 0.5f});
   // E of an all-zero FP4 block: -129 in Quark's op, clamped to E8M0's -127 by OCP.
   constexpr auto el = quark::mx_element_info_v<quark::float4_e2m1fn>;
   CHECK(quark::detail::mx_shared_exponent(0u, el, quark::e8m0_scale_mode::floor,
@@ -182,19 +186,24 @@ TEST_CASE("MXFP8 / MXINT8 / FP6 / FP4 elements agree with quark::convert of x / 
     quark::fake_quantize<B>(std::span<const float>(x), std::span<float>(y));
     for (std::size_t b = 0; b < x.size(); b += 32) {
       float amax = 0.0f;
-      for (std::size_t i = b; i < b + 32; ++i) amax = std::fmax(amax, std::fabs(x[i]));
+      for (std::size_t i = b; i < b + 32; ++i)
+        amax = std::fmax(amax, std::fabs(x[i]));
       const auto s = quark::choose_e8m0_scale<elem>(amax);
       const float scale = quark::to_float(s);
       for (std::size_t i = b; i < b + 32; ++i) {
         float want = 0.0f;
         if constexpr (std::is_same_v<elem, std::int8_t>) {
-          const auto q = quark::convert<std::int8_t, quark::policies::onnx_quantize>(x[i] / scale * 64.0f);
+          const auto q =
+              quark::convert<std::int8_t, quark::policies::onnx_quantize>(x[i] / scale * 64.0f);
           want = static_cast<float>(q) / 64.0f * scale;
         } else {
-          want = quark::to_float(quark::convert<elem, quark::policies::ocp_mx_element>(x[i] / scale)) * scale;
+          want =
+              quark::to_float(quark::convert<elem, quark::policies::ocp_mx_element>(x[i] / scale)) *
+              scale;
         }
         if (!same(y[i], want)) {
-          INFO("block " << b / 32 << " x " << x[i] << " X " << scale << " got " << y[i] << " want " << want);
+          INFO("block " << b / 32 << " x " << x[i] << " X " << scale << " got " << y[i] << " want "
+                        << want);
           REQUIRE(same(y[i], want));
         }
       }
@@ -220,13 +229,16 @@ TEST_CASE("E8M0 scales agree with quark::convert<float8_e8m0fnu> for the matchin
     for (int i = 0; i < 20000; ++i) {
       const float amax = std::bit_cast<float>(bits_d(rng));
       const float shifted = std::ldexp(amax, -el.emax);  // exact when normal
-      if (std::fpclassify(shifted) != FP_NORMAL) continue;
+      if (std::fpclassify(shifted) != FP_NORMAL)
+        continue;
       INFO("amax " << amax);
       // floor <-> ONNX round_mode "down"; ceil <-> "up".
       CHECK(quark::choose_e8m0_scale<elem>(amax, e8m0_scale_mode::floor).to_bits() ==
-            quark::convert<quark::float8_e8m0fnu, quark::policies::onnx_e8m0_down>(shifted).to_bits());
-      CHECK(quark::choose_e8m0_scale<elem>(amax, e8m0_scale_mode::ceil).to_bits() ==
-            quark::convert<quark::float8_e8m0fnu, quark::policies::onnx_e8m0_up>(shifted).to_bits());
+            quark::convert<quark::float8_e8m0fnu, quark::policies::onnx_e8m0_down>(shifted)
+                .to_bits());
+      CHECK(
+          quark::choose_e8m0_scale<elem>(amax, e8m0_scale_mode::ceil).to_bits() ==
+          quark::convert<quark::float8_e8m0fnu, quark::policies::onnx_e8m0_up>(shifted).to_bits());
       // rceil <-> "up" of amax / max, where that division is exact in float32.
       const double ratio = static_cast<double>(amax) / static_cast<double>(el.max_pos);
       const auto rf = static_cast<float>(ratio);
@@ -246,8 +258,8 @@ TEST_CASE("E8M0 scales agree with quark::convert<float8_e8m0fnu> for the matchin
       constexpr quark::conversion_policy away{quark::rounding::nearest_away,
                                               quark::overflow::to_special,
                                               quark::nan_handling::propagate};
-      const float r = quark::detail::decode_fp<rounded_fmt>(
-          quark::detail::encode_fp<rounded_fmt, away>(amax));
+      const float r =
+          quark::detail::decode_fp<rounded_fmt>(quark::detail::encode_fp<rounded_fmt, away>(amax));
       int want = std::isinf(r) ? 128 - el.emax : quark::detail::ilogb_exact(r) - el.emax;
       want = want < -127 ? -127 : (want > 127 ? 127 : want);
       CHECK(quark::choose_e8m0_scale<elem>(amax, e8m0_scale_mode::even).to_bits() == want + 127);
@@ -289,7 +301,8 @@ TEST_CASE("OCP MX: blocks along any axis with a partial last block") {
   std::vector<float> padded(x.begin(), x.begin() + 40), p_out(64), direct(40);
   padded.resize(64, 0.0f);
   quark::fake_quantize<quark::mxfp4_e2m1>(std::span<const float>(padded), std::span<float>(p_out));
-  quark::fake_quantize<quark::mxfp4_e2m1>(std::span<const float>(x.data(), 40), std::span<float>(direct));
+  quark::fake_quantize<quark::mxfp4_e2m1>(std::span<const float>(x.data(), 40),
+                                          std::span<float>(direct));
   check_same(std::span<const float>(p_out.data(), 40), direct, "padding");
   // Any block size, and in == out.
   std::vector<float> z = x, w(x.size());
@@ -313,7 +326,7 @@ TEST_CASE("OCP MX: large tensors take the streaming path and agree with small ca
   const std::size_t tail = x.size() - z.size();  // a multiple of 32: same block boundaries
   REQUIRE(tail % 32 == 0);
   quark::fake_quantize<quark::mxfp8_e4m3>(std::span<const float>(x.data() + tail, z.size()),
-                                         std::span<float>(z));
+                                          std::span<float>(z));
   check_same(std::span<const float>(y.data() + tail, z.size()), z, "tail");
 }
 
@@ -384,7 +397,8 @@ TEST_CASE("OCP MX properties: idempotent, power-of-two scale invariant, monotone
     }
     // Scaling by 2^k scales the result by 2^k (away from E8M0's limits).
     for (const int k : {-7, 3, 19}) {
-      for (std::size_t i = 0; i < x.size(); ++i) xs[i] = std::ldexp(x[i], k);
+      for (std::size_t i = 0; i < x.size(); ++i)
+        xs[i] = std::ldexp(x[i], k);
       quark::fake_quantize<B>(std::span<const float>(xs), std::span<float>(ys), o);
       for (std::size_t i = 0; i < x.size(); ++i) {
         if (!same(ys[i], std::ldexp(y[i], k))) {

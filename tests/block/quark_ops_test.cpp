@@ -61,10 +61,13 @@ std::string error_id(E&& f) {
 /// run the 1-D op on each padded row, slice and move the axis back.
 template <class Attr, class Op>
 std::vector<float> literal_wrapper(const Attr& a, const std::vector<float>& x,
-                                   const std::vector<std::int64_t>& shape, std::size_t axis, Op op) {
+                                   const std::vector<std::int64_t>& shape, std::size_t axis,
+                                   Op op) {
   std::size_t outer = 1, inner = 1;
-  for (std::size_t i = 0; i < axis; ++i) outer *= static_cast<std::size_t>(shape[i]);
-  for (std::size_t i = axis + 1; i < shape.size(); ++i) inner *= static_cast<std::size_t>(shape[i]);
+  for (std::size_t i = 0; i < axis; ++i)
+    outer *= static_cast<std::size_t>(shape[i]);
+  for (std::size_t i = axis + 1; i < shape.size(); ++i)
+    inner *= static_cast<std::size_t>(shape[i]);
   const auto len = static_cast<std::size_t>(shape[axis]);
   const auto bs = static_cast<std::size_t>(a.block_size);
   const std::size_t padded = (len + bs - 1) / bs * bs;
@@ -72,10 +75,12 @@ std::vector<float> literal_wrapper(const Attr& a, const std::vector<float>& x,
   for (std::size_t o = 0; o < outer; ++o) {
     for (std::size_t i = 0; i < inner; ++i) {
       std::vector<float> row(padded, 0.0f), out(padded);
-      for (std::size_t j = 0; j < len; ++j) row[j] = x[(o * len + j) * inner + i];
+      for (std::size_t j = 0; j < len; ++j)
+        row[j] = x[(o * len + j) * inner + i];
       const std::int64_t s1[] = {static_cast<std::int64_t>(padded)};
       op(a, std::span<const float>(row), std::span<const std::int64_t>(s1), std::span<float>(out));
-      for (std::size_t j = 0; j < len; ++j) y[(o * len + j) * inner + i] = out[j];
+      for (std::size_t j = 0; j < len; ++j)
+        y[(o * len + j) * inner + i] = out[j];
     }
   }
   return y;
@@ -139,11 +144,13 @@ TEST_CASE("layout wrapper: axis moved last and zero padding, checked literally")
   for (const char* e : {"fp8_e4m3", "fp8_e5m2", "fp6_e3m2", "fp6_e2m3", "fp4_e2m1", "int8"}) {
     for (const std::int64_t axis : {1, -1, 0}) {
       const quark::mx_op_attributes a{e, axis, 16, 2};
-      const std::size_t ax = axis < 0 ? static_cast<std::size_t>(axis + 4) : static_cast<std::size_t>(axis);
+      const std::size_t ax =
+          axis < 0 ? static_cast<std::size_t>(axis + 4) : static_cast<std::size_t>(axis);
       quark::mx_quantize_dequantize(a, x, shape, y);
-      const auto want = literal_wrapper(a, x, shape, ax, [](const auto& at, auto i, auto s, auto o) {
-        quark::mx_quantize_dequantize(at, i, s, o);
-      });
+      const auto want =
+          literal_wrapper(a, x, shape, ax, [](const auto& at, auto i, auto s, auto o) {
+            quark::mx_quantize_dequantize(at, i, s, o);
+          });
       check_same(y, want, std::string(e) + " axis " + std::to_string(axis));
     }
   }

@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: MIT
-#include <quark/calib/distribution_calibrator.hpp>
-#include <quark/calib/entropy_calibrator.hpp>
-
-#include <doctest/doctest.h>
-
 #include <algorithm>
 #include <bit>
 #include <cmath>
 #include <vector>
+
+#include <doctest/doctest.h>
+
+#include <quark/calib/distribution_calibrator.hpp>
+#include <quark/calib/entropy_calibrator.hpp>
 
 #include "calib/reference_data.hpp"
 
@@ -44,7 +44,8 @@ TEST_CASE("entropy: default 128/128 has one candidate and warns; growth adds can
   const auto g = quark_test::data_grow();
   const auto& ref = quark_test::reference()["entropy_128_growing"];
   quark::histogram_observer hg{{.mode = histogram_mode::signed_symmetric, .num_bins = 128}};
-  for (auto b : quark_test::split(g, 7)) hg.observe(b);
+  for (auto b : quark_test::split(g, 7))
+    hg.observe(b);
   CHECK(hg.stats().bins() == ref["bins"].get<std::size_t>());
   const quark::entropy_calibrator cal;
   CHECK(cal.scan(hg.stats()).size() == ref["candidates"].get<std::size_t>());
@@ -74,10 +75,13 @@ TEST_CASE("entropy: hand-checked small scan and option errors") {
   const double e1 = 1e-4 / 4.0;
   const std::vector<double> q{4 - e1, 10 - e1, 10 - e1, 4 - e1, 1e-4};
   double sp = 30, sq = 0, kl = 0;
-  for (double v : q) sq += v;
-  for (std::size_t i = 0; i < 5; ++i) kl += p[i] / sp * std::log((p[i] / sp) / (q[i] / sq));
+  for (double v : q)
+    sq += v;
+  for (std::size_t i = 0; i < 5; ++i)
+    kl += p[i] / sp * std::log((p[i] / sp) / (q[i] / sq));
   CHECK(scan[0].kl == doctest::Approx(kl).epsilon(1e-12));
-  CHECK_THROWS_AS(static_cast<void>(quark::entropy_calibrator{.num_quantized_bins = 20}.scan(d)), quark::config_error);
+  CHECK_THROWS_AS(static_cast<void>(quark::entropy_calibrator{.num_quantized_bins = 20}.scan(d)),
+                  quark::config_error);
   quark::histogram_data abs_d = d;
   abs_d.mode = histogram_mode::absolute;
   CHECK_THROWS_AS(static_cast<void>(cal.scan(abs_d)), quark::config_error);
@@ -91,12 +95,14 @@ TEST_CASE("distribution: mean and std of the bin centres (same and p3) match num
   const auto same = quark::distribution_calibrator{}(h.stats());
   CHECK(same.mean == doctest::Approx(ref["same"][0].get<double>()).epsilon(1e-12));
   CHECK(same.std_dev == doctest::Approx(ref["same"][1].get<double>()).epsilon(1e-12));
-  const auto p3 = quark::distribution_calibrator{.scenario = quark::distribution_scenario::p3}(h.stats());
+  const auto p3 =
+      quark::distribution_calibrator{.scenario = quark::distribution_scenario::p3}(h.stats());
   CHECK(p3.mean == doctest::Approx(ref["p3"][0].get<double>()).epsilon(1e-12));
   CHECK(p3.std_dev == doctest::Approx(ref["p3"][1].get<double>()).epsilon(1e-12));
   quark::histogram_observer small{{.mode = histogram_mode::signed_symmetric, .num_bins = 128}};
   small.observe(a);
-  CHECK_THROWS_AS(static_cast<void>(quark::distribution_calibrator{}(small.stats())), quark::config_error);
+  CHECK_THROWS_AS(static_cast<void>(quark::distribution_calibrator{}(small.stats())),
+                  quark::config_error);
 }
 
 TEST_CASE("entropy: the vectorised log is within 2 ulp of std::log") {
@@ -107,7 +113,8 @@ TEST_CASE("entropy: the vectorised log is within 2 ulp of std::log") {
     const double m = 1.0 + static_cast<double>(state >> 11) * 0x1p-53;
     x.push_back(std::ldexp(m, static_cast<int>((state >> 3) % 1200) - 600));
   }
-  for (double v : {1.0, 2.0, 0.5, 1e-4, 0.9999, 1.0001, 3.0, 1e300, 1e-300}) x.push_back(v);
+  for (double v : {1.0, 2.0, 0.5, 1e-4, 0.9999, 1.0001, 3.0, 1e300, 1e-300})
+    x.push_back(v);
   x.push_back(std::nextafter(1.0, 2.0));
   x.push_back(std::nextafter(1.0, 0.0));
   std::vector<double> y(x.size());
@@ -115,7 +122,8 @@ TEST_CASE("entropy: the vectorised log is within 2 ulp of std::log") {
   std::int64_t worst = 0;
   for (std::size_t i = 0; i < x.size(); ++i) {
     const double r = std::log(x[i]);
-    worst = std::max(worst, std::abs(std::bit_cast<std::int64_t>(r) - std::bit_cast<std::int64_t>(y[i])));
+    worst = std::max(worst,
+                     std::abs(std::bit_cast<std::int64_t>(r) - std::bit_cast<std::int64_t>(y[i])));
   }
   CHECK(worst <= 2);
   CHECK(y[x.size() - 11] == 0.0);  // log 1 is exact

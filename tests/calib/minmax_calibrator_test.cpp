@@ -1,20 +1,24 @@
 // SPDX-License-Identifier: MIT
+#include <limits>
+#include <vector>
+
+#include <doctest/doctest.h>
+
 #include <quark/calib/minmax_calibrator.hpp>
 #include <quark/calib/mse_calibrator.hpp>
 #include <quark/observer/json.hpp>
 #include <quark/observer/minmax_observer.hpp>
 
-#include <doctest/doctest.h>
-
-#include <limits>
-#include <vector>
-
 #include "calib/reference_data.hpp"
 
-static_assert(quark::default_range_symmetry(quark::calib_method::percentile) == quark::range_symmetry::symmetric);
-static_assert(quark::default_range_symmetry(quark::calib_method::minmax) == quark::range_symmetry::asymmetric);
-static_assert(quark::default_range_symmetry(quark::calib_method::pof2_minmse) == quark::range_symmetry::symmetric);
-static_assert(quark::default_range_symmetry(quark::calib_method::entropy) == quark::range_symmetry::asymmetric);
+static_assert(quark::default_range_symmetry(quark::calib_method::percentile) ==
+              quark::range_symmetry::symmetric);
+static_assert(quark::default_range_symmetry(quark::calib_method::minmax) ==
+              quark::range_symmetry::asymmetric);
+static_assert(quark::default_range_symmetry(quark::calib_method::pof2_minmse) ==
+              quark::range_symmetry::symmetric);
+static_assert(quark::default_range_symmetry(quark::calib_method::entropy) ==
+              quark::range_symmetry::asymmetric);
 
 namespace {
 template <class F>
@@ -39,15 +43,18 @@ TEST_CASE("minmax calibrator: range, CalibTensorRangeSymmetric and bad input") {
   CHECK(r.min == -2.0f);
   CHECK(r.max == 2.0f);
   quark::minmax_observer empty;
-  CHECK(error_id([&] { static_cast<void>(quark::minmax_calibrator{}(empty.stats())); }) == "quark.calib.empty_input");
+  CHECK(error_id([&] { static_cast<void>(quark::minmax_calibrator{}(empty.stats())); }) ==
+        "quark.calib.empty_input");
   std::vector<float> nans(3, std::numeric_limits<float>::quiet_NaN());
   quark::minmax_observer ign{quark::nan_policy::ignore};
   ign.observe(nans);
-  CHECK(error_id([&] { static_cast<void>(quark::minmax_calibrator{}(ign.stats())); }) == "quark.calib.all_nan");
+  CHECK(error_id([&] { static_cast<void>(quark::minmax_calibrator{}(ign.stats())); }) ==
+        "quark.calib.all_nan");
   quark::minmax_observer prop;
   prop.observe(x);
   prop.observe(nans);
-  CHECK(error_id([&] { static_cast<void>(quark::minmax_calibrator{}(prop.stats())); }) == "quark.calib.nan_range");
+  CHECK(error_id([&] { static_cast<void>(quark::minmax_calibrator{}(prop.stats())); }) ==
+        "quark.calib.nan_range");
   std::vector<float> same(5, 3.0f);
   quark::minmax_observer c;
   c.observe(same);
@@ -56,7 +63,8 @@ TEST_CASE("minmax calibrator: range, CalibTensorRangeSymmetric and bad input") {
   std::vector<float> inf{1.0f, std::numeric_limits<float>::infinity()};
   quark::minmax_observer i;
   i.observe(inf);
-  CHECK(std::isinf(quark::minmax_calibrator{}(i.stats()).max));  // passed through, clamped by qparams
+  CHECK(
+      std::isinf(quark::minmax_calibrator{}(i.stats()).max));  // passed through, clamped by qparams
   const nlohmann::json j = quark::minmax_calibrator{}(i.stats());
   CHECK(std::isinf(nlohmann::json::parse(j.dump()).get<quark::calibrated_range>().max));
 }
@@ -88,12 +96,15 @@ TEST_CASE("weight calibrator: MinMax default, MinMSE, bad input") {
   r = quark::calibrate_weight(w, quark::weight_calibrate_method::minmse);
   CHECK(r.scale.has_value());
   std::vector<float> bad{1.0f, std::numeric_limits<float>::quiet_NaN()};
-  CHECK(error_id([&] { static_cast<void>(quark::calibrate_weight(bad, quark::weight_calibrate_method::minmax)); }) ==
-        "quark.calib.nan_range");
-  CHECK(error_id([&] { static_cast<void>(quark::calibrate_weight(bad, quark::weight_calibrate_method::minmse)); }) ==
-        "quark.calib.non_finite_input");
-  CHECK(error_id([&] { static_cast<void>(quark::calibrate_weight({}, quark::weight_calibrate_method::minmse)); }) ==
-        "quark.calib.empty_input");
+  CHECK(error_id([&] {
+          static_cast<void>(quark::calibrate_weight(bad, quark::weight_calibrate_method::minmax));
+        }) == "quark.calib.nan_range");
+  CHECK(error_id([&] {
+          static_cast<void>(quark::calibrate_weight(bad, quark::weight_calibrate_method::minmse));
+        }) == "quark.calib.non_finite_input");
+  CHECK(error_id([&] {
+          static_cast<void>(quark::calibrate_weight({}, quark::weight_calibrate_method::minmse));
+        }) == "quark.calib.empty_input");
   std::vector<float> same(10, 0.0f);
   r = quark::calibrate_weight(same, quark::weight_calibrate_method::minmse);
   CHECK(*r.scale == 1.0f);  // zero range: compute_scale_zp's scale 1

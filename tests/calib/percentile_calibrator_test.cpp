@@ -1,18 +1,20 @@
 // SPDX-License-Identifier: MIT
-#include <quark/calib/percentile_calibrator.hpp>
+#include <vector>
 
 #include <doctest/doctest.h>
 
-#include <vector>
+#include <quark/calib/percentile_calibrator.hpp>
 
 #include "calib/reference_data.hpp"
 
 using quark::histogram_mode;
 
 namespace {
-quark::histogram_data build(histogram_mode mode, std::span<const float> x, std::size_t parts, std::size_t bins = 2048) {
+quark::histogram_data build(histogram_mode mode, std::span<const float> x, std::size_t parts,
+                            std::size_t bins = 2048) {
   quark::histogram_observer h{{.mode = mode, .num_bins = bins}};
-  for (auto b : quark_test::split(x, parts)) h.observe(b);
+  for (auto b : quark_test::split(x, parts))
+    h.observe(b);
   return h.stats();
 }
 }  // namespace
@@ -51,8 +53,9 @@ TEST_CASE("percentile: hand-computed edges on a fixed histogram") {
   CHECK(r.min == -4.0f);  // -5 clamped to the observed minimum
   CHECK(r.max == 5.0f);
   r = quark::percentile_calibrator{100.0}(h.stats());
-  CHECK(r.max == 9.0f);   // left edge of the last bin, as Quark
-  CHECK_THROWS_AS(static_cast<void>(quark::percentile_calibrator{101.0}(h.stats())), quark::config_error);
+  CHECK(r.max == 9.0f);  // left edge of the last bin, as Quark
+  CHECK_THROWS_AS(static_cast<void>(quark::percentile_calibrator{101.0}(h.stats())),
+                  quark::config_error);
 }
 
 TEST_CASE("percentile: empty and all-NaN statistics throw stable ids") {
@@ -84,17 +87,22 @@ TEST_CASE("layerwise percentile: candidates and the scoring match the numpy refe
     CHECK(cands[i].min == static_cast<float>(ref["candidates"][i][0].get<double>()));
     CHECK(cands[i].max == static_cast<float>(ref["candidates"][i][1].get<double>()));
   }
-  for (auto [name, metric] : {std::pair{"mae", quark::lwp_metric::mae}, std::pair{"mse", quark::lwp_metric::mse}}) {
+  for (auto [name, metric] :
+       {std::pair{"mae", quark::lwp_metric::mae}, std::pair{"mse", quark::lwp_metric::mse}}) {
     quark::lwp_scorer score{cands, {-128, 127}, metric};
-    for (auto b : quark_test::split(a, 7)) score.observe(b);
+    for (auto b : quark_test::split(a, 7))
+      score.observe(b);
     for (std::size_t i = 0; i < 3; ++i) {
       // The numpy reference casts per candidate exactly as we do; differences are summation order.
-      CHECK(score.errors()[i] == doctest::Approx(ref["errors"][name][i].get<double>()).epsilon(1e-9));
+      CHECK(score.errors()[i] ==
+            doctest::Approx(ref["errors"][name][i].get<double>()).epsilon(1e-9));
     }
-    const auto best = cal.select(cands, [&](std::size_t i, const quark::calibrated_range&) { return score.errors()[i]; });
+    const auto best = cal.select(
+        cands, [&](std::size_t i, const quark::calibrated_range&) { return score.errors()[i]; });
     CHECK(best.max == cands[ref["best"][name].get<std::size_t>()].max);
   }
   // The callback decides: a metric preferring the widest candidate picks it.
-  const auto widest = cal(h, [](std::size_t, const quark::calibrated_range& c) { return -static_cast<double>(c.max); });
+  const auto widest = cal(
+      h, [](std::size_t, const quark::calibrated_range& c) { return -static_cast<double>(c.max); });
   CHECK(widest.max == cands[1].max);  // first of the equal widest ones
 }

@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: MIT
-#include <quark/calib/minmax_calibrator.hpp>
-#include <quark/calib/pof2_calibrator.hpp>
-#include <quark/observer/minmax_observer.hpp>
+#include <vector>
 
 #include <doctest/doctest.h>
 
-#include <vector>
+#include <quark/calib/minmax_calibrator.hpp>
+#include <quark/calib/pof2_calibrator.hpp>
+#include <quark/observer/minmax_observer.hpp>
 
 #include "calib/reference_data.hpp"
 
@@ -13,9 +13,11 @@ using quark::histogram_mode;
 
 namespace {
 quark::histogram_data extend_hist(std::span<const float> x, std::size_t parts) {
-  quark::histogram_observer h{{.mode = histogram_mode::signed_extend, .num_bins = 2048,
+  quark::histogram_observer h{{.mode = histogram_mode::signed_extend,
+                               .num_bins = 2048,
                                .non_finite = quark::non_finite_policy::to_finite}};
-  for (auto b : quark_test::split(x, parts)) h.observe(b);
+  for (auto b : quark_test::split(x, parts))
+    h.observe(b);
   return h.stats();
 }
 }  // namespace
@@ -33,22 +35,26 @@ TEST_CASE("pof2 MinMSE: positions match the numpy reference (histogram, raw, mos
   }
   const auto ha = extend_hist(a, 7);
   CHECK(*cal(ha).pof2_position == ref["hist_a"].get<int>());
-  CHECK(*quark::pof2_minmse_calibrator{.grid = {-32767, 32767}}(ha).pof2_position == ref["hist_a_int16"].get<int>());
+  CHECK(*quark::pof2_minmse_calibrator{.grid = {-32767, 32767}}(ha).pof2_position ==
+        ref["hist_a_int16"].get<int>());
 
   // Raw mode: a min/max pass, then the squared-error pass, batch by batch.
   for (auto [data, key, grid] : {std::tuple{&a, "raw_a", quark::int_grid{-127, 127}},
                                  std::tuple{&g, "raw", quark::int_grid{-127, 127}},
                                  std::tuple{&g, "raw_uint8", quark::int_grid{0, 255}}}) {
     quark::minmax_observer mm;
-    for (auto b : quark_test::split(*data, 7)) mm.observe(b);
+    for (auto b : quark_test::split(*data, 7))
+      mm.observe(b);
     quark::pof2_sse_observer sse{mm.stats(), grid};
-    for (auto b : quark_test::split(*data, 7)) sse.observe(b);
+    for (auto b : quark_test::split(*data, 7))
+      sse.observe(b);
     CHECK(*sse.result().pof2_position == ref[key].get<int>());
     // streaming equals batch: the SSE sums the same terms
     quark::pof2_sse_observer one{mm.stats(), grid};
     one.observe(*data);
     CHECK(*one.result().pof2_position == *sse.result().pof2_position);
-    for (std::size_t i = 0; i < 5; ++i) CHECK(one.stats()[i] == doctest::Approx(sse.stats()[i]).epsilon(1e-12));
+    for (std::size_t i = 0; i < 5; ++i)
+      CHECK(one.stats()[i] == doctest::Approx(sse.stats()[i]).epsilon(1e-12));
   }
   const auto r8 = [&] {
     quark::minmax_observer mm;
@@ -61,9 +67,11 @@ TEST_CASE("pof2 MinMSE: positions match the numpy reference (histogram, raw, mos
   CHECK(r8.max == std::ldexp(127.0f, -*r8.pof2_position));
 
   quark::pof2_most_common_observer mc{{-127, 127}};
-  for (auto b : quark_test::split(g, 7)) mc.observe(b);
+  for (auto b : quark_test::split(g, 7))
+    mc.observe(b);
   CHECK(*mc.result().pof2_position == ref["most_common"].get<int>());
-  for (const auto& [pos, n] : ref["votes"].items()) CHECK(mc.stats().at(std::stoi(pos)) == n.get<std::uint64_t>());
+  for (const auto& [pos, n] : ref["votes"].items())
+    CHECK(mc.stats().at(std::stoi(pos)) == n.get<std::uint64_t>());
 }
 
 TEST_CASE("pof2 MinMSE: histogram costs match numpy, streaming within tolerance") {
@@ -71,10 +79,12 @@ TEST_CASE("pof2 MinMSE: histogram costs match numpy, streaming within tolerance"
   const auto& ref = quark_test::reference()["pof2"];
   // The calibrator does not expose costs; recompute the first and the chosen from the reference
   // to check that 1 and 7 batches choose the same candidate.
-  CHECK(ref["hist_cost_1"][1].get<double>() == doctest::Approx(ref["hist_cost_7"][1].get<double>()).epsilon(1e-3));
+  CHECK(ref["hist_cost_1"][1].get<double>() ==
+        doctest::Approx(ref["hist_cost_7"][1].get<double>()).epsilon(1e-3));
   const quark::pof2_minmse_calibrator cal;
   const auto h1 = extend_hist(g, 1);
-  for (std::size_t parts : {7u, 64u}) CHECK(*cal(extend_hist(g, parts)).pof2_position == *cal(h1).pof2_position);
+  for (std::size_t parts : {7u, 64u})
+    CHECK(*cal(extend_hist(g, parts)).pof2_position == *cal(h1).pof2_position);
 }
 
 TEST_CASE("pof2 MinMSE: hand-computed five-candidate search") {
@@ -88,10 +98,12 @@ TEST_CASE("pof2 MinMSE: hand-computed five-candidate search") {
   // N * step^2 / 12 is 0.81 for 2^-6 and 0.20 for 2^-7, which clips the outlier by 0.41
   // (0.17): 2^-7 wins. 2^-8 clips everything above 0.496.
   std::vector<float> spread(40001);
-  for (std::size_t i = 0; i < 40000; ++i) spread[i] = -0.9f + 1.8f * static_cast<float>(i) / 40000.0f;
+  for (std::size_t i = 0; i < 40000; ++i)
+    spread[i] = -0.9f + 1.8f * static_cast<float>(i) / 40000.0f;
   spread[40000] = 1.4f;
   CHECK(*quark::pof2_minmse_search(spread, {-127, 127}).pof2_position == 7);
-  CHECK_THROWS_AS(static_cast<void>(quark::pof2_minmse_calibrator{.symmetry = quark::range_symmetry::asymmetric}(extend_hist(x, 1))),
+  CHECK_THROWS_AS(static_cast<void>(quark::pof2_minmse_calibrator{
+                      .symmetry = quark::range_symmetry::asymmetric}(extend_hist(x, 1))),
                   quark::config_error);
   quark::pof2_most_common_observer none{{-127, 127}};
   CHECK_THROWS_AS(static_cast<void>(none.result()), quark::invalid_argument);
@@ -106,7 +118,8 @@ TEST_CASE("pof2 NonOverflow: quark-spec §2.2 examples and the ceil option") {
   CHECK(r.min == -1.4f);
   CHECK(r.max == 1.4f);
   CHECK(*r.pof2_position == 7);  // rint(6.503): clips 1.4 to 0.992
-  r = quark::pof2_non_overflow_calibrator{.grid = {-127, 127}, .rounding = quark::pow2_rounding::ceil}(obs.stats());
+  r = quark::pof2_non_overflow_calibrator{.grid = {-127, 127},
+                                          .rounding = quark::pow2_rounding::ceil}(obs.stats());
   CHECK(*r.pof2_position == 6);  // covers 1.4
   std::vector<float> y{1.5f};
   quark::minmax_observer o2;

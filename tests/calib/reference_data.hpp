@@ -26,14 +26,17 @@ inline std::vector<float> lcg_data(std::size_t n, std::uint32_t seed, double sig
       s += static_cast<double>(state >> 8) * 0x1p-24;
     }
     double v = (s - 2.0) * sigma + mu;
-    if (k % outlier_every == 0) v *= outlier_gain;
+    if (k % outlier_every == 0)
+      v *= outlier_gain;
     out[k] = static_cast<float>(v);
   }
   return out;
 }
 
 /// Dataset "a": 20000 values, sigma 1.5, mean 0.3, every 97th value x6.
-inline std::vector<float> data_a() { return lcg_data(20000, 12345, 1.5, 0.3); }
+inline std::vector<float> data_a() {
+  return lcg_data(20000, 12345, 1.5, 0.3);
+}
 /// Dataset "grow": 7 batches of 3000 values with growing spread (the range grows per batch).
 inline std::vector<float> data_grow() {
   std::vector<float> out;
@@ -44,13 +47,16 @@ inline std::vector<float> data_grow() {
   return out;
 }
 /// Dataset "w": a 4096-value weight tensor with outliers.
-inline std::vector<float> data_w() { return lcg_data(4096, 4242, 0.05, 0.0, 61, 9.0); }
+inline std::vector<float> data_w() {
+  return lcg_data(4096, 4242, 0.05, 0.0, 61, 9.0);
+}
 
 /// gen_reference.py's split(): parts of ceil(n / parts) values.
 inline std::vector<std::span<const float>> split(std::span<const float> x, std::size_t parts) {
   std::vector<std::span<const float>> out;
   const std::size_t step = (x.size() + parts - 1) / parts;
-  for (std::size_t i = 0; i < x.size(); i += step) out.push_back(x.subspan(i, std::min(step, x.size() - i)));
+  for (std::size_t i = 0; i < x.size(); i += step)
+    out.push_back(x.subspan(i, std::min(step, x.size() - i)));
   return out;
 }
 

@@ -1,4 +1,10 @@
 // SPDX-License-Identifier: MIT
+#include <bit>
+#include <cmath>
+#include <vector>
+
+#include <doctest/doctest.h>
+
 #include <quark/calib/distribution_calibrator.hpp>
 #include <quark/calib/mse_calibrator.hpp>
 #include <quark/calib/percentile_calibrator.hpp>
@@ -7,17 +13,14 @@
 #include <quark/dtype/formats.hpp>
 #include <quark/quant/fake_quant.hpp>
 
-#include <doctest/doctest.h>
-
-#include <bit>
-#include <cmath>
-#include <vector>
-
 #include "calib/reference_data.hpp"
 
-static_assert(quark::grid_of<std::int8_t>(quark::range_table::symmetric) == quark::int_grid{-127, 127});
-static_assert(quark::grid_of<std::uint8_t>(quark::range_table::symmetric) == quark::int_grid{0, 255});
-static_assert(quark::grid_of<std::int16_t>(quark::range_table::full) == quark::int_grid{-32768, 32767});
+static_assert(quark::grid_of<std::int8_t>(quark::range_table::symmetric) ==
+              quark::int_grid{-127, 127});
+static_assert(quark::grid_of<std::uint8_t>(quark::range_table::symmetric) ==
+              quark::int_grid{0, 255});
+static_assert(quark::grid_of<std::int16_t>(quark::range_table::full) ==
+              quark::int_grid{-32768, 32767});
 
 TEST_CASE("the calibrators' private grid helpers agree with compute_qparams and fake_quant") {
   const auto a = quark_test::lcg_data(400, 5, 3.0, 0.7);
@@ -26,36 +29,44 @@ TEST_CASE("the calibrators' private grid helpers agree with compute_qparams and 
     const float hi = std::fmax(a[i], a[i + 1]);
     // Symmetric INT8 / UINT8 / INT16: identical scale and zero point.
     {
-      const auto g = quark::detail::scale_zp(static_cast<double>(lo), static_cast<double>(hi), {-127, 127}, quark::range_symmetry::symmetric);
-      const auto p = quark::compute_qparams<std::int8_t>({lo, hi}, {.sym = quark::symmetry::symmetric});
+      const auto g = quark::detail::scale_zp(static_cast<double>(lo), static_cast<double>(hi),
+                                             {-127, 127}, quark::range_symmetry::symmetric);
+      const auto p =
+          quark::compute_qparams<std::int8_t>({lo, hi}, {.sym = quark::symmetry::symmetric});
       CHECK(static_cast<float>(g.scale) == p.scale_value());
       CHECK(g.zero_point == p.zero_point);
     }
     {
-      const auto g = quark::detail::scale_zp(static_cast<double>(lo), static_cast<double>(hi), {0, 255}, quark::range_symmetry::symmetric);
-      const auto p = quark::compute_qparams<std::uint8_t>({lo, hi}, {.sym = quark::symmetry::symmetric});
+      const auto g = quark::detail::scale_zp(static_cast<double>(lo), static_cast<double>(hi),
+                                             {0, 255}, quark::range_symmetry::symmetric);
+      const auto p =
+          quark::compute_qparams<std::uint8_t>({lo, hi}, {.sym = quark::symmetry::symmetric});
       CHECK(static_cast<float>(g.scale) == p.scale_value());
       CHECK(g.zero_point == p.zero_point);
     }
     // Asymmetric UINT8 and INT16.
     {
-      const auto g = quark::detail::scale_zp(static_cast<double>(lo), static_cast<double>(hi), {0, 255}, quark::range_symmetry::asymmetric);
+      const auto g = quark::detail::scale_zp(static_cast<double>(lo), static_cast<double>(hi),
+                                             {0, 255}, quark::range_symmetry::asymmetric);
       const auto p = quark::compute_qparams<std::uint8_t>({lo, hi});
       CHECK(static_cast<float>(g.scale) == p.scale_value());
       CHECK(g.zero_point == p.zero_point);
     }
     {
-      const auto g = quark::detail::scale_zp(static_cast<double>(lo), static_cast<double>(hi), {-32768, 32767}, quark::range_symmetry::asymmetric);
+      const auto g = quark::detail::scale_zp(static_cast<double>(lo), static_cast<double>(hi),
+                                             {-32768, 32767}, quark::range_symmetry::asymmetric);
       const auto p = quark::compute_qparams<std::int16_t>({lo, hi});
       CHECK(static_cast<float>(g.scale) == p.scale_value());
       CHECK(g.zero_point == p.zero_point);
     }
     // Fake quantization on the grid: bit-identical to quant/fake_quant.hpp.
-    const auto p = quark::compute_qparams<std::int8_t>({lo, hi}, {.sym = quark::symmetry::symmetric});
+    const auto p =
+        quark::compute_qparams<std::int8_t>({lo, hi}, {.sym = quark::symmetry::symmetric});
     const quark::fake_quant<std::int8_t> fq(p.scale_value(), 0, -127, 127);
-    for (float x : {a[i], a[i + 1], a[i] * 0.5f, 1e6f, -1e6f, p.scale_value() * 2.5f, p.scale_value() * -3.5f}) {
-      CHECK(std::bit_cast<std::uint32_t>(quark::detail::fake_quant(x, p.scale_value(), 0.0f, -127.0f, 127.0f)) ==
-            std::bit_cast<std::uint32_t>(fq(x)));
+    for (float x : {a[i], a[i + 1], a[i] * 0.5f, 1e6f, -1e6f, p.scale_value() * 2.5f,
+                    p.scale_value() * -3.5f}) {
+      CHECK(std::bit_cast<std::uint32_t>(quark::detail::fake_quant(
+                x, p.scale_value(), 0.0f, -127.0f, 127.0f)) == std::bit_cast<std::uint32_t>(fq(x)));
     }
   }
 }
@@ -63,11 +74,14 @@ TEST_CASE("the calibrators' private grid helpers agree with compute_qparams and 
 TEST_CASE("to_qparams: searched scales are kept, ranges go through compute_qparams") {
   const auto g = quark_test::data_grow();
   // pof2 MinMSE -> power-of-two and float scales both equal 2^-position.
-  quark::histogram_observer h{{.mode = quark::histogram_mode::signed_extend, .num_bins = 2048,
+  quark::histogram_observer h{{.mode = quark::histogram_mode::signed_extend,
+                               .num_bins = 2048,
                                .non_finite = quark::non_finite_policy::to_finite}};
   h.observe(g);
-  const auto r = quark::pof2_minmse_calibrator{.grid = quark::grid_of<std::int8_t>(quark::range_table::symmetric)}(h.stats());
-  const auto p2 = quark::to_qparams<std::int8_t, quark::pow2_scale>(r, {.sym = quark::symmetry::symmetric});
+  const auto r = quark::pof2_minmse_calibrator{
+      .grid = quark::grid_of<std::int8_t>(quark::range_table::symmetric)}(h.stats());
+  const auto p2 =
+      quark::to_qparams<std::int8_t, quark::pow2_scale>(r, {.sym = quark::symmetry::symmetric});
   CHECK(p2.scale.position() == *r.pof2_position);
   const auto pf = quark::to_qparams<std::int8_t>(r, {.sym = quark::symmetry::symmetric});
   CHECK(pf.scale_value() == std::ldexp(1.0f, -*r.pof2_position));
@@ -75,7 +89,8 @@ TEST_CASE("to_qparams: searched scales are kept, ranges go through compute_qpara
   // Float MinMSE -> the chosen float scale and zero point.
   const auto w = quark_test::data_w();
   const auto rm = quark::float_minmse_calibrator{.mode = quark::minmse_float_mode::all}(w);
-  const auto pm = quark::to_qparams<std::int8_t>(rm, {.sym = quark::symmetry::symmetric, .clip = quark::clip_rule::quark_weight});
+  const auto pm = quark::to_qparams<std::int8_t>(
+      rm, {.sym = quark::symmetry::symmetric, .clip = quark::clip_rule::quark_weight});
   CHECK(pm.scale_value() == *rm.scale);
   CHECK(pm.qmin == -127);
   // Percentile -> UINT8 asymmetric through compute_qparams.

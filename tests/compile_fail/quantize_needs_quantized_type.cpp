@@ -9,11 +9,12 @@ int main() {
   float x[2] = {0.1f, 0.2f};
 #ifdef QUARK_SHOULD_FAIL
   double q[2] = {};
-  quark::quantize<double>(quark::tensor_shape{2}, x, quark::tensor_qparams<double>{std::span(&s, 1)},
-                          std::span(q));
+  quark::quantize<double>(quark::tensor_shape{2}, x,
+                          quark::tensor_qparams<double>{std::span(&s, 1)}, std::span(q));
 #else
   std::int16_t q[2] = {};
   quark::quantize<std::int16_t>(quark::tensor_shape{2}, x,
-                                quark::tensor_qparams<std::int16_t>{std::span(&s, 1)}, std::span(q));
+                                quark::tensor_qparams<std::int16_t>{std::span(&s, 1)},
+                                std::span(q));
 #endif
 }

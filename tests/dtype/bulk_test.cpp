@@ -2,11 +2,11 @@
 // The span overloads of convert / to_float switch to block-wise streaming stores for outputs of
 // 8 MiB and more (detail/stream.hpp). Both paths must give exactly the scalar results, including
 // misaligned output pointers and lengths that are not a multiple of the block.
-#include <doctest/doctest.h>
-
 #include <cstdint>
 #include <random>
 #include <vector>
+
+#include <doctest/doctest.h>
 
 #include <quark/quark.hpp>
 
@@ -15,7 +15,8 @@ namespace {
 std::vector<float> random_floats(std::size_t n, std::uint32_t seed) {
   std::mt19937 rng(seed);
   std::vector<float> x(n);
-  for (auto& v : x) v = quark::detail::bits_float(static_cast<std::uint32_t>(rng()));
+  for (auto& v : x)
+    v = quark::detail::bits_float(static_cast<std::uint32_t>(rng()));
   return x;
 }
 

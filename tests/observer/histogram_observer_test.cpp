@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: MIT
-#include <quark/observer/histogram_observer.hpp>
-#include <quark/observer/json.hpp>
-
-#include <doctest/doctest.h>
-
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
+
+#include <doctest/doctest.h>
+
+#include <quark/observer/histogram_observer.hpp>
+#include <quark/observer/json.hpp>
 
 #include "calib/reference_data.hpp"
 
@@ -17,11 +17,15 @@ using quark::histogram_observer;
 static_assert(quark::mergeable_observer<histogram_observer>);
 
 namespace {
-histogram_observer observe_all(histogram_mode mode, std::size_t bins, std::span<const float> x, std::size_t parts) {
-  histogram_observer h{{.mode = mode, .num_bins = bins,
-                        .non_finite = mode == histogram_mode::signed_extend ? quark::non_finite_policy::to_finite
-                                                                            : quark::non_finite_policy::reject_inf}};
-  for (auto b : quark_test::split(x, parts)) h.observe(b);
+histogram_observer observe_all(histogram_mode mode, std::size_t bins, std::span<const float> x,
+                               std::size_t parts) {
+  histogram_observer h{{.mode = mode,
+                        .num_bins = bins,
+                        .non_finite = mode == histogram_mode::signed_extend
+                                          ? quark::non_finite_policy::to_finite
+                                          : quark::non_finite_policy::reject_inf}};
+  for (auto b : quark_test::split(x, parts))
+    h.observe(b);
   return h;
 }
 }  // namespace
@@ -30,7 +34,9 @@ TEST_CASE("histogram: growth across 7 batches matches the numpy reference exactl
   const auto g = quark_test::data_grow();
   const auto& ref = quark_test::reference()["growth_histograms"];
   const std::pair<const char*, histogram_mode> modes[] = {
-      {"abs", histogram_mode::absolute}, {"signed", histogram_mode::signed_symmetric}, {"extend", histogram_mode::signed_extend}};
+      {"abs", histogram_mode::absolute},
+      {"signed", histogram_mode::signed_symmetric},
+      {"extend", histogram_mode::signed_extend}};
   for (const auto& [name_, mode] : modes) {
     const char* name = name_;
     CAPTURE(name);
@@ -53,9 +59,11 @@ TEST_CASE("histogram: streaming equals batch exactly when the first batch holds 
   auto mx = std::max_element(a.begin() + 1, a.end());
   std::iter_swap(a.begin() + 1, mx);
   // ... and the smallest magnitude, where the |x| histogram starts.
-  auto amin = std::min_element(a.begin() + 2, a.end(), [](float u, float v) { return std::fabs(u) < std::fabs(v); });
+  auto amin = std::min_element(a.begin() + 2, a.end(),
+                               [](float u, float v) { return std::fabs(u) < std::fabs(v); });
   std::iter_swap(a.begin() + 2, amin);
-  for (auto mode : {histogram_mode::absolute, histogram_mode::signed_symmetric, histogram_mode::signed_extend}) {
+  for (auto mode : {histogram_mode::absolute, histogram_mode::signed_symmetric,
+                    histogram_mode::signed_extend}) {
     const auto whole = observe_all(mode, 2048, a, 1);
     for (std::size_t parts : {7u, 64u}) {
       // Batch 0 is the first ceil(n/parts) values and holds both extrema.
@@ -68,7 +76,8 @@ TEST_CASE("histogram: streaming with growth stays within one bin of the batch re
   // Documented tolerance: with growth, bins move by at most one old bin width, so the CDF of the
   // streamed histogram at any edge differs from the one-batch histogram by the mass of one bin.
   const auto g = quark_test::data_grow();
-  for (auto mode : {histogram_mode::absolute, histogram_mode::signed_symmetric, histogram_mode::signed_extend}) {
+  for (auto mode : {histogram_mode::absolute, histogram_mode::signed_symmetric,
+                    histogram_mode::signed_extend}) {
     const auto whole = observe_all(mode, 2048, g, 1);
     for (std::size_t parts : {7u, 64u}) {
       const auto s = observe_all(mode, 2048, g, parts);
@@ -91,7 +100,8 @@ TEST_CASE("histogram: streaming with growth stays within one bin of the batch re
           std::uint64_t acc = 0;
           for (std::size_t i = 0; i < d.bins(); ++i) {
             acc += d.counts[i];
-            if (static_cast<double>(acc) / t >= q) return d.edges[i];
+            if (static_cast<double>(acc) / t >= q)
+              return d.edges[i];
           }
           return d.edges.back();
         };
@@ -106,9 +116,11 @@ TEST_CASE("histogram: merge equals sequential for equal ranges") {
   std::vector<float> y = quark_test::lcg_data(5000, 99, 1.0, 0.0);
   y[0] = *std::min_element(x.begin(), x.end());
   y[1] = *std::max_element(x.begin(), x.end());
-  x[0] = y[0]; x[1] = y[1];
+  x[0] = y[0];
+  x[1] = y[1];
   x[2] = y[2] = 0.0f;  // same min|x| for the |x| histograms
-  for (auto mode : {histogram_mode::absolute, histogram_mode::signed_symmetric, histogram_mode::signed_extend}) {
+  for (auto mode : {histogram_mode::absolute, histogram_mode::signed_symmetric,
+                    histogram_mode::signed_extend}) {
     histogram_observer seq{{.mode = mode, .num_bins = 512}};
     seq.observe(x);
     seq.observe(y);
@@ -120,7 +132,8 @@ TEST_CASE("histogram: merge equals sequential for equal ranges") {
     CHECK(p1.stats() == seq.stats());
   }
   // Different ranges: approximate merge keeps every count.
-  histogram_observer a{{.mode = histogram_mode::signed_symmetric, .num_bins = 128}}, b{{.mode = histogram_mode::signed_symmetric, .num_bins = 128}};
+  histogram_observer a{{.mode = histogram_mode::signed_symmetric, .num_bins = 128}},
+      b{{.mode = histogram_mode::signed_symmetric, .num_bins = 128}};
   a.observe(std::span<const float>(x).first(100));
   b.observe(y);
   a.merge(b);
@@ -152,7 +165,9 @@ TEST_CASE("histogram: bad and degenerate input") {
   } catch (const quark::invalid_argument& e) {
     CHECK(e.id() == "quark.calib.infinite_input");
   }
-  histogram_observer f{{.mode = histogram_mode::signed_extend, .num_bins = 4, .non_finite = quark::non_finite_policy::to_finite}};
+  histogram_observer f{{.mode = histogram_mode::signed_extend,
+                        .num_bins = 4,
+                        .non_finite = quark::non_finite_policy::to_finite}};
   std::vector<float> nf{nan, 1.0f, -1.0f};
   f.observe(nf);
   CHECK(f.stats().counts == std::vector<std::uint64_t>{1, 0, 1, 1});  // NaN -> 0 in bin [0, 0.5)
@@ -172,7 +187,8 @@ TEST_CASE("histogram: JSON round trip restores a calibration that continues iden
   const auto g = quark_test::data_grow();
   const auto parts = quark_test::split(g, 7);
   histogram_observer h{{.mode = histogram_mode::signed_symmetric, .num_bins = 256}};
-  for (std::size_t i = 0; i < 3; ++i) h.observe(parts[i]);
+  for (std::size_t i = 0; i < 3; ++i)
+    h.observe(parts[i]);
   const nlohmann::json j = h;
   auto restored = nlohmann::json::parse(j.dump()).get<histogram_observer>();
   CHECK(restored.stats() == h.stats());
@@ -188,30 +204,37 @@ TEST_CASE("histogram: JSON round trip restores a calibration that continues iden
   std::size_t shape[] = {3, 7};
   pc.observe(std::span<const float>(g).first(21), shape, 0);
   const nlohmann::json jp = pc;
-  const auto pc2 = nlohmann::json::parse(jp.dump()).get<quark::per_channel_observer<quark::minmax_observer>>();
+  const auto pc2 =
+      nlohmann::json::parse(jp.dump()).get<quark::per_channel_observer<quark::minmax_observer>>();
   REQUIRE(pc2.channels() == 3);
-  for (std::size_t c = 0; c < 3; ++c) CHECK(pc2[c].state() == pc[c].state());
+  for (std::size_t c = 0; c < 3; ++c)
+    CHECK(pc2[c].state() == pc[c].state());
   quark::moving_average_observer ema{0.25f};
   ema.observe(parts[0]);
   const nlohmann::json je = ema;
-  CHECK(nlohmann::json::parse(je.dump()).get<quark::moving_average_observer>().state() == ema.state());
+  CHECK(nlohmann::json::parse(je.dump()).get<quark::moving_average_observer>().state() ==
+        ema.state());
 }
 
-TEST_CASE("histogram kernel: exact bins for values at and next to every edge (float and double paths)") {
+TEST_CASE(
+    "histogram kernel: exact bins for values at and next to every edge (float and double paths)") {
   // Brute force: bin i holds e[i] <= v < e[i+1], the last bin also v == e[n].
   auto brute = [](const std::vector<double>& e, const std::vector<float>& x) {
     std::vector<std::uint64_t> c(e.size() - 1, 0);
     for (const float f : x) {
       const auto v = static_cast<double>(f);
-      if (!(v >= e.front() && v <= e.back())) continue;
+      if (!(v >= e.front() && v <= e.back()))
+        continue;
       auto it = std::upper_bound(e.begin(), e.end(), v);
       auto i = static_cast<std::size_t>(it - e.begin()) - 1;
-      if (i == c.size()) --i;
+      if (i == c.size())
+        --i;
       ++c[i];
     }
     return c;
   };
-  const std::pair<double, double> ranges[] = {{-12.0, 12.0}, {0.1, 0.7}, {1000.0, 1000.5}, {-3e-5, 7e-5}};
+  const std::pair<double, double> ranges[] = {
+      {-12.0, 12.0}, {0.1, 0.7}, {1000.0, 1000.5}, {-3e-5, 7e-5}};
   for (const auto& [lo_, hi_] : ranges) {
     const double lo = lo_;
     const double hi = hi_;
@@ -241,7 +264,8 @@ TEST_CASE("histogram: memory does not depend on the number of batches") {
   histogram_observer h{{.mode = histogram_mode::signed_symmetric, .num_bins = 2048}};
   h.observe(a);
   const std::size_t bins = h.stats().bins();
-  for (int i = 0; i < 500; ++i) h.observe(std::span<const float>(a).subspan(static_cast<std::size_t>(i) * 37, 40));
+  for (int i = 0; i < 500; ++i)
+    h.observe(std::span<const float>(a).subspan(static_cast<std::size_t>(i) * 37, 40));
   CHECK(h.stats().bins() == bins);
   CHECK(h.stats().edges.size() == bins + 1);
 }

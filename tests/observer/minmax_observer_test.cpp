@@ -1,20 +1,21 @@
 // SPDX-License-Identifier: MIT
-#include <quark/observer/minmax_observer.hpp>
-#include <quark/observer/per_channel.hpp>
-
-#include <doctest/doctest.h>
-
 #include <cmath>
 #include <limits>
 #include <random>
 #include <vector>
+
+#include <doctest/doctest.h>
+
+#include <quark/observer/minmax_observer.hpp>
+#include <quark/observer/per_channel.hpp>
 
 namespace {
 std::vector<float> make_normal(std::size_t n, unsigned seed) {
   std::mt19937 g(seed);
   std::normal_distribution<float> d(0.5f, 2.0f);
   std::vector<float> v(n);
-  for (float& x : v) x = d(g);
+  for (float& x : v)
+    x = d(g);
   return v;
 }
 }  // namespace
@@ -27,7 +28,10 @@ static_assert(!quark::mergeable_observer<quark::moving_average_observer>);
 TEST_CASE("minmax: streaming equals batch for 1, 7 and 64 batches, exactly") {
   const auto v = make_normal(100003, 1);
   float mn = v[0], mx = v[0];
-  for (float x : v) { mn = std::min(mn, x); mx = std::max(mx, x); }
+  for (float x : v) {
+    mn = std::min(mn, x);
+    mx = std::max(mx, x);
+  }
   for (std::size_t parts : {1u, 7u, 64u}) {
     quark::minmax_observer obs;
     const std::size_t step = (v.size() + parts - 1) / parts;
@@ -100,7 +104,8 @@ TEST_CASE("per_channel: axis 0 and last axis agree with direct reductions") {
     for (std::size_t c = 0; c < l.channels; ++c) {
       float mn = std::numeric_limits<float>::infinity();
       for (std::size_t o = 0; o < l.outer; ++o)
-        for (std::size_t i = 0; i < l.inner; ++i) mn = std::min(mn, v[(o * l.channels + c) * l.inner + i]);
+        for (std::size_t i = 0; i < l.inner; ++i)
+          mn = std::min(mn, v[(o * l.channels + c) * l.inner + i]);
       CHECK(pc[c].stats().min == mn);
     }
   }
@@ -111,7 +116,8 @@ TEST_CASE("per_channel: axis 0 and last axis agree with direct reductions") {
 
 TEST_CASE("per_group: blocks along an axis") {
   std::vector<float> v(2 * 10);
-  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i);
+  for (std::size_t i = 0; i < v.size(); ++i)
+    v[i] = static_cast<float>(i);
   std::size_t shape[] = {2, 10};
   quark::per_group_observer<quark::minmax_observer> last{4};
   last.observe(v, shape, 1);  // groups {0..3},{4..7},{8,9} per row

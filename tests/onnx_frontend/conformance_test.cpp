@@ -137,13 +137,16 @@ const std::map<std::string, std::string, std::less<>> skipped = {
     {"test_maxpool_2d_uint8", "pooling is float32 only (calibration runtime)"},
     {"test_batchnorm_epsilon_training_mode", "training mode is outside a calibration runtime"},
     {"test_batchnorm_example_training_mode", "training mode is outside a calibration runtime"},
-    {"test_max_float16", "Max on float16 inputs: float16 is computed as float32 only inside graphs"},
-    {"test_min_float16", "Min on float16 inputs: float16 is computed as float32 only inside graphs"},
+    {"test_max_float16",
+     "Max on float16 inputs: float16 is computed as float32 only inside graphs"},
+    {"test_min_float16",
+     "Min on float16 inputs: float16 is computed as float32 only inside graphs"},
     {"test_resize_tf_crop_and_resize", "tf_crop_and_resize with a partial roi is not implemented"},
 };
 
 fs::path data_root() {
-  if (const char* env = std::getenv("QUARK_ONNX_TESTDATA")) return env;
+  if (const char* env = std::getenv("QUARK_ONNX_TESTDATA"))
+    return env;
   return "/usr/share/libonnx-testdata/data";
 }
 
@@ -220,12 +223,14 @@ std::string run_one(const fs::path& dir) {
       }
     }
     std::sort(sets.begin(), sets.end());
-    if (sets.empty()) return "no test_data_set_* folder";
+    if (sets.empty())
+      return "no test_data_set_* folder";
     for (const auto& set : sets) {
       std::map<std::string, tensor> feeds;
       for (std::size_t i = 0; i < rt.inputs().size(); ++i) {
         const auto f = set / ("input_" + std::to_string(i) + ".pb");
-        if (!fs::exists(f)) return "missing " + f.string();
+        if (!fs::exists(f))
+          return "missing " + f.string();
         feeds[rt.inputs()[i].name] = quark::onnx::load_tensor(f).value;
       }
       const auto outs = rt.run(feeds);
@@ -233,7 +238,8 @@ std::string run_one(const fs::path& dir) {
         const auto f = set / ("output_" + std::to_string(i) + ".pb");
         const auto& name = rt.outputs()[i].name;
         const auto diff = compare(name, outs.at(name), quark::onnx::load_tensor(f).value);
-        if (!diff.empty()) return set.filename().string() + ": " + diff;
+        if (!diff.empty())
+          return set.filename().string() + ": " + diff;
       }
     }
   } catch (const std::exception& e) {
@@ -246,12 +252,13 @@ std::string run_one(const fs::path& dir) {
 
 TEST_CASE("ONNX backend node tests for the runtime's operators") {
   const fs::path node_dir = data_root() / "node";
-  REQUIRE_MESSAGE(fs::is_directory(node_dir),
-                  "ONNX test data missing at " << node_dir.string()
-                                               << " (apt-get install libonnx-testdata)");
+  REQUIRE_MESSAGE(fs::is_directory(node_dir), "ONNX test data missing at "
+                                                  << node_dir.string()
+                                                  << " (apt-get install libonnx-testdata)");
   std::vector<fs::path> dirs;
   for (const auto& e : fs::directory_iterator(node_dir)) {
-    if (e.is_directory()) dirs.push_back(e.path());
+    if (e.is_directory())
+      dirs.push_back(e.path());
   }
   std::sort(dirs.begin(), dirs.end());
   std::size_t passed = 0, skips = 0;
@@ -259,7 +266,8 @@ TEST_CASE("ONNX backend node tests for the runtime's operators") {
   for (const auto& dir : dirs) {
     const std::string name = dir.filename().string();
     const std::string op = op_of(name);
-    if (op.empty()) continue;
+    if (op.empty())
+      continue;
     if (skipped.count(name)) {
       ++skips;
       continue;
@@ -290,7 +298,8 @@ TEST_CASE("every skipped test exists and is in scope") {
 TEST_CASE("unsupported operators are listed at load time") {
   // A model with an op the runtime lacks (from the same test data): the error names it.
   const fs::path model = data_root() / "node" / "test_det_2d" / "model.onnx";
-  if (!fs::exists(model)) return;
+  if (!fs::exists(model))
+    return;
   try {
     quark::onnx::runtime rt(model);
     FAIL("loading a model with Det should fail");

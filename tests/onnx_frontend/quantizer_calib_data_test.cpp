@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
 // Calibration data readers: .npy round trip, folder layouts, random data and sample checks.
-#include <doctest/doctest.h>
-
 #include <filesystem>
 #include <fstream>
+
+#include <doctest/doctest.h>
 
 #include <quark/onnx/calib_data.hpp>
 
@@ -13,7 +13,8 @@ using namespace quark::onnx;
 namespace {
 
 fs::path fresh_dir(const std::string& name) {
-  const fs::path d = fs::temp_directory_path() / ("quark_qz_" + name + "_" + std::to_string(::getpid()));
+  const fs::path d =
+      fs::temp_directory_path() / ("quark_qz_" + name + "_" + std::to_string(::getpid()));
   fs::remove_all(d);
   fs::create_directories(d);
   return d;
@@ -22,7 +23,8 @@ fs::path fresh_dir(const std::string& name) {
 tensor ramp(shape_t shape) {
   tensor t(quark::dtype_id::float32, std::move(shape));
   float v = 0.0f;
-  for (auto& x : t.data<float>()) x = (v += 0.5f);
+  for (auto& x : t.data<float>())
+    x = (v += 0.5f);
   return t;
 }
 
@@ -108,16 +110,22 @@ TEST_CASE("random reader: seeded, shaped, in range, rewinds to the same data") {
   auto a = r.next();
   REQUIRE(a);
   CHECK(a->at("x").shape() == shape_t{2, 3, 4, 4});
-  for (float v : a->at("x").data<float>()) CHECK((v >= -2.0f && v < 2.0f));
+  for (float v : a->at("x").data<float>())
+    CHECK((v >= -2.0f && v < 2.0f));
   CHECK(r.next());
   CHECK_FALSE(r.next());
   r.rewind();
   auto b = r.next();
-  CHECK(std::equal(a->at("x").bytes().begin(), a->at("x").bytes().end(), b->at("x").bytes().begin()));
-  CHECK(error_id([] { random_reader bad({{"x", quark::dtype_id::float32, {1}}}, {.shapes = {{"y", {1}}}, .ranges = {}}); }) ==
-        "quark.calib_data.input");
-  CHECK(error_id([] { random_reader bad({{"x", quark::dtype_id::float32, {1, 3}}}, {.shapes = {{"x", {1, 4}}}, .ranges = {}}); }) ==
-        "quark.calib_data.shape");
+  CHECK(
+      std::equal(a->at("x").bytes().begin(), a->at("x").bytes().end(), b->at("x").bytes().begin()));
+  CHECK(error_id([] {
+          random_reader bad({{"x", quark::dtype_id::float32, {1}}},
+                            {.shapes = {{"y", {1}}}, .ranges = {}});
+        }) == "quark.calib_data.input");
+  CHECK(error_id([] {
+          random_reader bad({{"x", quark::dtype_id::float32, {1, 3}}},
+                            {.shapes = {{"x", {1, 4}}}, .ranges = {}});
+        }) == "quark.calib_data.shape");
 }
 
 TEST_CASE("check_sample names the culprit input") {

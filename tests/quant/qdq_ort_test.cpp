@@ -43,12 +43,18 @@ using quark::test::npy_array;
 
 template <class T>
 constexpr int onnx_code() {
-  if constexpr (std::is_same_v<T, quark::int4>) return ot::int4;
-  if constexpr (std::is_same_v<T, quark::uint4>) return ot::uint4;
-  if constexpr (std::is_same_v<T, std::int8_t>) return ot::int8;
-  if constexpr (std::is_same_v<T, std::uint8_t>) return ot::uint8;
-  if constexpr (std::is_same_v<T, std::int16_t>) return ot::int16;
-  if constexpr (std::is_same_v<T, std::uint16_t>) return ot::uint16;
+  if constexpr (std::is_same_v<T, quark::int4>)
+    return ot::int4;
+  if constexpr (std::is_same_v<T, quark::uint4>)
+    return ot::uint4;
+  if constexpr (std::is_same_v<T, std::int8_t>)
+    return ot::int8;
+  if constexpr (std::is_same_v<T, std::uint8_t>)
+    return ot::uint8;
+  if constexpr (std::is_same_v<T, std::int16_t>)
+    return ot::int16;
+  if constexpr (std::is_same_v<T, std::uint16_t>)
+    return ot::uint16;
 }
 
 struct qdq_case {
@@ -64,7 +70,8 @@ const std::vector<std::size_t> shape{4, 6, 5, 7};
 /// Random data plus constructed ties, signed zeros, subnormals, huge values, infinities, NaN.
 std::vector<float> make_data(std::mt19937_64& rng) {
   std::size_t n = 1;
-  for (auto d : shape) n *= d;
+  for (auto d : shape)
+    n *= d;
   auto v = quark_test::nasty_data(n, 1.0f, rng);
   // Exact ties for the power-of-two scales used below (0.25 and 2^-7): (k + 1/2) * s.
   std::uniform_int_distribution<int> k(-70000, 70000);
@@ -93,7 +100,8 @@ std::vector<qdq_case> make_cases(std::mt19937_64& rng) {
   std::vector<qdq_case> cases;
   auto add = [&](std::string name, quark::granularity g, std::vector<std::int64_t> dims) {
     std::size_t count = 1;
-    for (auto d : dims) count *= static_cast<std::size_t>(d);
+    for (auto d : dims)
+      count *= static_cast<std::size_t>(d);
     auto [s, z] = params(count);
     cases.push_back({std::move(name), g, std::move(s), std::move(z), std::move(dims)});
   };
@@ -129,13 +137,15 @@ void run_type() {
     m.initializer("s" + id, ot::float32, c.param_dims, c.scale);
     if constexpr (quark::dtype_traits<T>::bits < 8) {
       std::vector<T> zt;
-      for (auto z : c.zp) zt.push_back(T(z));
+      for (auto z : c.zp)
+        zt.push_back(T(z));
       std::vector<std::uint8_t> packed(quark::packed_size(zt.size(), 4));
       quark::pack(std::span<const T>(zt), std::span(packed));
       m.initializer_raw("z" + id, onnx_code<T>(), c.param_dims, packed.data(), packed.size());
     } else {
       std::vector<T> zt;
-      for (auto z : c.zp) zt.push_back(static_cast<T>(z));
+      for (auto z : c.zp)
+        zt.push_back(static_cast<T>(z));
       m.initializer("z" + id, onnx_code<T>(), c.param_dims, zt);
     }
     std::vector<quark::test::attribute> attrs;
@@ -167,11 +177,14 @@ void run_type() {
     const std::string id = std::to_string(k);
     std::vector<std::int64_t> ort_q;
     if constexpr (quark::dtype_traits<T>::is_signed && quark::dtype_traits<T>::bits < 8) {
-      for (auto v : out.at("qw" + id).values<std::int8_t>()) ort_q.push_back(v);
+      for (auto v : out.at("qw" + id).values<std::int8_t>())
+        ort_q.push_back(v);
     } else if constexpr (quark::dtype_traits<T>::bits < 8) {
-      for (auto v : out.at("qw" + id).values<std::uint8_t>()) ort_q.push_back(v);
+      for (auto v : out.at("qw" + id).values<std::uint8_t>())
+        ort_q.push_back(v);
     } else {
-      for (auto v : out.at("q" + id).values<T>()) ort_q.push_back(v);
+      for (auto v : out.at("q" + id).values<T>())
+        ort_q.push_back(v);
     }
     const auto ort_y = out.at("y" + id).values<float>();
     REQUIRE(ort_q.size() == x.size());
@@ -200,9 +213,9 @@ void run_type() {
         continue;
       }
       if (!ok && ++bad <= 5) {
-        MESSAGE(c.name << " element " << i << ": x=" << x[i] << " quark q="
-                       << quark::detail::code_value(q[i]) << " y=" << fq[i] << "; ORT q="
-                       << ort_q[i] << " y=" << ort_y[i]);
+        MESSAGE(c.name << " element " << i << ": x=" << x[i]
+                       << " quark q=" << quark::detail::code_value(q[i]) << " y=" << fq[i]
+                       << "; ORT q=" << ort_q[i] << " y=" << ort_y[i]);
       }
     }
     CHECK(bad == 0);
@@ -215,12 +228,24 @@ void run_type() {
 
 }  // namespace
 
-TEST_CASE("QDQ bit-exact vs ONNX Runtime: int4") { run_type<quark::int4>(); }
-TEST_CASE("QDQ bit-exact vs ONNX Runtime: uint4") { run_type<quark::uint4>(); }
-TEST_CASE("QDQ bit-exact vs ONNX Runtime: int8") { run_type<std::int8_t>(); }
-TEST_CASE("QDQ bit-exact vs ONNX Runtime: uint8") { run_type<std::uint8_t>(); }
-TEST_CASE("QDQ bit-exact vs ONNX Runtime: int16") { run_type<std::int16_t>(); }
-TEST_CASE("QDQ bit-exact vs ONNX Runtime: uint16") { run_type<std::uint16_t>(); }
+TEST_CASE("QDQ bit-exact vs ONNX Runtime: int4") {
+  run_type<quark::int4>();
+}
+TEST_CASE("QDQ bit-exact vs ONNX Runtime: uint4") {
+  run_type<quark::uint4>();
+}
+TEST_CASE("QDQ bit-exact vs ONNX Runtime: int8") {
+  run_type<std::int8_t>();
+}
+TEST_CASE("QDQ bit-exact vs ONNX Runtime: uint8") {
+  run_type<std::uint8_t>();
+}
+TEST_CASE("QDQ bit-exact vs ONNX Runtime: int16") {
+  run_type<std::int16_t>();
+}
+TEST_CASE("QDQ bit-exact vs ONNX Runtime: uint16") {
+  run_type<std::uint16_t>();
+}
 
 namespace {
 
@@ -238,7 +263,8 @@ void run_float8(int code) {
   const std::vector<float> st{0.25f};
   std::vector<float> sc(6);
   std::uniform_real_distribution<float> us(0.001f, 3.0f);
-  for (auto& v : sc) v = us(rng);
+  for (auto& v : sc)
+    v = us(rng);
   const std::vector<std::uint8_t> z1(1, 0), z6(6, 0);
   model_builder m(21);
   m.input("x", ot::float32, xdims);
@@ -266,16 +292,19 @@ void run_float8(int code) {
   std::size_t nan_sign = 0;
   for (std::size_t i = 0; i < x.size(); ++i) {
     for (auto [a, b] : {std::pair{y0[i], o0[i]}, std::pair{y1[i], o1[i]}}) {
-      if (std::bit_cast<std::uint32_t>(a) == std::bit_cast<std::uint32_t>(b)) continue;
+      if (std::bit_cast<std::uint32_t>(a) == std::bit_cast<std::uint32_t>(b))
+        continue;
       if (std::isnan(a) && std::isnan(b)) {
         ++nan_sign;  // NaN payload/sign is not part of the contract
         continue;
       }
-      if (++bad <= 5) MESSAGE("element " << i << ": x=" << x[i] << " quark " << a << " ORT " << b);
+      if (++bad <= 5)
+        MESSAGE("element " << i << ": x=" << x[i] << " quark " << a << " ORT " << b);
     }
   }
   CHECK(bad == 0);
-  if (nan_sign > 0) MESSAGE(nan_sign << " NaN results differ only in sign or payload");
+  if (nan_sign > 0)
+    MESSAGE(nan_sign << " NaN results differ only in sign or payload");
 }
 
 }  // namespace

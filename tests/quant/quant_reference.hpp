@@ -19,12 +19,14 @@ namespace quark_test {
 /// Index of the parameter of flat element i.
 inline std::size_t param_index(const std::vector<std::size_t>& shape, const quark::granularity& g,
                                std::size_t i) {
-  if (std::holds_alternative<quark::per_tensor>(g)) return 0;
+  if (std::holds_alternative<quark::per_tensor>(g))
+    return 0;
   const auto r = static_cast<std::ptrdiff_t>(shape.size());
   std::ptrdiff_t ax = std::holds_alternative<quark::per_channel>(g)
                           ? std::get<quark::per_channel>(g).axis
                           : std::get<quark::per_block>(g).axis;
-  if (ax < 0) ax += r;
+  if (ax < 0)
+    ax += r;
   const auto a = static_cast<std::size_t>(ax);
   std::vector<std::size_t> idx(shape.size());
   std::size_t rem = i;
@@ -32,7 +34,8 @@ inline std::size_t param_index(const std::vector<std::size_t>& shape, const quar
     idx[k] = rem % shape[k];
     rem /= shape[k];
   }
-  if (std::holds_alternative<quark::per_channel>(g)) return idx[a];
+  if (std::holds_alternative<quark::per_channel>(g))
+    return idx[a];
   const std::size_t bs = std::get<quark::per_block>(g).block_size;
   // parameter tensor: shape with dim a -> ceil(shape[a] / bs), row-major
   std::size_t p = 0;
@@ -45,17 +48,21 @@ inline std::size_t param_index(const std::vector<std::size_t>& shape, const quar
 }
 
 inline std::size_t param_count(const std::vector<std::size_t>& shape, const quark::granularity& g) {
-  if (std::holds_alternative<quark::per_tensor>(g)) return 1;
+  if (std::holds_alternative<quark::per_tensor>(g))
+    return 1;
   const auto r = static_cast<std::ptrdiff_t>(shape.size());
   std::ptrdiff_t ax = std::holds_alternative<quark::per_channel>(g)
                           ? std::get<quark::per_channel>(g).axis
                           : std::get<quark::per_block>(g).axis;
-  if (ax < 0) ax += r;
+  if (ax < 0)
+    ax += r;
   const auto a = static_cast<std::size_t>(ax);
-  if (std::holds_alternative<quark::per_channel>(g)) return shape[a];
+  if (std::holds_alternative<quark::per_channel>(g))
+    return shape[a];
   const std::size_t bs = std::get<quark::per_block>(g).block_size;
   std::size_t n = 1;
-  for (std::size_t k = 0; k < shape.size(); ++k) n *= k == a ? (shape[k] + bs - 1) / bs : shape[k];
+  for (std::size_t k = 0; k < shape.size(); ++k)
+    n *= k == a ? (shape[k] + bs - 1) / bs : shape[k];
   return n;
 }
 
@@ -63,10 +70,13 @@ inline std::size_t param_count(const std::vector<std::size_t>& shape, const quar
 inline std::int64_t ref_quantize(float x, float s, std::int32_t zp, std::int64_t lo,
                                  std::int64_t hi) {
   const float v = x / s;
-  if (std::isnan(v)) return lo;
+  if (std::isnan(v))
+    return lo;
   const double r = static_cast<double>(std::nearbyint(v)) + zp;
-  if (r <= static_cast<double>(lo)) return lo;
-  if (r >= static_cast<double>(hi)) return hi;
+  if (r <= static_cast<double>(lo))
+    return lo;
+  if (r >= static_cast<double>(hi))
+    return hi;
   return static_cast<std::int64_t>(r);
 }
 
@@ -88,14 +98,29 @@ inline std::vector<float> nasty_data(std::size_t n, float scale, std::mt19937_64
   std::uniform_int_distribution<int> code(-300, 300);
   for (auto& x : v) {
     switch (pick(rng)) {
-      case 0: x = static_cast<float>(code(rng)) * 0.5f * scale; break;  // ties on the grid
-      case 1: x = 0.0f; break;
-      case 2: x = -0.0f; break;
-      case 3: x = 1e-40f * u(rng); break;
-      case 4: x = 3e38f * u(rng); break;
-      case 5: x = u(rng) < 0 ? -INFINITY : INFINITY; break;
-      case 6: x = NAN; break;
-      default: x = u(rng) * 150.0f * scale;
+      case 0:
+        x = static_cast<float>(code(rng)) * 0.5f * scale;
+        break;  // ties on the grid
+      case 1:
+        x = 0.0f;
+        break;
+      case 2:
+        x = -0.0f;
+        break;
+      case 3:
+        x = 1e-40f * u(rng);
+        break;
+      case 4:
+        x = 3e38f * u(rng);
+        break;
+      case 5:
+        x = u(rng) < 0 ? -INFINITY : INFINITY;
+        break;
+      case 6:
+        x = NAN;
+        break;
+      default:
+        x = u(rng) * 150.0f * scale;
     }
   }
   return v;

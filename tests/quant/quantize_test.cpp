@@ -1,16 +1,16 @@
 // SPDX-License-Identifier: MIT
 // quantize / dequantize / fake_quantize: quark-spec §12.1-12.2 vectors, every granularity against
 // the slow reference, packed layouts, threads, NaN/Inf rules and the fake-quant properties.
-#include <doctest/doctest.h>
-
 #include <algorithm>
 #include <bit>
-#include <cstring>
-#include <limits>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
+
+#include <doctest/doctest.h>
 
 #include <quark/quant/fake_quant.hpp>
 #include <quark/quant/quantize.hpp>
@@ -36,7 +36,8 @@ std::vector<std::int64_t> q_of(const quark::quant_params<S, std::int32_t>& p,
   std::vector<D> q(xs.size());
   quark::quantize<D>(quark::tensor_shape{xs.size()}, xs, tp, std::span(q));
   std::vector<std::int64_t> out;
-  for (auto v : q) out.push_back(quark::detail::code_value(v));
+  for (auto v : q)
+    out.push_back(quark::detail::code_value(v));
   return out;
 }
 
@@ -55,8 +56,8 @@ TEST_CASE("spec 12.1: integer codes") {
   CHECK(q_of<std::uint8_t>(compute_qparams<std::uint8_t>({-1.3f, 2.6f}, sym),
                            {-1.3f, 0.0f, 1.0f, 2.6f, -2.6f}) == v64{64, 128, 177, 255, 0});
   {
-    quark::quant_params<quark::float_scale, std::int32_t> spec_p{{0.02039215713739395f}, 128, 0,
-                                                                 255};
+    quark::quant_params<quark::float_scale, std::int32_t> spec_p{
+        {0.02039215713739395f}, 128, 0, 255};
     CHECK(q_of<std::uint8_t>(spec_p, {-1.3f, 0.0f, 1.0f, 2.6f, -2.6f}) ==
           v64{64, 128, 177, 255, 1});
   }
@@ -127,7 +128,7 @@ TEST_CASE("rounding modes and reciprocal multiplication are options") {
   std::vector<std::int8_t> qd(1), qr(1);
   quark::quantize<std::int8_t>(quark::tensor_shape{1}, x2, p2, std::span(qd));
   quark::quantize<std::int8_t, quark::policies::torch_fake_quant>(quark::tensor_shape{1}, x2, p2,
-                                                                   std::span(qr));
+                                                                  std::span(qr));
   CHECK(qd[0] == static_cast<std::int8_t>(std::nearbyint(0.35f / 0.1f)));
   CHECK(qr[0] == static_cast<std::int8_t>(std::nearbyint(0.35f * (1.0f / 0.1f))));
 }
@@ -137,7 +138,12 @@ namespace {
 template <class D>
 void check_against_reference(std::vector<std::size_t> shape, quark::granularity g,
                              std::mt19937_64& rng) {
-  const std::size_t n = [&] { std::size_t k = 1; for (auto d : shape) k *= d; return k; }();
+  const std::size_t n = [&] {
+    std::size_t k = 1;
+    for (auto d : shape)
+      k *= d;
+    return k;
+  }();
   const std::size_t np = quark_test::param_count(shape, g);
   std::vector<float> s(np);
   std::vector<std::int32_t> z(np);
@@ -160,7 +166,8 @@ void check_against_reference(std::vector<std::size_t> shape, quark::granularity 
   std::size_t bad = 0;
   for (std::size_t i = 0; i < n; ++i) {
     const std::size_t pi = quark_test::param_index(shape, g, i);
-    const std::int64_t rq = quark_test::ref_quantize(x[i], s[pi], z[pi], tr::min_value, tr::max_value);
+    const std::int64_t rq =
+        quark_test::ref_quantize(x[i], s[pi], z[pi], tr::min_value, tr::max_value);
     const float ry = quark_test::ref_dequantize(rq, s[pi], z[pi]);
     if (quark::detail::code_value(q[i]) != rq ||
         std::bit_cast<std::uint32_t>(y[i]) != std::bit_cast<std::uint32_t>(ry) ||
@@ -188,8 +195,8 @@ void check_against_reference(std::vector<std::size_t> shape, quark::granularity 
 }  // namespace
 
 TEST_CASE_TEMPLATE("every granularity against the reference", D, quark::int2, quark::uint2,
-                   quark::int3, quark::int4, quark::uint4, std::int8_t, std::uint8_t,
-                   std::int16_t, std::uint16_t) {
+                   quark::int3, quark::int4, quark::uint4, std::int8_t, std::uint8_t, std::int16_t,
+                   std::uint16_t) {
   const auto seed = quark_test::test_seed();
   MESSAGE("seed " << seed << " (override with QUARK_TEST_SEED)");
   std::mt19937_64 rng(seed);
@@ -206,7 +213,7 @@ TEST_CASE_TEMPLATE("every granularity against the reference", D, quark::int2, qu
   check_against_reference<D>({1000, 37}, quark::per_block{1, 16}, rng);
   check_against_reference<D>({37, 1000}, quark::per_block{0, 16}, rng);
   check_against_reference<D>({4099}, quark::per_tensor{}, rng);
-  check_against_reference<D>({40001}, quark::per_tensor{}, rng);   // the prefetching long runs
+  check_against_reference<D>({40001}, quark::per_tensor{}, rng);  // the prefetching long runs
   check_against_reference<D>({2, 20003}, quark::per_channel{0}, rng);
 }
 
@@ -253,25 +260,25 @@ TEST_CASE("float targets: FP8 / FP16 / BF16 / FP4 with a scale") {
   CHECK(std::bit_cast<std::uint32_t>(yb[1]) == 0x80000000u);
   quark::tensor_qparams<quark::float16> ph{std::span(&s2, 1)};
   std::vector<quark::float16> qh(3);
-  quark::quantize<quark::float16>(quark::tensor_shape{3}, std::vector<float>{262016.0f, 0.1f, -1e9f},
-                                  ph, std::span(qh));
+  quark::quantize<quark::float16>(quark::tensor_shape{3},
+                                  std::vector<float>{262016.0f, 0.1f, -1e9f}, ph, std::span(qh));
   CHECK(quark::to_float(qh[0]) == 65504.0f);  // saturate (quant_policy::float_overflow)
   CHECK(quark::to_float(qh[1]) == 0.0499877929688f);
   CHECK(quark::to_float(qh[2]) == -65504.0f);
   constexpr quark::quant_policy ieee_overflow{.float_overflow = quark::overflow::to_special};
-  quark::quantize<quark::float16, ieee_overflow>(quark::tensor_shape{3},
-                                                 std::vector<float>{262016.0f, 0.1f, -1e9f}, ph,
-                                                 std::span(qh));
+  quark::quantize<quark::float16, ieee_overflow>(
+      quark::tensor_shape{3}, std::vector<float>{262016.0f, 0.1f, -1e9f}, ph, std::span(qh));
   CHECK(qh[0].is_inf());
   quark::tensor_qparams<quark::float4_e2m1fn> p4{std::span(&s, 1)};
   std::vector<std::uint8_t> packed(3);
-  quark::quantize_packed<quark::float4_e2m1fn>(quark::tensor_shape{5}, std::vector<float>{0.5f, 1.0f, -3.0f, 10.0f, 0.0f},
-                                               p4, packed);
+  quark::quantize_packed<quark::float4_e2m1fn>(
+      quark::tensor_shape{5}, std::vector<float>{0.5f, 1.0f, -3.0f, 10.0f, 0.0f}, p4, packed);
   CHECK(packed == std::vector<std::uint8_t>{0x42, 0x7F, 0x00});  // codes 1.0, 2.0, -6, 6 (sat), 0
 }
 
-TEST_CASE_TEMPLATE("properties: idempotent, monotone, exact on the grid, half a step inside the range",
-                   D, quark::int4, quark::uint4, std::int8_t, std::uint8_t, std::int16_t) {
+TEST_CASE_TEMPLATE(
+    "properties: idempotent, monotone, exact on the grid, half a step inside the range", D,
+    quark::int4, quark::uint4, std::int8_t, std::uint8_t, std::int16_t) {
   const auto seed = quark_test::test_seed();
   MESSAGE("seed " << seed << " (override with QUARK_TEST_SEED)");
   std::mt19937_64 rng(seed);
@@ -279,30 +286,33 @@ TEST_CASE_TEMPLATE("properties: idempotent, monotone, exact on the grid, half a 
   for (int trial = 0; trial < 40; ++trial) {
     float a = ur(rng);
     float b = ur(rng);
-    if (a > b) std::swap(a, b);
+    if (a > b)
+      std::swap(a, b);
     const auto symm = trial % 2 == 0 ? symmetry::asymmetric : symmetry::symmetric;
     const auto p = compute_qparams<D>({a, b}, {.sym = symm});
     const quark::fake_quant<D> fq(p);
     const float s = p.scale_value();
     std::vector<float> xs(2000);
-    for (auto& v : xs) v = ur(rng);
+    for (auto& v : xs)
+      v = ur(rng);
     std::sort(xs.begin(), xs.end());
     float prev = -INFINITY;
     const float lo = static_cast<float>(p.qmin - p.zero_point) * s;
     const float hi = static_cast<float>(p.qmax - p.zero_point) * s;
     for (float v : xs) {
       const float y = fq(v);
-      REQUIRE(fq(y) == y);           // idempotent
-      REQUIRE(y >= prev);            // monotone
+      REQUIRE(fq(y) == y);  // idempotent
+      REQUIRE(y >= prev);   // monotone
       prev = y;
       // Half a step, plus the float rounding of x / s and of level * s (a few ulps of |v|).
       const float slack = 4.0f * std::numeric_limits<float>::epsilon() * std::fabs(v);
-      if (v >= lo && v <= hi) REQUIRE(std::fabs(y - v) <= 0.5f * s + slack);
+      if (v >= lo && v <= hi)
+        REQUIRE(std::fabs(y - v) <= 0.5f * s + slack);
     }
     const std::int64_t step = (p.qmax - p.qmin) / 4096 + 1;
     for (std::int64_t c = p.qmin; c <= p.qmax; c += step) {
       const float g = static_cast<float>(c - p.zero_point) * s;
-      REQUIRE(fq(g) == g);           // exact on grid values
+      REQUIRE(fq(g) == g);  // exact on grid values
       // and dequantize(quantize(g)) gives the code back
       std::vector<D> q(1);
       const float sv = s;
@@ -327,21 +337,25 @@ TEST_CASE("bad arguments throw with stable ids") {
     }
     return std::string("none");
   };
-  CHECK(id_of([&] { quark::fake_quantize<std::int8_t>(quark::tensor_shape{2, 3}, x, p, y); }) ==
-        "quark.quant.param_count");
+  CHECK(id_of([&] {
+          quark::fake_quantize<std::int8_t>(quark::tensor_shape{2, 3}, x, p, y);
+        }) == "quark.quant.param_count");
   p.scale = std::span(s, 2);
-  CHECK(id_of([&] { quark::fake_quantize<std::int8_t>(quark::tensor_shape{2, 3}, x, p, y); }) ==
-        "quark.quant.bad_scale");
+  CHECK(id_of([&] {
+          quark::fake_quantize<std::int8_t>(quark::tensor_shape{2, 3}, x, p, y);
+        }) == "quark.quant.bad_scale");
   p.gran = quark::per_channel{2};
-  CHECK(id_of([&] { quark::fake_quantize<std::int8_t>(quark::tensor_shape{2, 3}, x, p, y); }) ==
-        "quark.quant.bad_axis");
+  CHECK(id_of([&] {
+          quark::fake_quantize<std::int8_t>(quark::tensor_shape{2, 3}, x, p, y);
+        }) == "quark.quant.bad_axis");
   CHECK(id_of([&] { quark::tensor_shape({2, 3}, {1, 2}); }) == "quark.quant.non_contiguous");
   CHECK(id_of([&] { quark::tensor_shape({2, 3}, {3, 1}); }) == "none");
 }
 
 TEST_CASE("tensor_view overloads equal the span kernels and check shapes") {
   std::vector<float> x(2 * 3 * 4);
-  for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i) * 0.37f - 4.0f;
+  for (std::size_t i = 0; i < x.size(); ++i)
+    x[i] = static_cast<float>(i) * 0.37f - 4.0f;
   const std::vector<float> s{0.1f, 0.2f, 0.3f};
   const quark::tensor_qparams<std::int8_t> p{s, {}, quark::per_channel{1}};
   std::vector<float> y1(x.size()), y2(x.size());
@@ -356,8 +370,8 @@ TEST_CASE("tensor_view overloads equal the span kernels and check shapes") {
   quark::dequantize<std::int8_t>(quark::tensor_view<const std::int8_t>(qv), p,
                                  quark::tensor_view<float>(y3.data(), {2, 3, 4}));
   CHECK(y3 == y2);
-  CHECK_THROWS_AS(quark::fake_quantize<std::int8_t>(
-                      quark::tensor_view<const float>(x.data(), {2, 3, 4}), p,
-                      quark::tensor_view<float>(y1.data(), {3, 2, 4})),
-                  quark::invalid_argument);
+  CHECK_THROWS_AS(
+      quark::fake_quantize<std::int8_t>(quark::tensor_view<const float>(x.data(), {2, 3, 4}), p,
+                                        quark::tensor_view<float>(y1.data(), {3, 2, 4})),
+      quark::invalid_argument);
 }

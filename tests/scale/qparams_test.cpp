@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
 // compute_qparams against quark-spec §3 and the derived vectors of §12.1-12.2.
-#include <doctest/doctest.h>
-
 #include <cmath>
 #include <limits>
+
+#include <doctest/doctest.h>
 
 #include <quark/scale/e8m0_scale.hpp>
 #include <quark/scale/fixed_point_scale.hpp>
@@ -16,17 +16,25 @@ using quark::symmetry;
 
 namespace {
 constexpr qparam_options sym{.sym = symmetry::symmetric};
-}
+}  // namespace
 
 static_assert(quark::quant_range<std::int8_t>(quark::range_table::symmetric).min == -127);
-static_assert(quark::quant_range<std::int8_t>(quark::range_table::reduced) == quark::int_range{-64, 64});
-static_assert(quark::quant_range<quark::int4>(quark::range_table::symmetric) == quark::int_range{-8, 7});
-static_assert(quark::quant_range<quark::int4>(quark::range_table::reduced) == quark::int_range{-4, 3});
-static_assert(quark::quant_range<quark::uint4>(quark::range_table::reduced) == quark::int_range{0, 7});
-static_assert(quark::quant_range<std::uint8_t>(quark::range_table::symmetric) == quark::int_range{0, 255});
-static_assert(quark::quant_range<std::uint8_t>(quark::range_table::reduced) == quark::int_range{0, 127});
-static_assert(quark::quant_range<std::int16_t>(quark::range_table::reduced) == quark::int_range{-16384, 16384});
-static_assert(quark::quant_range<std::uint16_t>(quark::range_table::reduced) == quark::int_range{0, 32767});
+static_assert(quark::quant_range<std::int8_t>(quark::range_table::reduced) ==
+              quark::int_range{-64, 64});
+static_assert(quark::quant_range<quark::int4>(quark::range_table::symmetric) ==
+              quark::int_range{-8, 7});
+static_assert(quark::quant_range<quark::int4>(quark::range_table::reduced) ==
+              quark::int_range{-4, 3});
+static_assert(quark::quant_range<quark::uint4>(quark::range_table::reduced) ==
+              quark::int_range{0, 7});
+static_assert(quark::quant_range<std::uint8_t>(quark::range_table::symmetric) ==
+              quark::int_range{0, 255});
+static_assert(quark::quant_range<std::uint8_t>(quark::range_table::reduced) ==
+              quark::int_range{0, 127});
+static_assert(quark::quant_range<std::int16_t>(quark::range_table::reduced) ==
+              quark::int_range{-16384, 16384});
+static_assert(quark::quant_range<std::uint16_t>(quark::range_table::reduced) ==
+              quark::int_range{0, 32767});
 static_assert(quark::quant_range<std::int32_t>(quark::range_table::reduced) ==
               quark::int_range{-(std::int64_t{1} << 30), std::int64_t{1} << 30});
 static_assert(quark::quant_range<std::int32_t>(quark::range_table::symmetric).min == -2147483647);
@@ -88,9 +96,8 @@ TEST_CASE("spec 12.1: float scale and zero point") {
 
 TEST_CASE("unsigned symmetric zero point: 128 (Quark) or 127 (option)") {
   auto p = compute_qparams<std::uint8_t>(
-      {-2.0f, 1.0f},
-      {.sym = symmetry::symmetric,
-       .unsigned_zero_point = quark::unsigned_symmetric_zero_point::lower_middle});
+      {-2.0f, 1.0f}, {.sym = symmetry::symmetric,
+                      .unsigned_zero_point = quark::unsigned_symmetric_zero_point::lower_middle});
   CHECK(p.zero_point == 127);
   CHECK(compute_qparams<std::uint16_t>({-2.0f, 1.0f}, sym).zero_point == 32768);
   CHECK(compute_qparams<quark::uint4>({-2.0f, 1.0f}, sym).zero_point == 8);
@@ -108,7 +115,8 @@ TEST_CASE("reduce_range, +-Inf, NaN, MinimumRealRange, overrides") {
   CHECK(p.zero_point == 0);  // RNE(-64 + 64)
   const float inf = std::numeric_limits<float>::infinity();
   p = compute_qparams<std::int8_t>({-inf, inf}, sym);
-  CHECK(p.scale.value == static_cast<float>(static_cast<double>(std::numeric_limits<float>::max()) / 254.0));
+  CHECK(p.scale.value ==
+        static_cast<float>(static_cast<double>(std::numeric_limits<float>::max()) / 254.0));
   p = compute_qparams<std::uint8_t>({0.0f, inf});
   CHECK(p.zero_point == 0);
   CHECK(std::isfinite(p.scale.value));
@@ -135,7 +143,8 @@ TEST_CASE("spec 12.2: power-of-two scale through compute_qparams") {
   CHECK(u.scale_value() == 0.015625f);
   CHECK(u.zero_point == 128);
   for (float a : {0.9f, 1.0f, 1.4f}) {
-    CHECK(compute_qparams<std::int8_t, quark::pow2_scale>({-a, a}, sym).scale_value() == 0.0078125f);
+    CHECK(compute_qparams<std::int8_t, quark::pow2_scale>({-a, a}, sym).scale_value() ==
+          0.0078125f);
   }
   for (float a : {1.5f, 2.0f, 2.6f}) {
     CHECK(compute_qparams<std::int8_t, quark::pow2_scale>({-a, a}, sym).scale_value() == 0.015625f);
@@ -163,7 +172,8 @@ TEST_CASE("float types: FP16/BF16 unscaled and scaled, FP8 rules") {
   auto s = compute_qparams<quark::bfloat16>(
       {-3.0f, 5.0f}, {.sym = symmetry::symmetric, .fp_scaling = quark::float_scaling::scaled});
   CHECK(s.scale.value == 2.5f);  // absmax / 2
-  auto a = compute_qparams<quark::bfloat16>({-3.0f, 5.0f}, {.fp_scaling = quark::float_scaling::scaled});
+  auto a =
+      compute_qparams<quark::bfloat16>({-3.0f, 5.0f}, {.fp_scaling = quark::float_scaling::scaled});
   CHECK(a.scale.value == 2.0f);  // 8 / 4
   CHECK(a.zero_point == -0.0f);  // RNE(-2 + 1.5) = -0
   auto h = compute_qparams<quark::float16>(

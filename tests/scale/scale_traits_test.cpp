@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
 // Scale kinds: exact to_float, projections (quark-spec §2.2, §2.3, §2.4, §2.5, vectors §12.2-12.3).
-#include <doctest/doctest.h>
-
 #include <bit>
 #include <cmath>
+
+#include <doctest/doctest.h>
 
 #include <quark/scale/e8m0_scale.hpp>
 #include <quark/scale/fixed_point_scale.hpp>
@@ -33,19 +33,19 @@ int pos(float s, quark::pow2_rounding r = quark::pow2_rounding::nearest_log2) {
 }  // namespace
 
 TEST_CASE("pow2: Quark position rint(-log2 s) (spec 2.2, 12.2)") {
-  CHECK(pos(2.6f / 127.0f) == 6);      // -log2 0.02047 = 5.61 -> 6
-  CHECK(pos(1.4f / 127.0f) == 7);      // 6.503 -> 7 (clips 1.4)
+  CHECK(pos(2.6f / 127.0f) == 6);  // -log2 0.02047 = 5.61 -> 6
+  CHECK(pos(1.4f / 127.0f) == 7);  // 6.503 -> 7 (clips 1.4)
   CHECK(pos(1.5f / 127.0f) == 6);
   CHECK(pos(0.9f / 127.0f) == 7);
   CHECK(pos(1.0f / 127.0f) == 7);
   CHECK(pos(2.0f / 127.0f) == 6);
-  CHECK(pos(0.25f) == 2);              // exact powers stay
+  CHECK(pos(0.25f) == 2);  // exact powers stay
   CHECK(pos(1.0f) == 0);
-  CHECK(pos(1e-40f) == 127);           // clamped at 2^-127
-  CHECK(pos(1e38f) == -126);           // log2(1e38) = 126.2 -> 126
-  CHECK(pos(3e38f) == -127);           // clamped at 2^127
+  CHECK(pos(1e-40f) == 127);  // clamped at 2^-127
+  CHECK(pos(1e38f) == -126);  // log2(1e38) = 126.2 -> 126
+  CHECK(pos(3e38f) == -127);  // clamped at 2^127
   // The boundary: m^2 > 2 rounds up. sqrt(2) lies between two floats.
-  const float below = 1.41421354f;     // largest float < sqrt 2
+  const float below = 1.41421354f;  // largest float < sqrt 2
   const float above = std::nextafter(below, 2.0f);
   CHECK(pos(below) == 0);
   CHECK(pos(above) == -1);

@@ -5,9 +5,10 @@
 // ColMajor is {cols, rows}). Not part of the umbrella header: include it explicitly.
 #pragma once
 
-#include <Eigen/Core>
 #include <cstddef>
 #include <span>
+
+#include <Eigen/Core>
 
 #include <quark/quant/fake_quant.hpp>
 #include <quark/quant/quantize.hpp>
@@ -49,13 +50,15 @@ tensor_shape storage_shape(const Eigen::PlainObjectBase<Derived>& m) {
 ///
 ///     Eigen::Matrix<float, -1, -1, Eigen::RowMajor> w(64, 256);
 ///     std::vector<float> s(64);  // one scale per row
-///     quark::fake_quantize_plain<std::int8_t>(w, quark::tensor_qparams<std::int8_t>{s, {}, quark::per_channel{0}}, w);
+///     quark::fake_quantize_plain<std::int8_t>(w, quark::tensor_qparams<std::int8_t>{s, {},
+///     quark::per_channel{0}}, w);
 template <quantized_type D, quant_policy P = quant_policy{}, class Derived, class OutDerived>
   requires std::same_as<typename Derived::Scalar, float> &&
-           std::same_as<typename OutDerived::Scalar, float>
+      std::same_as<typename OutDerived::Scalar, float>
 void fake_quantize_plain(const Eigen::PlainObjectBase<Derived>& m, const tensor_qparams<D>& p,
                          Eigen::PlainObjectBase<OutDerived>& out, threading t = {}) {
-  if (static_cast<const void*>(&m) != static_cast<const void*>(&out)) out.resize(m.rows(), m.cols());
+  if (static_cast<const void*>(&m) != static_cast<const void*>(&out))
+    out.resize(m.rows(), m.cols());
   const auto n = static_cast<std::size_t>(m.size());
   fake_quantize<D, P>(storage_shape(m), std::span<const float>(m.data(), n), p,
                       std::span<float>(out.data(), n), t);

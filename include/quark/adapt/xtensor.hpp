@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <span>
 #include <vector>
+
 #include <xtensor/xarray.hpp>
 #include <xtensor/xvectorize.hpp>
 
@@ -30,8 +31,8 @@ auto xt_callable(const fake_quant<D, P>& fq) {
 ///     xt::xarray<float> x = {{0.1f, 0.26f}, {-3.0f, 0.5f}};
 ///     xt::xarray<float> y = quark::fake_quantize(x, quark::fake_quant<std::int8_t>(0.1f));
 template <class E, quantized_type D, quant_policy P>
-  requires xt::is_xexpression<std::decay_t<E>>::value
-auto fake_quantize(E&& e, const fake_quant<D, P>& fq) {
+requires xt::is_xexpression<std::decay_t<E>>::value auto fake_quantize(E&& e,
+                                                                       const fake_quant<D, P>& fq) {
   return xt::vectorize(xt_callable(fq))(std::forward<E>(e));
 }
 
@@ -55,7 +56,8 @@ void fake_quantize_container(const C& x, const tensor_qparams<D>& p, Out& out, t
     QUARK_THROW(invalid_argument("quark.quant.non_contiguous", "row-major containers only"));
   }
   const tensor_shape shape = container_shape(x);
-  if (static_cast<const void*>(&x) != static_cast<const void*>(&out)) out.resize(x.shape());
+  if (static_cast<const void*>(&x) != static_cast<const void*>(&out))
+    out.resize(x.shape());
   fake_quantize<D, P>(shape, std::span<const float>(x.data(), x.size()), p,
                       std::span<float>(out.data(), out.size()), t);
 }

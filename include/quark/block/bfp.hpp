@@ -75,8 +75,8 @@ QUARK_ALWAYS_INLINE std::uint32_t bfp_quanta(std::uint32_t a, bool negative, int
 
 /// Fake-quantizes one BFP block.
 template <rounding R, bfp_input In, bfp_variant V, class Stride>
-QUARK_ALWAYS_INLINE void bfp_block(const float* in, float* out,
-                                   std::size_t n, Stride stride, int m) noexcept {
+QUARK_ALWAYS_INLINE void bfp_block(const float* in, float* out, std::size_t n, Stride stride,
+                                   int m) noexcept {
   // 1. Shared field S: the largest finite exponent field (Inf/NaN count as 0). One max pass;
   //    a second, finite-only pass runs only for blocks that hold Inf or NaN.
   std::uint32_t amax = 0;
@@ -135,7 +135,8 @@ QUARK_ALWAYS_INLINE void bfp_chunk(const float* src, float* dst, std::size_t k, 
   for (std::size_t j = 0; j < k; ++j) {
     const int s = static_cast<int>(max_abs_bits(src + j * bs, bs, unit_stride{}) >> 23);
     const bool fast = rounds_tiny_to_zero_v<R> && s != 0xFF && s >= m + 1;
-    for (std::size_t i = 0; i < bs; ++i) s_e[j * bs + i] = fast ? s : 254;
+    for (std::size_t i = 0; i < bs; ++i)
+      s_e[j * bs + i] = fast ? s : 254;
     slow_b[j] = fast ? 0 : 1;
     any_slow = any_slow || !fast;
   }
@@ -196,8 +197,9 @@ QUARK_BLOCK_KERNEL void bfp_fake_quantize_impl(const float* in, float* out, cons
 ///     std::size_t shape[] = {2, 16};
 ///     quark::bfp_fake_quantize(x, y, shape, 1, 8, 7);  // BFP16 along the rows
 inline void bfp_fake_quantize(std::span<const float> in, std::span<float> out,
-                       std::span<const std::size_t> shape, std::size_t axis,
-                       std::size_t block_size, int magnitude_bits, const bfp_options& opt = {}) {
+                              std::span<const std::size_t> shape, std::size_t axis,
+                              std::size_t block_size, int magnitude_bits,
+                              const bfp_options& opt = {}) {
   if (block_size == 0) {
     QUARK_THROW(invalid_argument("quark.block.block_size", "block size must be positive"));
   }
@@ -260,13 +262,15 @@ void quantize(std::span<const float> in, std::size_t row_length, block_buffers o
   constexpr auto bs = static_cast<std::size_t>(tr::block_size);
   constexpr int m = tr::element_type::magnitude_bits;
   if (opt.variant != bfp_variant::standard) {
-    QUARK_THROW(invalid_argument("quark.block.storage_variant",
-                                 "packed BFP storage is sign-magnitude: use bfp_variant::standard"));
+    QUARK_THROW(
+        invalid_argument("quark.block.storage_variant",
+                         "packed BFP storage is sign-magnitude: use bfp_variant::standard"));
   }
   const std::size_t rows = row_length == 0 ? 0 : in.size() / row_length;
   const block_storage_layout l = block_storage_layout_for<B>(rows, row_length);
   detail::check_buffers(l, in.size(), out.elements.size(), out.scales.size(), 0);
-  for (std::size_t i = 0; i < l.element_bytes; ++i) out.elements[i] = 0;
+  for (std::size_t i = 0; i < l.element_bytes; ++i)
+    out.elements[i] = 0;
   float tmp[bs];
   for (std::size_t row = 0; row < rows; ++row) {
     for (std::size_t b = 0; b < l.blocks_per_row; ++b) {
@@ -289,7 +293,8 @@ void quantize(std::span<const float> in, std::size_t row_length, block_buffers o
       }
       const int s = static_cast<int>(amax >> 23);
       out.scales[row * l.blocks_per_row + b] = static_cast<std::uint8_t>(special ? 0xFF : s);
-      if (special) continue;
+      if (special)
+        continue;
       // 3. Sign-magnitude codes (the quanta count is an exact small integer).
       for (std::size_t i = 0; i < n; ++i) {
         const float qf = detail::mul_pow2(tmp[i], -(s - 127 - m + 1));

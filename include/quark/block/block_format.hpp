@@ -164,6 +164,6 @@ concept block_format_type = requires {
 
 /// A block format of the given family.
 template <class B, block_family F>
-concept block_format_of = block_format_type<B> && (block_traits<B>::family == F);
+concept block_format_of = block_format_type<B> &&(block_traits<B>::family == F);
 
 }  // namespace quark

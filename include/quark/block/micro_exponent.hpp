@@ -59,13 +59,14 @@ QUARK_ALWAYS_INLINE float micro_element(float x, int b, int m, std::uint32_t qma
 
 /// Fake-quantizes one block.
 template <rounding R, class Stride>
-QUARK_ALWAYS_INLINE void micro_block(const float* in, float* out,
-                                     std::size_t n, Stride stride, std::size_t sub, int max_shift,
-                                     int m, std::uint32_t qmax) noexcept {
+QUARK_ALWAYS_INLINE void micro_block(const float* in, float* out, std::size_t n, Stride stride,
+                                     std::size_t sub, int max_shift, int m,
+                                     std::uint32_t qmax) noexcept {
   // 1. Shared field S over the whole block, Inf/NaN included: 0xFF makes the block NaN.
   const int s = static_cast<int>(max_abs_bits(in, n, stride) >> 23);
   if (s == 0xFF) {
-    for (std::size_t i = 0; i < n; ++i) out[i * stride] = std::numeric_limits<float>::quiet_NaN();
+    for (std::size_t i = 0; i < n; ++i)
+      out[i * stride] = std::numeric_limits<float>::quiet_NaN();
     return;
   }
   // 2. Sub-blocks: offset d = min(S - sub max, 2^shift_bits - 1).
@@ -135,15 +136,16 @@ QUARK_ALWAYS_INLINE void micro_chunk_pairs(const float* src, float* dst, std::si
   }
   if (any_slow) {
     for (std::size_t j = 0; j < k; ++j) {
-      if (slow_b[j] != 0) micro_block<R>(src + j * bs, dst + j * bs, bs, unit_stride{}, 2, 1, m, qmax);
+      if (slow_b[j] != 0)
+        micro_block<R>(src + j * bs, dst + j * bs, bs, unit_stride{}, 2, 1, m, qmax);
     }
   }
 }
 
 template <rounding R>
-QUARK_BLOCK_KERNEL void micro_fake_quantize_impl(const float* in, float* out,
-                                                 const block_layout& l, std::size_t block_size,
-                                                 std::size_t sub, int shift_bits, int m,
+QUARK_BLOCK_KERNEL void micro_fake_quantize_impl(const float* in, float* out, const block_layout& l,
+                                                 std::size_t block_size, std::size_t sub,
+                                                 int shift_bits, int m,
                                                  compat_mode compat) noexcept {
   const int max_shift = (1 << shift_bits) - 1;
   const std::uint32_t qmax = (std::uint32_t{1} << m) - (compat == compat_mode::standard ? 1u : 0u);
@@ -156,8 +158,8 @@ QUARK_BLOCK_KERNEL void micro_fake_quantize_impl(const float* in, float* out,
             micro_chunk_pairs<R>(in + off, dst, k, bs, m, qmax);
           } else {
             for (std::size_t j = 0; j < k; ++j) {
-              micro_block<R>(in + off + j * bs, dst + j * bs, bs, unit_stride{}, sub, max_shift,
-                             m, qmax);
+              micro_block<R>(in + off + j * bs, dst + j * bs, bs, unit_stride{}, sub, max_shift, m,
+                             qmax);
             }
           }
         });
@@ -200,8 +202,8 @@ inline void micro_exponent_fake_quantize(std::span<const float> in, std::span<fl
   const detail::block_layout l = detail::make_block_layout(shape, axis, in.size());
   detail::dispatch_rounding(opt.element_rounding, [&](auto r) {
     detail::micro_fake_quantize_impl<decltype(r)::value>(in.data(), out.data(), l, block_size,
-                                                         sub_block_size, shift_bits,
-                                                         magnitude_bits, opt.compat);
+                                                         sub_block_size, shift_bits, magnitude_bits,
+                                                         opt.compat);
   });
 }
 
@@ -250,8 +252,10 @@ void quantize(std::span<const float> in, std::size_t row_length, block_buffers o
   const block_storage_layout l = block_storage_layout_for<B>(rows, row_length);
   detail::check_buffers(l, in.size(), out.elements.size(), out.scales.size(),
                         out.sub_shifts.size());
-  for (std::size_t i = 0; i < l.element_bytes; ++i) out.elements[i] = 0;
-  for (std::size_t i = 0; i < l.sub_shift_bytes; ++i) out.sub_shifts[i] = 0;
+  for (std::size_t i = 0; i < l.element_bytes; ++i)
+    out.elements[i] = 0;
+  for (std::size_t i = 0; i < l.sub_shift_bytes; ++i)
+    out.sub_shifts[i] = 0;
   float tmp[bs];
   for (std::size_t row = 0; row < rows; ++row) {
     for (std::size_t b = 0; b < l.blocks_per_row; ++b) {
@@ -259,12 +263,13 @@ void quantize(std::span<const float> in, std::size_t row_length, block_buffers o
       const std::size_t off = row * row_length + b * bs;
       const std::size_t n = row_length - b * bs < bs ? row_length - b * bs : bs;
       const std::size_t shape[1] = {n};
-      micro_exponent_fake_quantize(in.subspan(off, n), std::span<float>(tmp, n), shape, 0, bs,
-                                   ss, tr::sub_block_shift_bits, m, opt);
-      const int s = static_cast<int>(
-          detail::max_abs_bits(in.data() + off, n, detail::unit_stride{}) >> 23);
+      micro_exponent_fake_quantize(in.subspan(off, n), std::span<float>(tmp, n), shape, 0, bs, ss,
+                                   tr::sub_block_shift_bits, m, opt);
+      const int s =
+          static_cast<int>(detail::max_abs_bits(in.data() + off, n, detail::unit_stride{}) >> 23);
       out.scales[row * l.blocks_per_row + b] = static_cast<std::uint8_t>(s);
-      if (s == 0xFF) continue;
+      if (s == 0xFF)
+        continue;
       // 2. Per sub-block: the offset code and the sign-magnitude element codes.
       for (std::size_t j = 0; j < n; j += ss) {
         const std::size_t k = n - j < ss ? n - j : ss;

@@ -55,8 +55,8 @@ struct mx_options {
 template <class Element>
   requires detail::is_mx_element_v<Element>
 void mx_fake_quantize(std::span<const float> in, std::span<float> out,
-                      std::span<const std::size_t> shape, std::size_t axis,
-                      std::size_t block_size, const mx_options& opt = {}) {
+                      std::span<const std::size_t> shape, std::size_t axis, std::size_t block_size,
+                      const mx_options& opt = {}) {
   if (block_size == 0) {
     QUARK_THROW(invalid_argument("quark.block.block_size", "block size must be positive"));
   }
@@ -114,7 +114,8 @@ void quantize(std::span<const float> in, std::size_t row_length, block_buffers o
   const std::size_t rows = row_length == 0 ? 0 : in.size() / row_length;
   const block_storage_layout l = block_storage_layout_for<B>(rows, row_length);
   detail::check_buffers(l, in.size(), out.elements.size(), out.scales.size(), 0);
-  for (std::size_t i = 0; i < l.element_bytes; ++i) out.elements[i] = 0;
+  for (std::size_t i = 0; i < l.element_bytes; ++i)
+    out.elements[i] = 0;
   detail::dispatch_rounding(opt.element_rounding, [&](auto r) {
     float tmp[bs];
     for (std::size_t row = 0; row < rows; ++row) {
@@ -123,12 +124,13 @@ void quantize(std::span<const float> in, std::size_t row_length, block_buffers o
         const std::size_t off = row * row_length + b * bs;
         const std::size_t n = row_length - b * bs < bs ? row_length - b * bs : bs;
         bool special = false;
-        const int ef = detail::mx_block_exponent<elem>(in.data() + off, n, detail::unit_stride{},
-                                                       opt.scale_mode, compat_mode::standard,
-                                                       special);
+        const int ef =
+            detail::mx_block_exponent<elem>(in.data() + off, n, detail::unit_stride{},
+                                            opt.scale_mode, compat_mode::standard, special);
         const bool nan_block = ef == std::numeric_limits<int>::min();
         out.scales[row * l.blocks_per_row + b] = static_cast<std::uint8_t>(nan_block ? 0xFF : ef);
-        if (nan_block) continue;  // element codes stay 0
+        if (nan_block)
+          continue;  // element codes stay 0
         detail::mx_block_apply<elem, decltype(r)::value, compat_mode::standard>(
             in.data() + off, tmp, n, detail::unit_stride{}, ef, false);
         // 2. Element codes: v / X is an element value, so the conversion is exact.

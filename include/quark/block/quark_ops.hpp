@@ -59,12 +59,18 @@ enum class mx_element : std::uint8_t { fp8_e4m3, fp8_e5m2, fp6_e3m2, fp6_e2m3, f
 
 /// Parses an element_dtype attribute; throws quark::invalid_argument ("quark.block.element_dtype").
 inline mx_element parse_mx_element(std::string_view s) {
-  if (s == "fp8_e4m3") return mx_element::fp8_e4m3;
-  if (s == "fp8_e5m2") return mx_element::fp8_e5m2;
-  if (s == "fp6_e3m2") return mx_element::fp6_e3m2;
-  if (s == "fp6_e2m3") return mx_element::fp6_e2m3;
-  if (s == "fp4_e2m1") return mx_element::fp4_e2m1;
-  if (s == "int8") return mx_element::int8;
+  if (s == "fp8_e4m3")
+    return mx_element::fp8_e4m3;
+  if (s == "fp8_e5m2")
+    return mx_element::fp8_e5m2;
+  if (s == "fp6_e3m2")
+    return mx_element::fp6_e3m2;
+  if (s == "fp6_e2m3")
+    return mx_element::fp6_e2m3;
+  if (s == "fp4_e2m1")
+    return mx_element::fp4_e2m1;
+  if (s == "int8")
+    return mx_element::int8;
   QUARK_THROW(invalid_argument("quark.block.element_dtype",
                                "unknown MX element_dtype '" + std::string(s) + "'"));
 }
@@ -72,9 +78,12 @@ inline mx_element parse_mx_element(std::string_view s) {
 /// Quark's rounding_mode attribute; throws quark::invalid_argument ("quark.block.rounding_mode").
 inline rounding parse_block_rounding_mode(std::int64_t mode) {
   switch (mode) {
-    case 0: return rounding::nearest_away;
-    case 1: return rounding::nearest_up;
-    case 2: return rounding::nearest_even;
+    case 0:
+      return rounding::nearest_away;
+    case 1:
+      return rounding::nearest_up;
+    case 2:
+      return rounding::nearest_even;
     default:
       QUARK_THROW(invalid_argument("quark.block.rounding_mode",
                                    "rounding_mode must be 0, 1 or 2, got " + std::to_string(mode)));
@@ -97,16 +106,17 @@ inline op_layout make_op_layout(std::span<const std::int64_t> shape, std::int64_
   }
   op_layout l;
   for (const std::int64_t d : shape) {
-    if (d < 0) QUARK_THROW(invalid_argument("quark.block.shape", "negative dimension"));
+    if (d < 0)
+      QUARK_THROW(invalid_argument("quark.block.shape", "negative dimension"));
     l.shape.push_back(static_cast<std::size_t>(d));
   }
   const auto rank = static_cast<std::int64_t>(shape.size());
   if (rank >= 2) {
     const std::int64_t a = axis < 0 ? axis + rank : axis;
     if (a < 0 || a >= rank) {
-      QUARK_THROW(invalid_argument("quark.block.axis", "axis " + std::to_string(axis) +
-                                                           " out of range for rank " +
-                                                           std::to_string(rank)));
+      QUARK_THROW(invalid_argument(
+          "quark.block.axis",
+          "axis " + std::to_string(axis) + " out of range for rank " + std::to_string(rank)));
     }
     l.axis = static_cast<std::size_t>(a);
   }
@@ -134,8 +144,8 @@ inline void validate(const mx_op_attributes& a) {
 inline void validate(const bfp_op_attributes& a) {
   if (a.bfp_method != "to_bfp" && a.bfp_method != "to_bfp_prime" &&
       a.bfp_method != "to_bfp_prime_shared") {
-    QUARK_THROW(invalid_argument("quark.block.bfp_method",
-                                 "unknown bfp_method '" + a.bfp_method + "'"));
+    QUARK_THROW(
+        invalid_argument("quark.block.bfp_method", "unknown bfp_method '" + a.bfp_method + "'"));
   }
   static_cast<void>(parse_block_rounding_mode(a.rounding_mode));
   if (a.block_size < 1) {
@@ -147,8 +157,8 @@ inline void validate(const bfp_op_attributes& a) {
   }
   if (a.bfp_method != "to_bfp") {
     if (a.sub_block_size < 1) {
-      QUARK_THROW(invalid_argument("quark.block.sub_block_size",
-                                   "sub_block_size must be positive"));
+      QUARK_THROW(
+          invalid_argument("quark.block.sub_block_size", "sub_block_size must be positive"));
     }
     if (a.sub_block_shift_bits < 0 || a.sub_block_shift_bits > 7) {
       QUARK_THROW(invalid_argument("quark.block.sub_block_shift_bits",
@@ -223,8 +233,8 @@ inline void bfp_quantize_dequantize(const bfp_op_attributes& a, std::span<const 
     bfp_options o;
     o.element_rounding = r;
     o.input = a.convert_to_bfloat_before_bfp != 0 ? bfp_input::bfloat16_first : bfp_input::float32;
-    o.variant = a.use_compiler_version_cpu_kernel != 0 ? bfp_variant::compiler
-                                                        : bfp_variant::standard;
+    o.variant =
+        a.use_compiler_version_cpu_kernel != 0 ? bfp_variant::compiler : bfp_variant::standard;
     bfp_fake_quantize(in, out, l.shape, l.axis, bs, m, o);
     return;
   }
@@ -249,9 +259,11 @@ void run_float16(const Attr& a, std::span<const float16> in, std::span<const std
                  std::span<float16> out, compat_mode compat, Fn&& fn) {
   check_op_sizes(in.size(), out.size());
   std::vector<float> buf(in.size());
-  for (std::size_t i = 0; i < in.size(); ++i) buf[i] = to_float(in[i]);
+  for (std::size_t i = 0; i < in.size(); ++i)
+    buf[i] = to_float(in[i]);
   fn(a, std::span<const float>(buf), shape, std::span<float>(buf), compat);
-  for (std::size_t i = 0; i < in.size(); ++i) out[i] = convert<float16, policies::ieee>(buf[i]);
+  for (std::size_t i = 0; i < in.size(); ++i)
+    out[i] = convert<float16, policies::ieee>(buf[i]);
 }
 }  // namespace detail
 

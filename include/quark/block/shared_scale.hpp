@@ -17,12 +17,12 @@ namespace quark {
 
 /// The facts of an OCP MX element that the block kernels need, derived from its dtype.
 struct mx_element_info {
-  int emax;        ///< unbiased exponent of the largest normal (OCP "emax_elem")
-  int emin;        ///< unbiased exponent of the smallest normal binade (0 for MXINT8)
-  int mbits;       ///< fraction bits kept in a binade (6 for MXINT8's 1.6 fixed point)
-  float max_pos;   ///< largest positive element value
-  float max_neg;   ///< magnitude of the most negative element value
-  bool is_integer; ///< MXINT8: zero is unsigned, the grid is fixed-point
+  int emax;         ///< unbiased exponent of the largest normal (OCP "emax_elem")
+  int emin;         ///< unbiased exponent of the smallest normal binade (0 for MXINT8)
+  int mbits;        ///< fraction bits kept in a binade (6 for MXINT8's 1.6 fixed point)
+  float max_pos;    ///< largest positive element value
+  float max_neg;    ///< magnitude of the most negative element value
+  bool is_integer;  ///< MXINT8: zero is unsigned, the grid is fixed-point
 };
 
 /// mx_element_info of an OCP MX element type.
@@ -37,8 +37,9 @@ inline constexpr mx_element_info mx_element_info_v = [] {
     return mx_element_info{0, 0, 6, 127.0f / 64.0f, 2.0f, true};
   } else {
     constexpr fp_format F = Element::format;
-    return mx_element_info{F.max_normal_exponent(), F.min_normal_exponent(), F.mantissa_bits,
-                           dtype_traits<Element>::max(), dtype_traits<Element>::max(), false};
+    return mx_element_info{
+        F.max_normal_exponent(),      F.min_normal_exponent(),      F.mantissa_bits,
+        dtype_traits<Element>::max(), dtype_traits<Element>::max(), false};
   }
 }();
 
@@ -119,16 +120,18 @@ constexpr int mx_shared_exponent(std::uint32_t amax_bits, const mx_element_info&
 /// NaN (code 0xFF) when amax is Inf or NaN, as OCP MX specifies.
 ///
 ///     auto x = quark::choose_e8m0_scale<quark::float4_e2m1fn>(7.0f);  // 2^(2-2) = 1.0
-///     auto y = quark::choose_e8m0_scale<quark::float4_e2m1fn>(7.0f, quark::e8m0_scale_mode::rceil);
+///     auto y = quark::choose_e8m0_scale<quark::float4_e2m1fn>(7.0f,
+///     quark::e8m0_scale_mode::rceil);
 ///     // y = 2^ceil(log2(7/6)) = 2.0
 template <class Element>
   requires detail::is_mx_element_v<Element>
 constexpr float8_e8m0fnu choose_e8m0_scale(float amax,
                                            e8m0_scale_mode mode = e8m0_scale_mode::floor) noexcept {
   const std::uint32_t a = detail::float_bits(amax) & 0x7FFFFFFFu;
-  if (a >= 0x7F800000u) return float8_e8m0fnu::from_bits(0xFF);
-  const int e = detail::mx_shared_exponent(a, mx_element_info_v<Element>, mode,
-                                           compat_mode::standard);
+  if (a >= 0x7F800000u)
+    return float8_e8m0fnu::from_bits(0xFF);
+  const int e =
+      detail::mx_shared_exponent(a, mx_element_info_v<Element>, mode, compat_mode::standard);
   return float8_e8m0fnu::from_bits(static_cast<std::uint8_t>(e + 127));
 }
 

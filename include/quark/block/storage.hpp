@@ -91,7 +91,10 @@ struct block_tensor {
   std::vector<std::uint8_t> sub_shifts;
 
   explicit block_tensor(const block_storage_layout& l)
-      : layout(l), elements(l.element_bytes), scales(l.scale_bytes), sub_shifts(l.sub_shift_bytes) {}
+      : layout(l),
+        elements(l.element_bytes),
+        scales(l.scale_bytes),
+        sub_shifts(l.sub_shift_bytes) {}
   block_buffers buffers() noexcept { return {elements, scales, sub_shifts}; }
   block_const_buffers buffers() const noexcept { return {elements, scales, sub_shifts}; }
 };
@@ -117,7 +120,8 @@ void pack_block_elements(std::span<const std::uint8_t> codes,
 
 namespace detail {
 /// Writes `bits` (<= 8) of `code` at stream index i of an LSB-first stream (bytes pre-zeroed).
-inline void put_code(std::span<std::uint8_t> s, std::size_t i, int bits, std::uint32_t code) noexcept {
+inline void put_code(std::span<std::uint8_t> s, std::size_t i, int bits,
+                     std::uint32_t code) noexcept {
   const std::size_t bit = i * static_cast<std::size_t>(bits);
   const std::size_t byte = bit / 8u;
   const auto off = static_cast<unsigned>(bit % 8u);
@@ -139,8 +143,8 @@ inline std::uint32_t get_code(std::span<const std::uint8_t> s, std::size_t i, in
   return v & ((1u << bits) - 1u);
 }
 /// Throws quark::invalid_argument when the buffers are smaller than the layout needs.
-inline void check_buffers(const block_storage_layout& l, std::size_t values,
-                          std::size_t elements, std::size_t scales, std::size_t sub_shifts) {
+inline void check_buffers(const block_storage_layout& l, std::size_t values, std::size_t elements,
+                          std::size_t scales, std::size_t sub_shifts) {
   if (values != l.rows * l.row_length || elements < l.element_bytes || scales < l.scale_bytes ||
       sub_shifts < l.sub_shift_bytes) {
     QUARK_THROW(invalid_argument("quark.block.storage_size",

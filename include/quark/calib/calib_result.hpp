@@ -41,8 +41,10 @@ constexpr range_symmetry default_range_symmetry(calib_method m) noexcept {
     case calib_method::pof2_non_overflow:
     case calib_method::pof2_minmse:
     case calib_method::percentile:
-    case calib_method::layerwise_percentile: return range_symmetry::symmetric;
-    default: return range_symmetry::asymmetric;
+    case calib_method::layerwise_percentile:
+      return range_symmetry::symmetric;
+    default:
+      return range_symmetry::asymmetric;
   }
 }
 
@@ -89,7 +91,8 @@ namespace detail {
 /// (-m, m) with m = max(|min|, |max|); NaN stays NaN.
 inline void symmetrize(calibrated_range& r) noexcept {
   const float m = std::fmax(std::fabs(r.min), std::fabs(r.max));
-  if (std::isnan(r.min) || std::isnan(r.max)) return;
+  if (std::isnan(r.min) || std::isnan(r.max))
+    return;
   r.min = -m;
   r.max = m;
 }
@@ -97,7 +100,8 @@ inline void symmetrize(calibrated_range& r) noexcept {
 /// Throws the stable errors for a statistic without values.
 inline void require_values(const range_stats& s) {
   if (s.count == 0) {
-    if (s.nan_count > 0) throw_invalid("quark.calib.all_nan", "every observed value is NaN");
+    if (s.nan_count > 0)
+      throw_invalid("quark.calib.all_nan", "every observed value is NaN");
     throw_invalid("quark.calib.empty_input", "no value was observed");
   }
 }

@@ -20,9 +20,9 @@ enum class distribution_scenario : std::uint8_t { same, p3 };
 /// Distribution calibrator (NumBins >= 512 required, default 2048; scenario "same").
 ///
 /// ```cpp
-/// quark::histogram_observer h{{.mode = quark::histogram_mode::signed_symmetric, .num_bins = 2048}};
-/// h.observe(batch);
-/// quark::distribution_stats d = quark::distribution_calibrator{}(h.stats());   // d.mean, d.std_dev
+/// quark::histogram_observer h{{.mode = quark::histogram_mode::signed_symmetric, .num_bins =
+/// 2048}}; h.observe(batch); quark::distribution_stats d =
+/// quark::distribution_calibrator{}(h.stats());   // d.mean, d.std_dev
 /// ```
 struct distribution_calibrator {
   distribution_scenario scenario = distribution_scenario::same;
@@ -39,7 +39,8 @@ struct distribution_calibrator {
     double s2 = 0.0;
     for (std::size_t i = 0; i < h.bins(); ++i) {
       double v = (h.edges[i] + h.edges[i + 1]) / 2.0;
-      if (scenario == distribution_scenario::p3) v = std::copysign(std::pow(std::fabs(v), 1.0 / 3.0), v);
+      if (scenario == distribution_scenario::p3)
+        v = std::copysign(std::pow(std::fabs(v), 1.0 / 3.0), v);
       const double c = static_cast<double>(h.counts[i]);
       s0 += c;
       s1 += c * v;

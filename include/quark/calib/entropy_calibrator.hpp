@@ -33,9 +33,9 @@ struct entropy_candidate {
 /// Entropy calibrator (defaults: NumQuantizedBins 128, CalibTensorRangeSymmetric False).
 ///
 /// ```cpp
-/// quark::histogram_observer h{{.mode = quark::histogram_mode::signed_symmetric, .num_bins = 2048}};
-/// h.observe(batch);
-/// quark::calibrated_range r = quark::entropy_calibrator{.num_quantized_bins = 128}(h.stats());
+/// quark::histogram_observer h{{.mode = quark::histogram_mode::signed_symmetric, .num_bins =
+/// 2048}}; h.observe(batch); quark::calibrated_range r =
+/// quark::entropy_calibrator{.num_quantized_bins = 128}(h.stats());
 /// ```
 /// With the seed defaults (128 bins, 128 quantized bins) the scan has one candidate, the whole
 /// histogram, and `r.warnings` says so.
@@ -54,11 +54,13 @@ struct entropy_calibrator {
     const std::size_t nq = num_quantized_bins;
     if (nq == 0 || nq / 2 > n / 2) {
       detail::throw_config("quark.calib.bad_option", "NumQuantizedBins (" + std::to_string(nq) +
-                                                         ") must lie in [1, NumBins (" + std::to_string(n) + ")]");
+                                                         ") must lie in [1, NumBins (" +
+                                                         std::to_string(n) + ")]");
     }
     // 2. Prefix sums for the outside mass and the merged bins.
     std::vector<double> prefix(n + 1, 0.0);
-    for (std::size_t i = 0; i < n; ++i) prefix[i + 1] = prefix[i] + static_cast<double>(h.counts[i]);
+    for (std::size_t i = 0; i < n; ++i)
+      prefix[i + 1] = prefix[i] + static_cast<double>(h.counts[i]);
     const std::size_t zero_bin = n / 2;
     std::vector<entropy_candidate> out;
     out.reserve(zero_bin - nq / 2 + 1);
@@ -81,20 +83,23 @@ struct entropy_calibrator {
     // 3. First minimum (strictly smaller wins).
     std::size_t best = 0;
     for (std::size_t k = 1; k < cands.size(); ++k) {
-      if (cands[k].kl < cands[best].kl) best = k;
+      if (cands[k].kl < cands[best].kl)
+        best = k;
     }
     calibrated_range r;
     if (cands.size() == 1) {
-      r.warnings.push_back("entropy calibration evaluated a single candidate threshold (NumBins " +
-                           std::to_string(h.bins()) + ", NumQuantizedBins " + std::to_string(num_quantized_bins) +
-                           "): the result equals MinMax; raise NumBins (e.g. 2048) for a real search");
+      r.warnings.push_back(
+          "entropy calibration evaluated a single candidate threshold (NumBins " +
+          std::to_string(h.bins()) + ", NumQuantizedBins " + std::to_string(num_quantized_bins) +
+          "): the result equals MinMax; raise NumBins (e.g. 2048) for a real search");
     }
     r.min = static_cast<float>(h.edges[cands[best].start]);
     r.max = static_cast<float>(h.edges[cands[best].end]);
     // 4. Clamp to the observed extrema, then optional symmetry.
     r.min = r.min > h.range.min ? r.min : h.range.min;
     r.max = r.max < h.range.max ? r.max : h.range.max;
-    if (symmetry == range_symmetry::symmetric) detail::symmetrize(r);
+    if (symmetry == range_symmetry::symmetric)
+      detail::symmetrize(r);
     return r;
   }
 
@@ -112,7 +117,8 @@ struct entropy_calibrator {
       a2 += x[j + 2];
       a3 += x[j + 3];
     }
-    for (; j < n; ++j) a0 += x[j];
+    for (; j < n; ++j)
+      a0 += x[j];
     return (a0 + a1) + (a2 + a3);
   }
 
@@ -122,18 +128,20 @@ struct entropy_calibrator {
   ///   KL = (sum p' log p' - sum p' log q') / sp + log(sq / sp),
   /// where q' is constant on each merged bin: one log per non-zero p and per merged bin.
   double divergence(const std::vector<std::uint64_t>& hist, const std::vector<double>& prefix,
-                    std::size_t start, std::size_t end, std::vector<double>& p, std::vector<double>& q,
-                    std::vector<double>& w, std::vector<double>& t) const {
+                    std::size_t start, std::size_t end, std::vector<double>& p,
+                    std::vector<double>& q, std::vector<double>& w, std::vector<double>& t) const {
     const std::size_t len = end - start;
     const std::size_t nq = num_quantized_bins;
     const std::size_t n = hist.size();
     // 1. Reference p: the window with the outside mass folded into its end bins.
     p.assign(len, 0.0);
-    for (std::size_t j = 0; j < len; ++j) p[j] = static_cast<double>(hist[start + j]);
+    for (std::size_t j = 0; j < len; ++j)
+      p[j] = static_cast<double>(hist[start + j]);
     p[0] += prefix[start];
     p[len - 1] += prefix[n] - prefix[end];
     std::size_t p_zeros = 0;
-    for (const double v : p) p_zeros += static_cast<std::size_t>(v == 0.0);
+    for (const double v : p)
+      p_zeros += static_cast<std::size_t>(v == 0.0);
     // 2. Candidate q, one value per merged bin: the merged count (remainder into the last)
     //    spread over the bins where p is non-zero, truncated to an integer as ORT's int64 array
     //    does; the remainder bins beyond nq * m stay 0.
@@ -144,23 +152,29 @@ struct entropy_calibrator {
     for (std::size_t k = 0; k < nq; ++k) {
       const std::size_t b0 = k * m;
       double merged = prefix[start + b0 + m] - prefix[start + b0];
-      if (k + 1 == nq) merged += prefix[end] - prefix[start + nq * m];
+      if (k + 1 == nq)
+        merged += prefix[end] - prefix[start + nq * m];
       std::size_t norm = 0;
-      for (std::size_t j = b0; j < b0 + m; ++j) norm += static_cast<std::size_t>(p[j] != 0.0);
+      for (std::size_t j = b0; j < b0 + m; ++j)
+        norm += static_cast<std::size_t>(p[j] != 0.0);
       q[k] = norm == 0 ? 0.0 : std::trunc(merged / static_cast<double>(norm));
-      if (q[k] == 0.0) q_zeros += m;
+      if (q[k] == 0.0)
+        q_zeros += m;
       sq += q[k] * static_cast<double>(m);
     }
     // 3. Smoothing corrections; ORT returns None (KL = +Inf) in the degenerate cases.
-    if (p_zeros == len || q_zeros == len) return std::numeric_limits<double>::infinity();
+    if (p_zeros == len || q_zeros == len)
+      return std::numeric_limits<double>::infinity();
     const double ep = eps * static_cast<double>(p_zeros) / static_cast<double>(len - p_zeros);
     const double eq = eps * static_cast<double>(q_zeros) / static_cast<double>(len - q_zeros);
-    if (ep >= 1.0 || eq >= 1.0) return std::numeric_limits<double>::infinity();
+    if (ep >= 1.0 || eq >= 1.0)
+      return std::numeric_limits<double>::infinity();
     const double log_eps = std::log(eps);
     // 4. Smoothed p' and p' log p' per bin (vectorised log; zeros give eps log eps).
     w.resize(len);
     t.resize(len);
-    for (std::size_t j = 0; j < len; ++j) w[j] = p[j] == 0.0 ? 1.0 : p[j] - ep;
+    for (std::size_t j = 0; j < len; ++j)
+      w[j] = p[j] == 0.0 ? 1.0 : p[j] - ep;
     detail::log_positive(w.data(), t.data(), len);
     for (std::size_t j = 0; j < len; ++j) {
       const bool zero = p[j] == 0.0;
@@ -175,7 +189,8 @@ struct entropy_calibrator {
     for (std::size_t k = 0; k <= nq; ++k) {
       const std::size_t b0 = k * m;
       const std::size_t b1 = k < nq ? b0 + m : len;
-      if (b1 == b0) continue;
+      if (b1 == b0)
+        continue;
       const double qs = k < nq && q[k] != 0.0 ? q[k] - eq : eps;
       plogq += sum4(w.data() + b0, b1 - b0) * std::log(qs);
     }

@@ -18,8 +18,9 @@ namespace detail {
 inline calibrated_range checked_range(const range_stats& s) {
   require_values(s);
   if (std::isnan(s.min) || std::isnan(s.max)) {
-    throw_invalid("quark.calib.nan_range",
-                  std::to_string(s.nan_count) + " NaN value(s) were observed (nan_policy::propagate)");
+    throw_invalid(
+        "quark.calib.nan_range",
+        std::to_string(s.nan_count) + " NaN value(s) were observed (nan_policy::propagate)");
   }
   calibrated_range r;
   r.min = s.min;
@@ -41,7 +42,8 @@ struct minmax_calibrator {
 
   [[nodiscard]] calibrated_range operator()(const range_stats& s) const {
     calibrated_range r = detail::checked_range(s);
-    if (symmetry == range_symmetry::symmetric) detail::symmetrize(r);
+    if (symmetry == range_symmetry::symmetric)
+      detail::symmetrize(r);
     return r;
   }
 };
@@ -61,12 +63,17 @@ struct pof2_non_overflow_calibrator {
 
   [[nodiscard]] calibrated_range operator()(const range_stats& s) const {
     calibrated_range r = minmax_calibrator{symmetry}(s);
-    const double lo = std::isinf(r.min) ? -static_cast<double>(std::numeric_limits<float>::max()) / 2.0 : static_cast<double>(r.min);
-    const double hi = std::isinf(r.max) ? static_cast<double>(std::numeric_limits<float>::max()) / 2.0 : static_cast<double>(r.max);
+    const double lo = std::isinf(r.min)
+                          ? -static_cast<double>(std::numeric_limits<float>::max()) / 2.0
+                          : static_cast<double>(r.min);
+    const double hi = std::isinf(r.max)
+                          ? static_cast<double>(std::numeric_limits<float>::max()) / 2.0
+                          : static_cast<double>(r.max);
     const detail::grid_params p = detail::scale_zp(lo, hi, grid, symmetry);
     scale_projection proj;
     proj.pow2 = rounding;
-    r.pof2_position = scale_traits<pow2_scale>::from_float(static_cast<float>(p.scale), proj).position();
+    r.pof2_position =
+        scale_traits<pow2_scale>::from_float(static_cast<float>(p.scale), proj).position();
     return r;
   }
 };

@@ -63,9 +63,11 @@ struct float_minmse_calibrator {
 
   [[nodiscard]] calibrated_range operator()(std::span<const float> w) const {
     // 1. Validate.
-    if (w.empty()) detail::throw_invalid("quark.calib.empty_input", "empty weight tensor");
+    if (w.empty())
+      detail::throw_invalid("quark.calib.empty_input", "empty weight tensor");
     for (const float v : w) {
-      if (!std::isfinite(v)) detail::throw_invalid("quark.calib.non_finite_input", "weight holds NaN or Inf");
+      if (!std::isfinite(v))
+        detail::throw_invalid("quark.calib.non_finite_input", "weight holds NaN or Inf");
     }
     const float qmin = static_cast<float>(grid.qmin);
     const float qmax = static_cast<float>(grid.qmax);
@@ -96,7 +98,8 @@ struct float_minmse_calibrator {
         const double lo = detail::sorted_percentile(sorted, (100.0 - pc) / 2.0);
         const double hi = detail::sorted_percentile(sorted, 100.0 - (100.0 - pc) / 2.0);
         const auto [s, zp] = consider(lo, hi);
-        if (std::find(seen.begin(), seen.end(), s) != seen.end()) continue;
+        if (std::find(seen.begin(), seen.end(), s) != seen.end())
+          continue;
         seen.push_back(s);
         take(lo, hi, s, zp, detail::fq_mse(w, s, zp, qmin, qmax));
       }
@@ -109,7 +112,8 @@ struct float_minmse_calibrator {
     h.observe(w);
     const histogram_data& d = h.stats();
     std::vector<double> c(bins);
-    for (std::size_t i = 0; i < bins; ++i) c[i] = (d.edges[i] + d.edges[i + 1]) / 2.0;
+    for (std::size_t i = 0; i < bins; ++i)
+      c[i] = (d.edges[i] + d.edges[i + 1]) / 2.0;
     const double b = static_cast<double>(bins);
     for (auto k = static_cast<std::size_t>(0.5 * b); k < bins; ++k) {
       const double half = (b - static_cast<double>(k)) / 2.0;
@@ -120,7 +124,8 @@ struct float_minmse_calibrator {
       if (mode == minmse_float_mode::hist_center) {
         for (std::size_t i = 0; i < bins; ++i) {
           const auto ci = static_cast<float>(c[i]);
-          const double e = static_cast<double>(detail::fake_quant(ci, s, zp, qmin, qmax)) - static_cast<double>(ci);
+          const double e = static_cast<double>(detail::fake_quant(ci, s, zp, qmin, qmax)) -
+                           static_cast<double>(ci);
           err += static_cast<double>(d.counts[i]) * e * e;
         }
         err /= b;
@@ -144,13 +149,16 @@ enum class weight_calibrate_method : std::uint8_t { minmax, minmse };
 /// ```
 inline calibrated_range calibrate_weight(std::span<const float> w, weight_calibrate_method method,
                                          const float_minmse_calibrator& minmse = {}) {
-  if (method == weight_calibrate_method::minmse) return minmse(w);
+  if (method == weight_calibrate_method::minmse)
+    return minmse(w);
   calibrated_range r;
-  if (w.empty()) return r;
+  if (w.empty())
+    return r;
   r.min = std::numeric_limits<float>::infinity();
   r.max = -std::numeric_limits<float>::infinity();
   for (const float v : w) {
-    if (v != v) detail::throw_invalid("quark.calib.nan_range", "weight holds NaN");
+    if (v != v)
+      detail::throw_invalid("quark.calib.nan_range", "weight holds NaN");
     r.min = v < r.min ? v : r.min;
     r.max = v > r.max ? v : r.max;
   }

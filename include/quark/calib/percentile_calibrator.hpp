@@ -22,18 +22,21 @@ namespace quark {
 namespace detail {
 /// First bin index whose normalised cumulative count is >= q (numpy searchsorted, side left),
 /// in [0, n].
-inline std::size_t cdf_search(std::span<const std::uint64_t> counts, double total, double q) noexcept {
+inline std::size_t cdf_search(std::span<const std::uint64_t> counts, double total,
+                              double q) noexcept {
   std::uint64_t acc = 0;
   for (std::size_t i = 0; i < counts.size(); ++i) {
     acc += counts[i];
-    if (static_cast<double>(acc) / total >= q) return i;
+    if (static_cast<double>(acc) / total >= q)
+      return i;
   }
   return counts.size();
 }
 
 inline void require_histogram(const histogram_data& h) {
   require_values(h.range);
-  if (h.total() == 0) throw_invalid("quark.calib.empty_input", "the histogram holds no count");
+  if (h.total() == 0)
+    throw_invalid("quark.calib.empty_input", "the histogram holds no count");
 }
 }  // namespace detail
 
@@ -86,7 +89,8 @@ enum class lwp_metric : std::uint8_t { mae, mse };
 /// auto cands = cal.candidates(h.stats());
 /// quark::lwp_scorer score{cands, {-128, 127}, cal.metric};
 /// for (auto sample : samples) score.observe(sample);       // second pass
-/// quark::calibrated_range r = cal.select(cands, [&](std::size_t i, const auto&) { return score.errors()[i]; });
+/// quark::calibrated_range r = cal.select(cands, [&](std::size_t i, const auto&) { return
+/// score.errors()[i]; });
 /// ```
 struct layerwise_percentile_calibrator {
   std::vector<double> percentile_candidates{99.99, 99.999, 99.99999};
@@ -98,15 +102,18 @@ struct layerwise_percentile_calibrator {
     }
     std::vector<calibrated_range> out;
     out.reserve(percentile_candidates.size());
-    for (const double p : percentile_candidates) out.push_back(percentile_calibrator{p}(h));
+    for (const double p : percentile_candidates)
+      out.push_back(percentile_calibrator{p}(h));
     return out;
   }
 
   /// `error(index, candidate)` returns the candidate's error (lower is better).
   template <class Eval>
     requires std::is_invocable_r_v<double, Eval&, std::size_t, const calibrated_range&>
-  [[nodiscard]] calibrated_range select(const std::vector<calibrated_range>& cands, Eval&& error) const {
-    if (cands.empty()) detail::throw_config("quark.calib.bad_option", "no candidate to select from");
+  [[nodiscard]] calibrated_range select(const std::vector<calibrated_range>& cands,
+                                        Eval&& error) const {
+    if (cands.empty())
+      detail::throw_config("quark.calib.bad_option", "no candidate to select from");
     std::size_t best = 0;
     double best_err = std::numeric_limits<double>::infinity();
     for (std::size_t i = 0; i < cands.size(); ++i) {
@@ -140,15 +147,18 @@ class lwp_scorer {
       : grid_(grid), metric_(metric), errors_(cands.size(), 0.0) {
     for (const calibrated_range& c : cands) {
       const double scale = (static_cast<double>(c.max) - static_cast<double>(c.min)) /
-                               static_cast<double>(grid.qmax - grid.qmin) + 1e-6;
-      const double zp = detail::round_even(static_cast<double>(c.min) / scale - static_cast<double>(grid.qmin));
+                               static_cast<double>(grid.qmax - grid.qmin) +
+                           1e-6;
+      const double zp =
+          detail::round_even(static_cast<double>(c.min) / scale - static_cast<double>(grid.qmin));
       params_.push_back({scale, zp});
     }
   }
 
   /// Scores one sample (an empty sample adds nothing).
   void observe(std::span<const float> x) {
-    if (x.empty()) return;
+    if (x.empty())
+      return;
     const double qmin = static_cast<double>(grid_.qmin);
     const double qmax = static_cast<double>(grid_.qmax);
     for (std::size_t k = 0; k < params_.size(); ++k) {

@@ -46,7 +46,9 @@ inline pof2_start pof2_from_range(double lo, double hi, int_grid g) noexcept {
   return {scale_to_position(p.scale), p.zero_point};
 }
 
-inline float candidate_scale(int pos, int i) noexcept { return std::ldexp(1.0f, -(pos + i - 1)); }
+inline float candidate_scale(int pos, int i) noexcept {
+  return std::ldexp(1.0f, -(pos + i - 1));
+}
 
 /// Adds sum (x - fq(x))^2 of every candidate; `weight(k)` multiplies element k's error.
 inline void pof2_sse(std::span<const float> x, pof2_start st, int_grid g,
@@ -59,7 +61,8 @@ inline void pof2_sse(std::span<const float> x, pof2_start st, int_grid g,
     double acc = 0.0;
     for (const float raw : x) {
       const float v = to_finite(raw);
-      const double d = static_cast<double>(v) - static_cast<double>(fake_quant(v, s, zp, qmin, qmax));
+      const double d =
+          static_cast<double>(v) - static_cast<double>(fake_quant(v, s, zp, qmin, qmax));
       acc += d * d;
     }
     sse[static_cast<std::size_t>(i)] += acc;
@@ -69,7 +72,8 @@ inline void pof2_sse(std::span<const float> x, pof2_start st, int_grid g,
 inline int pof2_argmin(const std::array<double, pof2_candidates>& sse) noexcept {
   int best = 0;
   for (int i = 1; i < pof2_candidates; ++i) {
-    if (sse[static_cast<std::size_t>(i)] < sse[static_cast<std::size_t>(best)]) best = i;
+    if (sse[static_cast<std::size_t>(i)] < sse[static_cast<std::size_t>(best)])
+      best = i;
   }
   return best;
 }
@@ -86,7 +90,8 @@ inline calibrated_range pof2_range(int pos, std::int64_t zp, int_grid g) {
 
 inline void require_symmetric(range_symmetry s) {
   if (s != range_symmetry::symmetric) {
-    throw_config("quark.calib.bad_option", "power-of-two MinMSE requires CalibTensorRangeSymmetric=True");
+    throw_config("quark.calib.bad_option",
+                 "power-of-two MinMSE requires CalibTensorRangeSymmetric=True");
   }
 }
 }  // namespace detail
@@ -118,9 +123,11 @@ struct pof2_minmse_calibrator {
       const float s = detail::candidate_scale(st.pos, i);
       double acc = 0.0;
       for (std::size_t b = 0; b < h.bins(); ++b) {
-        if (h.counts[b] == 0) continue;
+        if (h.counts[b] == 0)
+          continue;
         const float c = static_cast<float>((h.edges[b] + h.edges[b + 1]) / 2.0);
-        const double d = static_cast<double>(c) - static_cast<double>(detail::fake_quant(c, s, zp, qmin, qmax));
+        const double d =
+            static_cast<double>(c) - static_cast<double>(detail::fake_quant(c, s, zp, qmin, qmax));
         acc += static_cast<double>(h.counts[b]) * d * d;
       }
       cost[static_cast<std::size_t>(i)] = acc;
@@ -147,10 +154,13 @@ class pof2_sse_observer {
   }
   void observe(std::span<const float> x) noexcept { detail::pof2_sse(x, start_, grid_, sse_); }
   void merge(const pof2_sse_observer& o) noexcept {
-    for (std::size_t i = 0; i < sse_.size(); ++i) sse_[i] += o.sse_[i];
+    for (std::size_t i = 0; i < sse_.size(); ++i)
+      sse_[i] += o.sse_[i];
   }
   void reset() noexcept { sse_ = {}; }
-  [[nodiscard]] const std::array<double, detail::pof2_candidates>& stats() const noexcept { return sse_; }
+  [[nodiscard]] const std::array<double, detail::pof2_candidates>& stats() const noexcept {
+    return sse_;
+  }
   [[nodiscard]] calibrated_range result() const {
     return detail::pof2_range(start_.pos + detail::pof2_argmin(sse_) - 1, start_.zp, grid_);
   }
@@ -191,18 +201,21 @@ class pof2_most_common_observer {
  public:
   explicit pof2_most_common_observer(int_grid grid) : grid_(grid) {}
   void observe(std::span<const float> x) {
-    if (x.empty()) return;
+    if (x.empty())
+      return;
     const calibrated_range r = pof2_minmse_search(x, grid_);
     ++votes_[*r.pof2_position];
   }
   void merge(const pof2_most_common_observer& o) {
-    for (const auto& [pos, n] : o.votes_) votes_[pos] += n;
+    for (const auto& [pos, n] : o.votes_)
+      votes_[pos] += n;
   }
   void reset() noexcept { votes_.clear(); }
   /// Position -> number of batches that chose it.
   [[nodiscard]] const std::map<int, std::uint64_t>& stats() const noexcept { return votes_; }
   [[nodiscard]] calibrated_range result() const {
-    if (votes_.empty()) detail::throw_invalid("quark.calib.empty_input", "no batch was observed");
+    if (votes_.empty())
+      detail::throw_invalid("quark.calib.empty_input", "no batch was observed");
     int best = votes_.begin()->first;
     std::uint64_t most = 0;
     for (const auto& [pos, n] : votes_) {
@@ -211,7 +224,8 @@ class pof2_most_common_observer {
         best = pos;
       }
     }
-    const std::int64_t zp = detail::scale_zp(-1.0, 1.0, grid_, range_symmetry::symmetric).zero_point;
+    const std::int64_t zp =
+        detail::scale_zp(-1.0, 1.0, grid_, range_symmetry::symmetric).zero_point;
     return detail::pof2_range(best, zp, grid_);
   }
 

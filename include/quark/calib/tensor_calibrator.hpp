@@ -31,13 +31,14 @@ struct calib_options {
   calib_method method = calib_method::minmax;
   std::optional<range_symmetry> symmetry = std::nullopt;  ///< CalibTensorRangeSymmetric
   moving_average average = moving_average::off;
-  float moving_average_constant = 0.01f;   ///< CalibMovingAverageConstant
-  std::optional<std::size_t> num_bins = std::nullopt;  ///< NumBins (2048; Entropy 128; pof2 MinMSE 0 = raw)
-  std::size_t num_quantized_bins = 128;    ///< NumQuantizedBins
-  double percentile = 99.999;              ///< Percentile
+  float moving_average_constant = 0.01f;  ///< CalibMovingAverageConstant
+  std::optional<std::size_t> num_bins =
+      std::nullopt;                      ///< NumBins (2048; Entropy 128; pof2 MinMSE 0 = raw)
+  std::size_t num_quantized_bins = 128;  ///< NumQuantizedBins
+  double percentile = 99.999;            ///< Percentile
   std::vector<double> percentile_candidates{99.99, 99.999, 99.99999};  ///< PercentileCandidates
-  lwp_metric metric = lwp_metric::mae;     ///< LWPMetric
-  pof2_minmse_mode minmse_mode = pof2_minmse_mode::all;  ///< MinMSEModePof2Scale
+  lwp_metric metric = lwp_metric::mae;                                 ///< LWPMetric
+  pof2_minmse_mode minmse_mode = pof2_minmse_mode::all;                ///< MinMSEModePof2Scale
   distribution_scenario scenario = distribution_scenario::same;
   /// Full integer grid of the activation type (e.g. grid_of<std::uint8_t>(range_table::full)):
   /// LayerwisePercentile scores on it, the pof2 methods on its symmetric table.
@@ -49,9 +50,9 @@ struct calib_options {
 /// ```cpp
 /// quark::tensor_calibrator cal{{.method = quark::calib_method::percentile}};
 /// for (auto batch : batches) cal.observe(batch);
-/// if (cal.needs_second_pass()) { cal.begin_second_pass(); for (auto b : batches) cal.observe_second(b); }
-/// quark::calibrated_range r = cal.result();
-/// auto p = quark::to_qparams<std::uint8_t>(r);
+/// if (cal.needs_second_pass()) { cal.begin_second_pass(); for (auto b : batches)
+/// cal.observe_second(b); } quark::calibrated_range r = cal.result(); auto p =
+/// quark::to_qparams<std::uint8_t>(r);
 /// ```
 /// LayerwisePercentile's second pass scores the candidates on this tensor's values (Quark's
 /// per-tensor metric); `lwp_candidates()` + `layerwise_percentile_calibrator::select` take a
@@ -71,14 +72,16 @@ class tensor_calibrator {
         break;
       case calib_method::percentile:
       case calib_method::layerwise_percentile:
-        hist_.emplace(histogram_options{.mode = sym == range_symmetry::symmetric ? histogram_mode::absolute
-                                                                                 : histogram_mode::signed_symmetric,
+        hist_.emplace(histogram_options{.mode = sym == range_symmetry::symmetric
+                                                    ? histogram_mode::absolute
+                                                    : histogram_mode::signed_symmetric,
                                         .num_bins = opt_.num_bins.value_or(2048)});
         break;
       case calib_method::entropy:
       case calib_method::distribution:
-        hist_.emplace(histogram_options{.mode = histogram_mode::signed_symmetric,
-                                        .num_bins = opt_.num_bins.value_or(opt_.method == calib_method::entropy ? 128 : 2048)});
+        hist_.emplace(histogram_options{
+            .mode = histogram_mode::signed_symmetric,
+            .num_bins = opt_.num_bins.value_or(opt_.method == calib_method::entropy ? 128 : 2048)});
         break;
       case calib_method::pof2_minmse:
         detail::require_symmetric(sym);
@@ -105,18 +108,26 @@ class tensor_calibrator {
 
   /// First pass: one calibration batch of this tensor.
   void observe(std::span<const float> x) {
-    if (mm_) mm_->observe(x);
-    if (ema_) ema_->observe(x);
-    if (hist_) hist_->observe(x);
-    if (mc_) mc_->observe(x);
+    if (mm_)
+      mm_->observe(x);
+    if (ema_)
+      ema_->observe(x);
+    if (hist_)
+      hist_->observe(x);
+    if (mc_)
+      mc_->observe(x);
   }
 
   /// Combines another calibrator's first pass (same options), e.g. from another thread.
   void merge(const tensor_calibrator& o) {
-    if (ema_) detail::throw_config("quark.calib.merge_unsupported", "moving averages cannot be merged");
-    if (mm_ && o.mm_) mm_->merge(*o.mm_);
-    if (hist_ && o.hist_) hist_->merge(*o.hist_);
-    if (mc_ && o.mc_) mc_->merge(*o.mc_);
+    if (ema_)
+      detail::throw_config("quark.calib.merge_unsupported", "moving averages cannot be merged");
+    if (mm_ && o.mm_)
+      mm_->merge(*o.mm_);
+    if (hist_ && o.hist_)
+      hist_->merge(*o.hist_);
+    if (mc_ && o.mc_)
+      mc_->merge(*o.mc_);
   }
 
   /// pof2 MinMSE on raw data (NumBins = 0) and LayerwisePercentile need the batches twice.
@@ -133,50 +144,71 @@ class tensor_calibrator {
     }
   }
   void observe_second(std::span<const float> x) {
-    if (scorer_) scorer_->observe(x);
-    if (sse_) sse_->observe(x);
+    if (scorer_)
+      scorer_->observe(x);
+    if (sse_)
+      sse_->observe(x);
   }
 
   /// The LayerwisePercentile candidates (after the first pass).
-  [[nodiscard]] std::vector<calibrated_range> lwp_candidates() const { return lwp().candidates(hist_->stats()); }
+  [[nodiscard]] std::vector<calibrated_range> lwp_candidates() const {
+    return lwp().candidates(hist_->stats());
+  }
 
   /// The calibrated range. Throws the calibrators' stable errors (empty input, all NaN, ...).
   [[nodiscard]] calibrated_range result() const {
     const range_symmetry sym = symmetry();
     switch (opt_.method) {
-      case calib_method::minmax: return minmax_calibrator{sym}(first_range());
-      case calib_method::pof2_non_overflow: return pof2_non_overflow_calibrator{pof2_grid(), sym}(first_range());
-      case calib_method::percentile: return percentile_calibrator{opt_.percentile}(hist_->stats());
-      case calib_method::entropy: return entropy_calibrator{opt_.num_quantized_bins, sym}(hist_->stats());
+      case calib_method::minmax:
+        return minmax_calibrator{sym}(first_range());
+      case calib_method::pof2_non_overflow:
+        return pof2_non_overflow_calibrator{pof2_grid(), sym}(first_range());
+      case calib_method::percentile:
+        return percentile_calibrator{opt_.percentile}(hist_->stats());
+      case calib_method::entropy:
+        return entropy_calibrator{opt_.num_quantized_bins, sym}(hist_->stats());
       case calib_method::layerwise_percentile: {
-        if (!scorer_) detail::throw_invalid("quark.calib.second_pass_missing", "LayerwisePercentile needs begin_second_pass()");
-        return lwp().select(cands_, [&](std::size_t i, const calibrated_range&) { return scorer_->errors()[i]; });
+        if (!scorer_)
+          detail::throw_invalid("quark.calib.second_pass_missing",
+                                "LayerwisePercentile needs begin_second_pass()");
+        return lwp().select(
+            cands_, [&](std::size_t i, const calibrated_range&) { return scorer_->errors()[i]; });
       }
       case calib_method::pof2_minmse:
-        if (mc_) return mc_->result();
-        if (hist_) return pof2_minmse_calibrator{pof2_grid(), sym}(hist_->stats());
-        if (!sse_) detail::throw_invalid("quark.calib.second_pass_missing", "raw pof2 MinMSE needs begin_second_pass()");
+        if (mc_)
+          return mc_->result();
+        if (hist_)
+          return pof2_minmse_calibrator{pof2_grid(), sym}(hist_->stats());
+        if (!sse_)
+          detail::throw_invalid("quark.calib.second_pass_missing",
+                                "raw pof2 MinMSE needs begin_second_pass()");
         return sse_->result();
       case calib_method::distribution: {
         // Distribution has no range; report the observed one (FP8 uses distribution()).
         calibrated_range r = detail::checked_range(hist_->stats().range);
-        if (sym == range_symmetry::symmetric) detail::symmetrize(r);
+        if (sym == range_symmetry::symmetric)
+          detail::symmetrize(r);
         return r;
       }
-      case calib_method::float_minmse: break;
+      case calib_method::float_minmse:
+        break;
     }
     detail::throw_config("quark.calib.bad_option", "unsupported method");
   }
 
   /// FP8 Distribution statistics (method distribution).
   [[nodiscard]] distribution_stats distribution() const {
-    if (!hist_) detail::throw_config("quark.calib.bad_option", "distribution() needs calib_method::distribution");
+    if (!hist_)
+      detail::throw_config("quark.calib.bad_option",
+                           "distribution() needs calib_method::distribution");
     return distribution_calibrator{opt_.scenario}(hist_->stats());
   }
 
   /// The first-pass observers, for serialisation (observer/json.hpp) or inspection.
   [[nodiscard]] const std::optional<minmax_observer>& minmax() const noexcept { return mm_; }
-  [[nodiscard]] const std::optional<histogram_observer>& histogram() const noexcept { return hist_; }
+  [[nodiscard]] const std::optional<histogram_observer>& histogram() const noexcept {
+    return hist_;
+  }
 
  private:
   [[nodiscard]] layerwise_percentile_calibrator lwp() const {

@@ -20,7 +20,8 @@ namespace quark {
 /// The integer grid of D for one of Quark's tables (pof2 MinMSE uses range_table::symmetric).
 ///
 /// ```cpp
-/// constexpr quark::int_grid g = quark::grid_of<std::int8_t>(quark::range_table::symmetric);  // -127..127
+/// constexpr quark::int_grid g = quark::grid_of<std::int8_t>(quark::range_table::symmetric);  //
+/// -127..127
 /// ```
 template <integral_data_type D>
 constexpr int_grid grid_of(range_table t) noexcept {
@@ -33,14 +34,16 @@ constexpr int_grid grid_of(range_table t) noexcept {
 /// ```cpp
 /// quark::calibrated_range r = quark::percentile_calibrator{}(hist.stats());
 /// auto p = quark::to_qparams<std::uint8_t>(r);                                   // float scale
-/// auto q = quark::to_qparams<std::int8_t, quark::pow2_scale>(r, {.sym = quark::symmetry::symmetric});
+/// auto q = quark::to_qparams<std::int8_t, quark::pow2_scale>(r, {.sym =
+/// quark::symmetry::symmetric});
 /// ```
 /// Throws "quark.qparams.nan_range" for a NaN range (from compute_qparams).
 template <quantized_type D, scale_type Scale = float_scale>
 auto to_qparams(const calibrated_range& r, const qparam_options& o = {}) {
   auto p = compute_qparams<D, Scale>(value_range{r.min, r.max}, o);
   if constexpr (integral_data_type<D>) {
-    if (r.origin != scale_origin::searched) return p;
+    if (r.origin != scale_origin::searched)
+      return p;
     // The float MinMSE search chose the scale and zero point on the grid it was given.
     if (r.scale && r.zero_point) {
       p.scale = scale_traits<Scale>::from_float(*r.scale, o.projection);
@@ -48,7 +51,8 @@ auto to_qparams(const calibrated_range& r, const qparam_options& o = {}) {
     }
     // A pof2 search chose the position: keep it whatever projection the options ask for.
     if constexpr (std::is_same_v<Scale, pow2_scale>) {
-      if (r.pof2_position) p.scale = pow2_scale::from_position(*r.pof2_position);
+      if (r.pof2_position)
+        p.scale = pow2_scale::from_position(*r.pof2_position);
     }
   }
   return p;
@@ -61,7 +65,7 @@ auto to_qparams(const calibrated_range& r, const qparam_options& o = {}) {
 /// auto p = quark::to_qparams<quark::float8_e4m3fn>(d);
 /// ```
 template <quantized_type D, scale_type Scale = float_scale>
-  requires(floating_data_type<D> && dtype_traits<D>::bits <= 8)
+  requires(floating_data_type<D>&& dtype_traits<D>::bits <= 8)
 auto to_qparams(const distribution_stats& d, const qparam_options& o = {}) {
   return compute_fp8_qparams_from_std<D, Scale>(d.std_dev, o);
 }

@@ -57,7 +57,8 @@ struct histogram_data {
   [[nodiscard]] std::size_t bins() const noexcept { return counts.size(); }
   [[nodiscard]] std::uint64_t total() const noexcept {
     std::uint64_t t = 0;
-    for (const std::uint64_t c : counts) t += c;
+    for (const std::uint64_t c : counts)
+      t += c;
     return t;
   }
   friend bool operator==(const histogram_data&, const histogram_data&) = default;
@@ -111,7 +112,8 @@ class histogram_observer {
       }
       account(b, x.size());
       if (!would_grow(b)) {
-        for (std::size_t i = 0; i < tmp.size(); ++i) data_.counts[i] += tmp[i];
+        for (std::size_t i = 0; i < tmp.size(); ++i)
+          data_.counts[i] += tmp[i];
         return;
       }
       // 2. The batch grows the range: grow, then bin again on the new edges.
@@ -155,18 +157,26 @@ class histogram_observer {
     r.count += o.range.count;
     r.nan_count += o.range.nan_count;
     if (o.edges == data_.edges) {
-      for (std::size_t i = 0; i < o.counts.size(); ++i) data_.counts[i] += o.counts[i];
+      for (std::size_t i = 0; i < o.counts.size(); ++i)
+        data_.counts[i] += o.counts[i];
       return;
     }
     // Grow to cover the other's edges, then rebin its counts by bin centre.
     switch (data_.mode) {
-      case histogram_mode::absolute: append_right(o.edges.back()); break;
-      case histogram_mode::signed_symmetric: grow_symmetric_to(o.threshold); break;
-      case histogram_mode::signed_extend: grow_extend(o.edges.front(), o.edges.back()); break;
+      case histogram_mode::absolute:
+        append_right(o.edges.back());
+        break;
+      case histogram_mode::signed_symmetric:
+        grow_symmetric_to(o.threshold);
+        break;
+      case histogram_mode::signed_extend:
+        grow_extend(o.edges.front(), o.edges.back());
+        break;
     }
     const std::vector<double>& e = data_.edges;
     for (std::size_t i = 0; i < o.counts.size(); ++i) {
-      if (o.counts[i] == 0) continue;
+      if (o.counts[i] == 0)
+        continue;
       const double c = 0.5 * (o.edges[i] + o.edges[i + 1]);
       data_.counts[locate(e, c)] += o.counts[i];
     }
@@ -209,9 +219,12 @@ class histogram_observer {
     const auto lo = static_cast<double>(b.min);
     const auto hi = static_cast<double>(b.max);
     switch (opt_.mode) {
-      case histogram_mode::absolute: return std::fmax(std::fabs(lo), std::fabs(hi)) > data_.edges.back();
-      case histogram_mode::signed_symmetric: return std::fmax(std::fabs(lo), std::fabs(hi)) > data_.threshold;
-      case histogram_mode::signed_extend: return lo < data_.edges.front() || hi > data_.edges.back();
+      case histogram_mode::absolute:
+        return std::fmax(std::fabs(lo), std::fabs(hi)) > data_.edges.back();
+      case histogram_mode::signed_symmetric:
+        return std::fmax(std::fabs(lo), std::fabs(hi)) > data_.threshold;
+      case histogram_mode::signed_extend:
+        return lo < data_.edges.front() || hi > data_.edges.back();
     }
     return true;
   }
@@ -221,9 +234,15 @@ class histogram_observer {
     p.min = b.min;
     p.max = b.max;
     switch (opt_.mode) {
-      case histogram_mode::absolute: grow_absolute(x, p); break;
-      case histogram_mode::signed_symmetric: grow_symmetric(p); break;
-      case histogram_mode::signed_extend: grow_extend(static_cast<double>(p.min), static_cast<double>(p.max)); break;
+      case histogram_mode::absolute:
+        grow_absolute(x, p);
+        break;
+      case histogram_mode::signed_symmetric:
+        grow_symmetric(p);
+        break;
+      case histogram_mode::signed_extend:
+        grow_extend(static_cast<double>(p.min), static_cast<double>(p.max));
+        break;
     }
   }
 
@@ -243,11 +262,16 @@ class histogram_observer {
     const std::size_t n = e.size() - 1;
     std::size_t lo = 0;
     std::size_t hi = n;  // bin index in [lo, hi)
-    if (v <= e.front()) return 0;
-    if (v >= e.back()) return n - 1;
+    if (v <= e.front())
+      return 0;
+    if (v >= e.back())
+      return n - 1;
     while (hi - lo > 1) {
       const std::size_t mid = (lo + hi) / 2;
-      if (v < e[mid]) hi = mid; else lo = mid;
+      if (v < e[mid])
+        hi = mid;
+      else
+        lo = mid;
     }
     return lo;
   }
@@ -272,7 +296,8 @@ class histogram_observer {
   }
 
   void grow_absolute(std::span<const float> x, const detail::minmax_partial& p) {
-    const double amax = std::fmax(std::fabs(static_cast<double>(p.min)), std::fabs(static_cast<double>(p.max)));
+    const double amax =
+        std::fmax(std::fabs(static_cast<double>(p.min)), std::fabs(static_cast<double>(p.max)));
     if (data_.counts.empty()) {
       float amin = std::numeric_limits<float>::infinity();
       for (const float v : x) {
@@ -288,10 +313,12 @@ class histogram_observer {
   /// Appends equal-width bins (last + w, last + 2w, ...) until the last edge covers `amax`.
   void append_right(double amax) {
     std::vector<double>& e = data_.edges;
-    if (!(amax > e.back())) return;
+    if (!(amax > e.back()))
+      return;
     const double w = e[1] - e[0];
     check_bins(static_cast<double>(e.size()) + (amax - e.back()) / w);
-    while (amax > e.back()) e.push_back(e.back() + w);
+    while (amax > e.back())
+      e.push_back(e.back() + w);
     data_.counts.resize(e.size() - 1, 0);
   }
 
@@ -310,13 +337,15 @@ class histogram_observer {
     const double mod = std::fmod(a, b);
     const double div = (a - mod) / b;
     double fl = std::floor(div);
-    if (div - fl > 0.5) fl += 1.0;
+    if (div - fl > 0.5)
+      fl += 1.0;
     return fl;
   }
 
   void grow_symmetric_to(double new_thr) {
     const double old_thr = data_.threshold;
-    if (new_thr <= old_thr) return;
+    if (new_thr <= old_thr)
+      return;
     const std::size_t n = data_.counts.size();
     if (old_thr == 0.0) {
       // ORT keeps the old counts in place and re-edges over the new threshold.
@@ -332,7 +361,8 @@ class histogram_observer {
     // 2. New threshold and edges; the old counts move to the centre slice.
     const double thr = static_cast<double>(h) * stride + old_thr;
     std::vector<std::uint64_t> counts(n + 2 * h, 0);
-    for (std::size_t i = 0; i < n; ++i) counts[h + i] = data_.counts[i];
+    for (std::size_t i = 0; i < n; ++i)
+      counts[h + i] = data_.counts[i];
     data_.counts = std::move(counts);
     data_.edges = detail::linspace_edges(-thr, thr, n + 2 * h);
     data_.threshold = thr;
@@ -345,7 +375,8 @@ class histogram_observer {
     }
     const double lo = data_.edges.front();
     const double hi = data_.edges.back();
-    if (lo_new >= lo && hi_new <= hi) return;
+    if (lo_new >= lo && hi_new <= hi)
+      return;
     // 1. Whole bins of the current width on each side.
     const double w = data_.edges[1] - data_.edges[0];
     const double left = lo_new < lo ? std::ceil((lo - lo_new) / w) : 0.0;
@@ -357,7 +388,8 @@ class histogram_observer {
     // 2. Edges regenerated over the extended range; old counts shifted by `l`.
     data_.edges = detail::linspace_edges(lo - left * w, hi + right * w, n + l + rgt);
     std::vector<std::uint64_t> counts(n + l + rgt, 0);
-    for (std::size_t i = 0; i < n; ++i) counts[l + i] = data_.counts[i];
+    for (std::size_t i = 0; i < n; ++i)
+      counts[l + i] = data_.counts[i];
     data_.counts = std::move(counts);
   }
 

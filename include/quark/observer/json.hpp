@@ -22,21 +22,28 @@ namespace quark {
 
 namespace detail {
 inline nlohmann::json float_to_json(double v) {
-  if (std::isnan(v)) return "nan";
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  if (std::isnan(v))
+    return "nan";
+  if (std::isinf(v))
+    return v > 0 ? "inf" : "-inf";
   return v;
 }
 inline double float_from_json(const nlohmann::json& j) {
   if (j.is_string()) {
     const auto s = j.get<std::string>();
-    if (s == "nan") return std::numeric_limits<double>::quiet_NaN();
-    if (s == "inf") return std::numeric_limits<double>::infinity();
-    if (s == "-inf") return -std::numeric_limits<double>::infinity();
+    if (s == "nan")
+      return std::numeric_limits<double>::quiet_NaN();
+    if (s == "inf")
+      return std::numeric_limits<double>::infinity();
+    if (s == "-inf")
+      return -std::numeric_limits<double>::infinity();
     throw_invalid("quark.calib.bad_json", "unexpected float string '" + s + "'");
   }
   return j.get<double>();
 }
-inline float f32_from_json(const nlohmann::json& j) { return static_cast<float>(float_from_json(j)); }
+inline float f32_from_json(const nlohmann::json& j) {
+  return static_cast<float>(float_from_json(j));
+}
 }  // namespace detail
 
 /// ```cpp
@@ -57,7 +64,9 @@ inline void from_json(const nlohmann::json& j, range_stats& s) {
 }
 
 inline void to_json(nlohmann::json& j, const minmax_observer& o) {
-  j = {{"type", "minmax"}, {"stats", o.state().stats}, {"nan_policy", static_cast<int>(o.state().nan)}};
+  j = {{"type", "minmax"},
+       {"stats", o.state().stats},
+       {"nan_policy", static_cast<int>(o.state().nan)}};
 }
 inline void from_json(const nlohmann::json& j, minmax_observer& o) {
   minmax_observer::state_type s;
@@ -86,14 +95,10 @@ inline void from_json(const nlohmann::json& j, moving_average_observer& o) {
 inline void to_json(nlohmann::json& j, const histogram_observer& o) {
   const histogram_options& opt = o.options();
   const histogram_data& d = o.state();
-  j = {{"type", "histogram"},
-       {"mode", static_cast<int>(d.mode)},
-       {"num_bins", opt.num_bins},
-       {"non_finite", static_cast<int>(opt.non_finite)},
-       {"max_bins", opt.max_bins},
-       {"range", d.range},
-       {"threshold", d.threshold},
-       {"edges", d.edges},
+  j = {{"type", "histogram"},      {"mode", static_cast<int>(d.mode)},
+       {"num_bins", opt.num_bins}, {"non_finite", static_cast<int>(opt.non_finite)},
+       {"max_bins", opt.max_bins}, {"range", d.range},
+       {"threshold", d.threshold}, {"edges", d.edges},
        {"counts", d.counts}};
 }
 inline void from_json(const nlohmann::json& j, histogram_observer& o) {
@@ -118,34 +123,46 @@ inline void from_json(const nlohmann::json& j, histogram_observer& o) {
 template <observer O>
 void to_json(nlohmann::json& j, const per_channel_observer<O>& pc) {
   nlohmann::json arr = nlohmann::json::array();
-  for (const O& o : pc.observers()) arr.push_back(o);
+  for (const O& o : pc.observers())
+    arr.push_back(o);
   j = {{"type", "per_channel"}, {"observers", std::move(arr)}};
 }
 template <observer O>
 void from_json(const nlohmann::json& j, per_channel_observer<O>& pc) {
   std::vector<O> v;
-  for (const auto& e : j.at("observers")) v.push_back(e.get<O>());
+  for (const auto& e : j.at("observers"))
+    v.push_back(e.get<O>());
   pc = per_channel_observer<O>(std::move(v));
 }
 
 inline void to_json(nlohmann::json& j, const calibrated_range& r) {
   j = {{"min", detail::float_to_json(static_cast<double>(r.min))},
        {"max", detail::float_to_json(static_cast<double>(r.max))}};
-  if (!r.warnings.empty()) j["warnings"] = r.warnings;
-  if (r.pof2_position) j["pof2_position"] = *r.pof2_position;
-  if (r.scale) j["scale"] = detail::float_to_json(static_cast<double>(*r.scale));
-  if (r.zero_point) j["zero_point"] = *r.zero_point;
-  if (r.origin == scale_origin::searched) j["origin"] = "searched";
+  if (!r.warnings.empty())
+    j["warnings"] = r.warnings;
+  if (r.pof2_position)
+    j["pof2_position"] = *r.pof2_position;
+  if (r.scale)
+    j["scale"] = detail::float_to_json(static_cast<double>(*r.scale));
+  if (r.zero_point)
+    j["zero_point"] = *r.zero_point;
+  if (r.origin == scale_origin::searched)
+    j["origin"] = "searched";
 }
 inline void from_json(const nlohmann::json& j, calibrated_range& r) {
   r = calibrated_range{};
   r.min = detail::f32_from_json(j.at("min"));
   r.max = detail::f32_from_json(j.at("max"));
-  if (j.contains("warnings")) r.warnings = j.at("warnings").get<std::vector<std::string>>();
-  if (j.contains("pof2_position")) r.pof2_position = j.at("pof2_position").get<int>();
-  if (j.contains("scale")) r.scale = detail::f32_from_json(j.at("scale"));
-  if (j.contains("zero_point")) r.zero_point = j.at("zero_point").get<std::int64_t>();
-  if (j.contains("origin") && j.at("origin") == "searched") r.origin = scale_origin::searched;
+  if (j.contains("warnings"))
+    r.warnings = j.at("warnings").get<std::vector<std::string>>();
+  if (j.contains("pof2_position"))
+    r.pof2_position = j.at("pof2_position").get<int>();
+  if (j.contains("scale"))
+    r.scale = detail::f32_from_json(j.at("scale"));
+  if (j.contains("zero_point"))
+    r.zero_point = j.at("zero_point").get<std::int64_t>();
+  if (j.contains("origin") && j.at("origin") == "searched")
+    r.origin = scale_origin::searched;
 }
 
 }  // namespace quark

@@ -105,7 +105,8 @@ class moving_average_observer {
     state_.constant = constant;
     state_.nan = nan;
   }
-  explicit moving_average_observer(const state_type& s) : moving_average_observer(s.constant, s.nan) {
+  explicit moving_average_observer(const state_type& s)
+      : moving_average_observer(s.constant, s.nan) {
     state_ = s;
   }
 

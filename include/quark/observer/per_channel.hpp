@@ -28,14 +28,17 @@ struct axis_layout {
   static axis_layout from_shape(std::span<const std::size_t> shape, std::ptrdiff_t axis) {
     const auto rank = static_cast<std::ptrdiff_t>(shape.size());
     if (axis < -rank || axis >= rank) {
-      detail::throw_invalid("quark.calib.bad_axis",
-                            "axis " + std::to_string(axis) + " out of range for rank " + std::to_string(rank));
+      detail::throw_invalid(
+          "quark.calib.bad_axis",
+          "axis " + std::to_string(axis) + " out of range for rank " + std::to_string(rank));
     }
     const auto a = static_cast<std::size_t>(axis < 0 ? axis + rank : axis);
     axis_layout l;
-    for (std::size_t i = 0; i < a; ++i) l.outer *= shape[i];
+    for (std::size_t i = 0; i < a; ++i)
+      l.outer *= shape[i];
     l.channels = shape[a];
-    for (std::size_t i = a + 1; i < shape.size(); ++i) l.inner *= shape[i];
+    for (std::size_t i = a + 1; i < shape.size(); ++i)
+      l.inner *= shape[i];
     return l;
   }
   [[nodiscard]] std::size_t size() const noexcept { return outer * channels * inner; }
@@ -45,8 +48,9 @@ struct axis_layout {
 namespace detail {
 inline void check_layout(const axis_layout& l, std::size_t n) {
   if (l.size() != n) {
-    throw_invalid("quark.calib.shape_mismatch", "data has " + std::to_string(n) +
-                                                    " values but the shape has " + std::to_string(l.size()));
+    throw_invalid(
+        "quark.calib.shape_mismatch",
+        "data has " + std::to_string(n) + " values but the shape has " + std::to_string(l.size()));
   }
 }
 }  // namespace detail
@@ -64,7 +68,8 @@ class per_channel_observer {
  public:
   /// No channel yet (a target for deserialisation).
   per_channel_observer() = default;
-  explicit per_channel_observer(std::size_t channels, const O& prototype = O{}) : obs_(channels, prototype) {}
+  explicit per_channel_observer(std::size_t channels, const O& prototype = O{})
+      : obs_(channels, prototype) {}
   /// From existing per-channel observers (e.g. restored from JSON).
   explicit per_channel_observer(std::vector<O> observers) : obs_(std::move(observers)) {}
 
@@ -89,7 +94,8 @@ class per_channel_observer {
     if (l.inner >= min_run) {
       // 1. Long contiguous runs: each goes straight to its channel's observer.
       for (std::size_t o = 0; o < l.outer; ++o) {
-        for (std::size_t c = 0; c < l.channels; ++c) obs_[c].observe(x.subspan(o * row + c * l.inner, l.inner));
+        for (std::size_t c = 0; c < l.channels; ++c)
+          obs_[c].observe(x.subspan(o * row + c * l.inner, l.inner));
       }
       return;
     }
@@ -113,17 +119,17 @@ class per_channel_observer {
   }
 
   /// Merges channel by channel (O must be mergeable).
-  void merge(const per_channel_observer& other)
-    requires mergeable_observer<O>
-  {
+  void merge(const per_channel_observer& other) requires mergeable_observer<O> {
     if (other.obs_.size() != obs_.size()) {
       detail::throw_invalid("quark.calib.merge_mismatch", "different channel counts");
     }
-    for (std::size_t c = 0; c < obs_.size(); ++c) obs_[c].merge(other.obs_[c]);
+    for (std::size_t c = 0; c < obs_.size(); ++c)
+      obs_[c].merge(other.obs_[c]);
   }
 
   void reset() {
-    for (O& o : obs_) o.reset();
+    for (O& o : obs_)
+      o.reset();
   }
 
  private:
@@ -137,16 +143,16 @@ class per_channel_observer {
 /// [outer, C, inner] is (o, g, i) -> b = (o * G + g) * inner + i with G = ceil(C / group_size).
 ///
 /// ```cpp
-/// quark::per_group_observer<quark::minmax_observer> obs{128};        // MatMulNBits-style groups of 128
-/// std::size_t shape[] = {4096, 11008};
-/// obs.observe(w, shape, 0);                                 // blocks along K = axis 0
+/// quark::per_group_observer<quark::minmax_observer> obs{128};        // MatMulNBits-style groups
+/// of 128 std::size_t shape[] = {4096, 11008}; obs.observe(w, shape, 0); // blocks along K = axis 0
 /// ```
 template <observer O>
 class per_group_observer {
  public:
   explicit per_group_observer(std::size_t group_size, const O& prototype = O{})
       : group_size_(group_size), prototype_(prototype) {
-    if (group_size == 0) detail::throw_config("quark.calib.bad_option", "group size must be positive");
+    if (group_size == 0)
+      detail::throw_config("quark.calib.bad_option", "group size must be positive");
   }
 
   [[nodiscard]] std::size_t group_size() const noexcept { return group_size_; }
@@ -181,25 +187,27 @@ class per_group_observer {
         }
         for (std::size_t i = 0; i < l.inner; ++i) {
           buf.clear();
-          for (std::size_t c = c0; c < c1; ++c) buf.push_back(x[o * row + c * l.inner + i]);
+          for (std::size_t c = c0; c < c1; ++c)
+            buf.push_back(x[o * row + c * l.inner + i]);
           obs_[(o * g + k) * l.inner + i].observe(buf);
         }
       }
     }
   }
 
-  void merge(const per_group_observer& other)
-    requires mergeable_observer<O>
-  {
-    if (other.obs_.empty()) return;
+  void merge(const per_group_observer& other) requires mergeable_observer<O> {
+    if (other.obs_.empty())
+      return;
     if (obs_.empty()) {
       *this = other;
       return;
     }
     if (!(other.layout_ == layout_) || other.group_size_ != group_size_) {
-      detail::throw_invalid("quark.calib.merge_mismatch", "per_group observers of different layouts");
+      detail::throw_invalid("quark.calib.merge_mismatch",
+                            "per_group observers of different layouts");
     }
-    for (std::size_t b = 0; b < obs_.size(); ++b) obs_[b].merge(other.obs_[b]);
+    for (std::size_t b = 0; b < obs_.size(); ++b)
+      obs_[b].merge(other.obs_[b]);
   }
 
   void reset() { obs_.clear(); }

@@ -55,7 +55,8 @@ enum class non_finite_policy : std::uint8_t {
 /// static_assert(quark::observer<quark::minmax_observer>);
 /// ```
 template <class O>
-concept observer = std::copy_constructible<O> && requires(O o, const O co, std::span<const float> x) {
+concept observer = std::copy_constructible<O> &&
+    requires(O o, const O co, std::span<const float> x) {
   o.observe(x);
   o.reset();
   co.stats();
@@ -63,7 +64,9 @@ concept observer = std::copy_constructible<O> && requires(O o, const O co, std::
 
 /// An observer whose state can be combined with another one (parallel calibration).
 template <class O>
-concept mergeable_observer = observer<O> && requires(O o, const O other) { o.merge(other); };
+concept mergeable_observer = observer<O> && requires(O o, const O other) {
+  o.merge(other);
+};
 
 namespace detail {
 [[noreturn]] inline void throw_invalid(const char* id, const std::string& what) {

@@ -33,7 +33,8 @@ struct fake_of {
     } else if constexpr (integral_data_type<D>) {
       const double v = int_code_wide<P>(x, s, inv, static_cast<double>(z), wlo, whi);
       if constexpr (P.nan == nan_output::propagate) {
-        if (v != v) return x;  // NaN in, NaN out
+        if (v != v)
+          return x;  // NaN in, NaN out
       }
       return static_cast<float>(static_cast<std::int64_t>(v) - static_cast<std::int64_t>(z)) * s;
     } else {
@@ -52,8 +53,8 @@ struct fake_of {
 /// Throws quark::invalid_argument on size, scale, zero-point or clip-bound errors.
 template <quantized_type D, quant_policy P = quant_policy{}>
   requires(P.round != rounding::stochastic)
-void fake_quantize(const tensor_shape& shape, std::span<const float> x,
-                   const tensor_qparams<D>& p, std::span<float> y, threading t = {}) {
+void fake_quantize(const tensor_shape& shape, std::span<const float> x, const tensor_qparams<D>& p,
+                   std::span<float> y, threading t = {}) {
   const detail::qdq_layout l = detail::check_qdq(shape, p, x.size(), y.size(), x.size());
   const detail::fake_of<D, P> fq{static_cast<float>(p.qmin), static_cast<float>(p.qmax),
                                  static_cast<double>(p.qmin), static_cast<double>(p.qmax)};
@@ -75,10 +76,10 @@ void fake_quantize(const tensor_shape& shape, std::span<const float> x,
 /// A per-tensor fake quantizer: a regular, copyable functor float -> float. Idempotent,
 /// monotone (non-decreasing for a positive scale) and exact on grid values.
 ///
-///     auto p = quark::compute_qparams<std::int8_t>({-1.f, 1.f}, {.sym = quark::symmetry::symmetric});
-///     quark::fake_quant<std::int8_t> fq(p);
-///     float y = fq(0.3f);                         // 0.29921258f (38 * 2/254)
-///     m.unaryExpr(fq);                            // Eigen, via quark/adapt/eigen.hpp
+///     auto p = quark::compute_qparams<std::int8_t>({-1.f, 1.f}, {.sym =
+///     quark::symmetry::symmetric}); quark::fake_quant<std::int8_t> fq(p); float y = fq(0.3f); //
+///     0.29921258f (38 * 2/254) m.unaryExpr(fq);                            // Eigen, via
+///     quark/adapt/eigen.hpp
 template <quantized_type D, quant_policy P = quant_policy{}>
   requires(P.round != rounding::stochastic)
 class fake_quant {
@@ -111,7 +112,8 @@ class fake_quant {
     const float* xs = in.data();
     float* ys = out.data();
     const std::size_t n = in.size();
-    for (std::size_t k = 0; k < n; ++k) ys[k] = (*this)(xs[k]);
+    for (std::size_t k = 0; k < n; ++k)
+      ys[k] = (*this)(xs[k]);
   }
 
   constexpr float scale() const noexcept { return scale_; }

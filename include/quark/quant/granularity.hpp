@@ -74,16 +74,17 @@ class tensor_shape {
   /// Number of elements (1 for rank 0).
   std::size_t size() const noexcept {
     std::size_t n = 1;
-    for (std::size_t k = 0; k < rank_; ++k) n *= dims_[k];
+    for (std::size_t k = 0; k < rank_; ++k)
+      n *= dims_[k];
     return n;
   }
   /// `axis` in [-rank, rank) made non-negative; throws "quark.quant.bad_axis" otherwise.
   std::size_t normalize_axis(std::ptrdiff_t axis) const {
     const auto r = static_cast<std::ptrdiff_t>(rank_);
     if (axis < -r || axis >= r) {
-      QUARK_THROW(invalid_argument("quark.quant.bad_axis", "axis " + std::to_string(axis) +
-                                                               " out of range for rank " +
-                                                               std::to_string(rank_)));
+      QUARK_THROW(invalid_argument(
+          "quark.quant.bad_axis",
+          "axis " + std::to_string(axis) + " out of range for rank " + std::to_string(rank_)));
     }
     return static_cast<std::size_t>(axis < 0 ? axis + r : axis);
   }
@@ -96,7 +97,8 @@ class tensor_shape {
     }
     rank_ = dims.size();
     std::size_t k = 0;
-    for (std::size_t d : dims) dims_[k++] = d;
+    for (std::size_t d : dims)
+      dims_[k++] = d;
   }
   std::array<std::size_t, max_rank> dims_{};
   std::size_t rank_ = 0;
@@ -107,26 +109,29 @@ namespace detail {
 /// The tensor seen around one axis, and how parameters are indexed.
 struct qdq_layout {
   enum class kind : std::uint8_t { tensor, channel, block } k = kind::tensor;
-  std::size_t size = 0;      ///< elements
+  std::size_t size = 0;  ///< elements
   std::size_t outer = 1;
   std::size_t channels = 1;  ///< extent of the axis
   std::size_t inner = 1;
-  std::size_t block = 1;     ///< block size (per_block)
-  std::size_t blocks = 1;    ///< ceil(channels / block)
-  std::size_t params = 1;    ///< number of scales expected
+  std::size_t block = 1;   ///< block size (per_block)
+  std::size_t blocks = 1;  ///< ceil(channels / block)
+  std::size_t params = 1;  ///< number of scales expected
 };
 
 inline qdq_layout make_layout(const tensor_shape& shape, const granularity& g) {
   qdq_layout l;
   l.size = shape.size();
-  if (std::holds_alternative<per_tensor>(g)) return l;
+  if (std::holds_alternative<per_tensor>(g))
+    return l;
   const std::ptrdiff_t axis_in = std::holds_alternative<per_channel>(g)
                                      ? std::get<per_channel>(g).axis
                                      : std::get<per_block>(g).axis;
   const std::size_t axis = shape.normalize_axis(axis_in);
-  for (std::size_t k = 0; k < axis; ++k) l.outer *= shape[k];
+  for (std::size_t k = 0; k < axis; ++k)
+    l.outer *= shape[k];
   l.channels = shape[axis];
-  for (std::size_t k = axis + 1; k < shape.rank(); ++k) l.inner *= shape[k];
+  for (std::size_t k = axis + 1; k < shape.rank(); ++k)
+    l.inner *= shape[k];
   if (std::holds_alternative<per_channel>(g)) {
     l.k = qdq_layout::kind::channel;
     l.params = l.channels;
@@ -151,7 +156,8 @@ QUARK_ALWAYS_INLINE void for_each_run(const qdq_layout& l, std::size_t begin, st
   using kind = qdq_layout::kind;
   std::size_t i = begin;
   if (l.k == kind::tensor) {
-    if (begin < end) f(begin, end - begin, std::size_t{0}, 0);
+    if (begin < end)
+      f(begin, end - begin, std::size_t{0}, 0);
     return;
   }
   const std::size_t C = l.channels;

@@ -19,15 +19,16 @@ enum class scale_application : std::uint8_t {
 
 /// What a NaN input becomes.
 enum class nan_output : std::uint8_t {
-  to_qmin,          ///< the lower clip bound (ONNX Runtime's MLAS kernels: max(NaN, lo) = lo)
-  to_zero_point,    ///< the zero point, i.e. real 0
-  propagate,        ///< fake_quantize returns NaN; quantize stores the zero point
+  to_qmin,        ///< the lower clip bound (ONNX Runtime's MLAS kernels: max(NaN, lo) = lo)
+  to_zero_point,  ///< the zero point, i.e. real 0
+  propagate,      ///< fake_quantize returns NaN; quantize stores the zero point
 };
 
 /// The quantization arithmetic.
 ///
-///     constexpr quark::quant_policy torch_like{.apply = quark::scale_application::multiply_reciprocal};
-///     quark::fake_quantize<std::int8_t, torch_like>(shape, in, out, params);
+///     constexpr quark::quant_policy torch_like{.apply =
+///     quark::scale_application::multiply_reciprocal}; quark::fake_quantize<std::int8_t,
+///     torch_like>(shape, in, out, params);
 struct quant_policy {
   rounding round = rounding::nearest_even;
   scale_application apply = scale_application::divide;

@@ -105,8 +105,7 @@ void quantize(const tensor_shape& shape, std::span<const float> x, const tensor_
       D* qi = qs + i;
       detail::for_run(
           len, s, zp, pi, st,
-          [&](std::size_t k, float sc, float inv, auto z) { qi[k] = code(xi[k], sc, inv, z); },
-          xi);
+          [&](std::size_t k, float sc, float inv, auto z) { qi[k] = code(xi[k], sc, inv, z); }, xi);
     });
   });
 }
@@ -119,8 +118,7 @@ void quantize(const tensor_shape& shape, std::span<const float> x, const tensor_
 template <quantized_type D, quant_policy P = quant_policy{}>
   requires(dtype_traits<D>::bits < 8 && P.round != rounding::stochastic)
 void quantize_packed(const tensor_shape& shape, std::span<const float> x,
-                     const tensor_qparams<D>& p, std::span<std::uint8_t> packed,
-                     threading t = {}) {
+                     const tensor_qparams<D>& p, std::span<std::uint8_t> packed, threading t = {}) {
   constexpr int bits = dtype_traits<D>::bits;
   const detail::qdq_layout l =
       detail::check_qdq(shape, p, x.size(), packed.size(), packed_size(x.size(), bits));
@@ -133,14 +131,14 @@ void quantize_packed(const tensor_shape& shape, std::span<const float> x,
   detail::parallel_for(l.size, t, [&](std::size_t b, std::size_t e) {
     std::uint8_t buf[256];
     detail::for_each_run(l, b, e, [&](std::size_t i, std::size_t len, std::size_t pi, int st) {
-      detail::for_chunks<256>(len, pi, st, [&](std::size_t off, std::size_t n, std::size_t pj,
-                                               int sj) {
-        const float* xi = xs + i + off;
-        detail::for_run(n, s, zp, pj, sj, [&](std::size_t k, float sc, float inv, auto z) {
-          buf[k] = detail::bits_of(code(xi[k], sc, inv, z));
-        });
-        detail::write_packed(buf, n, bits, out, i + off);
-      });
+      detail::for_chunks<256>(
+          len, pi, st, [&](std::size_t off, std::size_t n, std::size_t pj, int sj) {
+            const float* xi = xs + i + off;
+            detail::for_run(n, s, zp, pj, sj, [&](std::size_t k, float sc, float inv, auto z) {
+              buf[k] = detail::bits_of(code(xi[k], sc, inv, z));
+            });
+            detail::write_packed(buf, n, bits, out, i + off);
+          });
     });
   });
   const std::size_t used = l.size * static_cast<std::size_t>(bits);
@@ -189,14 +187,14 @@ void dequantize_packed(const tensor_shape& shape, std::span<const std::uint8_t> 
   detail::parallel_for(l.size, t, [&](std::size_t b, std::size_t e) {
     std::uint8_t buf[256];
     detail::for_each_run(l, b, e, [&](std::size_t i, std::size_t len, std::size_t pi, int st) {
-      detail::for_chunks<256>(len, pi, st, [&](std::size_t off, std::size_t n, std::size_t pj,
-                                               int sj) {
-        detail::read_packed(in, i + off, n, bits, buf);
-        float* yi = ys + i + off;
-        detail::for_run(n, s, zp, pj, sj, [&](std::size_t k, float sc, float, auto z) {
-          yi[k] = detail::value_of<D>(D::from_bits(buf[k]), sc, z);
-        });
-      });
+      detail::for_chunks<256>(
+          len, pi, st, [&](std::size_t off, std::size_t n, std::size_t pj, int sj) {
+            detail::read_packed(in, i + off, n, bits, buf);
+            float* yi = ys + i + off;
+            detail::for_run(n, s, zp, pj, sj, [&](std::size_t k, float sc, float, auto z) {
+              yi[k] = detail::value_of<D>(D::from_bits(buf[k]), sc, z);
+            });
+          });
     });
   });
 }

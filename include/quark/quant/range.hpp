@@ -39,7 +39,8 @@ inline void group_ranges(const tensor_shape& shape, std::span<const float> x, co
     QUARK_THROW(invalid_argument("quark.quant.param_count", "one range per parameter group"));
   }
   constexpr float inf = std::numeric_limits<float>::infinity();
-  for (auto& r : out) r = {inf, -inf};
+  for (auto& r : out)
+    r = {inf, -inf};
   // NaN-propagating min / max: once a group holds NaN it stays NaN.
   auto update = [](value_range& r, float v) {
     if (v != v || r.min != r.min) {
@@ -50,10 +51,12 @@ inline void group_ranges(const tensor_shape& shape, std::span<const float> x, co
     r.max = v > r.max ? v : r.max;
   };
   detail::for_each_run(l, 0, l.size, [&](std::size_t i, std::size_t len, std::size_t p, int st) {
-    for (std::size_t k = 0; k < len; ++k) update(out[st == 0 ? p : p + k], x[i + k]);
+    for (std::size_t k = 0; k < len; ++k)
+      update(out[st == 0 ? p : p + k], x[i + k]);
   });
   for (auto& r : out) {
-    if (r.min > r.max) r = {0.0f, 0.0f};  // empty group (zero-size axis)
+    if (r.min > r.max)
+      r = {0.0f, 0.0f};  // empty group (zero-size axis)
   }
 }
 

@@ -20,11 +20,17 @@ namespace quark {
 namespace detail {
 template <quantized_type D>
 constexpr std::int64_t type_min() noexcept {
-  if constexpr (integral_data_type<D>) return dtype_traits<D>::min_value; else return 0;
+  if constexpr (integral_data_type<D>)
+    return dtype_traits<D>::min_value;
+  else
+    return 0;
 }
 template <quantized_type D>
 constexpr std::int64_t type_max() noexcept {
-  if constexpr (integral_data_type<D>) return dtype_traits<D>::max_value; else return 0;
+  if constexpr (integral_data_type<D>)
+    return dtype_traits<D>::max_value;
+  else
+    return 0;
 }
 }  // namespace detail
 
@@ -52,20 +58,19 @@ qdq_layout check_qdq(const tensor_shape& shape, const tensor_qparams<D>& p, std:
                      std::size_t out_size, std::size_t expected_out) {
   const qdq_layout l = make_layout(shape, p.gran);
   if (in_size != l.size || out_size < expected_out) {
-    QUARK_THROW(invalid_argument("quark.quant.size_mismatch",
-                                 "input has " + std::to_string(in_size) + " elements, shape " +
-                                     std::to_string(l.size) + "; output " +
-                                     std::to_string(out_size) + " < " +
-                                     std::to_string(expected_out)));
+    QUARK_THROW(invalid_argument(
+        "quark.quant.size_mismatch",
+        "input has " + std::to_string(in_size) + " elements, shape " + std::to_string(l.size) +
+            "; output " + std::to_string(out_size) + " < " + std::to_string(expected_out)));
   }
   if (p.scale.size() != l.params) {
-    QUARK_THROW(invalid_argument("quark.quant.param_count",
-                                 "expected " + std::to_string(l.params) + " scales, got " +
-                                     std::to_string(p.scale.size())));
+    QUARK_THROW(invalid_argument(
+        "quark.quant.param_count",
+        "expected " + std::to_string(l.params) + " scales, got " + std::to_string(p.scale.size())));
   }
   if (!p.zero_point.empty() && p.zero_point.size() != l.params) {
-    QUARK_THROW(invalid_argument("quark.quant.param_count",
-                                 "zero points and scales differ in count"));
+    QUARK_THROW(
+        invalid_argument("quark.quant.param_count", "zero points and scales differ in count"));
   }
   for (float s : p.scale) {
     if (!(s != 0.0f && s - s == 0.0f)) {
@@ -78,8 +83,8 @@ qdq_layout check_qdq(const tensor_shape& shape, const tensor_qparams<D>& p, std:
     }
     for (auto z : p.zero_point) {
       if (z < type_min<D>() || z > type_max<D>()) {
-        QUARK_THROW(invalid_argument("quark.quant.bad_zero_point",
-                                     "zero point outside the type range"));
+        QUARK_THROW(
+            invalid_argument("quark.quant.bad_zero_point", "zero point outside the type range"));
       }
     }
   }

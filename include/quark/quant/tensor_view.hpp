@@ -28,7 +28,8 @@ class tensor_view {
   /// From a view of non-const elements.
   template <class U>
     requires(std::is_same_v<const U, T> && !std::is_same_v<U, T>)
-  tensor_view(const tensor_view<U>& v) noexcept : data_(v.data()), shape_(v.shape()) {}
+  tensor_view(const tensor_view<U>& v)
+  noexcept : data_(v.data()), shape_(v.shape()) {}
 
   T* data() const noexcept { return data_; }
   const tensor_shape& shape() const noexcept { return shape_; }
@@ -43,7 +44,8 @@ class tensor_view {
 namespace detail {
 inline void check_same_shape(const tensor_shape& a, const tensor_shape& b) {
   bool same = a.rank() == b.rank();
-  for (std::size_t k = 0; same && k < a.rank(); ++k) same = a[k] == b[k];
+  for (std::size_t k = 0; same && k < a.rank(); ++k)
+    same = a[k] == b[k];
   if (!same) {
     QUARK_THROW(invalid_argument("quark.quant.size_mismatch", "input and output shapes differ"));
   }

@@ -100,7 +100,8 @@ float smallest_positive() noexcept {
   if constexpr (integral_data_type<D>) {
     return 1.0f;
   } else {
-    return to_float(D::from_bits(static_cast<typename D::storage_type>(D::format.has_zero ? 1 : 0)));
+    return to_float(
+        D::from_bits(static_cast<typename D::storage_type>(D::format.has_zero ? 1 : 0)));
   }
 }
 }  // namespace detail
@@ -124,8 +125,8 @@ void fake_quantize(const scale_quant_spec<First, Second>& spec, const tensor_sha
   const std::size_t n2 = param_count(sshape, spec.second.gran);
   std::vector<float> s2(n2);
   std::vector<zero_point_t<D2>> z2(n2);
-  dynamic_qparams<D2, typename Second::scale>(sshape, s, spec.second.gran, spec.second.options,
-                                              s2, z2);
+  dynamic_qparams<D2, typename Second::scale>(sshape, s, spec.second.gran, spec.second.options, s2,
+                                              z2);
   std::vector<float> sq(n);
   fake_quantize<D2, Second::policy>(sshape, s, tensor_qparams<D2>{s2, z2, spec.second.gran}, sq);
   // 3. Keep every scale positive.
@@ -133,7 +134,8 @@ void fake_quantize(const scale_quant_spec<First, Second>& spec, const tensor_sha
   const detail::qdq_layout l2 = detail::make_layout(sshape, spec.second.gran);
   detail::for_each_run(l2, 0, n, [&](std::size_t i, std::size_t len, std::size_t p, int st) {
     for (std::size_t k = 0; k < len; ++k) {
-      if (!(sq[i + k] > 0.0f)) sq[i + k] = floor_value * s2[st == 0 ? p : p + k];
+      if (!(sq[i + k] > 0.0f))
+        sq[i + k] = floor_value * s2[st == 0 ? p : p + k];
     }
   });
   // 4. The tensor with the quantized scales.

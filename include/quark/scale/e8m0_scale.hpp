@@ -34,9 +34,12 @@ struct scale_traits<e8m0_scale> {
     constexpr conversion_policy nearest{rounding::nearest_even, overflow::saturate,
                                         nan_handling::propagate};
     switch (p.e8m0) {
-      case e8m0_rounding::ceil: return {convert<float8_e8m0fnu, up>(s)};
-      case e8m0_rounding::nearest: return {convert<float8_e8m0fnu, nearest>(s)};
-      case e8m0_rounding::floor: break;
+      case e8m0_rounding::ceil:
+        return {convert<float8_e8m0fnu, up>(s)};
+      case e8m0_rounding::nearest:
+        return {convert<float8_e8m0fnu, nearest>(s)};
+      case e8m0_rounding::floor:
+        break;
     }
     return {convert<float8_e8m0fnu, down>(s)};
   }

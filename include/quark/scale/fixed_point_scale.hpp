@@ -43,7 +43,8 @@ constexpr fixed_point_candidate search_fixed_point(double x, int n_lo, int n_hi)
     const double p = exp2i(n);
     const double t = x * p;  // exact: a power-of-two scaling of a float
     // 1. Skip shifts whose multiplier would not fit int16 (NaN and Inf fail both tests).
-    if (!(t >= -32768.0 && t <= 32767.0)) continue;
+    if (!(t >= -32768.0 && t <= 32767.0))
+      continue;
     // 2. Floor first, then ceil: on equal errors the earlier (smaller N, floor) stays.
     const double f = floor_small(t);
     const double cands[2] = {f, f == t ? f : f + 1.0};
@@ -75,17 +76,22 @@ struct scale_traits<fixed_point_scale> {
   /// for large |x|; (3) an infinite x saturates to the largest representable magnitude.
   static constexpr fixed_point_scale from_float(float s, scale_projection p = {}) noexcept {
     const auto x = static_cast<double>(s);
-    if (x == 0.0 || x != x) return {0, 0};
+    if (x == 0.0 || x != x)
+      return {0, 0};
     // 1. Quark's search.
     detail::fixed_point_candidate c = detail::search_fixed_point(x, 0, 16);
-    if (c.found && c.multiplier != 0) return make(c);
+    if (c.found && c.multiplier != 0)
+      return make(c);
     // 2. Quark's fallback, or the extended search.
-    if (p.fixed_point == fixed_point_fallback::quark_collapse) return {1, 14};
+    if (p.fixed_point == fixed_point_fallback::quark_collapse)
+      return {1, 14};
     const double ax = x < 0.0 ? -x : x;
     c = ax < 1.0 ? detail::search_fixed_point(x, 17, 127) : detail::search_fixed_point(x, -112, -1);
-    if (c.found && c.multiplier != 0) return make(c);
+    if (c.found && c.multiplier != 0)
+      return make(c);
     // 3. Beyond every shift: saturate (tiny magnitudes below 2^-128 round to zero above).
-    if (ax >= 1.0) return {static_cast<std::int16_t>(x < 0.0 ? -32768 : 32767), -112};
+    if (ax >= 1.0)
+      return {static_cast<std::int16_t>(x < 0.0 ? -32768 : 32767), -112};
     return {0, 0};
   }
 

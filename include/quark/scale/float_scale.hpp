@@ -18,7 +18,8 @@ struct float_scale {
 
 /// A float16 scale, as stored by Quark for FP16 models when UseFP32Scale is off.
 ///
-///     auto s = quark::scale_traits<quark::float16_scale>::from_float(0.1f, {});  // 0.0999755859375
+///     auto s = quark::scale_traits<quark::float16_scale>::from_float(0.1f, {});  //
+///     0.0999755859375
 struct float16_scale {
   float16 value = float16(1.0f);
 };

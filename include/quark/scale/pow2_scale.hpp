@@ -38,7 +38,8 @@ struct scale_traits<pow2_scale> {
   /// log2 m > 1/2, i.e. m^2 > 2 (m has 24 bits, so m^2 is exact in double and log2 m is never
   /// exactly 1/2); ceil: round up iff m > 1.
   static constexpr pow2_scale from_float(float s, scale_projection p = {}) noexcept {
-    if (!(s > 0.0f)) return {0};
+    if (!(s > 0.0f))
+      return {0};
     // 1. Clamp to Quark's range (2^127 is the largest power of two a float holds).
     const float lo = detail::exp2f_exact(-127);
     const float hi = detail::exp2f_exact(127);

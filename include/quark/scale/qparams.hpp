@@ -68,7 +68,8 @@ using zero_point_t = std::conditional_t<integral_data_type<D>, std::int32_t, flo
 
 /// Scale, zero point and the integer clip bounds [qmin, qmax] of one quantization group.
 ///
-///     auto p = quark::compute_qparams<std::int8_t>({-1.3f, 2.6f}, {.sym = quark::symmetry::symmetric});
+///     auto p = quark::compute_qparams<std::int8_t>({-1.3f, 2.6f}, {.sym =
+///     quark::symmetry::symmetric});
 ///     // p.scale.value == 0.020472441f, p.zero_point == 0, p.qmin == -128, p.qmax == 127
 template <scale_type Scale, class ZeroPoint = std::int32_t>
 struct quant_params {
@@ -95,12 +96,15 @@ constexpr double round_half_even_d(double v) noexcept {
 /// to +-FLT_MAX/2, MinimumRealRange, symmetric widening.
 inline value_range prepare_range(value_range r, const qparam_options& o) {
   // 0. Overrides (TensorQuantOverrides).
-  if (o.rmin_override) r.min = *o.rmin_override;
-  if (o.rmax_override) r.max = *o.rmax_override;
+  if (o.rmin_override)
+    r.min = *o.rmin_override;
+  if (o.rmax_override)
+    r.max = *o.rmax_override;
   // 1. NaN cannot produce a scale (Quark raises "NaN detected").
   if (r.min != r.min || r.max != r.max) {
     std::string what = "NaN in the calibrated range";
-    if (!o.tensor_name.empty()) what += " of tensor '" + std::string(o.tensor_name) + "'";
+    if (!o.tensor_name.empty())
+      what += " of tensor '" + std::string(o.tensor_name) + "'";
     QUARK_THROW(invalid_argument("quark.qparams.nan_range", what));
   }
   // 2. Zero must be representable.
@@ -139,54 +143,54 @@ inline value_range prepare_range(value_range r, const qparam_options& o) {
 ///         {-1.3f, 2.6f}, {.sym = quark::symmetry::symmetric});       // 2^-6
 /// Throws quark::invalid_argument "quark.qparams.nan_range" for a NaN range.
 template <quantized_type D, scale_type Scale = float_scale>
-  requires integral_data_type<D>
-quant_params<Scale, std::int32_t> compute_qparams(value_range range, const qparam_options& o = {}) {
-  // 1. Range.
-  const value_range r = detail::prepare_range(range, o);
-  // 2. Table.
-  const range_table table = o.reduce == range_reduction::reduced ? range_table::reduced
-                            : o.sym == symmetry::symmetric       ? range_table::symmetric
-                                                                 : range_table::full;
-  const int_range q = quant_range<D>(table);
-  const int_range clip = o.clip == clip_rule::quark_weight
-                             ? quant_range<D>(range_table::symmetric)
-                             : quant_range<D>(range_table::full);
-  quant_params<Scale, std::int32_t> out;
-  out.qmin = clip.min;
-  out.qmax = clip.max;
-  // 3. Scale in double from the float32 width.
-  const float width = r.max - r.min;
-  const double scale = static_cast<double>(width) /
-                       (static_cast<double>(q.max) - static_cast<double>(q.min));
-  // 4. Zero range.
-  if (!(scale >= static_cast<double>(std::numeric_limits<float>::min()))) {
-    out.scale = scale_traits<Scale>::from_float(1.0f, o.projection);
-    out.zero_point = 0;
+  requires integral_data_type<D> quant_params<Scale, std::int32_t> compute_qparams(
+      value_range range, const qparam_options& o = {}) {
+    // 1. Range.
+    const value_range r = detail::prepare_range(range, o);
+    // 2. Table.
+    const range_table table = o.reduce == range_reduction::reduced ? range_table::reduced
+                              : o.sym == symmetry::symmetric       ? range_table::symmetric
+                                                                   : range_table::full;
+    const int_range q = quant_range<D>(table);
+    const int_range clip = o.clip == clip_rule::quark_weight
+                               ? quant_range<D>(range_table::symmetric)
+                               : quant_range<D>(range_table::full);
+    quant_params<Scale, std::int32_t> out;
+    out.qmin = clip.min;
+    out.qmax = clip.max;
+    // 3. Scale in double from the float32 width.
+    const float width = r.max - r.min;
+    const double scale =
+        static_cast<double>(width) / (static_cast<double>(q.max) - static_cast<double>(q.min));
+    // 4. Zero range.
+    if (!(scale >= static_cast<double>(std::numeric_limits<float>::min()))) {
+      out.scale = scale_traits<Scale>::from_float(1.0f, o.projection);
+      out.zero_point = 0;
+      return out;
+    }
+    // 5. Zero point.
+    double zp;
+    if (o.sym == symmetry::symmetric) {
+      const std::int64_t sum = q.min + q.max;
+      if (sum % 2 == 0) {
+        zp = static_cast<double>(sum / 2);
+      } else {
+        const double lower = static_cast<double>((sum - 1) / 2);  // sum >= 0 when odd here
+        const bool upper = o.unsigned_zero_point == unsigned_symmetric_zero_point::upper_middle;
+        zp = upper ? lower + 1.0 : lower;
+      }
+    } else {
+      zp = detail::round_half_even_d(static_cast<double>(q.min) -
+                                     static_cast<double>(r.min) / scale);
+    }
+    zp = zp < static_cast<double>(q.min) ? static_cast<double>(q.min) : zp;
+    zp = zp > static_cast<double>(q.max) ? static_cast<double>(q.max) : zp;
+    out.zero_point = static_cast<std::int32_t>(zp);
+    // 6. float32 scale, then the scale kind's projection (the zero point is unchanged: quark-spec
+    //    §2.2 step 4 recomputes it to the same value).
+    out.scale = scale_traits<Scale>::from_float(static_cast<float>(scale), o.projection);
     return out;
   }
-  // 5. Zero point.
-  double zp;
-  if (o.sym == symmetry::symmetric) {
-    const std::int64_t sum = q.min + q.max;
-    if (sum % 2 == 0) {
-      zp = static_cast<double>(sum / 2);
-    } else {
-      const double lower = static_cast<double>((sum - 1) / 2);  // sum >= 0 when odd here
-      const bool upper = o.unsigned_zero_point == unsigned_symmetric_zero_point::upper_middle;
-      zp = upper ? lower + 1.0 : lower;
-    }
-  } else {
-    zp = detail::round_half_even_d(static_cast<double>(q.min) -
-                                   static_cast<double>(r.min) / scale);
-  }
-  zp = zp < static_cast<double>(q.min) ? static_cast<double>(q.min) : zp;
-  zp = zp > static_cast<double>(q.max) ? static_cast<double>(q.max) : zp;
-  out.zero_point = static_cast<std::int32_t>(zp);
-  // 6. float32 scale, then the scale kind's projection (the zero point is unchanged: quark-spec
-  //    §2.2 step 4 recomputes it to the same value).
-  out.scale = scale_traits<Scale>::from_float(static_cast<float>(scale), o.projection);
-  return out;
-}
 
 /// Overload taking the two ends.
 template <quantized_type D, scale_type Scale = float_scale>
@@ -206,45 +210,49 @@ quant_params<Scale, zero_point_t<D>> compute_qparams(float rmin, float rmax,
 ///
 ///     auto p = quark::compute_qparams<quark::float8_e4m3fn>({-3.0f, 4.48f});  // scale 0.01
 template <quantized_type D, scale_type Scale = float_scale>
-  requires floating_data_type<D>
-quant_params<Scale, float> compute_qparams(value_range range, const qparam_options& opt = {}) {
-  constexpr bool is_16 = dtype_traits<D>::bits == 16;
-  qparam_options o = opt;
-  if constexpr (!is_16) o.sym = symmetry::symmetric;
-  const value_range r = detail::prepare_range(range, o);
-  quant_params<Scale, float> out;
-  out.scale = scale_traits<Scale>::from_float(1.0f, o.projection);
-  out.zero_point = 0.0f;
-  if (is_16 && o.fp_scaling == float_scaling::unscaled) return out;
-  double qmin = static_cast<double>(dtype_traits<D>::lowest());
-  double qmax = static_cast<double>(dtype_traits<D>::max());
-  if constexpr (std::is_same_v<D, bfloat16>) {
-    if (o.reduce == range_reduction::reduced || o.fp_scaling == float_scaling::scaled) {
-      qmin = -2.0;  // Quark's "scaled" BF16 maps data into [-2, 2]
-      qmax = 2.0;
+  requires floating_data_type<D> quant_params<Scale, float> compute_qparams(
+      value_range range, const qparam_options& opt = {}) {
+    constexpr bool is_16 = dtype_traits<D>::bits == 16;
+    qparam_options o = opt;
+    if constexpr (!is_16)
+      o.sym = symmetry::symmetric;
+    const value_range r = detail::prepare_range(range, o);
+    quant_params<Scale, float> out;
+    out.scale = scale_traits<Scale>::from_float(1.0f, o.projection);
+    out.zero_point = 0.0f;
+    if (is_16 && o.fp_scaling == float_scaling::unscaled)
+      return out;
+    double qmin = static_cast<double>(dtype_traits<D>::lowest());
+    double qmax = static_cast<double>(dtype_traits<D>::max());
+    if constexpr (std::is_same_v<D, bfloat16>) {
+      if (o.reduce == range_reduction::reduced || o.fp_scaling == float_scaling::scaled) {
+        qmin = -2.0;  // Quark's "scaled" BF16 maps data into [-2, 2]
+        qmax = 2.0;
+      }
     }
+    const double scale = static_cast<double>(r.max - r.min) / (qmax - qmin);
+    if (!(scale >= static_cast<double>(std::numeric_limits<float>::min())))
+      return out;
+    if (o.sym == symmetry::asymmetric) {
+      out.zero_point =
+          static_cast<float>(detail::round_half_even_d(qmin - static_cast<double>(r.min) / scale));
+    }
+    out.scale = scale_traits<Scale>::from_float(static_cast<float>(scale), o.projection);
+    return out;
   }
-  const double scale = static_cast<double>(r.max - r.min) / (qmax - qmin);
-  if (!(scale >= static_cast<double>(std::numeric_limits<float>::min()))) return out;
-  if (o.sym == symmetry::asymmetric) {
-    out.zero_point = static_cast<float>(
-        detail::round_half_even_d(qmin - static_cast<double>(r.min) / scale));
-  }
-  out.scale = scale_traits<Scale>::from_float(static_cast<float>(scale), o.projection);
-  return out;
-}
 
 /// Population standard deviation of every finite value of float type D (ORT's std_fp8:
 /// 100.0577... for FLOAT8E4M3FN; +-0 are both counted).
 template <quantized_type D>
-  requires(floating_data_type<D> && dtype_traits<D>::bits <= 8)
+  requires(floating_data_type<D>&& dtype_traits<D>::bits <= 8)
 double finite_value_std() noexcept {
   double sum = 0.0;
   double sum_sq = 0.0;
   double n = 0.0;
   for (std::uint32_t c = 0; c < (1u << dtype_traits<D>::bits); ++c) {
     const float v = to_float(D::from_bits(static_cast<typename D::storage_type>(c)));
-    if (!std::isfinite(v)) continue;
+    if (!std::isfinite(v))
+      continue;
     sum += static_cast<double>(v);
     sum_sq += static_cast<double>(v) * static_cast<double>(v);
     n += 1.0;
@@ -258,12 +266,13 @@ double finite_value_std() noexcept {
 ///
 ///     auto p = quark::compute_fp8_qparams_from_std<quark::float8_e4m3fn>(1.0);  // s = 1/100.0577
 template <quantized_type D, scale_type Scale = float_scale>
-  requires(floating_data_type<D> && dtype_traits<D>::bits <= 8)
+  requires(floating_data_type<D>&& dtype_traits<D>::bits <= 8)
 quant_params<Scale, float> compute_fp8_qparams_from_std(double std_dev,
                                                         const qparam_options& o = {}) {
   if (std_dev != std_dev) {
     std::string what = "NaN standard deviation";
-    if (!o.tensor_name.empty()) what += " of tensor '" + std::string(o.tensor_name) + "'";
+    if (!o.tensor_name.empty())
+      what += " of tensor '" + std::string(o.tensor_name) + "'";
     QUARK_THROW(invalid_argument("quark.qparams.nan_range", what));
   }
   quant_params<Scale, float> out;

@@ -26,7 +26,7 @@ struct int_range {
 /// True when Quark's symmetric table has a row for D (signed 8, 16 and 32 bits).
 template <integral_data_type D>
 inline constexpr bool has_symmetric_table_v =
-    dtype_traits<D>::is_signed && dtype_traits<D>::bits >= 8;
+    dtype_traits<D>::is_signed&& dtype_traits<D>::bits >= 8;
 
 /// The [qmin, qmax] of table `t` for D.
 ///
@@ -37,7 +37,8 @@ constexpr int_range quant_range(range_table t) noexcept {
   constexpr int b = tr::bits;
   const int_range full{tr::min_value, tr::max_value};
   switch (t) {
-    case range_table::full: return full;
+    case range_table::full:
+      return full;
     case range_table::symmetric:
       return has_symmetric_table_v<D> ? int_range{-tr::max_value, tr::max_value} : full;
     case range_table::reduced:

@@ -23,8 +23,8 @@ enum class pow2_rounding : std::uint8_t {
 /// What the int16 fixed-point search does when Quark's N in [0, 16] finds no non-zero M
 /// (quark-spec §2.3 and the project decision "Int16 scales never collapse to 2^-14").
 enum class fixed_point_fallback : std::uint8_t {
-  extend_shift,   ///< keep searching N outside [0, 16] (N > 16 for tiny, N < 0 for huge scales)
-  quark_collapse, ///< Quark's code: the scale becomes 2^-14 (kept only for comparisons)
+  extend_shift,    ///< keep searching N outside [0, 16] (N > 16 for tiny, N < 0 for huge scales)
+  quark_collapse,  ///< Quark's code: the scale becomes 2^-14 (kept only for comparisons)
 };
 
 /// How a real scale is projected onto an E8M0 power of two (OCP MX v1.0 §5.3 uses floor).

@@ -1,8 +1,6 @@
 // SPDX-License-Identifier: MIT
 // Calibration data readers: .npy / .npz parsing (NumPy format 1.0-3.0, little-endian, C order),
 // the folder layouts of npy_folder_reader, seeded random samples and sample validation.
-#include <quark/onnx/calib_data.hpp>
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -10,6 +8,8 @@
 #include <random>
 #include <sstream>
 #include <string_view>
+
+#include <quark/onnx/calib_data.hpp>
 
 namespace quark::onnx {
 
@@ -23,7 +23,8 @@ namespace fs = std::filesystem;
 
 std::string shape_str(const shape_t& s) {
   std::string out = "[";
-  for (std::size_t i = 0; i < s.size(); ++i) out += (i ? "x" : "") + std::to_string(s[i]);
+  for (std::size_t i = 0; i < s.size(); ++i)
+    out += (i ? "x" : "") + std::to_string(s[i]);
   return out + "]";
 }
 
@@ -42,12 +43,16 @@ constexpr npy_kind npy_kinds[] = {
 
 std::string header_field(const std::string& h, const std::string& key) {
   const auto k = h.find("'" + key + "'");
-  if (k == std::string::npos) return {};
+  if (k == std::string::npos)
+    return {};
   auto p = h.find(':', k);
-  if (p == std::string::npos) return {};
+  if (p == std::string::npos)
+    return {};
   ++p;
-  while (p < h.size() && h[p] == ' ') ++p;
-  if (p >= h.size()) return {};
+  while (p < h.size() && h[p] == ' ')
+    ++p;
+  if (p >= h.size())
+    return {};
   if (h[p] == '\'') {
     const auto e = h.find('\'', p + 1);
     return e == std::string::npos ? std::string{} : h.substr(p + 1, e - p - 1);
@@ -65,7 +70,8 @@ tensor parse_npy(std::string_view bytes, const std::string& what) {
   auto bad = [&](const std::string& why) -> void {
     fail("quark.calib_data.npy", "'" + what + "': " + why);
   };
-  if (bytes.size() < 10 || bytes.substr(0, 6) != "\x93NUMPY") bad("not a .npy file");
+  if (bytes.size() < 10 || bytes.substr(0, 6) != "\x93NUMPY")
+    bad("not a .npy file");
   const auto major = static_cast<unsigned char>(bytes[6]);
   std::size_t hlen = 0;
   std::size_t off = 0;
@@ -74,7 +80,8 @@ tensor parse_npy(std::string_view bytes, const std::string& what) {
            (static_cast<std::size_t>(static_cast<unsigned char>(bytes[9])) << 8);
     off = 10;
   } else if (major == 2 || major == 3) {
-    if (bytes.size() < 12) bad("truncated header");
+    if (bytes.size() < 12)
+      bad("truncated header");
     for (std::size_t i = 0; i < 4; ++i) {
       hlen |= static_cast<std::size_t>(static_cast<unsigned char>(bytes[8 + i])) << (8 * i);
     }
@@ -82,7 +89,8 @@ tensor parse_npy(std::string_view bytes, const std::string& what) {
   } else {
     bad("unsupported format version " + std::to_string(major));
   }
-  if (bytes.size() < off + hlen) bad("truncated header");
+  if (bytes.size() < off + hlen)
+    bad("truncated header");
   const std::string h(bytes.substr(off, hlen));
   const std::string descr = header_field(h, "descr");
   if (header_field(h, "fortran_order").find("True") != std::string::npos) {
@@ -95,15 +103,18 @@ tensor parse_npy(std::string_view bytes, const std::string& what) {
   const std::size_t bytes_per = static_cast<std::size_t>(std::atoi(descr.c_str() + 2));
   const npy_kind* k = nullptr;
   for (const auto& c : npy_kinds) {
-    if (c.kind == kind && c.bytes == bytes_per) k = &c;
+    if (c.kind == kind && c.bytes == bytes_per)
+      k = &c;
   }
-  if (k == nullptr) bad("unsupported dtype '" + descr + "'");
+  if (k == nullptr)
+    bad("unsupported dtype '" + descr + "'");
   shape_t shape;
   std::stringstream ss(header_field(h, "shape"));
   std::string item;
   while (std::getline(ss, item, ',')) {
     const auto b = item.find_first_not_of(' ');
-    if (b == std::string::npos) continue;
+    if (b == std::string::npos)
+      continue;
     shape.push_back(std::stoll(item.substr(b)));
   }
   tensor t(k->id, shape);
@@ -118,7 +129,8 @@ tensor parse_npy(std::string_view bytes, const std::string& what) {
 
 std::string read_file(const fs::path& p, std::string_view id) {
   std::ifstream f(p, std::ios::binary);
-  if (!f) fail(id, "cannot open '" + p.string() + "'");
+  if (!f)
+    fail(id, "cannot open '" + p.string() + "'");
   std::ostringstream os;
   os << f.rdbuf();
   return std::move(os).str();
@@ -143,7 +155,8 @@ void calibration_data_reader::rewind() {
 }
 
 std::optional<calib_sample> memory_reader::next() {
-  if (pos_ >= samples_.size()) return std::nullopt;
+  if (pos_ >= samples_.size())
+    return std::nullopt;
   return samples_[pos_++];
 }
 
@@ -154,30 +167,37 @@ tensor read_npy(const std::filesystem::path& file) {
 void write_npy(const std::filesystem::path& file, const tensor& t) {
   const npy_kind* k = nullptr;
   for (const auto& c : npy_kinds) {
-    if (c.id == t.type()) k = &c;
+    if (c.id == t.type())
+      k = &c;
   }
   if (k == nullptr) {
     fail("quark.calib_data.npy", "cannot write a " + std::string(dtype_name(t.type())) +
                                      " tensor as .npy ('" + file.string() + "')");
   }
   std::string shape;
-  for (auto d : t.shape()) shape += std::to_string(d) + ", ";
-  if (t.rank() > 1) shape.resize(shape.size() - 2);
-  if (t.rank() == 1) shape.resize(shape.size() - 1);
+  for (auto d : t.shape())
+    shape += std::to_string(d) + ", ";
+  if (t.rank() > 1)
+    shape.resize(shape.size() - 2);
+  if (t.rank() == 1)
+    shape.resize(shape.size() - 1);
   std::string h = "{'descr': '" + std::string(k->kind == 'b' ? "|" : "<") + k->kind +
                   std::to_string(k->bytes) + "', 'fortran_order': False, 'shape': (" + shape +
                   "), }";
-  while ((10 + h.size() + 1) % 64 != 0) h += ' ';
+  while ((10 + h.size() + 1) % 64 != 0)
+    h += ' ';
   h += '\n';
   std::ofstream f(file, std::ios::binary);
-  if (!f) fail("quark.calib_data.npy", "cannot write '" + file.string() + "'");
+  if (!f)
+    fail("quark.calib_data.npy", "cannot write '" + file.string() + "'");
   f.write("\x93NUMPY\x01\x00", 8);
   const char len[2] = {static_cast<char>(h.size() & 0xff), static_cast<char>(h.size() >> 8)};
   f.write(len, 2);
   f.write(h.data(), static_cast<std::streamsize>(h.size()));
   f.write(reinterpret_cast<const char*>(t.bytes().data()),
           static_cast<std::streamsize>(t.byte_size()));
-  if (!f) fail("quark.calib_data.npy", "write failed for '" + file.string() + "'");
+  if (!f)
+    fail("quark.calib_data.npy", "write failed for '" + file.string() + "'");
 }
 
 std::map<std::string, tensor> read_npz(const std::filesystem::path& file) {
@@ -218,11 +238,13 @@ std::map<std::string, tensor> read_npz(const std::filesystem::path& file) {
       fail("quark.calib_data.npz", "'" + file.string() + "': member '" + name + "' truncated");
     }
     std::string key = name;
-    if (key.size() > 4 && key.ends_with(".npy")) key.resize(key.size() - 4);
+    if (key.size() > 4 && key.ends_with(".npy"))
+      key.resize(key.size() - 4);
     out.emplace(key, parse_npy(b.substr(body, csize), file.string() + ":" + name));
     at = body + csize;
   }
-  if (out.empty()) fail("quark.calib_data.npz", "'" + file.string() + "' holds no array");
+  if (out.empty())
+    fail("quark.calib_data.npz", "'" + file.string() + "' holds no array");
   return out;
 }
 
@@ -260,30 +282,36 @@ npy_folder_reader::npy_folder_reader(std::filesystem::path folder) : folder_(std
 }
 
 std::optional<calib_sample> npy_folder_reader::next() {
-  if (pos_ >= entries_.size()) return std::nullopt;
+  if (pos_ >= entries_.size())
+    return std::nullopt;
   const fs::path& p = entries_[pos_++];
   calib_sample s;
   switch (layout_) {
     case layout::sample_dirs: {
       std::vector<fs::path> files;
       for (const auto& e : fs::directory_iterator(p)) {
-        if (e.path().extension() == ".npy") files.push_back(e.path());
+        if (e.path().extension() == ".npy")
+          files.push_back(e.path());
       }
       std::sort(files.begin(), files.end());
-      if (files.empty()) fail("quark.calib_data.empty", "sample folder '" + p.string() + "' holds no .npy file");
-      for (const auto& f : files) s.emplace(f.stem().string(), read_npy(f));
+      if (files.empty())
+        fail("quark.calib_data.empty", "sample folder '" + p.string() + "' holds no .npy file");
+      for (const auto& f : files)
+        s.emplace(f.stem().string(), read_npy(f));
       break;
     }
     case layout::npz: {
       auto m = read_npz(p);
-      for (auto& [k, v] : m) s.emplace(k, std::move(v));
+      for (auto& [k, v] : m)
+        s.emplace(k, std::move(v));
       break;
     }
     case layout::flat: {
       if (single_input_.empty()) {
         fail("quark.calib_data.layout",
-             "'" + folder_.string() + "' holds loose .npy files, which need a single-input model "
-             "(use one sub-folder per sample with <input name>.npy files)");
+             "'" + folder_.string() +
+                 "' holds loose .npy files, which need a single-input model "
+                 "(use one sub-folder per sample with <input name>.npy files)");
       }
       s.emplace(single_input_, read_npy(p));
       break;
@@ -300,8 +328,8 @@ random_reader::random_reader(std::vector<input_signature> inputs, random_data_op
     const bool known = std::any_of(inputs_.begin(), inputs_.end(),
                                    [&](const input_signature& i) { return i.name == key; });
     if (!known) {
-      fail("quark.calib_data.input", "RandomDataReaderInputShape names '" + name +
-                                         "', which is not an input of the model");
+      fail("quark.calib_data.input",
+           "RandomDataReaderInputShape names '" + name + "', which is not an input of the model");
     }
   }
   for (const auto& [name, range] : options_.ranges) {
@@ -313,8 +341,8 @@ random_reader::random_reader(std::vector<input_signature> inputs, random_data_op
                                          "', which is not an input of the model");
     }
     if (!(range.first < range.second)) {
-      fail("quark.calib_data.range", "RandomDataReaderInputDataRange of '" + name +
-                                         "' must have low < high");
+      fail("quark.calib_data.range",
+           "RandomDataReaderInputDataRange of '" + name + "' must have low < high");
     }
   }
   for (auto& in : inputs_) {
@@ -335,15 +363,19 @@ random_reader::random_reader(std::vector<input_signature> inputs, random_data_op
       in.shape = s;
     }
     for (auto& d : in.shape) {
-      if (d < 0) d = 1;
+      if (d < 0)
+        d = 1;
     }
   }
 }
 
-void random_reader::rewind() { pos_ = 0; }
+void random_reader::rewind() {
+  pos_ = 0;
+}
 
 std::optional<calib_sample> random_reader::next() {
-  if (pos_ >= options_.count) return std::nullopt;
+  if (pos_ >= options_.count)
+    return std::nullopt;
   // Each sample has its own stream so rewinding reproduces it.
   std::mt19937_64 gen(options_.seed + pos_);
   ++pos_;
@@ -359,11 +391,14 @@ std::optional<calib_sample> random_reader::next() {
     quark::visit_dtype(in.type, [&](auto id) {
       using T = typename decltype(id)::type;
       if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
-        for (auto& v : t.data<T>()) v = static_cast<T>(u(gen));
+        for (auto& v : t.data<T>())
+          v = static_cast<T>(u(gen));
       } else if constexpr (std::is_same_v<T, bool>) {
-        for (auto& v : t.data<T>()) v = u(gen) >= (lo + hi) / 2;
+        for (auto& v : t.data<T>())
+          v = u(gen) >= (lo + hi) / 2;
       } else if constexpr (std::is_integral_v<T>) {
-        for (auto& v : t.data<T>()) v = static_cast<T>(std::floor(u(gen)));
+        for (auto& v : t.data<T>())
+          v = static_cast<T>(std::floor(u(gen)));
       } else {
         fail("quark.calib_data.type", "random data for input '" + in.name + "' of type " +
                                           std::string(dtype_name(in.type)) +
@@ -384,13 +419,14 @@ void check_sample(const calib_sample& s, const std::vector<input_signature>& inp
                            [&](const input_signature& i) { return i.name == key; });
     if (it == inputs.end()) {
       std::string known;
-      for (const auto& i : inputs) known += (known.empty() ? "'" : ", '") + i.name + "'";
+      for (const auto& i : inputs)
+        known += (known.empty() ? "'" : ", '") + i.name + "'";
       fail("quark.calib_data.input", where + " feeds '" + name +
                                          "', which is not an input of the model (inputs: " + known +
                                          ")");
     }
-    const bool type_ok = t.type() == it->type ||
-                         (it->type == dtype_id::float16 && t.type() == dtype_id::float32);
+    const bool type_ok =
+        t.type() == it->type || (it->type == dtype_id::float16 && t.type() == dtype_id::float32);
     if (!type_ok) {
       fail("quark.calib_data.type", where + ": input '" + name + "' is " +
                                         std::string(dtype_name(t.type())) + ", the model expects " +
@@ -398,7 +434,8 @@ void check_sample(const calib_sample& s, const std::vector<input_signature>& inp
     }
     bool shape_ok = it->shape.empty() || t.shape().size() == it->shape.size();
     for (std::size_t d = 0; shape_ok && d < it->shape.size(); ++d) {
-      if (it->shape[d] >= 0 && t.shape()[d] != it->shape[d]) shape_ok = false;
+      if (it->shape[d] >= 0 && t.shape()[d] != it->shape[d])
+        shape_ok = false;
     }
     if (!shape_ok) {
       fail("quark.calib_data.shape", where + ": input '" + name + "' has shape " +

@@ -38,7 +38,8 @@ dtype_id type_of(const V& v) {
 
 std::vector<input_signature> signatures(const runtime& rt) {
   std::vector<input_signature> out;
-  for (const auto& in : rt.inputs()) out.push_back({in.name, type_of(in), in.shape});
+  for (const auto& in : rt.inputs())
+    out.push_back({in.name, type_of(in), in.shape});
   return out;
 }
 
@@ -51,13 +52,14 @@ observer_slot make_slot(const calib_request& r, std::size_t bins) {
   switch (r.method) {
     case act_method::percentile:
       return {r, histogram_observer({.mode = r.symmetric_range ? histogram_mode::absolute
-                                                                : histogram_mode::signed_symmetric,
+                                                               : histogram_mode::signed_symmetric,
                                      .num_bins = bins})};
     case act_method::pof2_minmse:
       return {r, histogram_observer({.mode = histogram_mode::signed_extend,
                                      .num_bins = bins,
                                      .non_finite = non_finite_policy::to_finite})};
-    default: return {r, minmax_observer{}};
+    default:
+      return {r, minmax_observer{}};
   }
 }
 
@@ -75,12 +77,14 @@ calib_output calibrate(const std::string& model_bytes, const std::filesystem::pa
   calib_output out;
   out.inputs = signatures(rt);
   std::unordered_map<std::string, observer_slot> slots;
-  for (const auto& [name, r] : requests) slots.emplace(name, make_slot(r, params.num_bins));
+  for (const auto& [name, r] : requests)
+    slots.emplace(name, make_slot(r, params.num_bins));
   const std::size_t total = params.max_samples ? *params.max_samples : reader.size().value_or(0);
   bool first = true;
   while (!params.max_samples || out.samples < *params.max_samples) {
     std::optional<calib_sample> s = reader.next();
-    if (!s) break;
+    if (!s)
+      break;
     check_sample(*s, out.inputs, out.samples);
     rt.run(*s, [&](std::string_view name, const tensor& t) {
       if (first) {
@@ -88,22 +92,26 @@ calib_output calibrate(const std::string& model_bytes, const std::filesystem::pa
         f.type = t.type();
         f.shape = t.shape();
       }
-      if (t.type() != dtype_id::float32) return;
+      if (t.type() != dtype_id::float32)
+        return;
       auto it = slots.find(std::string(name));
-      if (it == slots.end()) return;
+      if (it == slots.end())
+        return;
       const std::span<const float> x = t.data<float>();
       std::visit([&](auto& o) { o.observe(x); }, it->second.obs);
     });
     first = false;
     ++out.samples;
-    if (params.progress) params.progress(out.samples, total);
+    if (params.progress)
+      params.progress(out.samples, total);
   }
   if (out.samples == 0) {
     throw frontend_error("quark.calib_data.empty", "the calibration data holds no sample");
   }
   for (auto& [name, slot] : slots) {
     auto it = out.tensors.find(name);
-    if (it == out.tensors.end() || it->second.type != dtype_id::float32) continue;
+    if (it == out.tensors.end() || it->second.type != dtype_id::float32)
+      continue;
     tensor_facts& f = it->second;
     float lo = 0.0f, hi = 0.0f;
     if (auto* mm = std::get_if<minmax_observer>(&slot.obs)) {
@@ -146,7 +154,8 @@ std::vector<std::pair<std::string, tensor>> run_model(const std::string& model_b
   std::vector<std::pair<std::string, tensor>> out;
   for (const auto& o : rt.outputs()) {
     auto it = res.find(o.name);
-    if (it != res.end()) out.emplace_back(o.name, std::move(it->second));
+    if (it != res.end())
+      out.emplace_back(o.name, std::move(it->second));
   }
   return out;
 }
@@ -162,13 +171,15 @@ eval_report compare_models(const std::string& float_bytes, const std::string& qu
                            std::size_t samples) {
   const runtime ref = make_runtime(float_bytes, base_dir);
   const runtime q = make_runtime(quant_bytes, base_dir);
-  if (ref.outputs().empty()) throw frontend_error("quark.eval.no_output", "the model has no output");
+  if (ref.outputs().empty())
+    throw frontend_error("quark.eval.no_output", "the model has no output");
   const std::string out0 = ref.outputs().front().name;
   metrics::summary cos, l2, psnr, ssim;
   eval_report r;
   while (r.samples < samples) {
     auto s = reader.next();
-    if (!s) break;
+    if (!s)
+      break;
     const auto a = ref.run(*s).at(out0);
     const auto b = q.run(*s).at(out0);
     if (a.type() != dtype_id::float32 || b.type() != dtype_id::float32) {
@@ -209,7 +220,8 @@ double time_inference(const std::filesystem::path& model_path, calibration_data_
   double seconds = 0.0;
   for (std::size_t i = 0; i < samples; ++i) {
     auto s = reader.next();
-    if (!s) break;
+    if (!s)
+      break;
     const auto t0 = std::chrono::steady_clock::now();
     (void)rt.run(*s);
     seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -23,16 +23,16 @@ namespace quark::onnx::qz {
 /// What to observe for one tensor.
 struct calib_request {
   act_method method = act_method::minmax;
-  bool symmetric_range = false;  ///< CalibTensorRangeSymmetric (percentile: absolute histogram)
+  bool symmetric_range = false;    ///< CalibTensorRangeSymmetric (percentile: absolute histogram)
   dtype_id type = dtype_id::int8;  ///< the quantized type (MinMSE grid)
 };
 
 /// Calibrated facts of one tensor.
 struct tensor_facts {
   dtype_id type = dtype_id::undefined;
-  shape_t shape;          ///< shape in the first sample
+  shape_t shape;  ///< shape in the first sample
   bool calibrated = false;
-  float rmin = 0.0f;      ///< calibrated range (method applied)
+  float rmin = 0.0f;  ///< calibrated range (method applied)
   float rmax = 0.0f;
 };
 

@@ -54,12 +54,23 @@ inline qp qparams_for(dtype_id t, bool pof2, bool symmetric, float rmin, float r
     }
   };
   switch (t) {
-    case dtype_id::int8: run.template operator()<std::int8_t>(); break;
-    case dtype_id::uint8: run.template operator()<std::uint8_t>(); break;
-    case dtype_id::int16: run.template operator()<std::int16_t>(); break;
-    case dtype_id::uint16: run.template operator()<std::uint16_t>(); break;
-    case dtype_id::int32: run.template operator()<std::int32_t>(); break;
-    default: break;
+    case dtype_id::int8:
+      run.template operator()<std::int8_t>();
+      break;
+    case dtype_id::uint8:
+      run.template operator()<std::uint8_t>();
+      break;
+    case dtype_id::int16:
+      run.template operator()<std::int16_t>();
+      break;
+    case dtype_id::uint16:
+      run.template operator()<std::uint16_t>();
+      break;
+    case dtype_id::int32:
+      run.template operator()<std::int32_t>();
+      break;
+    default:
+      break;
   }
   return out;
 }
@@ -97,29 +108,34 @@ inline double fq_error(double x, double count, float s, std::int32_t zp, std::in
 /// the range ((qmin - zp) s*, (qmax - zp) s*) of the best candidate.
 inline value_range pof2_minmse_from_histogram(const histogram_data& h, dtype_id t,
                                               std::string_view name) {
-  if (h.empty()) return {0.0f, 0.0f};
+  if (h.empty())
+    return {0.0f, 0.0f};
   const auto base = qparams_for(t, true, true, static_cast<float>(h.edges.front()),
                                 static_cast<float>(h.edges.back()), false, name);
   const auto sym = qparams_for(t, true, true, -1.0f, 1.0f, true, name);  // symmetric table
   const float best = pof2_candidate_search(base.scale, [&](float s) {
     double c = 0.0;
     for (std::size_t b = 0; b < h.counts.size(); ++b) {
-      if (h.counts[b] == 0) continue;
+      if (h.counts[b] == 0)
+        continue;
       const auto centre = static_cast<float>((h.edges[b] + h.edges[b + 1]) / 2.0);
       c += fq_error(static_cast<double>(centre), static_cast<double>(h.counts[b]), s,
                     base.zero_point, sym.qmin, sym.qmax);
     }
     return c;
   });
-  return {static_cast<float>(static_cast<double>(sym.qmin - base.zero_point) * static_cast<double>(best)),
-          static_cast<float>(static_cast<double>(sym.qmax - base.zero_point) * static_cast<double>(best))};
+  return {static_cast<float>(static_cast<double>(sym.qmin - base.zero_point) *
+                             static_cast<double>(best)),
+          static_cast<float>(static_cast<double>(sym.qmax - base.zero_point) *
+                             static_cast<double>(best))};
 }
 
 /// Weight PowerOfTwoMethod.MinMSE on the raw values (quark-spec §4.8): the chosen scale.
 inline float pof2_minmse_weight(std::span<const float> w, const qp& base) {
   return pof2_candidate_search(base.scale, [&](float s) {
     double c = 0.0;
-    for (const float x : w) c += fq_error(static_cast<double>(x), 1.0, s, base.zero_point, base.qmin, base.qmax);
+    for (const float x : w)
+      c += fq_error(static_cast<double>(x), 1.0, s, base.zero_point, base.qmin, base.qmax);
     return c;
   });
 }

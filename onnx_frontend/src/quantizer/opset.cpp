@@ -13,7 +13,8 @@ namespace {
 
 const ::onnx::AttributeProto* find_attr(const ::onnx::NodeProto& n, const std::string& name) {
   for (const auto& a : n.attribute()) {
-    if (a.name() == name) return &a;
+    if (a.name() == name)
+      return &a;
   }
   return nullptr;
 }
@@ -30,19 +31,23 @@ void drop_attr(::onnx::NodeProto& n, const std::string& name) {
 
 std::string unique_name(const ::onnx::GraphProto& g, const std::string& base) {
   std::set<std::string> names;
-  for (const auto& t : g.initializer()) names.insert(t.name());
+  for (const auto& t : g.initializer())
+    names.insert(t.name());
   std::string n = base;
-  for (int k = 1; names.contains(n); ++k) n = base + "_" + std::to_string(k);
+  for (int k = 1; names.contains(n); ++k)
+    n = base + "_" + std::to_string(k);
   return n;
 }
 
-std::string add_ints(::onnx::GraphProto& g, const std::string& base, const std::vector<std::int64_t>& v) {
+std::string add_ints(::onnx::GraphProto& g, const std::string& base,
+                     const std::vector<std::int64_t>& v) {
   auto* t = g.add_initializer();
   const std::string name = unique_name(g, base);
   t->set_name(name);
   t->set_data_type(7);
   t->add_dims(static_cast<std::int64_t>(v.size()));
-  for (auto x : v) t->add_int64_data(x);
+  for (auto x : v)
+    t->add_int64_data(x);
   return name;
 }
 
@@ -56,17 +61,20 @@ std::string add_float(::onnx::GraphProto& g, const std::string& base, float v) {
 }
 
 std::vector<std::int64_t> ints(const ::onnx::AttributeProto* a) {
-  if (a == nullptr) return {};
+  if (a == nullptr)
+    return {};
   return {a->ints().begin(), a->ints().end()};
 }
 
 /// Moves an ints attribute to input slot `slot` (padding skipped optional inputs with "").
 void attr_to_input(::onnx::GraphProto& g, ::onnx::NodeProto& n, const std::string& attr, int slot) {
   const auto* a = find_attr(n, attr);
-  if (a == nullptr) return;
+  if (a == nullptr)
+    return;
   const std::string name = add_ints(g, n.name() + "_" + attr, ints(a));
   drop_attr(n, attr);
-  while (n.input_size() < slot) n.add_input("");
+  while (n.input_size() < slot)
+    n.add_input("");
   if (n.input_size() == slot) {
     n.add_input(name);
   } else {
@@ -75,10 +83,11 @@ void attr_to_input(::onnx::GraphProto& g, ::onnx::NodeProto& n, const std::strin
 }
 
 [[noreturn]] void refuse(const ::onnx::NodeProto& n, std::int64_t from, std::int64_t to) {
-  throw frontend_error("quark.quantize.opset",
-                       "node '" + n.name() + "' (" + n.op_type() + ") cannot be carried from opset " +
-                           std::to_string(from) + " to " + std::to_string(to) +
-                           ", which the quantized types need; this conversion is not implemented yet");
+  throw frontend_error(
+      "quark.quantize.opset",
+      "node '" + n.name() + "' (" + n.op_type() + ") cannot be carried from opset " +
+          std::to_string(from) + " to " + std::to_string(to) +
+          ", which the quantized types need; this conversion is not implemented yet");
 }
 
 }  // namespace
@@ -86,14 +95,16 @@ void attr_to_input(::onnx::GraphProto& g, ::onnx::NodeProto& n, const std::strin
 std::vector<std::string> upgrade_opset(::onnx::ModelProto& m, std::int64_t from, std::int64_t to,
                                        const std::map<std::string, std::size_t>& ranks) {
   std::vector<std::string> notes;
-  if (from >= to) return notes;
+  if (from >= to)
+    return notes;
   auto crosses = [&](std::int64_t v) { return from < v && to >= v; };
   ::onnx::GraphProto& g = *m.mutable_graph();
-  static const std::set<std::string> reduce18 = {"ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd",
-                                                 "ReduceL1", "ReduceL2", "ReduceLogSum",
-                                                 "ReduceLogSumExp", "ReduceSumSquare"};
+  static const std::set<std::string> reduce18 = {
+      "ReduceMean", "ReduceMax",    "ReduceMin",       "ReduceProd",     "ReduceL1",
+      "ReduceL2",   "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare"};
   for (auto& n : *g.mutable_node()) {
-    if (!n.domain().empty() && n.domain() != "ai.onnx") continue;
+    if (!n.domain().empty() && n.domain() != "ai.onnx")
+      continue;
     const std::string& op = n.op_type();
     if (op == "Clip" && crosses(11)) {
       const auto* lo = find_attr(n, "min");
@@ -114,7 +125,8 @@ std::vector<std::string> upgrade_opset(::onnx::ModelProto& m, std::int64_t from,
       const auto axes = ints(find_attr(n, "axes"));
       n.add_input(add_ints(g, n.name() + "_starts", starts));
       n.add_input(add_ints(g, n.name() + "_ends", ends));
-      if (!axes.empty()) n.add_input(add_ints(g, n.name() + "_axes", axes));
+      if (!axes.empty())
+        n.add_input(add_ints(g, n.name() + "_axes", axes));
       drop_attr(n, "starts");
       drop_attr(n, "ends");
       drop_attr(n, "axes");
@@ -122,10 +134,13 @@ std::vector<std::string> upgrade_opset(::onnx::ModelProto& m, std::int64_t from,
       const auto* a = find_attr(n, "axis");
       std::int64_t axis = a ? a->i() : 1;
       auto it = n.input_size() > 0 ? ranks.find(n.input(0)) : ranks.end();
-      if (it == ranks.end()) refuse(n, from, to);
+      if (it == ranks.end())
+        refuse(n, from, to);
       const auto rank = static_cast<std::int64_t>(it->second);
-      if (axis < 0) axis += rank;
-      if (axis != rank - 1) refuse(n, from, to);  // the old 2-D coercion differs
+      if (axis < 0)
+        axis += rank;
+      if (axis != rank - 1)
+        refuse(n, from, to);  // the old 2-D coercion differs
       drop_attr(n, "axis");
       auto* na = n.add_attribute();
       na->set_name("axis");
@@ -143,7 +158,8 @@ std::vector<std::string> upgrade_opset(::onnx::ModelProto& m, std::int64_t from,
       const auto* v = find_attr(n, "value");
       const float value = v ? v->f() : 0.0f;
       attr_to_input(g, n, "pads", 1);
-      if (value != 0.0f) n.add_input(add_float(g, n.name() + "_value", value));
+      if (value != 0.0f)
+        n.add_input(add_float(g, n.name() + "_value", value));
       drop_attr(n, "value");
     } else if (op == "Dropout" && crosses(12)) {
       drop_attr(n, "ratio");
@@ -154,10 +170,13 @@ std::vector<std::string> upgrade_opset(::onnx::ModelProto& m, std::int64_t from,
     }
   }
   for (auto& o : *m.mutable_opset_import()) {
-    if (o.domain().empty() || o.domain() == "ai.onnx") o.set_version(to);
+    if (o.domain().empty() || o.domain() == "ai.onnx")
+      o.set_version(to);
   }
-  if (m.ir_version() < 7 && to >= 13) m.set_ir_version(7);
-  if (to >= 21 && m.ir_version() < 10) m.set_ir_version(10);
+  if (m.ir_version() < 7 && to >= 13)
+    m.set_ir_version(7);
+  if (to >= 21 && m.ir_version() < 10)
+    m.set_ir_version(10);
   notes.push_back("opset raised from " + std::to_string(from) + " to " + std::to_string(to) +
                   " for the quantized types");
   return notes;

@@ -30,41 +30,56 @@ const std::set<std::string>& qlinear_and_qdq_ops() {
 }
 
 const std::set<std::string>& npu_cnn_ops() {
-  static const std::set<std::string> s = {
-      "HardSigmoid", "LayerNormalization", "Div", "Erf", "Tanh", "Sub", "Min", "Max", "ReduceMean",
-      "DepthToSpace", "SpaceToDepth", "Slice", "PRelu", "LpNormalization", "AveragePool"};
+  static const std::set<std::string> s = {"HardSigmoid",  "LayerNormalization",
+                                          "Div",          "Erf",
+                                          "Tanh",         "Sub",
+                                          "Min",          "Max",
+                                          "ReduceMean",   "DepthToSpace",
+                                          "SpaceToDepth", "Slice",
+                                          "PRelu",        "LpNormalization",
+                                          "AveragePool"};
   return s;
 }
 
 /// Ops the quantizer never wraps in Q/DQ even under QuantizeAllOpTypes: they carry no float
 /// activation worth quantizing (shape arithmetic, casts, Q/DQ themselves).
 bool never_quantized(const std::string& op) {
-  static const std::set<std::string> s = {"Shape", "Cast", "QuantizeLinear", "DequantizeLinear",
-                                          "Constant", "ConstantOfShape", "Size", "NonZero",
-                                          "Range", "If", "Loop", "Scan", "EyeLike"};
+  static const std::set<std::string> s = {"Shape",          "Cast",
+                                          "QuantizeLinear", "DequantizeLinear",
+                                          "Constant",       "ConstantOfShape",
+                                          "Size",           "NonZero",
+                                          "Range",          "If",
+                                          "Loop",           "Scan",
+                                          "EyeLike"};
   return s.contains(op);
 }
 
 tspec resolve(const tensor_spec& s, const char* role) {
   tspec t;
   const std::string where = std::string(role) + " spec " + std::string(spec_class_name(s.name));
-  if (!is_integer_spec(s) || s.is_block()) not_impl(where + " (only integer specs are quantized)");
+  if (!is_integer_spec(s) || s.is_block())
+    not_impl(where + " (only integer specs are quantized)");
   switch (s.dtype) {
     case dtype_id::int8:
     case dtype_id::uint8:
     case dtype_id::int16:
-    case dtype_id::uint16: break;
-    default: not_impl(where + " with element type " + std::string(dtype_name(s.dtype)));
+    case dtype_id::uint16:
+      break;
+    default:
+      not_impl(where + " with element type " + std::string(dtype_name(s.dtype)));
   }
   t.type = s.dtype;
   t.symmetric = s.symmetric;
-  if (s.scale_type == scale_kind::int16) not_impl(where + " with scale_type Int16");
+  if (s.scale_type == scale_kind::int16)
+    not_impl(where + " with scale_type Int16");
   t.pof2 = s.scale_type == scale_kind::power_of_2;
   switch (s.calibration_method) {
     case calib_method::min_max:
       t.method = t.pof2 ? act_method::pof2_minmax : act_method::minmax;
       break;
-    case calib_method::percentile: t.method = act_method::percentile; break;
+    case calib_method::percentile:
+      t.method = act_method::percentile;
+      break;
     case calib_method::min_mse:
       // quark-spec §4.0: MinMSE maps to PowerOfTwoMethod.MinMSE for any scale type
       // (UsePowerOf2Scale defaults to True), so the scales are powers of two.
@@ -75,7 +90,8 @@ tspec resolve(const tensor_spec& s, const char* role) {
     default:
       not_impl(where + " with calibration_method " + std::string(to_string(s.calibration_method)));
   }
-  if (s.quant_granularity == granularity::group) not_impl(where + " with quant_granularity Group");
+  if (s.quant_granularity == granularity::group)
+    not_impl(where + " with quant_granularity Group");
   t.per_channel = s.quant_granularity == granularity::channel;
   t.axis = s.axis;
   return t;
@@ -83,38 +99,73 @@ tspec resolve(const tensor_spec& s, const char* role) {
 
 /// Keys read below; any other explicitly set key is rejected.
 const std::set<std::string>& honoured_keys() {
-  static const std::set<std::string> s = {
-      "OpTypesToQuantize", "NodesToQuantize", "ExtraOpTypesToQuantize", "QuantizeAllOpTypes",
-      "DedicatedQDQPair", "AddQDQPairToWeight", "ForceQuantizeNoInputCheck", "MatMulConstBOnly",
-      "WeightsOnly", "QuantizeBias", "Int32Bias", "OpTypesToExcludeOutputQuantization",
-      "NodesToExcludeOutputQuantization", "QDQOpTypePerChannelSupportToAxis",
-      "CalibTensorRangeSymmetric", "Percentile", "NumBins", "UseRandomData",
-      "RandomDataReaderInputShape", "RandomDataReaderInputDataRange", "CalibDataSize",
-      "PrintSummary", "EnableNPUCnn", "ActivationSymmetric", "WeightSymmetric", "EvalMetrics",
-      "IgnoreWarnings", "LogSeverityLevel", "ExecutionProviders", "UsePowerOf2Scale"};
+  static const std::set<std::string> s = {"OpTypesToQuantize",
+                                          "NodesToQuantize",
+                                          "ExtraOpTypesToQuantize",
+                                          "QuantizeAllOpTypes",
+                                          "DedicatedQDQPair",
+                                          "AddQDQPairToWeight",
+                                          "ForceQuantizeNoInputCheck",
+                                          "MatMulConstBOnly",
+                                          "WeightsOnly",
+                                          "QuantizeBias",
+                                          "Int32Bias",
+                                          "OpTypesToExcludeOutputQuantization",
+                                          "NodesToExcludeOutputQuantization",
+                                          "QDQOpTypePerChannelSupportToAxis",
+                                          "CalibTensorRangeSymmetric",
+                                          "Percentile",
+                                          "NumBins",
+                                          "UseRandomData",
+                                          "RandomDataReaderInputShape",
+                                          "RandomDataReaderInputDataRange",
+                                          "CalibDataSize",
+                                          "PrintSummary",
+                                          "EnableNPUCnn",
+                                          "ActivationSymmetric",
+                                          "WeightSymmetric",
+                                          "EvalMetrics",
+                                          "IgnoreWarnings",
+                                          "LogSeverityLevel",
+                                          "ExecutionProviders",
+                                          "UsePowerOf2Scale"};
   return s;
 }
 
 /// Keys whose value only matters for graph rewrites quark-cpp does not perform yet; the presets
 /// set them, so they are accepted at the values the presets use (the summary lists them).
 bool accepted_preset_value(const std::string& key, const option_value& v) {
-  static const std::set<std::string> bool_keys = {
-      "FoldRelu", "AlignSlice", "AlignConcat", "AlignEltwiseQuantType", "RemoveQDQConvClip",
-      "RemoveQDQConvRelu", "RemoveQDQConvLeakyRelu", "RemoveQDQConvPRelu", "RemoveQDQConvGelu",
-      "ConvertBNToConv", "ConvertClipToRelu", "ConvertSplitToSlice", "ReplaceClip6Relu",
-      "AdjustBiasScale", "SimplifyModel", "SplitLargeKernelPool", "ConvertSigmoidToHardSigmoid",
-      "ConvertReduceMeanToGlobalAvgPool"};
+  static const std::set<std::string> bool_keys = {"FoldRelu",
+                                                  "AlignSlice",
+                                                  "AlignConcat",
+                                                  "AlignEltwiseQuantType",
+                                                  "RemoveQDQConvClip",
+                                                  "RemoveQDQConvRelu",
+                                                  "RemoveQDQConvLeakyRelu",
+                                                  "RemoveQDQConvPRelu",
+                                                  "RemoveQDQConvGelu",
+                                                  "ConvertBNToConv",
+                                                  "ConvertClipToRelu",
+                                                  "ConvertSplitToSlice",
+                                                  "ReplaceClip6Relu",
+                                                  "AdjustBiasScale",
+                                                  "SimplifyModel",
+                                                  "SplitLargeKernelPool",
+                                                  "ConvertSigmoidToHardSigmoid",
+                                                  "ConvertReduceMeanToGlobalAvgPool"};
   return bool_keys.contains(key) && v.is_bool();
 }
 
 }  // namespace
 
 bool default_quantized_op(const std::string& op_type, bool npu_cnn) {
-  if (qlinear_and_qdq_ops().contains(op_type)) return true;
+  if (qlinear_and_qdq_ops().contains(op_type))
+    return true;
   return npu_cnn && npu_cnn_ops().contains(op_type);
 }
 
-plan make_plan(const qconfig& cfg, const std::vector<node_ref>& nodes, const subgraph_fn& subgraph) {
+plan make_plan(const qconfig& cfg, const std::vector<node_ref>& nodes,
+               const subgraph_fn& subgraph) {
   cfg.validate();
   if (!cfg.algo_config.empty()) {
     not_impl("algo_config entry '" + std::string(to_string(cfg.algo_config.front().name)) + "'");
@@ -150,7 +201,8 @@ plan make_plan(const qconfig& cfg, const std::vector<node_ref>& nodes, const sub
   if (const auto* v = cfg.extra_options.find("CalibTensorRangeSymmetric")) {
     o.calib_range_symmetric = option_cast<bool>(*v, "CalibTensorRangeSymmetric");
   }
-  if (const auto* v = eff.find("Percentile"); v && v->is_number()) o.percentile = v->as_number();
+  if (const auto* v = eff.find("Percentile"); v && v->is_number())
+    o.percentile = v->as_number();
   if (const auto* v = eff.find("NumBins"); v && v->is_int()) {
     o.num_bins = option_cast<std::size_t>(*v, "NumBins");
   }
@@ -162,10 +214,13 @@ plan make_plan(const qconfig& cfg, const std::vector<node_ref>& nodes, const sub
     return v && !v->is_null() ? option_cast<std::vector<std::string>>(*v, k)
                               : std::vector<std::string>{};
   };
-  for (auto& s : strings("OpTypesToExcludeOutputQuantization")) o.op_types_to_exclude_output.insert(s);
-  for (auto& s : strings("NodesToExcludeOutputQuantization")) o.nodes_to_exclude_output.insert(s);
+  for (auto& s : strings("OpTypesToExcludeOutputQuantization"))
+    o.op_types_to_exclude_output.insert(s);
+  for (auto& s : strings("NodesToExcludeOutputQuantization"))
+    o.nodes_to_exclude_output.insert(s);
   if (const auto* v = eff.find("QDQOpTypePerChannelSupportToAxis"); v && !v->is_null()) {
-    o.per_channel_axis = option_cast<std::map<std::string, int>>(*v, "QDQOpTypePerChannelSupportToAxis");
+    o.per_channel_axis =
+        option_cast<std::map<std::string, int>>(*v, "QDQOpTypePerChannelSupportToAxis");
   }
   if (const auto* v = eff.find("RandomDataReaderInputShape"); v && !v->is_null()) {
     o.random_shapes = option_cast<std::map<std::string, shape_t>>(*v, "RandomDataReaderInputShape");
@@ -183,8 +238,10 @@ plan make_plan(const qconfig& cfg, const std::vector<node_ref>& nodes, const sub
   const auto extra_ops = strings("ExtraOpTypesToQuantize");
   const auto nodes_to_quantize = strings("NodesToQuantize");
   std::optional<bool> act_sym, w_sym;
-  if (const auto* v = cfg.extra_options.find("ActivationSymmetric")) act_sym = option_cast<bool>(*v, "ActivationSymmetric");
-  if (const auto* v = cfg.extra_options.find("WeightSymmetric")) w_sym = option_cast<bool>(*v, "WeightSymmetric");
+  if (const auto* v = cfg.extra_options.find("ActivationSymmetric"))
+    act_sym = option_cast<bool>(*v, "ActivationSymmetric");
+  if (const auto* v = cfg.extra_options.find("WeightSymmetric"))
+    w_sym = option_cast<bool>(*v, "WeightSymmetric");
 
   // Subgraph masks are computed once per (starts, ends).
   std::map<std::pair<std::vector<std::string>, std::vector<std::string>>, std::vector<bool>> masks;
@@ -192,12 +249,14 @@ plan make_plan(const qconfig& cfg, const std::vector<node_ref>& nodes, const sub
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     const node_ref& n = nodes[i];
     node_choice& c = p.nodes[i];
-    node_query info{.name = n.name, .op_type = n.op_type, .in_subgraph = [&, i](const struct subgraph& g) {
-                     auto key = std::make_pair(g.start_nodes, g.end_nodes);
-                     auto it = masks.find(key);
-                     if (it == masks.end()) it = masks.emplace(key, subgraph(g.start_nodes, g.end_nodes)).first;
-                     return it->second[i];
-                   }};
+    node_query info{
+        .name = n.name, .op_type = n.op_type, .in_subgraph = [&, i](const struct subgraph& g) {
+          auto key = std::make_pair(g.start_nodes, g.end_nodes);
+          auto it = masks.find(key);
+          if (it == masks.end())
+            it = masks.emplace(key, subgraph(g.start_nodes, g.end_nodes)).first;
+          return it->second[i];
+        }};
     // 1. Op type selection (quark-spec §7.2).
     bool selected;
     if (never_quantized(n.op_type)) {
@@ -209,14 +268,16 @@ plan make_plan(const qconfig& cfg, const std::vector<node_ref>& nodes, const sub
     } else {
       selected = default_quantized_op(n.op_type, o.enable_npu_cnn);
     }
-    if (std::find(extra_ops.begin(), extra_ops.end(), n.op_type) != extra_ops.end()) selected = true;
-    if (!nodes_to_quantize.empty() &&
-        std::find(nodes_to_quantize.begin(), nodes_to_quantize.end(), n.name) == nodes_to_quantize.end()) {
+    if (std::find(extra_ops.begin(), extra_ops.end(), n.op_type) != extra_ops.end())
+      selected = true;
+    if (!nodes_to_quantize.empty() && std::find(nodes_to_quantize.begin(), nodes_to_quantize.end(),
+                                                n.name) == nodes_to_quantize.end()) {
       selected = false;
       c.reason = "not in NodesToQuantize";
     }
     if (!selected) {
-      if (c.reason.empty()) c.reason = "op type not quantized";
+      if (c.reason.empty())
+        c.reason = "op type not quantized";
       continue;
     }
     // 2. exclude / specific_layer_config / layer_type_config / global.
@@ -226,17 +287,25 @@ plan make_plan(const qconfig& cfg, const std::vector<node_ref>& nodes, const sub
       continue;
     }
     const layer_config& layer = *np.config;
-    if (auto s = effective_spec(cfg, layer, tensor_role::input)) c.input = resolve(*s, "input_tensors");
-    if (auto s = effective_spec(cfg, layer, tensor_role::output)) c.output = resolve(*s, "output_tensors");
-    if (auto s = effective_spec(cfg, layer, tensor_role::weight)) c.weight = resolve(*s, "weight");
-    if (auto s = effective_spec(cfg, layer, tensor_role::bias)) c.bias = resolve(*s, "bias");
+    if (auto s = effective_spec(cfg, layer, tensor_role::input))
+      c.input = resolve(*s, "input_tensors");
+    if (auto s = effective_spec(cfg, layer, tensor_role::output))
+      c.output = resolve(*s, "output_tensors");
+    if (auto s = effective_spec(cfg, layer, tensor_role::weight))
+      c.weight = resolve(*s, "weight");
+    if (auto s = effective_spec(cfg, layer, tensor_role::bias))
+      c.bias = resolve(*s, "bias");
     if (act_sym) {
-      if (c.input) c.input->symmetric = *act_sym;
-      if (c.output) c.output->symmetric = *act_sym;
+      if (c.input)
+        c.input->symmetric = *act_sym;
+      if (c.output)
+        c.output->symmetric = *act_sym;
     }
-    if (w_sym && c.weight) c.weight->symmetric = *w_sym;
+    if (w_sym && c.weight)
+      c.weight->symmetric = *w_sym;
     c.quantize = c.input || c.output || c.weight;
-    if (!c.quantize) c.reason = "no spec";
+    if (!c.quantize)
+      c.reason = "no spec";
   }
   return p;
 }
@@ -245,6 +314,8 @@ plan make_plan(const qconfig& cfg, const std::vector<node_ref>& nodes, const sub
 
 namespace quark::onnx::qz {
 
-settings read_settings(const qconfig& cfg) { return make_plan(cfg, {}, {}).opt; }
+settings read_settings(const qconfig& cfg) {
+  return make_plan(cfg, {}, {}).opt;
+}
 
 }  // namespace quark::onnx::qz

@@ -21,7 +21,7 @@
 
 namespace quark::onnx {
 struct qconfig;
-}
+}  // namespace quark::onnx
 
 namespace quark::onnx::qz {
 
@@ -57,8 +57,8 @@ struct node_choice {
   std::optional<tspec> input;   ///< activations read by the node
   std::optional<tspec> output;  ///< activations it produces
   std::optional<tspec> weight;
-  std::optional<tspec> bias;    ///< explicit bias spec (else QuantizeBias / Int32Bias rule)
-  std::string reason;           ///< why it is not quantized (summary)
+  std::optional<tspec> bias;  ///< explicit bias spec (else QuantizeBias / Int32Bias rule)
+  std::string reason;         ///< why it is not quantized (summary)
 };
 
 /// Every extra option the quantizer honours, effective values.
@@ -74,7 +74,7 @@ struct settings {
   bool use_random_data = false;
   bool print_summary = true;
   bool enable_npu_cnn = false;
-  bool external_data = false;  ///< qconfig::use_external_data_format
+  bool external_data = false;                 ///< qconfig::use_external_data_format
   std::optional<bool> calib_range_symmetric;  ///< CalibTensorRangeSymmetric if set explicitly
   double percentile = 99.999;
   std::size_t num_bins = 2048;

@@ -42,17 +42,48 @@ struct op_rule {
 
 op_rule rule_for(const std::string& op) {
   static const std::set<std::string> movement = {
-      "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Flatten", "MaxPool", "Resize", "Split",
-      "Slice", "Gather", "DepthToSpace", "SpaceToDepth", "Expand", "Tile", "Identity",
-      "GlobalMaxPool"};
-  static const std::set<std::string> unary = {
-      "Relu", "LeakyRelu", "Sigmoid", "Tanh", "Softmax", "Clip", "HardSigmoid", "HardSwish", "Erf",
-      "Gelu", "AveragePool", "GlobalAveragePool", "Pad", "ReduceMean", "ReduceMax", "ReduceMin",
-      "ReduceSum", "LpNormalization", "InstanceNormalization", "LayerNormalization",
-      "BatchNormalization", "ArgMax", "Softplus", "Elu", "Selu", "Exp", "Log", "Sqrt", "Abs",
-      "Neg", "Reciprocal", "Floor", "Ceil", "Round", "Sin", "Cos", "Pow"};
-  static const std::set<std::string> elementwise = {"Add", "Sub", "Mul", "Div", "Min", "Max",
-                                                    "Concat", "Sum", "Mean", "PRelu"};
+      "Reshape", "Transpose", "Squeeze",  "Unsqueeze",    "Flatten",      "MaxPool",
+      "Resize",  "Split",     "Slice",    "Gather",       "DepthToSpace", "SpaceToDepth",
+      "Expand",  "Tile",      "Identity", "GlobalMaxPool"};
+  static const std::set<std::string> unary = {"Relu",
+                                              "LeakyRelu",
+                                              "Sigmoid",
+                                              "Tanh",
+                                              "Softmax",
+                                              "Clip",
+                                              "HardSigmoid",
+                                              "HardSwish",
+                                              "Erf",
+                                              "Gelu",
+                                              "AveragePool",
+                                              "GlobalAveragePool",
+                                              "Pad",
+                                              "ReduceMean",
+                                              "ReduceMax",
+                                              "ReduceMin",
+                                              "ReduceSum",
+                                              "LpNormalization",
+                                              "InstanceNormalization",
+                                              "LayerNormalization",
+                                              "BatchNormalization",
+                                              "ArgMax",
+                                              "Softplus",
+                                              "Elu",
+                                              "Selu",
+                                              "Exp",
+                                              "Log",
+                                              "Sqrt",
+                                              "Abs",
+                                              "Neg",
+                                              "Reciprocal",
+                                              "Floor",
+                                              "Ceil",
+                                              "Round",
+                                              "Sin",
+                                              "Cos",
+                                              "Pow"};
+  static const std::set<std::string> elementwise = {"Add", "Sub",    "Mul", "Div",  "Min",
+                                                    "Max", "Concat", "Sum", "Mean", "PRelu"};
   op_rule r;
   if (op == "Conv" || op == "ConvTranspose" || op == "Gemm") {
     r.act_inputs = {0};
@@ -91,8 +122,8 @@ struct act_entry {
 
 /// A weight or bias stored quantized.
 struct const_entry {
-  std::string name;       ///< original initializer
-  std::size_t node = 0;   ///< consumer node (file index)
+  std::string name;      ///< original initializer
+  std::size_t node = 0;  ///< consumer node (file index)
   std::size_t slot = 0;
   bool is_bias = false;
   tspec spec;
@@ -105,7 +136,9 @@ struct const_entry {
   std::string out;  ///< name of the DQ output the consumer reads
 };
 
-std::string type_name(dtype_id t) { return std::string(dtype_name(t)); }
+std::string type_name(dtype_id t) {
+  return std::string(dtype_name(t));
+}
 
 std::int64_t norm_axis(std::int64_t a, std::size_t rank) {
   return a < 0 ? a + static_cast<std::int64_t>(rank) : a;
@@ -117,7 +150,8 @@ tensor quantize_values(const tensor& x, dtype_id t, std::span<const float> scale
                        std::int64_t qmax) {
   tensor out(t, x.shape());
   std::vector<std::size_t> dims;
-  for (auto d : x.shape()) dims.push_back(static_cast<std::size_t>(d));
+  for (auto d : x.shape())
+    dims.push_back(static_cast<std::size_t>(d));
   const tensor_shape shape{std::span<const std::size_t>(dims)};
   const granularity g = axis < 0 ? granularity{per_tensor{}} : granularity{per_channel{axis}};
   auto run = [&]<class D>() {
@@ -126,14 +160,24 @@ tensor quantize_values(const tensor& x, dtype_id t, std::span<const float> scale
     quark::quantize<D>(shape, x.data<float>(), p, out.data<D>());
   };
   switch (t) {
-    case dtype_id::int8: run.template operator()<std::int8_t>(); break;
-    case dtype_id::uint8: run.template operator()<std::uint8_t>(); break;
-    case dtype_id::int16: run.template operator()<std::int16_t>(); break;
-    case dtype_id::uint16: run.template operator()<std::uint16_t>(); break;
-    case dtype_id::int32: run.template operator()<std::int32_t>(); break;
+    case dtype_id::int8:
+      run.template operator()<std::int8_t>();
+      break;
+    case dtype_id::uint8:
+      run.template operator()<std::uint8_t>();
+      break;
+    case dtype_id::int16:
+      run.template operator()<std::int16_t>();
+      break;
+    case dtype_id::uint16:
+      run.template operator()<std::uint16_t>();
+      break;
+    case dtype_id::int32:
+      run.template operator()<std::int32_t>();
+      break;
     default:
-      throw not_implemented("quark.quantize.type", "storing " + type_name(t) +
-                                                       " weights is not implemented yet");
+      throw not_implemented("quark.quantize.type",
+                            "storing " + type_name(t) + " weights is not implemented yet");
   }
   return out;
 }
@@ -145,7 +189,8 @@ tensor zero_point_tensor(dtype_id t, const std::vector<std::int32_t>& zps, bool 
     using T = typename decltype(id)::type;
     if constexpr (std::is_integral_v<T>) {
       auto d = z.data<T>();
-      for (std::size_t i = 0; i < zps.size(); ++i) d[i] = static_cast<T>(zps[i]);
+      for (std::size_t i = 0; i < zps.size(); ++i)
+        d[i] = static_cast<T>(zps[i]);
     }
   });
   return z;
@@ -162,7 +207,8 @@ tensor scale_tensor(const std::vector<float>& s, bool scalar) {
   ::onnx::NodeProto n;
   n.set_op_type(op);
   n.set_name(name);
-  for (auto& i : in) n.add_input(i);
+  for (auto& i : in)
+    n.add_input(i);
   n.add_output(out);
   if (axis >= 0) {
     auto* a = n.add_attribute();
@@ -178,43 +224,53 @@ std::vector<bool> subgraph_mask(const model& m, const std::vector<node_info>& no
                                 const std::vector<std::string>& starts,
                                 const std::vector<std::string>& ends) {
   std::map<std::string, std::size_t> by_name;
-  for (std::size_t i = 0; i < nodes.size(); ++i) by_name[nodes[i].name] = i;
+  for (std::size_t i = 0; i < nodes.size(); ++i)
+    by_name[nodes[i].name] = i;
   auto index_of = [&](const std::string& n) {
     auto it = by_name.find(n);
     if (it == by_name.end()) {
-      throw config_error("quark.config.subgraph", "subgraph names node '" + n +
-                                                      "', which is not in the model");
+      throw config_error("quark.config.subgraph",
+                         "subgraph names node '" + n + "', which is not in the model");
     }
     return it->second;
   };
   std::vector<bool> fwd(nodes.size()), bwd(nodes.size());
   std::vector<std::size_t> stack;
-  for (const auto& s : starts) stack.push_back(index_of(s));
+  for (const auto& s : starts)
+    stack.push_back(index_of(s));
   while (!stack.empty()) {
     const std::size_t i = stack.back();
     stack.pop_back();
-    if (fwd[i]) continue;
+    if (fwd[i])
+      continue;
     fwd[i] = true;
     for (const auto& o : nodes[i].outputs) {
-      for (auto c : m.consumers(o)) stack.push_back(c);
+      for (auto c : m.consumers(o))
+        stack.push_back(c);
     }
   }
-  for (const auto& e : ends) stack.push_back(index_of(e));
+  for (const auto& e : ends)
+    stack.push_back(index_of(e));
   while (!stack.empty()) {
     const std::size_t i = stack.back();
     stack.pop_back();
-    if (bwd[i]) continue;
+    if (bwd[i])
+      continue;
     bwd[i] = true;
     for (const auto& in : nodes[i].inputs) {
-      if (auto p = m.producer(in)) stack.push_back(*p);
+      if (auto p = m.producer(in))
+        stack.push_back(*p);
     }
   }
   std::vector<bool> out(nodes.size());
-  for (std::size_t i = 0; i < nodes.size(); ++i) out[i] = fwd[i] && bwd[i];
+  for (std::size_t i = 0; i < nodes.size(); ++i)
+    out[i] = fwd[i] && bwd[i];
   return out;
 }
 
-std::string dtype_str(dtype_id t) { return std::string(dtype_name(t)); }
+std::string dtype_str(dtype_id t) {
+  return std::string(dtype_name(t));
+}
 
 }  // namespace
 
@@ -227,20 +283,24 @@ model quantize_model(const model& in, const qconfig& cfg, calibration_data_reade
   const std::vector<node_info> nodes = m.nodes();
   const std::vector<std::size_t> topo = m.topological_order();
   std::vector<qz::node_ref> refs;
-  for (const auto& n : nodes) refs.push_back({n.name, n.op_type});
+  for (const auto& n : nodes)
+    refs.push_back({n.name, n.op_type});
   // Plan: node selection and specs.
-  const qz::plan pl = qz::make_plan(cfg, refs, [&](const auto& s, const auto& e) {
-    return subgraph_mask(m, nodes, s, e);
-  });
+  const qz::plan pl = qz::make_plan(
+      cfg, refs, [&](const auto& s, const auto& e) { return subgraph_mask(m, nodes, s, e); });
   const qz::settings& opt = pl.opt;
   std::set<std::string> inits;
-  for (auto& n : m.initializer_names()) inits.insert(n);
+  for (auto& n : m.initializer_names())
+    inits.insert(n);
   std::set<std::string> graph_outputs;
-  for (const auto& o : m.outputs()) graph_outputs.insert(o.name);
+  for (const auto& o : m.outputs())
+    graph_outputs.insert(o.name);
   auto is_float_init = [&](const std::string& n) {
-    if (!inits.contains(n)) return false;
+    if (!inits.contains(n))
+      return false;
     for (const auto& t : proto(m).graph().initializer()) {
-      if (t.name() == n) return t.data_type() == 1;
+      if (t.name() == n)
+        return t.data_type() == 1;
     }
     return false;
   };
@@ -248,7 +308,8 @@ model quantize_model(const model& in, const qconfig& cfg, calibration_data_reade
   // (b) calibration requests: every non-initializer input / output of a quantized node.
   std::map<std::string, qz::calib_request> requests;
   auto request = [&](const std::string& name, const tspec& s) {
-    if (name.empty() || inits.contains(name) || requests.contains(name)) return;
+    if (name.empty() || inits.contains(name) || requests.contains(name))
+      return;
     qz::calib_request r;
     r.method = s.method;
     r.type = s.type;
@@ -259,12 +320,15 @@ model quantize_model(const model& in, const qconfig& cfg, calibration_data_reade
   };
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     const node_choice& c = pl.nodes[i];
-    if (!c.quantize || opt.weights_only) continue;
+    if (!c.quantize || opt.weights_only)
+      continue;
     for (const auto& x : nodes[i].inputs) {
-      if (c.input) request(x, *c.input);
+      if (c.input)
+        request(x, *c.input);
     }
     for (const auto& x : nodes[i].outputs) {
-      if (c.output) request(x, *c.output);
+      if (c.output)
+        request(x, *c.output);
     }
   }
   const std::string float_bytes = m.to_bytes();
@@ -275,7 +339,8 @@ model quantize_model(const model& in, const qconfig& cfg, calibration_data_reade
   cp.progress = run.progress;
   if (auto* folder = dynamic_cast<npy_folder_reader*>(&reader)) {
     const auto ins = m.inputs();
-    if (ins.size() == 1) folder->set_single_input_name(ins.front().name);
+    if (ins.size() == 1)
+      folder->set_single_input_name(ins.front().name);
   }
   const qz::calib_output cal = qz::calibrate(float_bytes, m.base_dir(), requests, reader, cp);
   report.calibration_samples = cal.samples;
@@ -293,7 +358,8 @@ model quantize_model(const model& in, const qconfig& cfg, calibration_data_reade
   std::vector<const_entry> consts;
   std::vector<bool> node_quantized(nodes.size());
   auto mark_act = [&](const std::string& n, const tspec& s, const std::string& share) {
-    if (acts.contains(n)) return;
+    if (acts.contains(n))
+      return;
     act_entry e;
     e.spec = s;
     e.share_from = share;
@@ -326,14 +392,16 @@ model quantize_model(const model& in, const qconfig& cfg, calibration_data_reade
       std::vector<std::size_t> slots = r.act_inputs;
       if (r.all_inputs) {
         slots.clear();
-        for (std::size_t k = 0; k < n.inputs.size(); ++k) slots.push_back(k);
+        for (std::size_t k = 0; k < n.inputs.size(); ++k)
+          slots.push_back(k);
       }
       if (r.weight >= 0 && !inits.contains(input(static_cast<std::size_t>(r.weight)))) {
         slots.push_back(static_cast<std::size_t>(r.weight));  // MatMul / Gemm with activation B
       }
       for (const std::size_t k : slots) {
         const std::string x = input(k);
-        if (x.empty()) continue;
+        if (x.empty())
+          continue;
         if (inits.contains(x)) {
           if (r.const_inputs && is_float_init(x)) {
             tspec s = *c.input;
@@ -359,18 +427,21 @@ model quantize_model(const model& in, const qconfig& cfg, calibration_data_reade
         e.type = c.weight->type;
         if (c.weight->per_channel) {
           std::int64_t axis = 0;
-          if (n.op_type == "ConvTranspose" || n.op_type == "MatMul") axis = 1;
+          if (n.op_type == "ConvTranspose" || n.op_type == "MatMul")
+            axis = 1;
           if (n.op_type == "Gemm") {
             bool trans_b = false;
             for (const auto& a : n.attributes) {
-              if (a.name == "transB") trans_b = std::get<std::int64_t>(a.value) != 0;
+              if (a.name == "transB")
+                trans_b = std::get<std::int64_t>(a.value) != 0;
             }
             axis = trans_b ? 0 : 1;
           }
           if (auto it = opt.per_channel_axis.find(n.op_type); it != opt.per_channel_axis.end()) {
             axis = it->second;
           }
-          if (c.weight->axis) axis = *c.weight->axis;
+          if (c.weight->axis)
+            axis = *c.weight->axis;
           e.axis = axis;
         }
         consts.push_back(std::move(e));
@@ -396,7 +467,8 @@ model quantize_model(const model& in, const qconfig& cfg, calibration_data_reade
                               opt.nodes_to_exclude_output.contains(n.name);
     if (c.output && !out_excluded && !opt.weights_only) {
       for (const auto& o : n.outputs) {
-        if (!is_float_act(o)) continue;
+        if (!is_float_act(o))
+          continue;
         mark_act(o, *c.output, r.shares_output && acts.contains(input(0)) ? input(0) : "");
         any = true;
       }
@@ -425,7 +497,8 @@ model quantize_model(const model& in, const qconfig& cfg, calibration_data_reade
   // output range; a quantized Softmax output is [0, 1].
   for (const std::size_t i : topo) {
     const node_info& n = nodes[i];
-    if (!node_quantized[i] || n.outputs.empty() || n.inputs.empty()) continue;
+    if (!node_quantized[i] || n.outputs.empty() || n.inputs.empty())
+      continue;
     if ((n.op_type == "Clip" || n.op_type == "Relu") && m.consumers(n.inputs[0]).size() == 1) {
       auto in_it = acts.find(n.inputs[0]);
       auto out_it = acts.find(n.outputs[0]);
@@ -442,7 +515,8 @@ model quantize_model(const model& in, const qconfig& cfg, calibration_data_reade
     }
   }
   // Activation parameters (shared ones follow their source).
-  std::function<const qp&(const std::string&)> params_of = [&](const std::string& name) -> const qp& {
+  std::function<const qp&(const std::string&)> params_of =
+      [&](const std::string& name) -> const qp& {
     act_entry& e = acts.at(name);
     if (!e.done) {
       e.done = true;
@@ -458,13 +532,15 @@ model quantize_model(const model& in, const qconfig& cfg, calibration_data_reade
     }
     return e.params;
   };
-  for (auto& [name, e] : acts) params_of(name);
+  for (auto& [name, e] : acts)
+    params_of(name);
 
   // Weights first, then biases (which need the weight scales).
   std::map<std::pair<std::string, std::size_t>, const const_entry*> weight_of_node;
   for (auto pass : {false, true}) {
     for (auto& e : consts) {
-      if (e.is_bias != pass) continue;
+      if (e.is_bias != pass)
+        continue;
       const tensor w = m.initializer(e.name);
       const auto v = w.data<float>();
       e.rmin = v.empty() ? 0.0f : *std::min_element(v.begin(), v.end());
@@ -480,12 +556,14 @@ model quantize_model(const model& in, const qconfig& cfg, calibration_data_reade
         }
         float beta = 1.0f;
         for (const auto& a : n.attributes) {
-          if (n.op_type == "Gemm" && a.name == "beta") beta = std::get<float>(a.value);
+          if (n.op_type == "Gemm" && a.name == "beta")
+            beta = std::get<float>(a.value);
         }
         const const_entry& we = *w_it->second;
         const std::size_t channels = static_cast<std::size_t>(w.size());
         e.axis = we.axis >= 0 ? 0 : -1;
-        for (const float ws : we.scale) e.scale.push_back(in_it->second.params.scale * ws * beta);
+        for (const float ws : we.scale)
+          e.scale.push_back(in_it->second.params.scale * ws * beta);
         if (e.axis >= 0 && e.scale.size() != channels) {
           throw frontend_error("quark.quantize.bias",
                                "bias '" + e.name + "' of node '" + n.name + "' has " +
@@ -499,7 +577,8 @@ model quantize_model(const model& in, const qconfig& cfg, calibration_data_reade
         continue;
       }
       // (c) weights (and biases quantized like weights): per tensor or per channel.
-      if (e.is_bias && e.spec.per_channel) e.axis = 0;
+      if (e.is_bias && e.spec.per_channel)
+        e.axis = 0;
       const std::int64_t axis = e.axis >= 0 ? norm_axis(e.axis, w.rank()) : -1;
       if (axis >= static_cast<std::int64_t>(w.rank())) {
         throw frontend_error("quark.quantize.axis", "per-channel axis " + std::to_string(e.axis) +
@@ -515,9 +594,11 @@ model quantize_model(const model& in, const qconfig& cfg, calibration_data_reade
           hi = *std::max_element(vals.begin(), vals.end());
         }
         // Per-channel signed weights are always symmetric (quark-spec §3.2).
-        const bool sym = e.spec.symmetric || (axis >= 0 && (e.type == dtype_id::int8 || e.type == dtype_id::int16));
+        const bool sym = e.spec.symmetric ||
+                         (axis >= 0 && (e.type == dtype_id::int8 || e.type == dtype_id::int16));
         qp p = qz::qparams_for(e.type, e.spec.pof2, sym, lo, hi, true, e.name);
-        if (e.spec.weight_minmse && e.spec.pof2) p.scale = qz::pof2_minmse_weight(vals, p);
+        if (e.spec.weight_minmse && e.spec.pof2)
+          p.scale = qz::pof2_minmse_weight(vals, p);
         e.scale.push_back(p.scale);
         e.zp.push_back(p.zero_point);
         qmin = p.qmin;
@@ -529,7 +610,8 @@ model quantize_model(const model& in, const qconfig& cfg, calibration_data_reade
         const auto ax = static_cast<std::size_t>(axis);
         const std::size_t c = static_cast<std::size_t>(w.shape()[ax]);
         std::size_t inner = 1;
-        for (std::size_t d = ax + 1; d < w.rank(); ++d) inner *= static_cast<std::size_t>(w.shape()[d]);
+        for (std::size_t d = ax + 1; d < w.rank(); ++d)
+          inner *= static_cast<std::size_t>(w.shape()[d]);
         const std::size_t outer = v.size() / (c * inner);
         std::vector<float> slice;
         for (std::size_t ch = 0; ch < c; ++ch) {
@@ -542,7 +624,8 @@ model quantize_model(const model& in, const qconfig& cfg, calibration_data_reade
         }
       }
       e.q = quantize_values(w, e.type, e.scale, e.zp, axis, qmin, qmax);
-      if (!e.is_bias) weight_of_node[{nodes[e.node].name, e.node}] = &e;
+      if (!e.is_bias)
+        weight_of_node[{nodes[e.node].name, e.node}] = &e;
     }
   }
 
@@ -550,7 +633,7 @@ model quantize_model(const model& in, const qconfig& cfg, calibration_data_reade
   ::onnx::GraphProto& g = *proto(m).mutable_graph();
   std::vector<::onnx::NodeProto> prologue;
   std::map<std::size_t, std::vector<::onnx::NodeProto>> after;  // by producer file index
-  std::map<std::string, std::string> rewire;                     // tensor -> DQ output (shared)
+  std::map<std::string, std::string> rewire;                    // tensor -> DQ output (shared)
   std::map<std::pair<std::size_t, std::string>, std::string> rewire_node;  // (node, tensor) -> DQ
   std::map<std::string, std::string> rename_output;  // graph output -> new producer output name
   bool per_axis = false;
@@ -564,8 +647,14 @@ model quantize_model(const model& in, const qconfig& cfg, calibration_data_reade
     add_init(z_name, zero_point_tensor(e.spec.type, {e.params.zero_point}, true));
     types_used.insert(e.spec.type);
     auto& sink = prod ? after[*prod] : prologue;
-    report.tensors.push_back({name, "activation", dtype_str(e.spec.type), e.rmin, e.rmax,
-                              {e.params.scale}, {e.params.zero_point}, -1});
+    report.tensors.push_back({name,
+                              "activation",
+                              dtype_str(e.spec.type),
+                              e.rmin,
+                              e.rmax,
+                              {e.params.scale},
+                              {e.params.zero_point},
+                              -1});
     ++report.tensors_per_type[dtype_str(e.spec.type)];
     const bool is_output = graph_outputs.contains(name);
     if (opt.dedicated_qdq_pair) {
@@ -574,28 +663,35 @@ model quantize_model(const model& in, const qconfig& cfg, calibration_data_reade
         const std::string sfx = "_" + std::to_string(k++);
         const std::string q = name + "_QuantizeLinear_Output" + sfx;
         const std::string dq = name + "_DequantizeLinear_Output" + sfx;
-        sink.push_back(make_node("QuantizeLinear", name + "_QuantizeLinear" + sfx, {name, s_name, z_name}, q, -1));
-        sink.push_back(make_node("DequantizeLinear", name + "_DequantizeLinear" + sfx, {q, s_name, z_name}, dq, -1));
+        sink.push_back(make_node("QuantizeLinear", name + "_QuantizeLinear" + sfx,
+                                 {name, s_name, z_name}, q, -1));
+        sink.push_back(make_node("DequantizeLinear", name + "_DequantizeLinear" + sfx,
+                                 {q, s_name, z_name}, dq, -1));
         rewire_node[{c, name}] = dq;
       }
     } else if (is_output && prod) {
       const std::string src = name + "_QuantizeLinear_Input";
       rename_output[name] = src;
       const std::string q = name + "_QuantizeLinear_Output";
-      sink.push_back(make_node("QuantizeLinear", name + "_QuantizeLinear", {src, s_name, z_name}, q, -1));
-      sink.push_back(make_node("DequantizeLinear", name + "_DequantizeLinear", {q, s_name, z_name}, name, -1));
+      sink.push_back(
+          make_node("QuantizeLinear", name + "_QuantizeLinear", {src, s_name, z_name}, q, -1));
+      sink.push_back(
+          make_node("DequantizeLinear", name + "_DequantizeLinear", {q, s_name, z_name}, name, -1));
     } else {
       const std::string q = name + "_QuantizeLinear_Output";
       const std::string dq = name + "_DequantizeLinear_Output";
-      sink.push_back(make_node("QuantizeLinear", name + "_QuantizeLinear", {name, s_name, z_name}, q, -1));
-      sink.push_back(make_node("DequantizeLinear", name + "_DequantizeLinear", {q, s_name, z_name}, dq, -1));
+      sink.push_back(
+          make_node("QuantizeLinear", name + "_QuantizeLinear", {name, s_name, z_name}, q, -1));
+      sink.push_back(
+          make_node("DequantizeLinear", name + "_DequantizeLinear", {q, s_name, z_name}, dq, -1));
       rewire[name] = dq;
     }
   }
   std::map<std::string, std::string> const_done;  // (name + kind) -> DQ output (shared weights)
   std::set<std::string> consts_replaced;
   for (auto& e : consts) {
-    if (e.type == dtype_id::undefined) continue;
+    if (e.type == dtype_id::undefined)
+      continue;
     const std::string key = e.name + (e.is_bias ? "#b" : "#w") + std::to_string(e.node);
     const bool per_channel = e.axis >= 0;
     per_axis = per_axis || per_channel;
@@ -612,12 +708,15 @@ model quantize_model(const model& in, const qconfig& cfg, calibration_data_reade
     const std::string dq = base + "_DequantizeLinear_Output";
     if (opt.add_qdq_pair_to_weight && !e.is_bias) {
       const std::string q = base + "_QuantizeLinear_Output";
-      prologue.push_back(make_node("QuantizeLinear", base + "_QuantizeLinear", {base, s_name, z_name}, q, e.axis));
-      prologue.push_back(make_node("DequantizeLinear", base + "_DequantizeLinear", {q, s_name, z_name}, dq, e.axis));
+      prologue.push_back(
+          make_node("QuantizeLinear", base + "_QuantizeLinear", {base, s_name, z_name}, q, e.axis));
+      prologue.push_back(make_node("DequantizeLinear", base + "_DequantizeLinear",
+                                   {q, s_name, z_name}, dq, e.axis));
     } else {
       const std::string qn = base + "_quantized";
       add_init(qn, e.q);
-      prologue.push_back(make_node("DequantizeLinear", base + "_DequantizeLinear", {qn, s_name, z_name}, dq, e.axis));
+      prologue.push_back(make_node("DequantizeLinear", base + "_DequantizeLinear",
+                                   {qn, s_name, z_name}, dq, e.axis));
       consts_replaced.insert(e.name);
     }
     const_done[e.name] = dq;
@@ -630,7 +729,8 @@ model quantize_model(const model& in, const qconfig& cfg, calibration_data_reade
   // Rebuild the node list: prologue, then each node followed by the Q/DQ of its outputs.
   std::vector<::onnx::NodeProto> out;
   out.reserve(static_cast<std::size_t>(g.node_size()) + prologue.size() * 2);
-  for (auto& n : prologue) out.push_back(std::move(n));
+  for (auto& n : prologue)
+    out.push_back(std::move(n));
   const auto& old_nodes = g.node();
   std::set<std::string> own_qdq_inputs;
   for (const std::size_t i : topo) {
@@ -644,40 +744,51 @@ model quantize_model(const model& in, const qconfig& cfg, calibration_data_reade
       }
     }
     for (int k = 0; k < n.output_size(); ++k) {
-      if (auto it = rename_output.find(n.output(k)); it != rename_output.end()) n.set_output(k, it->second);
+      if (auto it = rename_output.find(n.output(k)); it != rename_output.end())
+        n.set_output(k, it->second);
     }
     out.push_back(std::move(n));
     if (auto it = after.find(i); it != after.end()) {
-      for (auto& q : it->second) out.push_back(std::move(q));
+      for (auto& q : it->second)
+        out.push_back(std::move(q));
     }
   }
   g.clear_node();
-  for (auto& n : out) *g.add_node() = std::move(n);
+  for (auto& n : out)
+    *g.add_node() = std::move(n);
   // Float weights no node reads any more are dropped.
   for (const auto& name : consts_replaced) {
     bool used = false;
     for (const auto& n : g.node()) {
-      for (const auto& x : n.input()) used = used || x == name;
+      for (const auto& x : n.input())
+        used = used || x == name;
     }
-    for (const auto& o : g.output()) used = used || o.name() == name;
-    if (!used) m.remove_initializer(name);
+    for (const auto& o : g.output())
+      used = used || o.name() == name;
+    if (!used)
+      m.remove_initializer(name);
   }
 
   // Opset: QuantizeLinear needs 10, per-axis 13, 16-bit types 21.
   std::int64_t need = 10;
-  if (per_axis) need = 13;
+  if (per_axis)
+    need = 13;
   for (const auto t : types_used) {
-    if (t == dtype_id::int16 || t == dtype_id::uint16) need = 21;
+    if (t == dtype_id::int16 || t == dtype_id::uint16)
+      need = 21;
   }
   report.opset_before = m.opset("").value_or(1);
   if (!acts.empty() || !consts.empty()) {
     std::map<std::string, std::size_t> ranks;
-    for (const auto& [name, f] : cal.tensors) ranks[name] = f.shape.size();
+    for (const auto& [name, f] : cal.tensors)
+      ranks[name] = f.shape.size();
     for (const auto& [t, dq] : rewire) {
-      if (auto it = ranks.find(t); it != ranks.end()) ranks[dq] = it->second;
+      if (auto it = ranks.find(t); it != ranks.end())
+        ranks[dq] = it->second;
     }
     for (const auto& [key, dq] : rewire_node) {
-      if (auto it = ranks.find(key.second); it != ranks.end()) ranks[dq] = it->second;
+      if (auto it = ranks.find(key.second); it != ranks.end())
+        ranks[dq] = it->second;
     }
     for (const auto& note : qz::upgrade_opset(proto(m), report.opset_before, need, ranks)) {
       report.notes.push_back(note);
@@ -686,20 +797,25 @@ model quantize_model(const model& in, const qconfig& cfg, calibration_data_reade
   report.opset_after = m.opset("").value_or(1);
   {
     // IR version able to carry the opset (ORT refuses older IR with newer operator sets).
-    const std::int64_t ir = report.opset_after >= 21 ? 10 : report.opset_after >= 19 ? 9
-                            : report.opset_after >= 13 ? 7 : 5;
-    if (m.ir_version() < ir) m.set_ir_version(ir);
+    const std::int64_t ir = report.opset_after >= 21   ? 10
+                            : report.opset_after >= 19 ? 9
+                            : report.opset_after >= 13 ? 7
+                                                       : 5;
+    if (m.ir_version() < ir)
+      m.set_ir_version(ir);
   }
   m.validate();
 
   // Evaluation against the float model (EvalMetrics / run.eval_samples).
   std::size_t eval_n = run.eval_samples;
-  if (eval_n == 0 && !opt.eval_metrics.empty()) eval_n = cal.samples;
+  if (eval_n == 0 && !opt.eval_metrics.empty())
+    eval_n = cal.samples;
   if (eval_n > 0) {
     reader.rewind();
     report.eval = qz::compare_models(float_bytes, m.to_bytes(), m.base_dir(), reader, eval_n);
   }
-  if (report_out) *report_out = std::move(report);
+  if (report_out)
+    *report_out = std::move(report);
   return m;
 }
 
@@ -725,7 +841,8 @@ std::unique_ptr<calibration_data_reader> default_reader(const model& m, const qc
   ro.count = o.calib_data_size.value_or(1);
   ro.shapes = o.random_shapes;
   ro.ranges = o.random_ranges;
-  if (seed) ro.seed = *seed;
+  if (seed)
+    ro.seed = *seed;
   return std::make_unique<random_reader>(std::move(ins), std::move(ro));
 }
 
@@ -733,14 +850,16 @@ quantize_report quantize_model(const std::filesystem::path& model_in,
                                const std::filesystem::path& model_out, const qconfig& cfg,
                                calibration_data_reader& reader, const quantize_run_options& run) {
   std::error_code ec;
-  if (std::filesystem::exists(model_out, ec) && std::filesystem::equivalent(model_in, model_out, ec)) {
-    throw frontend_error("quark.quantize.same_path", "output '" + model_out.string() +
-                                                         "' is the input model; refusing to overwrite it");
+  if (std::filesystem::exists(model_out, ec) &&
+      std::filesystem::equivalent(model_in, model_out, ec)) {
+    throw frontend_error(
+        "quark.quantize.same_path",
+        "output '" + model_out.string() + "' is the input model; refusing to overwrite it");
   }
   const auto dir = model_out.parent_path();
   if (!dir.empty() && !std::filesystem::is_directory(dir, ec)) {
-    throw frontend_error("quark.quantize.output_dir", "output folder '" + dir.string() +
-                                                          "' does not exist");
+    throw frontend_error("quark.quantize.output_dir",
+                         "output folder '" + dir.string() + "' does not exist");
   }
   const model in = model::load(model_in);
   quantize_report r;
@@ -753,11 +872,15 @@ std::string summary_table(const quantize_report& r) {
   std::ostringstream os;
   os << "Quantization summary (" << r.calibration_samples << " calibration sample"
      << (r.calibration_samples == 1 ? "" : "s") << ", opset " << r.opset_before;
-  if (r.opset_after != r.opset_before) os << " -> " << r.opset_after;
+  if (r.opset_after != r.opset_before)
+    os << " -> " << r.opset_after;
   os << ")\n";
   std::size_t w = 7;
-  for (const auto& [op, c] : r.op_types) w = std::max(w, op.size());
-  auto pad = [](const std::string& s, std::size_t n) { return s + std::string(n > s.size() ? n - s.size() : 0, ' '); };
+  for (const auto& [op, c] : r.op_types)
+    w = std::max(w, op.size());
+  auto pad = [](const std::string& s, std::size_t n) {
+    return s + std::string(n > s.size() ? n - s.size() : 0, ' ');
+  };
   os << pad("Op type", w) << "  Quantized  Float\n";
   std::size_t tq = 0, tf = 0;
   for (const auto& [op, c] : r.op_types) {
@@ -767,8 +890,10 @@ std::string summary_table(const quantize_report& r) {
   }
   os << pad("Total", w) << "  " << pad(std::to_string(tq), 9) << "  " << tf << '\n';
   os << "\nTensors per data type:\n";
-  for (const auto& [t, n] : r.tensors_per_type) os << "  " << pad(t, 8) << ' ' << n << '\n';
-  for (const auto& n : r.notes) os << "note: " << n << '\n';
+  for (const auto& [t, n] : r.tensors_per_type)
+    os << "  " << pad(t, 8) << ' ' << n << '\n';
+  for (const auto& n : r.notes)
+    os << "note: " << n << '\n';
   return os.str();
 }
 
@@ -780,20 +905,23 @@ std::string tensors_json(const quantize_report& r) {
     const auto& t = r.tensors[i];
     std::string name;
     for (char ch : t.name) {
-      if (ch == '"' || ch == '\\') name += '\\';
+      if (ch == '"' || ch == '\\')
+        name += '\\';
       name += ch;
     }
     // JSON has no NaN / Inf: those print as null.
     auto num = [&](float v) -> std::ostream& {
       return std::isfinite(v) ? (os << v) : (os << "null");
     };
-    os << "    {\"name\": \"" << name << "\", \"role\": \"" << t.role << "\", \"type\": \"" << t.type
-       << "\", \"min\": ";
+    os << "    {\"name\": \"" << name << "\", \"role\": \"" << t.role << "\", \"type\": \""
+       << t.type << "\", \"min\": ";
     num(t.rmin) << ", \"max\": ";
     num(t.rmax) << ", \"axis\": " << t.axis << ", \"scale\": [";
-    for (std::size_t k = 0; k < t.scale.size(); ++k) num(t.scale[k]) << (k + 1 < t.scale.size() ? ", " : "");
+    for (std::size_t k = 0; k < t.scale.size(); ++k)
+      num(t.scale[k]) << (k + 1 < t.scale.size() ? ", " : "");
     os << "], \"zero_point\": [";
-    for (std::size_t k = 0; k < t.zero_point.size(); ++k) os << (k ? ", " : "") << t.zero_point[k];
+    for (std::size_t k = 0; k < t.zero_point.size(); ++k)
+      os << (k ? ", " : "") << t.zero_point[k];
     os << "]}" << (i + 1 < r.tensors.size() ? "," : "") << '\n';
   }
   os << "  ]\n}\n";

@@ -33,13 +33,17 @@ struct scope {
   std::unordered_set<std::string> owned;  ///< values produced here (not feeds): reusable
 
   const tensor* find(const std::string& name) const {
-    if (auto it = values.find(name); it != values.end()) return it->second.get();
-    if (auto it = g.constants.find(name); it != g.constants.end()) return it->second.get();
+    if (auto it = values.find(name); it != values.end())
+      return it->second.get();
+    if (auto it = g.constants.find(name); it != g.constants.end())
+      return it->second.get();
     return parent ? parent->find(name) : nullptr;
   }
 };
 
-bool well_formed(const tensor& t) { return t.byte_size() == t.size() * element_size(t.type()); }
+bool well_formed(const tensor& t) {
+  return t.byte_size() == t.size() * element_size(t.type());
+}
 
 std::vector<tensor> execute(const graph& g, scope& sc, thread_pool& pool,
                             const value_observer& observer) {
@@ -62,12 +66,15 @@ std::vector<tensor> execute(const graph& g, scope& sc, thread_pool& pool,
     ctx.outputs.resize(n.outputs.size());
     ctx.reusable.assign(n.inputs.size(), nullptr);
     for (const auto& dead : g.release[i]) {
-      if (!sc.owned.count(dead)) continue;
+      if (!sc.owned.count(dead))
+        continue;
       auto it = sc.values.find(dead);
-      if (it == sc.values.end() || it->second.use_count() != 1) continue;
-      if (std::count(n.inputs.begin(), n.inputs.end(), dead) != 1) continue;
-      const auto pos = static_cast<std::size_t>(
-          std::find(n.inputs.begin(), n.inputs.end(), dead) - n.inputs.begin());
+      if (it == sc.values.end() || it->second.use_count() != 1)
+        continue;
+      if (std::count(n.inputs.begin(), n.inputs.end(), dead) != 1)
+        continue;
+      const auto pos = static_cast<std::size_t>(std::find(n.inputs.begin(), n.inputs.end(), dead) -
+                                                n.inputs.begin());
       // The value was created non-const (make_shared<tensor>) and dies with this node.
       ctx.reusable[pos] = const_cast<tensor*>(it->second.get());
     }
@@ -86,12 +93,14 @@ std::vector<tensor> execute(const graph& g, scope& sc, thread_pool& pool,
     }
     for (std::size_t o = 0; o < n.outputs.size(); ++o) {
       const auto& name = n.outputs[o];
-      if (name.empty()) continue;
+      if (name.empty())
+        continue;
       if (!well_formed(ctx.outputs[o])) {
         throw frontend_error("quark.onnx.runtime",
                              n.describe() + ": output '" + name + "' was not produced");
       }
-      if (observer) observer(name, ctx.outputs[o]);
+      if (observer)
+        observer(name, ctx.outputs[o]);
       sc.values[name] = std::make_shared<tensor>(std::move(ctx.outputs[o]));
       sc.owned.insert(name);
     }
@@ -131,9 +140,11 @@ std::unique_ptr<runtime::impl> runtime::impl::prepare(const ::onnx::ModelProto& 
                                                       runtime_options options) {
   int opset = 0;
   for (const auto& o : m.opset_import()) {
-    if (o.domain().empty() || o.domain() == "ai.onnx") opset = static_cast<int>(o.version());
+    if (o.domain().empty() || o.domain() == "ai.onnx")
+      opset = static_cast<int>(o.version());
   }
-  if (opset == 0) opset = 1;
+  if (opset == 0)
+    opset = 1;
   rt::build_report report;
   auto p = std::make_unique<runtime::impl>();
   p->main = rt::build_graph(m.graph(), opset, base_dir, {}, report);
@@ -142,7 +153,8 @@ std::unique_ptr<runtime::impl> runtime::impl::prepare(const ::onnx::ModelProto& 
     std::sort(u.begin(), u.end());
     u.erase(std::unique(u.begin(), u.end()), u.end());
     std::string list;
-    for (const auto& op : u) list += (list.empty() ? "" : ", ") + op;
+    for (const auto& op : u)
+      list += (list.empty() ? "" : ", ") + op;
     throw frontend_error("quark.onnx.unsupported_op",
                          "the runtime does not implement: " + list + " (graph '" +
                              m.graph().name() + "', opset " + std::to_string(opset) + ")");
@@ -152,18 +164,20 @@ std::unique_ptr<runtime::impl> runtime::impl::prepare(const ::onnx::ModelProto& 
   p->pool = std::make_unique<rt::thread_pool>(options.threads);
 #if defined(M_MMAP_THRESHOLD) && defined(M_TRIM_THRESHOLD)
   if (options.tune_malloc) {
-    mallopt(M_MMAP_THRESHOLD, 32 << 20);   // glibc's largest accepted value
+    mallopt(M_MMAP_THRESHOLD, 32 << 20);  // glibc's largest accepted value
     mallopt(M_TRIM_THRESHOLD, 512 << 20);
   }
 #endif
   return p;
 }
 
-runtime::runtime(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
+runtime::runtime(std::unique_ptr<impl> p) : impl_(std::move(p)) {
+}
 
 runtime::runtime(const std::filesystem::path& path, runtime_options options) {
   std::ifstream f(path, std::ios::binary);
-  if (!f) throw frontend_error("quark.onnx.load", "cannot open '" + path.string() + "'");
+  if (!f)
+    throw frontend_error("quark.onnx.load", "cannot open '" + path.string() + "'");
   std::stringstream ss;
   ss << f.rdbuf();
   const std::string bytes = ss.str();
@@ -175,7 +189,8 @@ runtime::runtime(const std::filesystem::path& path, runtime_options options) {
 }
 
 runtime::runtime(const model& m, runtime_options options)
-    : impl_(impl::prepare(proto(m), proto_access::get(m).base_dir, options)) {}
+    : impl_(impl::prepare(proto(m), proto_access::get(m).base_dir, options)) {
+}
 
 runtime runtime::from_bytes(std::span<const std::byte> bytes, const std::filesystem::path& base_dir,
                             runtime_options options) {
@@ -191,8 +206,12 @@ runtime::runtime(runtime&&) noexcept = default;
 runtime& runtime::operator=(runtime&&) noexcept = default;
 runtime::~runtime() = default;
 
-const std::vector<tensor_info>& runtime::inputs() const noexcept { return impl_->inputs; }
-const std::vector<tensor_info>& runtime::outputs() const noexcept { return impl_->outputs; }
+const std::vector<tensor_info>& runtime::inputs() const noexcept {
+  return impl_->inputs;
+}
+const std::vector<tensor_info>& runtime::outputs() const noexcept {
+  return impl_->outputs;
+}
 
 std::vector<std::string> runtime::supported_ops() {
   auto ops = rt::registered_ops();
@@ -217,15 +236,14 @@ std::map<std::string, tensor> runtime::run(const std::map<std::string, tensor>& 
                             (in.type == dtype_id::float16 || in.type == dtype_id::bfloat16);
     if (in.type != dtype_id::undefined && t.type() != in.type && !widened_ok) {
       throw frontend_error("quark.onnx.runtime", "graph input '" + in.name + "' is declared " +
-                                                     std::string(dtype_name(in.type)) +
-                                                     ", fed " + std::string(dtype_name(t.type())));
+                                                     std::string(dtype_name(in.type)) + ", fed " +
+                                                     std::string(dtype_name(t.type())));
     }
     if (in.shape.size() == t.rank() || in.shape.empty()) {
       for (std::size_t d = 0; d < in.shape.size(); ++d) {
         if (in.shape[d] >= 0 && in.shape[d] != t.shape()[d]) {
           throw frontend_error("quark.onnx.shape", "graph input '" + in.name + "' has shape " +
-                                                       rt::shape_string(t.shape()) +
-                                                       ", declared " +
+                                                       rt::shape_string(t.shape()) + ", declared " +
                                                        rt::shape_string(in.shape));
         }
       }
@@ -240,7 +258,8 @@ std::map<std::string, tensor> runtime::run(const std::map<std::string, tensor>& 
     } else {
       value = std::shared_ptr<const tensor>(&t, [](const tensor*) {});  // the caller owns it
     }
-    if (observer) observer(in.name, *value);
+    if (observer)
+      observer(in.name, *value);
     sc.values[in.name] = std::move(value);
   }
   auto outs = rt::execute(g, sc, *impl_->pool, observer);
@@ -248,7 +267,8 @@ std::map<std::string, tensor> runtime::run(const std::map<std::string, tensor>& 
   for (std::size_t i = 0; i < outs.size(); ++i) {
     tensor& t = outs[i];
     const dtype_id want = impl_->outputs[i].type;
-    if (t.type() == dtype_id::float32 && (want == dtype_id::float16 || want == dtype_id::bfloat16)) {
+    if (t.type() == dtype_id::float32 &&
+        (want == dtype_id::float16 || want == dtype_id::bfloat16)) {
       tensor h(want, t.shape());
       auto src = t.data<float>();
       if (want == dtype_id::float16) {

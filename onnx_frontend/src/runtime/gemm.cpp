@@ -17,7 +17,9 @@ using row_mat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowM
 using cmap = Eigen::Map<const row_mat, Eigen::Unaligned, stride_t>;
 using mmap = Eigen::Map<row_mat, Eigen::Unaligned, stride_t>;
 
-Eigen::Index idx(std::size_t v) { return static_cast<Eigen::Index>(v); }
+Eigen::Index idx(std::size_t v) {
+  return static_cast<Eigen::Index>(v);
+}
 
 /// One block: rows [r0, r1) and columns [c0, c1) of C.
 void gemm_block(bool trans_a, bool trans_b, std::size_t r0, std::size_t r1, std::size_t c0,
@@ -35,7 +37,8 @@ void gemm_block(bool trans_a, bool trans_b, std::size_t r0, std::size_t r1, std:
         C.noalias() = alpha * (A * B);
       }
     } else {
-      if (beta != 1.0f) C *= beta;
+      if (beta != 1.0f)
+        C *= beta;
       C.noalias() += alpha * (A * B);
     }
   };
@@ -59,8 +62,10 @@ void gemm_block(bool trans_a, bool trans_b, std::size_t r0, std::size_t r1, std:
 void gemm(thread_pool* pool, bool trans_a, bool trans_b, std::size_t m, std::size_t n,
           std::size_t k, float alpha, const float* a, std::size_t lda, const float* b,
           std::size_t ldb, float beta, float* c, std::size_t ldc) {
-  if (m == 0 || n == 0) return;
-  const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  if (m == 0 || n == 0)
+    return;
+  const double flops =
+      2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
   if (!pool || pool->size() == 1 || flops < 2e6) {
     gemm_block(trans_a, trans_b, 0, m, 0, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;

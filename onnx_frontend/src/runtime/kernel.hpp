@@ -3,9 +3,9 @@
 // kernels share: errors that name the node, axis normalisation, numpy broadcasting, type dispatch.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <cmath>
 #include <functional>
 #include <initializer_list>
 #include <limits>
@@ -38,7 +38,8 @@ struct kernel_context {
   std::size_t input_count() const noexcept { return inputs.size(); }
   bool has_input(std::size_t i) const noexcept { return i < inputs.size() && inputs[i]; }
   const tensor& in(std::size_t i) const {
-    if (!has_input(i)) fail("quark.onnx.runtime", "missing input #" + std::to_string(i));
+    if (!has_input(i))
+      fail("quark.onnx.runtime", "missing input #" + std::to_string(i));
     return *inputs[i];
   }
   const tensor* opt(std::size_t i) const noexcept { return has_input(i) ? inputs[i] : nullptr; }
@@ -56,7 +57,8 @@ struct kernel_context {
     return tensor(type, shape);
   }
   tensor& out(std::size_t i) {
-    if (i >= outputs.size()) fail("quark.onnx.runtime", "missing output #" + std::to_string(i));
+    if (i >= outputs.size())
+      fail("quark.onnx.runtime", "missing output #" + std::to_string(i));
     return outputs[i];
   }
   std::size_t output_count() const noexcept { return outputs.size(); }
@@ -69,12 +71,17 @@ struct kernel_context {
 
 inline std::string shape_string(const shape_t& s) {
   std::string r = "[";
-  for (std::size_t i = 0; i < s.size(); ++i) r += (i ? "," : "") + std::to_string(s[i]);
+  for (std::size_t i = 0; i < s.size(); ++i)
+    r += (i ? "," : "") + std::to_string(s[i]);
   return r + "]";
 }
 
-inline std::size_t to_size(std::int64_t v) { return static_cast<std::size_t>(v); }
-inline std::int64_t to_i64(std::size_t v) { return static_cast<std::int64_t>(v); }
+inline std::size_t to_size(std::int64_t v) {
+  return static_cast<std::size_t>(v);
+}
+inline std::int64_t to_i64(std::size_t v) {
+  return static_cast<std::int64_t>(v);
+}
 
 /// Row-major strides in elements.
 inline std::vector<std::size_t> strides_of(const shape_t& s) {
@@ -91,8 +98,8 @@ inline std::vector<std::size_t> strides_of(const shape_t& s) {
 inline std::size_t norm_axis(const kernel_context& c, std::int64_t axis, std::size_t rank) {
   const auto r = to_i64(rank);
   if (axis < -r || axis >= r) {
-    c.fail("quark.onnx.shape", "axis " + std::to_string(axis) + " out of range for rank " +
-                                   std::to_string(rank));
+    c.fail("quark.onnx.shape",
+           "axis " + std::to_string(axis) + " out of range for rank " + std::to_string(rank));
   }
   return to_size(axis < 0 ? axis + r : axis);
 }
@@ -118,17 +125,28 @@ inline constexpr bool is_float_v = std::is_same_v<T, float> || std::is_same_v<T,
 template <class F>
 decltype(auto) dispatch_numeric(const kernel_context& c, dtype_id t, F&& f) {
   switch (t) {
-    case dtype_id::float32: return f(std::type_identity<float>{});
-    case dtype_id::float64: return f(std::type_identity<double>{});
-    case dtype_id::int8: return f(std::type_identity<std::int8_t>{});
-    case dtype_id::uint8: return f(std::type_identity<std::uint8_t>{});
-    case dtype_id::int16: return f(std::type_identity<std::int16_t>{});
-    case dtype_id::uint16: return f(std::type_identity<std::uint16_t>{});
-    case dtype_id::int32: return f(std::type_identity<std::int32_t>{});
-    case dtype_id::uint32: return f(std::type_identity<std::uint32_t>{});
-    case dtype_id::int64: return f(std::type_identity<std::int64_t>{});
-    case dtype_id::uint64: return f(std::type_identity<std::uint64_t>{});
-    default: break;
+    case dtype_id::float32:
+      return f(std::type_identity<float>{});
+    case dtype_id::float64:
+      return f(std::type_identity<double>{});
+    case dtype_id::int8:
+      return f(std::type_identity<std::int8_t>{});
+    case dtype_id::uint8:
+      return f(std::type_identity<std::uint8_t>{});
+    case dtype_id::int16:
+      return f(std::type_identity<std::int16_t>{});
+    case dtype_id::uint16:
+      return f(std::type_identity<std::uint16_t>{});
+    case dtype_id::int32:
+      return f(std::type_identity<std::int32_t>{});
+    case dtype_id::uint32:
+      return f(std::type_identity<std::uint32_t>{});
+    case dtype_id::int64:
+      return f(std::type_identity<std::int64_t>{});
+    case dtype_id::uint64:
+      return f(std::type_identity<std::uint64_t>{});
+    default:
+      break;
   }
   c.fail("quark.onnx.runtime", "element type " + std::string(dtype_name(t)) + " not supported");
 }
@@ -137,12 +155,15 @@ decltype(auto) dispatch_numeric(const kernel_context& c, dtype_id t, F&& f) {
 template <class F>
 decltype(auto) dispatch_float(const kernel_context& c, dtype_id t, F&& f) {
   switch (t) {
-    case dtype_id::float32: return f(std::type_identity<float>{});
-    case dtype_id::float64: return f(std::type_identity<double>{});
-    default: break;
+    case dtype_id::float32:
+      return f(std::type_identity<float>{});
+    case dtype_id::float64:
+      return f(std::type_identity<double>{});
+    default:
+      break;
   }
-  c.fail("quark.onnx.runtime", "element type " + std::string(dtype_name(t)) +
-                                   " not supported (float32/float64 only)");
+  c.fail("quark.onnx.runtime",
+         "element type " + std::string(dtype_name(t)) + " not supported (float32/float64 only)");
 }
 
 /// double -> integer T: truncates, saturates to T's range, NaN -> 0 (never an out-of-range cast).
@@ -151,18 +172,22 @@ T saturate_cast(double v) {
   if constexpr (std::is_floating_point_v<T>) {
     return static_cast<T>(v);
   } else {
-    if (v != v) return T(0);
+    if (v != v)
+      return T(0);
     const double t = std::trunc(v);
     if (t <= static_cast<double>(std::numeric_limits<T>::lowest())) {
       return std::numeric_limits<T>::lowest();
     }
-    if (t >= static_cast<double>(std::numeric_limits<T>::max())) return std::numeric_limits<T>::max();
+    if (t >= static_cast<double>(std::numeric_limits<T>::max()))
+      return std::numeric_limits<T>::max();
     return static_cast<T>(t);
   }
 }
 
 /// Every element type a tensor can hold, for data movement kernels (copy by bytes).
-inline std::size_t elem_bytes(const tensor& t) { return element_size(t.type()); }
+inline std::size_t elem_bytes(const tensor& t) {
+  return element_size(t.type());
+}
 
 /// Requires a float32 input.
 inline const tensor& float_input(const kernel_context& c, std::size_t i) {

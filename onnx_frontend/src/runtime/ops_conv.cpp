@@ -14,9 +14,9 @@ namespace quark::onnx::rt {
 namespace {
 
 struct geometry {
-  std::size_t n = 0, c = 0, h = 0, w = 0;   // input
-  std::size_t m = 0, oh = 0, ow = 0;        // output channels and size
-  std::size_t kh = 1, kw = 1;               // kernel
+  std::size_t n = 0, c = 0, h = 0, w = 0;  // input
+  std::size_t m = 0, oh = 0, ow = 0;       // output channels and size
+  std::size_t kh = 1, kw = 1;              // kernel
   std::size_t sh = 1, sw = 1, dh = 1, dw = 1;
   std::int64_t pt = 0, pl = 0, pb = 0, pr = 0;
   std::size_t group = 1;
@@ -25,15 +25,17 @@ struct geometry {
 /// Reads a 1-D or 2-D spatial attribute list into (h, w) order; 1-D gives (1, v).
 std::pair<std::int64_t, std::int64_t> pair_of(const std::vector<std::int64_t>& v, std::size_t sp,
                                               std::int64_t fallback, std::size_t offset = 0) {
-  if (v.empty()) return {fallback, fallback};
-  if (sp == 1) return {fallback == 0 ? 0 : 1, v[offset]};
+  if (v.empty())
+    return {fallback, fallback};
+  if (sp == 1)
+    return {fallback == 0 ? 0 : 1, v[offset]};
   return {v[offset], v[offset + 1]};
 }
 
 std::size_t spatial_rank(const kernel_context& c, const tensor& x) {
   if (x.rank() != 3 && x.rank() != 4) {
-    c.fail("quark.onnx.shape", "only 1-D and 2-D convolutions are supported, input is " +
-                                   shape_string(x.shape()));
+    c.fail("quark.onnx.shape",
+           "only 1-D and 2-D convolutions are supported, input is " + shape_string(x.shape()));
   }
   return x.rank() - 2;
 }
@@ -60,7 +62,8 @@ geometry conv_geometry(const kernel_context& c, const tensor& x, const tensor& w
   g.c = to_size(x.shape()[1]);
   g.h = sp == 2 ? to_size(x.shape()[2]) : 1;
   g.w = to_size(x.shape().back());
-  if (w.rank() != x.rank()) c.fail("quark.onnx.shape", "weight rank differs from input rank");
+  if (w.rank() != x.rank())
+    c.fail("quark.onnx.shape", "weight rank differs from input rank");
   g.m = to_size(w.shape()[0]);
   g.kh = sp == 2 ? to_size(w.shape()[2]) : 1;
   g.kw = to_size(w.shape().back());
@@ -73,7 +76,8 @@ geometry conv_geometry(const kernel_context& c, const tensor& x, const tensor& w
   g.dw = to_size(d.second);
   const auto pads = c.n.attr_ints("pads");
   if (!pads.empty()) {
-    if (pads.size() != 2 * sp) c.fail("quark.onnx.shape", "pads has the wrong length");
+    if (pads.size() != 2 * sp)
+      c.fail("quark.onnx.shape", "pads has the wrong length");
     std::tie(g.pt, g.pl) = pair_of(pads, sp, 0, 0);
     std::tie(g.pb, g.pr) = pair_of(pads, sp, 0, sp);
   }
@@ -88,7 +92,8 @@ geometry conv_geometry(const kernel_context& c, const tensor& x, const tensor& w
   }
   const std::int64_t hh = to_i64(g.h) + g.pt + g.pb - to_i64(ekh);
   const std::int64_t ww = to_i64(g.w) + g.pl + g.pr - to_i64(ekw);
-  if (hh < 0 || ww < 0) c.fail("quark.onnx.shape", "kernel larger than the padded input");
+  if (hh < 0 || ww < 0)
+    c.fail("quark.onnx.shape", "kernel larger than the padded input");
   g.oh = to_size(hh) / g.sh + 1;
   g.ow = to_size(ww) / g.sw + 1;
   if (g.group == 0 || g.c % g.group != 0 || g.m % g.group != 0 ||
@@ -146,18 +151,23 @@ void depthwise_channel(const geometry& g, const float* x, const float* k, float 
       const std::int64_t xoff = to_i64(kx * g.dw) - g.pl;
       // Output columns whose input column is inside [0, w).
       std::int64_t ox0 = 0;
-      while (ox0 < to_i64(g.ow) && ox0 * to_i64(g.sw) + xoff < 0) ++ox0;
+      while (ox0 < to_i64(g.ow) && ox0 * to_i64(g.sw) + xoff < 0)
+        ++ox0;
       std::int64_t ox1 = to_i64(g.ow);
-      while (ox1 > ox0 && (ox1 - 1) * to_i64(g.sw) + xoff >= to_i64(g.w)) --ox1;
-      if (ox0 >= ox1) continue;
+      while (ox1 > ox0 && (ox1 - 1) * to_i64(g.sw) + xoff >= to_i64(g.w))
+        --ox1;
+      if (ox0 >= ox1)
+        continue;
       for (std::size_t oy = 0; oy < g.oh; ++oy) {
         const std::int64_t iy = to_i64(oy * g.sh + ky * g.dh) - g.pt;
-        if (iy < 0 || iy >= to_i64(g.h)) continue;
+        if (iy < 0 || iy >= to_i64(g.h))
+          continue;
         const float* src = x + to_size(iy) * g.w;
         float* dst = y + oy * g.ow;
         if (g.sw == 1) {
           const float* s = src + xoff;
-          for (std::int64_t ox = ox0; ox < ox1; ++ox) dst[ox] += wv * s[ox];
+          for (std::int64_t ox = ox0; ox < ox1; ++ox)
+            dst[ox] += wv * s[ox];
         } else {
           for (std::int64_t ox = ox0; ox < ox1; ++ox) {
             dst[ox] += wv * src[ox * to_i64(g.sw) + xoff];
@@ -173,9 +183,11 @@ void k_conv(kernel_context& c) {
   const tensor& w = float_input(c, 1);
   const geometry g = conv_geometry(c, x, w);
   const tensor* b = c.opt(2);
-  if (b && b->size() != g.m) c.fail("quark.onnx.shape", "bias size differs from output channels");
+  if (b && b->size() != g.m)
+    c.fail("quark.onnx.shape", "bias size differs from output channels");
   shape_t out_shape{to_i64(g.n), to_i64(g.m)};
-  if (x.rank() == 4) out_shape.push_back(to_i64(g.oh));
+  if (x.rank() == 4)
+    out_shape.push_back(to_i64(g.oh));
   out_shape.push_back(to_i64(g.ow));
   tensor out(dtype_id::float32, out_shape);
   const float* px = x.data<float>().data();
@@ -227,7 +239,8 @@ void k_conv(kernel_context& c) {
         for (std::size_t oc = 0; oc < mg; ++oc) {
           const float bv = pb[gi * mg + oc];
           float* row = yg + oc * npix;
-          for (std::size_t p = 0; p < npix; ++p) row[p] += bv;
+          for (std::size_t p = 0; p < npix; ++p)
+            row[p] += bv;
         }
       }
     }
@@ -239,7 +252,8 @@ void k_conv_transpose(kernel_context& c) {
   const tensor& x = float_input(c, 0);
   const tensor& w = float_input(c, 1);
   const std::size_t sp = spatial_rank(c, x);
-  if (w.rank() != x.rank()) c.fail("quark.onnx.shape", "weight rank differs from input rank");
+  if (w.rank() != x.rank())
+    c.fail("quark.onnx.shape", "weight rank differs from input rank");
   geometry g;
   g.n = to_size(x.shape()[0]);
   g.c = to_size(x.shape()[1]);
@@ -264,7 +278,8 @@ void k_conv_transpose(kernel_context& c) {
   const auto ekw = to_i64((g.kw - 1) * g.dw + 1);
   const auto pads = c.n.attr_ints("pads");
   if (!pads.empty()) {
-    if (pads.size() != 2 * sp) c.fail("quark.onnx.shape", "pads has the wrong length");
+    if (pads.size() != 2 * sp)
+      c.fail("quark.onnx.shape", "pads has the wrong length");
     std::tie(g.pt, g.pl) = pair_of(pads, sp, 0, 0);
     std::tie(g.pb, g.pr) = pair_of(pads, sp, 0, sp);
   }
@@ -294,11 +309,13 @@ void k_conv_transpose(kernel_context& c) {
   }
   const std::int64_t oh = full_h - g.pt - g.pb;
   const std::int64_t ow = full_w - g.pl - g.pr;
-  if (oh <= 0 || ow <= 0) c.fail("quark.onnx.shape", "empty output");
+  if (oh <= 0 || ow <= 0)
+    c.fail("quark.onnx.shape", "empty output");
   g.oh = to_size(oh);
   g.ow = to_size(ow);
   shape_t out_shape{to_i64(g.n), to_i64(g.m)};
-  if (sp == 2) out_shape.push_back(oh);
+  if (sp == 2)
+    out_shape.push_back(oh);
   out_shape.push_back(ow);
   tensor out(dtype_id::float32, out_shape);
   const tensor* b = c.opt(2);
@@ -329,12 +346,14 @@ void k_conv_transpose(kernel_context& c) {
               const float* src = col.data() + ((oc * g.kh + ky) * g.kw + kx) * npix_in;
               for (std::size_t iy = 0; iy < g.h; ++iy) {
                 const std::int64_t oy = to_i64(iy * g.sh + ky * g.dh) - g.pt;
-                if (oy < 0 || oy >= oh) continue;
+                if (oy < 0 || oy >= oh)
+                  continue;
                 float* drow = plane + to_size(oy) * g.ow;
                 const float* srow = src + iy * g.w;
                 for (std::size_t ix = 0; ix < g.w; ++ix) {
                   const std::int64_t ox = to_i64(ix * g.sw + kx * g.dw) - g.pl;
-                  if (ox >= 0 && ox < ow) drow[ox] += srow[ix];
+                  if (ox >= 0 && ox < ow)
+                    drow[ox] += srow[ix];
                 }
               }
             }

@@ -25,9 +25,8 @@ void binary(kernel_context& c, const tensor& a, const tensor& b, dtype_id out_ty
   const B* pb = b.data<B>().data();
   const auto plan = make_broadcast_plan(shape, {a.shape(), b.shape()});
   // In place when an operand dies here: element i of the output only reads element i of it.
-  tensor out = (&a == c.inputs[0] && &b == c.inputs[1])
-                   ? c.output_like({0, 1}, out_type, shape)
-                   : tensor(out_type, shape);
+  tensor out = (&a == c.inputs[0] && &b == c.inputs[1]) ? c.output_like({0, 1}, out_type, shape)
+                                                        : tensor(out_type, shape);
   O* po = out.data<O>().data();
   auto run = [&](std::size_t o, const std::array<std::size_t, 3>& off, std::size_t n,
                  const std::array<std::size_t, 3>& st) {
@@ -35,15 +34,19 @@ void binary(kernel_context& c, const tensor& a, const tensor& b, dtype_id out_ty
     const B* y = pb + off[1];
     O* z = po + o;
     if (st[0] == 1 && st[1] == 1) {
-      for (std::size_t i = 0; i < n; ++i) z[i] = f(x[i], y[i]);
+      for (std::size_t i = 0; i < n; ++i)
+        z[i] = f(x[i], y[i]);
     } else if (st[0] == 1 && st[1] == 0) {
       const B yv = *y;
-      for (std::size_t i = 0; i < n; ++i) z[i] = f(x[i], yv);
+      for (std::size_t i = 0; i < n; ++i)
+        z[i] = f(x[i], yv);
     } else if (st[0] == 0 && st[1] == 1) {
       const A xv = *x;
-      for (std::size_t i = 0; i < n; ++i) z[i] = f(xv, y[i]);
+      for (std::size_t i = 0; i < n; ++i)
+        z[i] = f(xv, y[i]);
     } else {
-      for (std::size_t i = 0; i < n; ++i) z[i] = f(x[i * st[0]], y[i * st[1]]);
+      for (std::size_t i = 0; i < n; ++i)
+        z[i] = f(x[i * st[0]], y[i * st[1]]);
     }
   };
   for_each_run(plan, run);
@@ -70,15 +73,21 @@ void arith(kernel_context& c) {
 
 struct add_op {
   template <class T>
-  T operator()(T x, T y) const { return static_cast<T>(x + y); }
+  T operator()(T x, T y) const {
+    return static_cast<T>(x + y);
+  }
 };
 struct sub_op {
   template <class T>
-  T operator()(T x, T y) const { return static_cast<T>(x - y); }
+  T operator()(T x, T y) const {
+    return static_cast<T>(x - y);
+  }
 };
 struct mul_op {
   template <class T>
-  T operator()(T x, T y) const { return static_cast<T>(x * y); }
+  T operator()(T x, T y) const {
+    return static_cast<T>(x * y);
+  }
 };
 struct div_op {
   template <class T>
@@ -94,7 +103,8 @@ struct min_op {
   template <class T>
   T operator()(T x, T y) const {
     if constexpr (is_float_v<T>) {
-      if (std::isnan(x) || std::isnan(y)) return std::numeric_limits<T>::quiet_NaN();
+      if (std::isnan(x) || std::isnan(y))
+        return std::numeric_limits<T>::quiet_NaN();
     }
     return std::min(x, y);
   }
@@ -103,20 +113,30 @@ struct max_op {
   template <class T>
   T operator()(T x, T y) const {
     if constexpr (is_float_v<T>) {
-      if (std::isnan(x) || std::isnan(y)) return std::numeric_limits<T>::quiet_NaN();
+      if (std::isnan(x) || std::isnan(y))
+        return std::numeric_limits<T>::quiet_NaN();
     }
     return std::max(x, y);
   }
 };
 
-void k_add(kernel_context& c) { arith<add_op>(c); }
-void k_sub(kernel_context& c) { arith<sub_op>(c); }
-void k_mul(kernel_context& c) { arith<mul_op>(c); }
-void k_div(kernel_context& c) { arith<div_op>(c); }
+void k_add(kernel_context& c) {
+  arith<add_op>(c);
+}
+void k_sub(kernel_context& c) {
+  arith<sub_op>(c);
+}
+void k_mul(kernel_context& c) {
+  arith<mul_op>(c);
+}
+void k_div(kernel_context& c) {
+  arith<div_op>(c);
+}
 
 template <class Op>
 void variadic(kernel_context& c) {
-  if (c.input_count() == 0) c.fail("quark.onnx.runtime", "needs at least one input");
+  if (c.input_count() == 0)
+    c.fail("quark.onnx.runtime", "needs at least one input");
   tensor acc = c.in(0);
   for (std::size_t i = 1; i < c.input_count(); ++i) {
     const tensor& b = c.in(i);
@@ -129,9 +149,15 @@ void variadic(kernel_context& c) {
   }
   c.out(0) = std::move(acc);
 }
-void k_min(kernel_context& c) { variadic<min_op>(c); }
-void k_max(kernel_context& c) { variadic<max_op>(c); }
-void k_sum(kernel_context& c) { variadic<add_op>(c); }
+void k_min(kernel_context& c) {
+  variadic<min_op>(c);
+}
+void k_max(kernel_context& c) {
+  variadic<max_op>(c);
+}
+void k_sum(kernel_context& c) {
+  variadic<add_op>(c);
+}
 
 void k_pow(kernel_context& c) {
   const tensor& a = c.in(0);
@@ -144,8 +170,10 @@ void k_pow(kernel_context& c) {
     using T = typename decltype(id)::type;
     binary<T, double, T>(c, a, e, a.type(), [](T x, double y) {
       if constexpr (std::is_same_v<T, float>) {
-        if (y == 2.0) return x * x;
-        if (y == 0.5) return std::sqrt(x);
+        if (y == 2.0)
+          return x * x;
+        if (y == 0.5)
+          return std::sqrt(x);
         return std::pow(x, static_cast<float>(y));
       } else if constexpr (std::is_same_v<T, double>) {
         return std::pow(x, y);
@@ -173,7 +201,8 @@ void compare(kernel_context& c) {
   const tensor& b = c.in(1);
   require_same_type(c, a, b);
   if (a.type() == dtype_id::boolean) {
-    binary<bool, bool, bool>(c, a, b, dtype_id::boolean, [](bool x, bool y) { return Cmp{}(x, y); });
+    binary<bool, bool, bool>(c, a, b, dtype_id::boolean,
+                             [](bool x, bool y) { return Cmp{}(x, y); });
     return;
   }
   dispatch_numeric(c, a.type(), [&](auto id) {
@@ -181,11 +210,21 @@ void compare(kernel_context& c) {
     binary<T, T, bool>(c, a, b, dtype_id::boolean, [](T x, T y) { return Cmp{}(x, y); });
   });
 }
-void k_equal(kernel_context& c) { compare<std::equal_to<>>(c); }
-void k_less(kernel_context& c) { compare<std::less<>>(c); }
-void k_greater(kernel_context& c) { compare<std::greater<>>(c); }
-void k_less_equal(kernel_context& c) { compare<std::less_equal<>>(c); }
-void k_greater_equal(kernel_context& c) { compare<std::greater_equal<>>(c); }
+void k_equal(kernel_context& c) {
+  compare<std::equal_to<>>(c);
+}
+void k_less(kernel_context& c) {
+  compare<std::less<>>(c);
+}
+void k_greater(kernel_context& c) {
+  compare<std::greater<>>(c);
+}
+void k_less_equal(kernel_context& c) {
+  compare<std::less_equal<>>(c);
+}
+void k_greater_equal(kernel_context& c) {
+  compare<std::greater_equal<>>(c);
+}
 
 template <class Op>
 void logic(kernel_context& c) {
@@ -199,17 +238,25 @@ void logic(kernel_context& c) {
 struct xor_op {
   bool operator()(bool x, bool y) const { return x != y; }
 };
-void k_and(kernel_context& c) { logic<std::logical_and<>>(c); }
-void k_or(kernel_context& c) { logic<std::logical_or<>>(c); }
-void k_xor(kernel_context& c) { logic<xor_op>(c); }
+void k_and(kernel_context& c) {
+  logic<std::logical_and<>>(c);
+}
+void k_or(kernel_context& c) {
+  logic<std::logical_or<>>(c);
+}
+void k_xor(kernel_context& c) {
+  logic<xor_op>(c);
+}
 
 void k_not(kernel_context& c) {
   const tensor& a = c.in(0);
-  if (a.type() != dtype_id::boolean) c.fail("quark.onnx.runtime", "Not needs a bool input");
+  if (a.type() != dtype_id::boolean)
+    c.fail("quark.onnx.runtime", "Not needs a bool input");
   tensor out(dtype_id::boolean, a.shape());
   auto src = a.data<bool>();
   auto dst = out.data<bool>();
-  for (std::size_t i = 0; i < src.size(); ++i) dst[i] = !src[i];
+  for (std::size_t i = 0; i < src.size(); ++i)
+    dst[i] = !src[i];
   c.out(0) = std::move(out);
 }
 
@@ -217,7 +264,8 @@ void k_where(kernel_context& c) {
   const tensor& cond = c.in(0);
   const tensor& x = c.in(1);
   const tensor& y = c.in(2);
-  if (cond.type() != dtype_id::boolean) c.fail("quark.onnx.runtime", "condition must be bool");
+  if (cond.type() != dtype_id::boolean)
+    c.fail("quark.onnx.runtime", "condition must be bool");
   require_same_type(c, x, y);
   const shape_t shape =
       broadcast_shapes(c, broadcast_shapes(c, cond.shape(), x.shape()), y.shape());
@@ -252,7 +300,8 @@ void unary_float(kernel_context& c, F f) {
     tensor out = c.output_like({0}, x.type(), x.shape());
     T* dst = out.data<T>().data();
     c.pool.parallel_for(n, 1 << 15, [&](std::size_t b, std::size_t e) {
-      for (std::size_t i = b; i < e; ++i) dst[i] = static_cast<T>(f(src[i]));
+      for (std::size_t i = b; i < e; ++i)
+        dst[i] = static_cast<T>(f(src[i]));
     });
     c.out(0) = std::move(out);
   });
@@ -267,21 +316,42 @@ void unary_numeric(kernel_context& c, F f) {
     tensor out(x.type(), x.shape());
     auto src = x.data<T>();
     auto dst = out.data<T>();
-    for (std::size_t i = 0; i < src.size(); ++i) dst[i] = static_cast<T>(f(src[i]));
+    for (std::size_t i = 0; i < src.size(); ++i)
+      dst[i] = static_cast<T>(f(src[i]));
     c.out(0) = std::move(out);
   });
 }
 
-void k_sqrt(kernel_context& c) { unary_float(c, [](auto v) { return std::sqrt(v); }); }
-void k_exp(kernel_context& c) { unary_float(c, [](auto v) { return std::exp(v); }); }
-void k_log(kernel_context& c) { unary_float(c, [](auto v) { return std::log(v); }); }
-void k_erf(kernel_context& c) { unary_float(c, [](auto v) { return std::erf(v); }); }
-void k_tanh(kernel_context& c) { unary_float(c, [](auto v) { return std::tanh(v); }); }
-void k_floor(kernel_context& c) { unary_float(c, [](auto v) { return std::floor(v); }); }
-void k_ceil(kernel_context& c) { unary_float(c, [](auto v) { return std::ceil(v); }); }
-void k_round(kernel_context& c) { unary_float(c, [](auto v) { return std::nearbyint(v); }); }
-void k_sin(kernel_context& c) { unary_float(c, [](auto v) { return std::sin(v); }); }
-void k_cos(kernel_context& c) { unary_float(c, [](auto v) { return std::cos(v); }); }
+void k_sqrt(kernel_context& c) {
+  unary_float(c, [](auto v) { return std::sqrt(v); });
+}
+void k_exp(kernel_context& c) {
+  unary_float(c, [](auto v) { return std::exp(v); });
+}
+void k_log(kernel_context& c) {
+  unary_float(c, [](auto v) { return std::log(v); });
+}
+void k_erf(kernel_context& c) {
+  unary_float(c, [](auto v) { return std::erf(v); });
+}
+void k_tanh(kernel_context& c) {
+  unary_float(c, [](auto v) { return std::tanh(v); });
+}
+void k_floor(kernel_context& c) {
+  unary_float(c, [](auto v) { return std::floor(v); });
+}
+void k_ceil(kernel_context& c) {
+  unary_float(c, [](auto v) { return std::ceil(v); });
+}
+void k_round(kernel_context& c) {
+  unary_float(c, [](auto v) { return std::nearbyint(v); });
+}
+void k_sin(kernel_context& c) {
+  unary_float(c, [](auto v) { return std::sin(v); });
+}
+void k_cos(kernel_context& c) {
+  unary_float(c, [](auto v) { return std::cos(v); });
+}
 void k_reciprocal(kernel_context& c) {
   unary_float(c, [](auto v) { return decltype(v)(1) / v; });
 }
@@ -289,7 +359,8 @@ void k_sigmoid(kernel_context& c) {
   unary_float(c, [](auto v) {
     using T = decltype(v);
     // Stable on both sides: exp of a non-positive number only.
-    if (v >= T(0)) return T(1) / (T(1) + std::exp(-v));
+    if (v >= T(0))
+      return T(1) / (T(1) + std::exp(-v));
     const T e = std::exp(v);
     return e / (T(1) + e);
   });
@@ -312,7 +383,9 @@ void k_abs(kernel_context& c) {
     }
   });
 }
-void k_neg(kernel_context& c) { unary_numeric(c, [](auto v) { return -v; }); }
+void k_neg(kernel_context& c) {
+  unary_numeric(c, [](auto v) { return -v; });
+}
 void k_sign(kernel_context& c) {
   unary_numeric(c, [](auto v) {
     using T = decltype(v);
@@ -397,18 +470,23 @@ void k_clip(kernel_context& c) {
     T lo = std::numeric_limits<T>::lowest();
     T hi = std::numeric_limits<T>::max();
     if (c.n.opset < 11) {
-      if (c.n.has("min")) lo = static_cast<T>(c.n.attr_f("min", 0.0f));
-      if (c.n.has("max")) hi = static_cast<T>(c.n.attr_f("max", 0.0f));
+      if (c.n.has("min"))
+        lo = static_cast<T>(c.n.attr_f("min", 0.0f));
+      if (c.n.has("max"))
+        hi = static_cast<T>(c.n.attr_f("max", 0.0f));
     } else {
-      if (const tensor* t = c.opt(1)) lo = t->data<T>()[0];
-      if (const tensor* t = c.opt(2)) hi = t->data<T>()[0];
+      if (const tensor* t = c.opt(1))
+        lo = t->data<T>()[0];
+      if (const tensor* t = c.opt(2))
+        hi = t->data<T>()[0];
     }
     const T* src = x.data<T>().data();
     const std::size_t n = x.size();
     tensor out = c.output_like({0}, x.type(), x.shape());
     T* dst = out.data<T>().data();
     c.pool.parallel_for(n, 1 << 15, [&](std::size_t b, std::size_t e) {
-      for (std::size_t i = b; i < e; ++i) dst[i] = std::min(std::max(src[i], lo), hi);
+      for (std::size_t i = b; i < e; ++i)
+        dst[i] = std::min(std::max(src[i], lo), hi);
     });
     c.out(0) = std::move(out);
   });

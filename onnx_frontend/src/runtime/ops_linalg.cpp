@@ -12,13 +12,16 @@ namespace {
 void k_matmul(kernel_context& c) {
   const tensor& a = float_input(c, 0);
   const tensor& b = float_input(c, 1);
-  if (a.rank() == 0 || b.rank() == 0) c.fail("quark.onnx.shape", "MatMul of a scalar");
+  if (a.rank() == 0 || b.rank() == 0)
+    c.fail("quark.onnx.shape", "MatMul of a scalar");
   shape_t sa = a.shape();
   shape_t sb = b.shape();
   const bool a_vec = sa.size() == 1;
   const bool b_vec = sb.size() == 1;
-  if (a_vec) sa.insert(sa.begin(), 1);
-  if (b_vec) sb.push_back(1);
+  if (a_vec)
+    sa.insert(sa.begin(), 1);
+  if (b_vec)
+    sb.push_back(1);
   const std::size_t m = to_size(sa[sa.size() - 2]);
   const std::size_t k = to_size(sa.back());
   const std::size_t n = to_size(sb.back());
@@ -30,8 +33,10 @@ void k_matmul(kernel_context& c) {
   const shape_t bb(sb.begin(), sb.end() - 2);
   const shape_t batch = broadcast_shapes(c, ba, bb);
   shape_t out_shape = batch;
-  if (!a_vec) out_shape.push_back(to_i64(m));
-  if (!b_vec) out_shape.push_back(to_i64(n));
+  if (!a_vec)
+    out_shape.push_back(to_i64(m));
+  if (!b_vec)
+    out_shape.push_back(to_i64(n));
   tensor out(dtype_id::float32, out_shape);
   const std::size_t nb = element_count(batch);
   const auto st_a = broadcast_strides(ba, batch);
@@ -49,7 +54,8 @@ void k_matmul(kernel_context& c) {
     gemm(&c.pool, false, false, m, n, k, 1.0f, pa + oa * m * k, k, pb + ob * k * n, n, 0.0f,
          po + bi * m * n, n);
     for (std::size_t d = batch.size(); d-- > 0;) {
-      if (++idx[d] < to_size(batch[d])) break;
+      if (++idx[d] < to_size(batch[d]))
+        break;
       idx[d] = 0;
     }
   }
@@ -59,7 +65,8 @@ void k_matmul(kernel_context& c) {
 void k_gemm(kernel_context& c) {
   const tensor& a = float_input(c, 0);
   const tensor& b = float_input(c, 1);
-  if (a.rank() != 2 || b.rank() != 2) c.fail("quark.onnx.shape", "Gemm needs 2-D A and B");
+  if (a.rank() != 2 || b.rank() != 2)
+    c.fail("quark.onnx.shape", "Gemm needs 2-D A and B");
   const bool ta = c.n.attr_i("transA", 0) != 0;
   const bool tb = c.n.attr_i("transB", 0) != 0;
   const float alpha = c.n.attr_f("alpha", 1.0f);
@@ -79,11 +86,13 @@ void k_gemm(kernel_context& c) {
     (void)bias;
     const shape_t target{to_i64(m), to_i64(n)};
     const shape_t bs = broadcast_shapes(c, cb.shape(), target);
-    if (bs != target) c.fail("quark.onnx.shape", "bias " + shape_string(cb.shape()) + " too big");
+    if (bs != target)
+      c.fail("quark.onnx.shape", "bias " + shape_string(cb.shape()) + " too big");
     const auto st = broadcast_strides(cb.shape(), target);
     const float* pc = cb.data<float>().data();
     for (std::size_t i = 0; i < m; ++i) {
-      for (std::size_t j = 0; j < n; ++j) po[i * n + j] = pc[i * st[0] + j * st[1]];
+      for (std::size_t j = 0; j < n; ++j)
+        po[i * n + j] = pc[i * st[0] + j * st[1]];
     }
   } else {
     beta = 0.0f;

@@ -21,7 +21,8 @@ void k_batch_norm(kernel_context& c) {
   const auto mean = float_input(c, 3).data<float>();
   const auto var = float_input(c, 4).data<float>();
   const float eps = c.n.attr_f("epsilon", 1e-5f);
-  if (x.rank() < 2) c.fail("quark.onnx.shape", "input needs a channel dimension");
+  if (x.rank() < 2)
+    c.fail("quark.onnx.shape", "input needs a channel dimension");
   const std::size_t n = to_size(x.shape()[0]);
   const std::size_t ch = to_size(x.shape()[1]);
   if (scale.size() != ch || bias.size() != ch || mean.size() != ch || var.size() != ch) {
@@ -38,7 +39,8 @@ void k_batch_norm(kernel_context& c) {
       const float b = bias[k] - mean[k] * a;
       const float* src = px + p * inner;
       float* dst = py + p * inner;
-      for (std::size_t i = 0; i < inner; ++i) dst[i] = src[i] * a + b;
+      for (std::size_t i = 0; i < inner; ++i)
+        dst[i] = src[i] * a + b;
     }
   });
   c.out(0) = std::move(out);
@@ -49,9 +51,11 @@ void k_instance_norm(kernel_context& c) {
   const auto scale = float_input(c, 1).data<float>();
   const auto bias = float_input(c, 2).data<float>();
   const double eps = static_cast<double>(c.n.attr_f("epsilon", 1e-5f));
-  if (x.rank() < 3) c.fail("quark.onnx.shape", "input needs N, C and spatial dims");
+  if (x.rank() < 3)
+    c.fail("quark.onnx.shape", "input needs N, C and spatial dims");
   const std::size_t ch = to_size(x.shape()[1]);
-  if (scale.size() != ch || bias.size() != ch) c.fail("quark.onnx.shape", "scale/bias size");
+  if (scale.size() != ch || bias.size() != ch)
+    c.fail("quark.onnx.shape", "scale/bias size");
   const std::size_t planes = to_size(x.shape()[0]) * ch;
   const std::size_t inner = planes ? x.size() / planes : 0;
   tensor out(dtype_id::float32, x.shape());
@@ -60,7 +64,8 @@ void k_instance_norm(kernel_context& c) {
   for (std::size_t p = 0; p < planes; ++p) {
     const float* src = px + p * inner;
     double mean = 0.0, sq = 0.0;
-    for (std::size_t i = 0; i < inner; ++i) mean += static_cast<double>(src[i]);
+    for (std::size_t i = 0; i < inner; ++i)
+      mean += static_cast<double>(src[i]);
     mean /= static_cast<double>(inner);
     for (std::size_t i = 0; i < inner; ++i) {
       const double d = static_cast<double>(src[i]) - mean;
@@ -97,10 +102,12 @@ void k_layer_norm(kernel_context& c) {
     std::vector<std::size_t> idx(inner_shape.size(), 0);
     for (std::size_t i = 0; i < inner; ++i) {
       std::size_t off = 0;
-      for (std::size_t d = 0; d < idx.size(); ++d) off += idx[d] * st[d];
+      for (std::size_t d = 0; d < idx.size(); ++d)
+        off += idx[d] * st[d];
       v[i] = src[off];
       for (std::size_t d = idx.size(); d-- > 0;) {
-        if (++idx[d] < to_size(inner_shape[d])) break;
+        if (++idx[d] < to_size(inner_shape[d]))
+          break;
         idx[d] = 0;
       }
     }
@@ -111,7 +118,8 @@ void k_layer_norm(kernel_context& c) {
   const auto bv = bias ? expand(float_input(c, 2)) : std::vector<float>(inner, 0.0f);
   tensor out(dtype_id::float32, x.shape());
   shape_t stat_shape = x.shape();
-  for (std::size_t d = axis; d < stat_shape.size(); ++d) stat_shape[d] = 1;
+  for (std::size_t d = axis; d < stat_shape.size(); ++d)
+    stat_shape[d] = 1;
   tensor mean_t(dtype_id::float32, stat_shape);
   tensor inv_t(dtype_id::float32, stat_shape);
   const float* px = x.data<float>().data();
@@ -119,7 +127,8 @@ void k_layer_norm(kernel_context& c) {
   for (std::size_t r = 0; r < rows; ++r) {
     const float* src = px + r * inner;
     double mean = 0.0, sq = 0.0;
-    for (std::size_t i = 0; i < inner; ++i) mean += static_cast<double>(src[i]);
+    for (std::size_t i = 0; i < inner; ++i)
+      mean += static_cast<double>(src[i]);
     mean /= static_cast<double>(inner);
     for (std::size_t i = 0; i < inner; ++i) {
       const double d = static_cast<double>(src[i]) - mean;
@@ -127,14 +136,17 @@ void k_layer_norm(kernel_context& c) {
     }
     const double inv = 1.0 / std::sqrt(sq / static_cast<double>(inner) + eps);
     for (std::size_t i = 0; i < inner; ++i) {
-      py[r * inner + i] = static_cast<float>((static_cast<double>(src[i]) - mean) * inv) * sv[i] + bv[i];
+      py[r * inner + i] =
+          static_cast<float>((static_cast<double>(src[i]) - mean) * inv) * sv[i] + bv[i];
     }
     mean_t.data<float>()[r] = static_cast<float>(mean);
     inv_t.data<float>()[r] = static_cast<float>(inv);
   }
   c.out(0) = std::move(out);
-  if (c.output_count() > 1) c.out(1) = std::move(mean_t);
-  if (c.output_count() > 2) c.out(2) = std::move(inv_t);
+  if (c.output_count() > 1)
+    c.out(1) = std::move(mean_t);
+  if (c.output_count() > 2)
+    c.out(2) = std::move(inv_t);
 }
 
 template <bool Log>
@@ -166,19 +178,23 @@ void softmax(kernel_context& c) {
         const T* src = px + o * len * inner + i;
         T* dst = py + o * len * inner + i;
         T mx = -std::numeric_limits<T>::infinity();
-        for (std::size_t k = 0; k < len; ++k) mx = std::max(mx, src[k * inner]);
+        for (std::size_t k = 0; k < len; ++k)
+          mx = std::max(mx, src[k * inner]);
         double sum = 0.0;
         for (std::size_t k = 0; k < len; ++k) {
           const T ev = std::exp(src[k * inner] - mx);
           sum += static_cast<double>(ev);
-          if constexpr (!Log) dst[k * inner] = ev;
+          if constexpr (!Log)
+            dst[k * inner] = ev;
         }
         if constexpr (Log) {
           const T ls = static_cast<T>(std::log(sum));
-          for (std::size_t k = 0; k < len; ++k) dst[k * inner] = src[k * inner] - mx - ls;
+          for (std::size_t k = 0; k < len; ++k)
+            dst[k * inner] = src[k * inner] - mx - ls;
         } else {
           const T inv = static_cast<T>(1.0 / sum);
-          for (std::size_t k = 0; k < len; ++k) dst[k * inner] *= inv;
+          for (std::size_t k = 0; k < len; ++k)
+            dst[k * inner] *= inv;
         }
       }
     });
@@ -186,8 +202,12 @@ void softmax(kernel_context& c) {
   });
 }
 
-void k_softmax(kernel_context& c) { softmax<false>(c); }
-void k_log_softmax(kernel_context& c) { softmax<true>(c); }
+void k_softmax(kernel_context& c) {
+  softmax<false>(c);
+}
+void k_log_softmax(kernel_context& c) {
+  softmax<true>(c);
+}
 
 }  // namespace
 

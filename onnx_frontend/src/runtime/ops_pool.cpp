@@ -30,21 +30,24 @@ std::size_t pooled(const kernel_context& c, std::size_t in, std::size_t k, std::
   }
   if (auto_pad == "VALID") {
     pad_begin = pad_end = 0;
-    if (in < ek) c.fail("quark.onnx.shape", "window larger than the input");
+    if (in < ek)
+      c.fail("quark.onnx.shape", "window larger than the input");
     return (in - ek) / s + 1;
   }
   const std::int64_t span = to_i64(in) + pad_begin + pad_end - to_i64(ek);
-  if (span < 0) c.fail("quark.onnx.shape", "window larger than the padded input");
+  if (span < 0)
+    c.fail("quark.onnx.shape", "window larger than the padded input");
   std::size_t out = ceil_mode ? (to_size(span) + s - 1) / s + 1 : to_size(span) / s + 1;
   // With ceil_mode the last window must start inside the input or the left padding.
-  if (ceil_mode && to_i64((out - 1) * s) >= to_i64(in) + pad_begin) --out;
+  if (ceil_mode && to_i64((out - 1) * s) >= to_i64(in) + pad_begin)
+    --out;
   return out;
 }
 
 pool_geometry pool_setup(const kernel_context& c, const tensor& x) {
   if (x.rank() != 3 && x.rank() != 4) {
-    c.fail("quark.onnx.shape", "only 1-D and 2-D pooling is supported, input is " +
-                                   shape_string(x.shape()));
+    c.fail("quark.onnx.shape",
+           "only 1-D and 2-D pooling is supported, input is " + shape_string(x.shape()));
   }
   const bool two = x.rank() == 4;
   pool_geometry g;
@@ -52,7 +55,8 @@ pool_geometry pool_setup(const kernel_context& c, const tensor& x) {
   g.h = two ? to_size(x.shape()[2]) : 1;
   g.w = to_size(x.shape().back());
   const auto k = c.n.attr_ints("kernel_shape");
-  if (k.size() != x.rank() - 2) c.fail("quark.onnx.shape", "kernel_shape has the wrong length");
+  if (k.size() != x.rank() - 2)
+    c.fail("quark.onnx.shape", "kernel_shape has the wrong length");
   auto get = [&](const std::vector<std::int64_t>& v, std::size_t i, std::int64_t fb) {
     return v.empty() ? fb : v[i];
   };
@@ -74,7 +78,8 @@ pool_geometry pool_setup(const kernel_context& c, const tensor& x) {
   g.pr = get(p, last + k.size(), 0);
   const auto auto_pad = c.n.attr_s("auto_pad", "NOTSET");
   const bool ceil_mode = c.n.attr_i("ceil_mode", 0) != 0;
-  if (two) g.oh = pooled(c, g.h, g.kh, g.sh, g.dh, g.pt, g.pb, auto_pad, ceil_mode);
+  if (two)
+    g.oh = pooled(c, g.h, g.kh, g.sh, g.dh, g.pt, g.pb, auto_pad, ceil_mode);
   g.ow = pooled(c, g.w, g.kw, g.sw, g.dw, g.pl, g.pr, auto_pad, ceil_mode);
   return g;
 }
@@ -87,7 +92,8 @@ void pool(kernel_context& c) {
   }
   const pool_geometry g = pool_setup(c, x);
   shape_t shape{x.shape()[0], x.shape()[1]};
-  if (x.rank() == 4) shape.push_back(to_i64(g.oh));
+  if (x.rank() == 4)
+    shape.push_back(to_i64(g.oh));
   shape.push_back(to_i64(g.ow));
   tensor out(dtype_id::float32, shape);
   const bool include_pad = c.n.attr_i("count_include_pad", 0) != 0;
@@ -108,8 +114,10 @@ void pool(kernel_context& c) {
               const std::int64_t ix = to_i64(ox * g.sw + kx * g.dw) - g.pl;
               const bool inside = iy >= 0 && iy < to_i64(g.h) && ix >= 0 && ix < to_i64(g.w);
               // Positions in the explicit padding count for count_include_pad (not beyond it).
-              if (iy < to_i64(g.h) + g.pb && ix < to_i64(g.w) + g.pr) ++padded;
-              if (!inside) continue;
+              if (iy < to_i64(g.h) + g.pb && ix < to_i64(g.w) + g.pr)
+                ++padded;
+              if (!inside)
+                continue;
               const float v = src[to_size(iy) * g.w + to_size(ix)];
               if constexpr (Max) {
                 acc = std::max(acc, v);
@@ -132,13 +140,18 @@ void pool(kernel_context& c) {
   c.out(0) = std::move(out);
 }
 
-void k_max_pool(kernel_context& c) { pool<true>(c); }
-void k_average_pool(kernel_context& c) { pool<false>(c); }
+void k_max_pool(kernel_context& c) {
+  pool<true>(c);
+}
+void k_average_pool(kernel_context& c) {
+  pool<false>(c);
+}
 
 template <bool Max>
 void global_pool(kernel_context& c) {
   const tensor& x = float_input(c, 0);
-  if (x.rank() < 3) c.fail("quark.onnx.shape", "global pooling needs N, C and spatial dims");
+  if (x.rank() < 3)
+    c.fail("quark.onnx.shape", "global pooling needs N, C and spatial dims");
   shape_t shape(x.rank(), 1);
   shape[0] = x.shape()[0];
   shape[1] = x.shape()[1];
@@ -152,11 +165,13 @@ void global_pool(kernel_context& c) {
       const float* src = px + p * n;
       if constexpr (Max) {
         float m = -std::numeric_limits<float>::infinity();
-        for (std::size_t i = 0; i < n; ++i) m = std::max(m, src[i]);
+        for (std::size_t i = 0; i < n; ++i)
+          m = std::max(m, src[i]);
         py[p] = m;
       } else {
         double s = 0.0;
-        for (std::size_t i = 0; i < n; ++i) s += static_cast<double>(src[i]);
+        for (std::size_t i = 0; i < n; ++i)
+          s += static_cast<double>(src[i]);
         py[p] = static_cast<float>(s / static_cast<double>(n));
       }
     }
@@ -164,8 +179,12 @@ void global_pool(kernel_context& c) {
   c.out(0) = std::move(out);
 }
 
-void k_global_average_pool(kernel_context& c) { global_pool<false>(c); }
-void k_global_max_pool(kernel_context& c) { global_pool<true>(c); }
+void k_global_average_pool(kernel_context& c) {
+  global_pool<false>(c);
+}
+void k_global_max_pool(kernel_context& c) {
+  global_pool<true>(c);
+}
 
 }  // namespace
 

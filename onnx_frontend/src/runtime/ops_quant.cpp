@@ -19,8 +19,10 @@ struct scale_map {
 
   std::size_t operator()(std::size_t i) const {
     switch (k) {
-      case kind::tensor: return 0;
-      case kind::axis: return (i / inner) % dim;
+      case kind::tensor:
+        return 0;
+      case kind::axis:
+        return (i / inner) % dim;
       case kind::block: {
         const std::size_t in = i % inner;
         const std::size_t a = (i / inner) % dim;
@@ -34,16 +36,19 @@ struct scale_map {
 
 scale_map make_scale_map(const kernel_context& c, const tensor& x, const tensor& scale) {
   scale_map m;
-  if (scale.size() == 1 && scale.rank() <= 1) return m;
+  if (scale.size() == 1 && scale.rank() <= 1)
+    return m;
   const std::size_t axis = norm_axis(c, c.n.attr_i("axis", 1), x.rank());
   m.dim = to_size(x.shape()[axis]);
   m.inner = 1;
-  for (std::size_t d = axis + 1; d < x.rank(); ++d) m.inner *= to_size(x.shape()[d]);
+  for (std::size_t d = axis + 1; d < x.rank(); ++d)
+    m.inner *= to_size(x.shape()[d]);
   const std::int64_t block = c.n.attr_i("block_size", 0);
   if (block > 0) {
     m.k = scale_map::kind::block;
     m.block = to_size(block);
-    if (scale.rank() != x.rank()) c.fail("quark.onnx.shape", "blocked scale must have x's rank");
+    if (scale.rank() != x.rank())
+      c.fail("quark.onnx.shape", "blocked scale must have x's rank");
     m.scale_dim = to_size(scale.shape()[axis]);
     if (m.scale_dim != (m.dim + m.block - 1) / m.block) {
       c.fail("quark.onnx.shape", "blocked scale " + shape_string(scale.shape()) +
@@ -82,7 +87,8 @@ void k_quantize(kernel_context& c) {
   }
   const bool saturate = c.n.attr_i("saturate", 1) != 0;
   const scale_map map = make_scale_map(c, x, scale);
-  if (zp && zp->size() != scale.size()) c.fail("quark.onnx.shape", "zero point and scale differ");
+  if (zp && zp->size() != scale.size())
+    c.fail("quark.onnx.shape", "zero point and scale differ");
   tensor out(out_type, x.shape());
   const float* px = x.data<float>().data();
   const float* ps = scale.data<float>().data();
@@ -116,7 +122,8 @@ void k_dequantize(kernel_context& c) {
   const tensor& x = c.in(0);
   const tensor& scale = float_input(c, 1);
   const tensor* zp = c.opt(2);
-  if (zp && zp->type() != x.type()) c.fail("quark.onnx.runtime", "zero point type differs from x");
+  if (zp && zp->type() != x.type())
+    c.fail("quark.onnx.runtime", "zero point type differs from x");
   const scale_map map = make_scale_map(c, x, scale);
   tensor out(dtype_id::float32, x.shape());
   const float* ps = scale.data<float>().data();

@@ -37,7 +37,8 @@ void reduce(kernel_context& c) {
   }
   (void)axes_given;
   std::vector<bool> reduced(x.rank(), axes.empty());
-  for (auto a : axes) reduced[norm_axis(c, a, x.rank())] = true;
+  for (auto a : axes)
+    reduced[norm_axis(c, a, x.rank())] = true;
   shape_t keep_shape = x.shape();
   shape_t out_shape;
   std::size_t count = 1;
@@ -45,7 +46,8 @@ void reduce(kernel_context& c) {
     if (reduced[d]) {
       count *= to_size(x.shape()[d]);
       keep_shape[d] = 1;
-      if (keepdims) out_shape.push_back(1);
+      if (keepdims)
+        out_shape.push_back(1);
     } else {
       out_shape.push_back(x.shape()[d]);
     }
@@ -54,9 +56,12 @@ void reduce(kernel_context& c) {
     using T = typename decltype(id)::type;
     const std::size_t n_out = element_count(keep_shape);
     double init = 0.0;
-    if constexpr (K == reduce_kind::max) init = -std::numeric_limits<double>::infinity();
-    if constexpr (K == reduce_kind::min) init = std::numeric_limits<double>::infinity();
-    if constexpr (K == reduce_kind::prod) init = 1.0;
+    if constexpr (K == reduce_kind::max)
+      init = -std::numeric_limits<double>::infinity();
+    if constexpr (K == reduce_kind::min)
+      init = std::numeric_limits<double>::infinity();
+    if constexpr (K == reduce_kind::prod)
+      init = 1.0;
     std::vector<double> acc(n_out, init);
     double shift = 0.0;
     std::vector<double> maxes;
@@ -65,7 +70,8 @@ void reduce(kernel_context& c) {
     auto visit = [&](auto&& f) {
       for_each_run(plan, [&](std::size_t o, const std::array<std::size_t, 3>& off, std::size_t n,
                              const std::array<std::size_t, 3>& st) {
-        for (std::size_t i = 0; i < n; ++i) f(acc[off[0] + i * st[0]], static_cast<double>(px[o + i]), off[0] + i * st[0]);
+        for (std::size_t i = 0; i < n; ++i)
+          f(acc[off[0] + i * st[0]], static_cast<double>(px[o + i]), off[0] + i * st[0]);
       });
     };
     if constexpr (K == reduce_kind::log_sum_exp) {
@@ -74,7 +80,8 @@ void reduce(kernel_context& c) {
       visit([&](double& a, double v, std::size_t j) { a += std::exp(v - maxes[j]); });
     } else {
       visit([&](double& a, double v, std::size_t) {
-        if constexpr (K == reduce_kind::sum || K == reduce_kind::mean || K == reduce_kind::log_sum) {
+        if constexpr (K == reduce_kind::sum || K == reduce_kind::mean ||
+                      K == reduce_kind::log_sum) {
           a += v;
         } else if constexpr (K == reduce_kind::max) {
           a = std::max(a, v);
@@ -94,13 +101,18 @@ void reduce(kernel_context& c) {
     auto dst = out.data<T>();
     for (std::size_t j = 0; j < n_out; ++j) {
       double v = acc[j];
-      if constexpr (K == reduce_kind::mean) v /= static_cast<double>(count);
-      if constexpr (K == reduce_kind::l2) v = std::sqrt(v);
-      if constexpr (K == reduce_kind::log_sum) v = std::log(v);
-      if constexpr (K == reduce_kind::log_sum_exp) v = std::log(v) + maxes[j];
+      if constexpr (K == reduce_kind::mean)
+        v /= static_cast<double>(count);
+      if constexpr (K == reduce_kind::l2)
+        v = std::sqrt(v);
+      if constexpr (K == reduce_kind::log_sum)
+        v = std::log(v);
+      if constexpr (K == reduce_kind::log_sum_exp)
+        v = std::log(v) + maxes[j];
       if constexpr (std::is_integral_v<T>) {
         if constexpr (K == reduce_kind::max || K == reduce_kind::min) {
-          if (count == 0) v = 0.0;
+          if (count == 0)
+            v = 0.0;
         }
       }
       dst[j] = saturate_cast<T>(v);

@@ -15,7 +15,7 @@ namespace {
 struct taps {
   std::vector<std::size_t> index;  // taps_per_out entries per output coordinate
   std::vector<float> weight;
-  std::vector<bool> outside;       // tf_crop_and_resize extrapolation
+  std::vector<bool> outside;  // tf_crop_and_resize extrapolation
   std::size_t per = 1;
 };
 
@@ -33,13 +33,17 @@ double source_coord(const resize_config& cfg, double x, double scale, std::size_
                     double roi_start, double roi_end) {
   const auto& t = cfg.transform;
   const double out_len = static_cast<double>(in_len) * scale;
-  if (t == "half_pixel") return (x + 0.5) / scale - 0.5;
-  if (t == "pytorch_half_pixel") return out_len > 1.0 ? (x + 0.5) / scale - 0.5 : 0.0;
+  if (t == "half_pixel")
+    return (x + 0.5) / scale - 0.5;
+  if (t == "pytorch_half_pixel")
+    return out_len > 1.0 ? (x + 0.5) / scale - 0.5 : 0.0;
   if (t == "align_corners") {
     return out_len == 1.0 ? 0.0 : x * static_cast<double>(in_len - 1) / (out_len - 1.0);
   }
-  if (t == "asymmetric") return x / scale;
-  if (t == "tf_half_pixel_for_nn") return (x + 0.5) / scale;
+  if (t == "asymmetric")
+    return x / scale;
+  if (t == "tf_half_pixel_for_nn")
+    return (x + 0.5) / scale;
   if (t == "tf_crop_and_resize") {
     const double span = static_cast<double>(in_len - 1);
     return out_len > 1.0 ? roi_start * span + x * (roi_end - roi_start) * span / (out_len - 1.0)
@@ -97,7 +101,8 @@ taps make_taps(const kernel_context& c, const resize_config& cfg, std::size_t in
     double sum = 0.0;
     for (int k = 0; k < 4; ++k) {
       const std::int64_t idx = i0 - 1 + k;
-      if (cfg.exclude_outside && (idx < 0 || idx > last)) w[k] = 0.0;
+      if (cfg.exclude_outside && (idx < 0 || idx > last))
+        w[k] = 0.0;
       sum += w[k];
     }
     for (int k = 0; k < 4; ++k) {
@@ -112,7 +117,8 @@ void resize_impl(kernel_context& c, const tensor& x, const std::vector<double>& 
                  const std::vector<std::int64_t>& sizes_in, const std::vector<double>& roi,
                  const resize_config& cfg) {
   const std::size_t r = x.rank();
-  if (r < 2) c.fail("quark.onnx.shape", "resize needs at least 2 dimensions");
+  if (r < 2)
+    c.fail("quark.onnx.shape", "resize needs at least 2 dimensions");
   shape_t out_shape(r);
   std::vector<double> scales(r, 1.0);
   for (std::size_t d = 0; d < r; ++d) {
@@ -121,7 +127,8 @@ void resize_impl(kernel_context& c, const tensor& x, const std::vector<double>& 
       scales[d] = static_cast<double>(sizes_in[d]) / static_cast<double>(x.shape()[d]);
     } else {
       scales[d] = scales_in[d];
-      out_shape[d] = static_cast<std::int64_t>(std::floor(static_cast<double>(x.shape()[d]) * scales[d]));
+      out_shape[d] =
+          static_cast<std::int64_t>(std::floor(static_cast<double>(x.shape()[d]) * scales[d]));
     }
     if (d + 2 < r && out_shape[d] != x.shape()[d]) {
       c.fail("quark.onnx.unsupported_op", "only the last two dimensions can be resized");
@@ -130,11 +137,14 @@ void resize_impl(kernel_context& c, const tensor& x, const std::vector<double>& 
   const std::size_t ih = to_size(x.shape()[r - 2]), iw = to_size(x.shape()[r - 1]);
   const std::size_t oh = to_size(out_shape[r - 2]), ow = to_size(out_shape[r - 1]);
   auto roi_at = [&](std::size_t d, bool end) {
-    if (roi.size() != 2 * r) return end ? 1.0 : 0.0;
+    if (roi.size() != 2 * r)
+      return end ? 1.0 : 0.0;
     return roi[end ? d + r : d];
   };
-  const taps ty = make_taps(c, cfg, ih, oh, scales[r - 2], roi_at(r - 2, false), roi_at(r - 2, true));
-  const taps tx = make_taps(c, cfg, iw, ow, scales[r - 1], roi_at(r - 1, false), roi_at(r - 1, true));
+  const taps ty =
+      make_taps(c, cfg, ih, oh, scales[r - 2], roi_at(r - 2, false), roi_at(r - 2, true));
+  const taps tx =
+      make_taps(c, cfg, iw, ow, scales[r - 1], roi_at(r - 1, false), roi_at(r - 1, true));
   const float extrapolation = c.n.attr_f("extrapolation_value", 0.0f);
   tensor out(dtype_id::float32, out_shape);
   const std::size_t planes = (ih * iw) != 0 ? x.size() / (ih * iw) : 0;
@@ -148,7 +158,8 @@ void resize_impl(kernel_context& c, const tensor& x, const std::vector<double>& 
         for (std::size_t oy = 0; oy < oh; ++oy) {  // nearest: a gather per row
           const float* row = src + ty.index[oy] * iw;
           float* drow = dst + oy * ow;
-          for (std::size_t ox = 0; ox < ow; ++ox) drow[ox] = row[tx.index[ox]];
+          for (std::size_t ox = 0; ox < ow; ++ox)
+            drow[ox] = row[tx.index[ox]];
         }
         continue;
       }
@@ -180,23 +191,31 @@ void k_resize(kernel_context& c) {
   const tensor& x = float_input(c, 0);
   resize_config cfg;
   cfg.mode = c.n.attr_s("mode", "nearest");
-  cfg.transform = c.n.attr_s("coordinate_transformation_mode", c.n.opset < 11 ? "asymmetric" : "half_pixel");
+  cfg.transform =
+      c.n.attr_s("coordinate_transformation_mode", c.n.opset < 11 ? "asymmetric" : "half_pixel");
   cfg.nearest_mode = c.n.attr_s("nearest_mode", c.n.opset < 11 ? "floor" : "round_prefer_floor");
   cfg.cubic_a = static_cast<double>(c.n.attr_f("cubic_coeff_a", -0.75f));
   cfg.exclude_outside = c.n.attr_i("exclude_outside", 0) != 0;
-  if (c.n.attr_i("antialias", 0) != 0) c.fail("quark.onnx.unsupported_op", "antialias");
-  if (c.n.has("axes")) c.fail("quark.onnx.unsupported_op", "the axes attribute");
+  if (c.n.attr_i("antialias", 0) != 0)
+    c.fail("quark.onnx.unsupported_op", "antialias");
+  if (c.n.has("axes"))
+    c.fail("quark.onnx.unsupported_op", "the axes attribute");
   std::vector<double> scales, roi;
   std::vector<std::int64_t> sizes;
   if (c.n.opset < 11) {
     scales = read_doubles(c.in(1));
   } else {
-    if (const tensor* t = c.opt(1)) roi = read_doubles(*t);
-    if (const tensor* t = c.opt(2); t && t->size() > 0) scales = read_doubles(*t);
-    if (const tensor* t = c.opt(3); t && t->size() > 0) sizes = read_ints(c, *t);
+    if (const tensor* t = c.opt(1))
+      roi = read_doubles(*t);
+    if (const tensor* t = c.opt(2); t && t->size() > 0)
+      scales = read_doubles(*t);
+    if (const tensor* t = c.opt(3); t && t->size() > 0)
+      sizes = read_ints(c, *t);
   }
-  if (scales.empty() == sizes.empty()) c.fail("quark.onnx.shape", "give exactly one of scales and sizes");
-  if ((!scales.empty() && scales.size() != x.rank()) || (!sizes.empty() && sizes.size() != x.rank())) {
+  if (scales.empty() == sizes.empty())
+    c.fail("quark.onnx.shape", "give exactly one of scales and sizes");
+  if ((!scales.empty() && scales.size() != x.rank()) ||
+      (!sizes.empty() && sizes.size() != x.rank())) {
     c.fail("quark.onnx.shape", "scales/sizes length differs from the rank");
   }
   resize_impl(c, x, scales, sizes, roi, cfg);
@@ -212,9 +231,11 @@ void k_upsample(kernel_context& c) {
   if (c.has_input(1)) {
     scales = read_doubles(c.in(1));
   } else {
-    for (float s : c.n.attr_floats("scales")) scales.push_back(static_cast<double>(s));
+    for (float s : c.n.attr_floats("scales"))
+      scales.push_back(static_cast<double>(s));
   }
-  if (scales.size() != x.rank()) c.fail("quark.onnx.shape", "scales length differs from the rank");
+  if (scales.size() != x.rank())
+    c.fail("quark.onnx.shape", "scales length differs from the rank");
   resize_impl(c, x, scales, {}, {}, cfg);
 }
 

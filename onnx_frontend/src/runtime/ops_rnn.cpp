@@ -22,16 +22,15 @@ void k_lstm(kernel_context& c) {
   const tensor& w = float_input(c, 1);
   const tensor& rw = float_input(c, 2);
   const auto acts = c.n.find("activations");
-  if (acts && !(acts->strings.size() % 3 == 0 &&
-                [&] {
-                  for (std::size_t i = 0; i < acts->strings.size(); i += 3) {
-                    if (acts->strings[i] != "Sigmoid" || acts->strings[i + 1] != "Tanh" ||
-                        acts->strings[i + 2] != "Tanh") {
-                      return false;
-                    }
-                  }
-                  return true;
-                }())) {
+  if (acts && !(acts->strings.size() % 3 == 0 && [&] {
+        for (std::size_t i = 0; i < acts->strings.size(); i += 3) {
+          if (acts->strings[i] != "Sigmoid" || acts->strings[i + 1] != "Tanh" ||
+              acts->strings[i + 2] != "Tanh") {
+            return false;
+          }
+        }
+        return true;
+      }())) {
     c.fail("quark.onnx.unsupported_op", "only the default LSTM activations are supported");
   }
   const std::string direction = c.n.attr_s("direction", "forward");
@@ -40,13 +39,15 @@ void k_lstm(kernel_context& c) {
   const bool layout1 = c.n.attr_i("layout", 0) != 0;
   const float clip = c.n.attr_f("clip", 0.0f);
   const bool input_forget = c.n.attr_i("input_forget", 0) != 0;
-  if (x_in.rank() != 3 || w.rank() != 3 || rw.rank() != 3) c.fail("quark.onnx.shape", "X, W, R must be 3-D");
+  if (x_in.rank() != 3 || w.rank() != 3 || rw.rank() != 3)
+    c.fail("quark.onnx.shape", "X, W, R must be 3-D");
   const std::size_t seq = to_size(x_in.shape()[layout1 ? 1 : 0]);
   const std::size_t batch = to_size(x_in.shape()[layout1 ? 0 : 1]);
   const std::size_t input = to_size(x_in.shape()[2]);
   const std::size_t h4 = 4 * hidden;
-  if (to_size(w.shape()[0]) != dirs || to_size(w.shape()[1]) != h4 || to_size(w.shape()[2]) != input ||
-      to_size(rw.shape()[1]) != h4 || to_size(rw.shape()[2]) != hidden) {
+  if (to_size(w.shape()[0]) != dirs || to_size(w.shape()[1]) != h4 ||
+      to_size(w.shape()[2]) != input || to_size(rw.shape()[1]) != h4 ||
+      to_size(rw.shape()[2]) != hidden) {
     c.fail("quark.onnx.shape", "W " + shape_string(w.shape()) + " / R " + shape_string(rw.shape()) +
                                    " do not match X " + shape_string(x_in.shape()));
   }
@@ -62,14 +63,16 @@ void k_lstm(kernel_context& c) {
     }
   }
   std::vector<std::int64_t> lens(batch, to_i64(seq));
-  if (const tensor* sl = c.opt(4)) lens = read_ints(c, *sl);
+  if (const tensor* sl = c.opt(4))
+    lens = read_ints(c, *sl);
   const float* pb = c.has_input(3) ? float_input(c, 3).data<float>().data() : nullptr;
   const float* ph0 = c.has_input(5) ? float_input(c, 5).data<float>().data() : nullptr;
   const float* pc0 = c.has_input(6) ? float_input(c, 6).data<float>().data() : nullptr;
   const float* pp = c.has_input(7) ? float_input(c, 7).data<float>().data() : nullptr;
 
-  tensor y(dtype_id::float32, layout1 ? shape_t{to_i64(batch), to_i64(seq), to_i64(dirs), to_i64(hidden)}
-                                      : shape_t{to_i64(seq), to_i64(dirs), to_i64(batch), to_i64(hidden)});
+  tensor y(dtype_id::float32,
+           layout1 ? shape_t{to_i64(batch), to_i64(seq), to_i64(dirs), to_i64(hidden)}
+                   : shape_t{to_i64(seq), to_i64(dirs), to_i64(batch), to_i64(hidden)});
   const shape_t state_shape = layout1 ? shape_t{to_i64(batch), to_i64(dirs), to_i64(hidden)}
                                       : shape_t{to_i64(dirs), to_i64(batch), to_i64(hidden)};
   tensor yh(dtype_id::float32, state_shape);
@@ -88,12 +91,15 @@ void k_lstm(kernel_context& c) {
       const float* wb = pb + d * 2 * h4;
       const float* rb = wb + h4;
       for (std::size_t r = 0; r < seq * batch; ++r) {
-        for (std::size_t j = 0; j < h4; ++j) xw[r * h4 + j] += wb[j] + rb[j];
+        for (std::size_t j = 0; j < h4; ++j)
+          xw[r * h4 + j] += wb[j] + rb[j];
       }
     }
     std::vector<float> h(batch * hidden, 0.0f), cs(batch * hidden, 0.0f);
-    if (ph0) std::memcpy(h.data(), ph0 + d * batch * hidden, h.size() * sizeof(float));
-    if (pc0) std::memcpy(cs.data(), pc0 + d * batch * hidden, cs.size() * sizeof(float));
+    if (ph0)
+      std::memcpy(h.data(), ph0 + d * batch * hidden, h.size() * sizeof(float));
+    if (pc0)
+      std::memcpy(cs.data(), pc0 + d * batch * hidden, cs.size() * sizeof(float));
     const float* peep = pp ? pp + d * 3 * hidden : nullptr;
     for (std::size_t step = 0; step < seq; ++step) {
       const std::size_t t = reverse ? seq - 1 - step : step;
@@ -116,7 +122,8 @@ void k_lstm(kernel_context& c) {
           const float f_t = input_forget ? 1.0f - i_t : sigmoid(clipped(gf));
           const float c_hat = std::tanh(clipped(gc));
           const float c_new = f_t * cb[k] + i_t * c_hat;
-          if (peep) go += peep[hidden + k] * c_new;
+          if (peep)
+            go += peep[hidden + k] * c_new;
           const float o_t = sigmoid(clipped(go));
           const float h_new = o_t * std::tanh(c_new);
           if (active) {
@@ -137,13 +144,18 @@ void k_lstm(kernel_context& c) {
       }
     }
   }
-  if (c.output_count() > 0) c.out(0) = std::move(y);
-  if (c.output_count() > 1) c.out(1) = std::move(yh);
-  if (c.output_count() > 2) c.out(2) = std::move(yc);
+  if (c.output_count() > 0)
+    c.out(0) = std::move(y);
+  if (c.output_count() > 1)
+    c.out(1) = std::move(yh);
+  if (c.output_count() > 2)
+    c.out(2) = std::move(yc);
 }
 
 }  // namespace
 
-void register_rnn(registry_map& r) { r["LSTM"] = k_lstm; }
+void register_rnn(registry_map& r) {
+  r["LSTM"] = k_lstm;
+}
 
 }  // namespace quark::onnx::rt

@@ -22,8 +22,8 @@ tensor int64_vector(const std::vector<std::int64_t>& v) {
 /// A tensor with x's bytes and a new shape.
 tensor reshaped(const kernel_context& c, const tensor& x, shape_t shape) {
   if (element_count(shape) != x.size()) {
-    c.fail("quark.onnx.shape", "cannot reshape " + shape_string(x.shape()) + " to " +
-                                   shape_string(shape));
+    c.fail("quark.onnx.shape",
+           "cannot reshape " + shape_string(x.shape()) + " to " + shape_string(shape));
   }
   tensor t = x;
   t.reshape(std::move(shape));
@@ -35,7 +35,8 @@ void strided_copy(const tensor& in, tensor& out, std::size_t base,
                   const std::vector<std::int64_t>& strides) {
   const std::size_t es = element_size(in.type());
   const std::size_t total = out.size();
-  if (total == 0) return;
+  if (total == 0)
+    return;
   const shape_t& shape = out.shape();
   const std::size_t r = shape.size();
   const std::byte* src = in.bytes().data();
@@ -59,7 +60,8 @@ void strided_copy(const tensor& in, tensor& out, std::size_t base,
     for (std::size_t d = r - 1; d-- > 0;) {
       ++idx[d];
       off += strides[d];
-      if (idx[d] < to_size(shape[d])) break;
+      if (idx[d] < to_size(shape[d]))
+        break;
       off -= strides[d] * to_i64(idx[d]);
       idx[d] = 0;
     }
@@ -79,7 +81,9 @@ tensor permute(const tensor& x, const std::vector<std::size_t>& perm) {
   return out;
 }
 
-void k_identity(kernel_context& c) { c.out(0) = c.in(0); }
+void k_identity(kernel_context& c) {
+  c.out(0) = c.in(0);
+}
 
 void k_shape(kernel_context& c) {
   const tensor& x = c.in(0);
@@ -88,7 +92,8 @@ void k_shape(kernel_context& c) {
   const std::int64_t start = clampi(c.n.attr_i("start", 0));
   const std::int64_t end = c.n.has("end") ? clampi(c.n.attr_i("end", r)) : r;
   std::vector<std::int64_t> v;
-  for (std::int64_t d = start; d < end; ++d) v.push_back(x.shape()[to_size(d)]);
+  for (std::int64_t d = start; d < end; ++d)
+    v.push_back(x.shape()[to_size(d)]);
   c.out(0) = int64_vector(v);
 }
 
@@ -100,20 +105,21 @@ void k_size(kernel_context& c) {
 
 void k_reshape(kernel_context& c) {
   const tensor& x = c.in(0);
-  std::vector<std::int64_t> spec =
-      c.n.opset < 5 ? c.n.attr_ints("shape") : read_ints(c, c.in(1));
+  std::vector<std::int64_t> spec = c.n.opset < 5 ? c.n.attr_ints("shape") : read_ints(c, c.in(1));
   const bool allow_zero = c.n.attr_i("allowzero", 0) != 0;
   shape_t shape(spec.size());
   std::ptrdiff_t infer = -1;
   std::size_t known = 1;
   for (std::size_t i = 0; i < spec.size(); ++i) {
     if (spec[i] == -1) {
-      if (infer >= 0) c.fail("quark.onnx.shape", "more than one -1 in the target shape");
+      if (infer >= 0)
+        c.fail("quark.onnx.shape", "more than one -1 in the target shape");
       infer = static_cast<std::ptrdiff_t>(i);
       continue;
     }
     if (spec[i] == 0 && !allow_zero) {
-      if (i >= x.rank()) c.fail("quark.onnx.shape", "0 copies a dimension the input lacks");
+      if (i >= x.rank())
+        c.fail("quark.onnx.shape", "0 copies a dimension the input lacks");
       shape[i] = x.shape()[i];
     } else if (spec[i] < 0) {
       c.fail("quark.onnx.shape", "negative dimension in the target shape");
@@ -135,10 +141,13 @@ void k_flatten(kernel_context& c) {
   const tensor& x = c.in(0);
   const auto r = to_i64(x.rank());
   std::int64_t axis = c.n.attr_i("axis", 1);
-  if (axis < 0) axis += r;
-  if (axis < 0 || axis > r) c.fail("quark.onnx.shape", "axis out of range");
+  if (axis < 0)
+    axis += r;
+  if (axis < 0 || axis > r)
+    c.fail("quark.onnx.shape", "axis out of range");
   std::int64_t outer = 1;
-  for (std::int64_t d = 0; d < axis; ++d) outer *= x.shape()[to_size(d)];
+  for (std::int64_t d = 0; d < axis; ++d)
+    outer *= x.shape()[to_size(d)];
   const std::int64_t inner = outer ? to_i64(x.size()) / outer : 0;
   c.out(0) = reshaped(c, x, {outer, inner});
 }
@@ -147,17 +156,21 @@ void k_transpose(kernel_context& c) {
   const tensor& x = c.in(0);
   std::vector<std::size_t> perm;
   if (c.n.has("perm")) {
-    for (auto p : c.n.attr_ints("perm")) perm.push_back(norm_axis(c, p, x.rank()));
+    for (auto p : c.n.attr_ints("perm"))
+      perm.push_back(norm_axis(c, p, x.rank()));
   } else {
-    for (std::size_t i = x.rank(); i-- > 0;) perm.push_back(i);
+    for (std::size_t i = x.rank(); i-- > 0;)
+      perm.push_back(i);
   }
-  if (perm.size() != x.rank()) c.fail("quark.onnx.shape", "perm length differs from the rank");
+  if (perm.size() != x.rank())
+    c.fail("quark.onnx.shape", "perm length differs from the rank");
   c.out(0) = permute(x, perm);
 }
 
 std::vector<std::int64_t> axes_of(const kernel_context& c, std::size_t input, int from_opset) {
   if (c.n.opset >= from_opset) {
-    if (const tensor* t = c.opt(input)) return read_ints(c, *t);
+    if (const tensor* t = c.opt(input))
+      return read_ints(c, *t);
     return {};
   }
   return c.n.attr_ints("axes");
@@ -168,16 +181,19 @@ void k_squeeze(kernel_context& c) {
   const auto axes = axes_of(c, 1, 13);
   std::vector<bool> drop(x.rank(), false);
   if (axes.empty()) {
-    for (std::size_t d = 0; d < x.rank(); ++d) drop[d] = x.shape()[d] == 1;
+    for (std::size_t d = 0; d < x.rank(); ++d)
+      drop[d] = x.shape()[d] == 1;
   }
   for (auto a : axes) {
     const std::size_t d = norm_axis(c, a, x.rank());
-    if (x.shape()[d] != 1) c.fail("quark.onnx.shape", "squeezed axis is not 1");
+    if (x.shape()[d] != 1)
+      c.fail("quark.onnx.shape", "squeezed axis is not 1");
     drop[d] = true;
   }
   shape_t shape;
   for (std::size_t d = 0; d < x.rank(); ++d) {
-    if (!drop[d]) shape.push_back(x.shape()[d]);
+    if (!drop[d])
+      shape.push_back(x.shape()[d]);
   }
   c.out(0) = reshaped(c, x, shape);
 }
@@ -189,12 +205,14 @@ void k_unsqueeze(kernel_context& c) {
   std::vector<bool> ins(r, false);
   for (auto a : axes) {
     const std::size_t d = norm_axis(c, a, r);
-    if (ins[d]) c.fail("quark.onnx.shape", "repeated axis");
+    if (ins[d])
+      c.fail("quark.onnx.shape", "repeated axis");
     ins[d] = true;
   }
   shape_t shape;
   std::size_t k = 0;
-  for (std::size_t d = 0; d < r; ++d) shape.push_back(ins[d] ? 1 : x.shape()[k++]);
+  for (std::size_t d = 0; d < r; ++d)
+    shape.push_back(ins[d] ? 1 : x.shape()[k++]);
   c.out(0) = reshaped(c, x, shape);
 }
 
@@ -220,8 +238,10 @@ void k_concat(kernel_context& c) {
   tensor out(first.type(), shape);
   const std::size_t es = element_size(first.type());
   std::size_t outer = 1;
-  for (std::size_t d = 0; d < axis; ++d) outer *= to_size(shape[d]);
-  const std::size_t inner = element_count(shape_t(shape.begin() + static_cast<std::ptrdiff_t>(axis) + 1, shape.end()));
+  for (std::size_t d = 0; d < axis; ++d)
+    outer *= to_size(shape[d]);
+  const std::size_t inner =
+      element_count(shape_t(shape.begin() + static_cast<std::ptrdiff_t>(axis) + 1, shape.end()));
   const std::size_t out_row = to_size(total) * inner * es;
   std::size_t col = 0;
   for (std::size_t i = 0; i < c.input_count(); ++i) {
@@ -240,7 +260,8 @@ void k_split(kernel_context& c) {
   const std::size_t axis = norm_axis(c, c.n.attr_i("axis", 0), x.rank());
   std::vector<std::int64_t> sizes;
   if (c.n.opset >= 13) {
-    if (const tensor* t = c.opt(1)) sizes = read_ints(c, *t);
+    if (const tensor* t = c.opt(1))
+      sizes = read_ints(c, *t);
   } else {
     sizes = c.n.attr_ints("split");
   }
@@ -249,9 +270,11 @@ void k_split(kernel_context& c) {
   if (sizes.empty()) {
     const std::int64_t num = c.n.has("num_outputs") ? c.n.attr_i("num_outputs", 1) : to_i64(parts);
     const std::int64_t chunk = (len + num - 1) / num;
-    for (std::int64_t i = 0; i < num; ++i) sizes.push_back(std::min(chunk, len - i * chunk));
+    for (std::int64_t i = 0; i < num; ++i)
+      sizes.push_back(std::min(chunk, len - i * chunk));
   }
-  if (sizes.size() != parts) c.fail("quark.onnx.shape", "split sizes differ from output count");
+  if (sizes.size() != parts)
+    c.fail("quark.onnx.shape", "split sizes differ from output count");
   std::int64_t start = 0;
   const auto st = strides_of(x.shape());
   std::vector<std::int64_t> strides(st.begin(), st.end());
@@ -263,7 +286,8 @@ void k_split(kernel_context& c) {
     start += sizes[p];
     c.out(p) = std::move(out);
   }
-  if (start != len) c.fail("quark.onnx.shape", "split sizes do not add up to the axis length");
+  if (start != len)
+    c.fail("quark.onnx.shape", "split sizes do not add up to the axis length");
 }
 
 void k_slice(kernel_context& c) {
@@ -276,14 +300,19 @@ void k_slice(kernel_context& c) {
   } else {
     starts = read_ints(c, c.in(1));
     ends = read_ints(c, c.in(2));
-    if (const tensor* t = c.opt(3)) axes = read_ints(c, *t);
-    if (const tensor* t = c.opt(4)) steps = read_ints(c, *t);
+    if (const tensor* t = c.opt(3))
+      axes = read_ints(c, *t);
+    if (const tensor* t = c.opt(4))
+      steps = read_ints(c, *t);
   }
   if (axes.empty()) {
-    for (std::size_t i = 0; i < starts.size(); ++i) axes.push_back(to_i64(i));
+    for (std::size_t i = 0; i < starts.size(); ++i)
+      axes.push_back(to_i64(i));
   }
-  if (steps.empty()) steps.assign(starts.size(), 1);
-  if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size()) {
+  if (steps.empty())
+    steps.assign(starts.size(), 1);
+  if (ends.size() != starts.size() || axes.size() != starts.size() ||
+      steps.size() != starts.size()) {
     c.fail("quark.onnx.shape", "starts/ends/axes/steps lengths differ");
   }
   const auto own = strides_of(x.shape());
@@ -294,7 +323,8 @@ void k_slice(kernel_context& c) {
     const std::size_t d = norm_axis(c, axes[i], x.rank());
     const std::int64_t dim = x.shape()[d];
     const std::int64_t step = steps[i];
-    if (step == 0) c.fail("quark.onnx.shape", "step 0");
+    if (step == 0)
+      c.fail("quark.onnx.shape", "step 0");
     std::int64_t s = starts[i] < 0 ? starts[i] + dim : starts[i];
     std::int64_t e = ends[i] < 0 ? ends[i] + dim : ends[i];
     if (step > 0) {
@@ -307,7 +337,8 @@ void k_slice(kernel_context& c) {
     const std::int64_t n = step > 0 ? (e > s ? (e - s + step - 1) / step : 0)
                                     : (s > e ? (s - e + (-step) - 1) / (-step) : 0);
     shape[d] = n;
-    if (n > 0) base += s * to_i64(own[d]);
+    if (n > 0)
+      base += s * to_i64(own[d]);
     strides[d] = to_i64(own[d]) * step;
   }
   tensor out(x.type(), shape);
@@ -322,11 +353,13 @@ void k_gather(kernel_context& c) {
   const auto idx = read_ints(c, ind);
   shape_t shape(x.shape().begin(), x.shape().begin() + static_cast<std::ptrdiff_t>(axis));
   shape.insert(shape.end(), ind.shape().begin(), ind.shape().end());
-  shape.insert(shape.end(), x.shape().begin() + static_cast<std::ptrdiff_t>(axis) + 1, x.shape().end());
+  shape.insert(shape.end(), x.shape().begin() + static_cast<std::ptrdiff_t>(axis) + 1,
+               x.shape().end());
   tensor out(x.type(), shape);
   const std::size_t es = element_size(x.type());
   std::size_t outer = 1;
-  for (std::size_t d = 0; d < axis; ++d) outer *= to_size(x.shape()[d]);
+  for (std::size_t d = 0; d < axis; ++d)
+    outer *= to_size(x.shape()[d]);
   const std::int64_t dim = x.shape()[axis];
   const std::size_t inner = x.size() / std::max<std::size_t>(1, outer * to_size(dim)) * es;
   const std::size_t ni = idx.size();
@@ -357,7 +390,8 @@ void k_expand(kernel_context& c) {
 void k_tile(kernel_context& c) {
   const tensor& x = c.in(0);
   const auto reps = read_ints(c, c.in(1));
-  if (reps.size() != x.rank()) c.fail("quark.onnx.shape", "repeats length differs from the rank");
+  if (reps.size() != x.rank())
+    c.fail("quark.onnx.shape", "repeats length differs from the rank");
   // View the output as [r0, d0, r1, d1, ...] with stride 0 over each repeat dimension.
   shape_t view;
   std::vector<std::int64_t> st;
@@ -396,7 +430,8 @@ void k_range(kernel_context& c) {
     const T s = start.data<T>()[0];
     const T l = c.in(1).data<T>()[0];
     const T d = c.in(2).data<T>()[0];
-    const double n = std::ceil((static_cast<double>(l) - static_cast<double>(s)) / static_cast<double>(d));
+    const double n =
+        std::ceil((static_cast<double>(l) - static_cast<double>(s)) / static_cast<double>(d));
     const std::size_t count = n > 0 ? static_cast<std::size_t>(n) : 0;
     tensor out(start.type(), {to_i64(count)});
     auto dst = out.data<T>();
@@ -417,20 +452,24 @@ void k_pad(kernel_context& c) {
     value = static_cast<double>(c.n.attr_f("value", 0.0f));
   } else {
     pads = read_ints(c, c.in(1));
-    if (const tensor* v = c.opt(2); v && v->size() > 0) value = read_doubles(*v)[0];
-    if (const tensor* a = c.opt(3)) axes = read_ints(c, *a);
+    if (const tensor* v = c.opt(2); v && v->size() > 0)
+      value = read_doubles(*v)[0];
+    if (const tensor* a = c.opt(3))
+      axes = read_ints(c, *a);
   }
   const std::string mode = c.n.attr_s("mode", "constant");
   const std::size_t r = x.rank();
   std::vector<std::int64_t> begin(r, 0), end(r, 0);
   if (axes.empty()) {
-    if (pads.size() != 2 * r) c.fail("quark.onnx.shape", "pads length must be twice the rank");
+    if (pads.size() != 2 * r)
+      c.fail("quark.onnx.shape", "pads length must be twice the rank");
     for (std::size_t d = 0; d < r; ++d) {
       begin[d] = pads[d];
       end[d] = pads[d + r];
     }
   } else {
-    if (pads.size() != 2 * axes.size()) c.fail("quark.onnx.shape", "pads/axes lengths differ");
+    if (pads.size() != 2 * axes.size())
+      c.fail("quark.onnx.shape", "pads/axes lengths differ");
     for (std::size_t i = 0; i < axes.size(); ++i) {
       const std::size_t d = norm_axis(c, axes[i], r);
       begin[d] = pads[i];
@@ -440,7 +479,8 @@ void k_pad(kernel_context& c) {
   shape_t shape(r);
   for (std::size_t d = 0; d < r; ++d) {
     shape[d] = x.shape()[d] + begin[d] + end[d];
-    if (shape[d] < 0) c.fail("quark.onnx.shape", "negative output dimension");
+    if (shape[d] < 0)
+      c.fail("quark.onnx.shape", "negative output dimension");
   }
   tensor out(x.type(), shape);
   const std::size_t es = element_size(x.type());
@@ -478,7 +518,8 @@ void k_pad(kernel_context& c) {
           } else {
             const std::int64_t period = 2 * (n - 1);
             i = ((i % period) + period) % period;
-            if (i >= n) i = period - i;
+            if (i >= n)
+              i = period - i;
           }
         } else if (mode == "wrap") {
           i = ((i % n) + n) % n;
@@ -488,9 +529,11 @@ void k_pad(kernel_context& c) {
       }
       off += to_size(i) * in_st[d];
     }
-    std::memcpy(out.bytes().data() + o * es, outside ? fill.data() : x.bytes().data() + off * es, es);
+    std::memcpy(out.bytes().data() + o * es, outside ? fill.data() : x.bytes().data() + off * es,
+                es);
     for (std::size_t d = r; d-- > 0;) {
-      if (++idx[d] < shape[d]) break;
+      if (++idx[d] < shape[d])
+        break;
       idx[d] = 0;
     }
   }
@@ -499,26 +542,34 @@ void k_pad(kernel_context& c) {
 
 void space_depth(kernel_context& c, bool to_space) {
   const tensor& x = c.in(0);
-  if (x.rank() != 4) c.fail("quark.onnx.shape", "input must be 4-D");
+  if (x.rank() != 4)
+    c.fail("quark.onnx.shape", "input must be 4-D");
   const auto b = c.n.attr_i("blocksize", 0);
-  if (b <= 0) c.fail("quark.onnx.shape", "blocksize must be positive");
+  if (b <= 0)
+    c.fail("quark.onnx.shape", "blocksize must be positive");
   const auto n = x.shape()[0], ch = x.shape()[1], h = x.shape()[2], w = x.shape()[3];
   if (to_space) {
-    if (ch % (b * b) != 0) c.fail("quark.onnx.shape", "channels not divisible by blocksize^2");
+    if (ch % (b * b) != 0)
+      c.fail("quark.onnx.shape", "channels not divisible by blocksize^2");
     const bool crd = c.n.attr_s("mode", "DCR") == "CRD";
     const auto co = ch / (b * b);
     tensor v = reshaped(c, x, crd ? shape_t{n, co, b, b, h, w} : shape_t{n, b, b, co, h, w});
     tensor p = crd ? permute(v, {0, 1, 4, 2, 5, 3}) : permute(v, {0, 3, 4, 1, 5, 2});
     c.out(0) = reshaped(c, p, {n, co, h * b, w * b});
   } else {
-    if (h % b != 0 || w % b != 0) c.fail("quark.onnx.shape", "spatial dims not divisible");
+    if (h % b != 0 || w % b != 0)
+      c.fail("quark.onnx.shape", "spatial dims not divisible");
     tensor v = reshaped(c, x, {n, ch, h / b, b, w / b, b});
     tensor p = permute(v, {0, 3, 5, 1, 2, 4});
     c.out(0) = reshaped(c, p, {n, ch * b * b, h / b, w / b});
   }
 }
-void k_depth_to_space(kernel_context& c) { space_depth(c, true); }
-void k_space_to_depth(kernel_context& c) { space_depth(c, false); }
+void k_depth_to_space(kernel_context& c) {
+  space_depth(c, true);
+}
+void k_space_to_depth(kernel_context& c) {
+  space_depth(c, false);
+}
 
 }  // namespace
 

@@ -19,7 +19,8 @@
 namespace quark::onnx::rt {
 
 tensor widen_half(tensor t) {
-  if (t.type() != dtype_id::float16 && t.type() != dtype_id::bfloat16) return t;
+  if (t.type() != dtype_id::float16 && t.type() != dtype_id::bfloat16)
+    return t;
   tensor w(dtype_id::float32, t.shape());
   auto dst = w.data<float>();
   if (t.type() == dtype_id::float16) {
@@ -42,9 +43,18 @@ attribute decode_attribute(const ::onnx::AttributeProto& a, int opset,
   attribute r;
   using A = ::onnx::AttributeProto;
   switch (a.type()) {
-    case A::INT: r.k = attribute::kind::i; r.i = a.i(); break;
-    case A::FLOAT: r.k = attribute::kind::f; r.f = a.f(); break;
-    case A::STRING: r.k = attribute::kind::s; r.s = a.s(); break;
+    case A::INT:
+      r.k = attribute::kind::i;
+      r.i = a.i();
+      break;
+    case A::FLOAT:
+      r.k = attribute::kind::f;
+      r.f = a.f();
+      break;
+    case A::STRING:
+      r.k = attribute::kind::s;
+      r.s = a.s();
+      break;
     case A::INTS:
       r.k = attribute::kind::ints;
       r.ints.assign(a.ints().begin(), a.ints().end());
@@ -76,7 +86,8 @@ attribute decode_attribute(const ::onnx::AttributeProto& a, int opset,
 tensor constant_value(const ::onnx::NodeProto& n, const std::filesystem::path& base_dir) {
   for (const auto& a : n.attribute()) {
     const auto& name = a.name();
-    if (name == "value") return decode_tensor(a.t(), base_dir);
+    if (name == "value")
+      return decode_tensor(a.t(), base_dir);
     if (name == "value_float") {
       const float v = a.f();
       return tensor::from_floats({}, std::span<const float>(&v, 1));
@@ -107,7 +118,8 @@ tensor_info decode_value_info(const ::onnx::ValueInfoProto& v) {
   if (v.type().has_tensor_type()) {
     const auto& tt = v.type().tensor_type();
     r.type = dtype_from_onnx(tt.elem_type()).value_or(dtype_id::undefined);
-    for (const auto& d : tt.shape().dim()) r.shape.push_back(d.has_dim_value() ? d.dim_value() : -1);
+    for (const auto& d : tt.shape().dim())
+      r.shape.push_back(d.has_dim_value() ? d.dim_value() : -1);
   }
   return r;
 }
@@ -123,16 +135,21 @@ std::shared_ptr<graph> build_graph(const ::onnx::GraphProto& gp, int opset,
     g->constants[init.name()] = std::make_shared<tensor>(decode_tensor(init, base_dir));
   }
   for (const auto& in : gp.input()) {
-    if (!g->constants.count(in.name())) g->inputs.push_back(decode_value_info(in));
+    if (!g->constants.count(in.name()))
+      g->inputs.push_back(decode_value_info(in));
   }
-  for (const auto& out : gp.output()) g->outputs.push_back(decode_value_info(out));
+  for (const auto& out : gp.output())
+    g->outputs.push_back(decode_value_info(out));
 
   // Every name a subgraph may read from here: outer names, inputs, constants and node outputs.
   std::vector<std::string> visible = outer;
-  for (const auto& in : gp.input()) visible.push_back(in.name());
-  for (const auto& init : gp.initializer()) visible.push_back(init.name());
+  for (const auto& in : gp.input())
+    visible.push_back(in.name());
+  for (const auto& init : gp.initializer())
+    visible.push_back(init.name());
   for (const auto& n : gp.node()) {
-    for (const auto& o : n.output()) visible.push_back(o);
+    for (const auto& o : n.output())
+      visible.push_back(o);
   }
 
   std::vector<node> nodes;
@@ -163,10 +180,12 @@ std::shared_ptr<graph> build_graph(const ::onnx::GraphProto& gp, int opset,
   auto reads_of = [](const node& n) {
     std::vector<std::string> r;
     for (const auto& i : n.inputs) {
-      if (!i.empty()) r.push_back(i);
+      if (!i.empty())
+        r.push_back(i);
     }
     for (const auto& [key, a] : n.attrs) {
-      if (a.g) r.insert(r.end(), a.g->outer_refs.begin(), a.g->outer_refs.end());
+      if (a.g)
+        r.insert(r.end(), a.g->outer_refs.begin(), a.g->outer_refs.end());
     }
     return r;
   };
@@ -175,16 +194,19 @@ std::shared_ptr<graph> build_graph(const ::onnx::GraphProto& gp, int opset,
   std::unordered_map<std::string, std::size_t> producer;
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     for (const auto& o : nodes[i].outputs) {
-      if (o.empty()) continue;
+      if (o.empty())
+        continue;
       if (!producer.emplace(o, i).second || g->constants.count(o)) {
-        throw frontend_error("quark.onnx.load", "value '" + o + "' is produced twice (" +
-                                                    nodes[i].describe() + ")");
+        throw frontend_error("quark.onnx.load",
+                             "value '" + o + "' is produced twice (" + nodes[i].describe() + ")");
       }
     }
   }
   std::unordered_set<std::string> available(outer.begin(), outer.end());
-  for (const auto& in : gp.input()) available.insert(in.name());
-  for (const auto& [name, t] : g->constants) available.insert(name);
+  for (const auto& in : gp.input())
+    available.insert(in.name());
+  for (const auto& [name, t] : g->constants)
+    available.insert(name);
   std::set<std::string> refs_outside;
   std::vector<std::size_t> missing(nodes.size(), 0);
   std::vector<std::vector<std::size_t>> waiting(nodes.size());
@@ -198,13 +220,17 @@ std::shared_ptr<graph> build_graph(const ::onnx::GraphProto& gp, int opset,
         throw frontend_error("quark.onnx.load", nodes[i].describe() + ": input '" + r +
                                                     "' is not produced by any node, input or "
                                                     "initializer");
-      } else if (!g->constants.count(r) && std::find(outer.begin(), outer.end(), r) != outer.end()) {
+      } else if (!g->constants.count(r) &&
+                 std::find(outer.begin(), outer.end(), r) != outer.end()) {
         bool is_input = false;
-        for (const auto& in : gp.input()) is_input = is_input || in.name() == r;
-        if (!is_input) refs_outside.insert(r);
+        for (const auto& in : gp.input())
+          is_input = is_input || in.name() == r;
+        if (!is_input)
+          refs_outside.insert(r);
       }
     }
-    if (missing[i] == 0) ready.push_back(i);
+    if (missing[i] == 0)
+      ready.push_back(i);
   }
   std::vector<std::size_t> order;
   while (!ready.empty()) {
@@ -212,7 +238,8 @@ std::shared_ptr<graph> build_graph(const ::onnx::GraphProto& gp, int opset,
     ready.pop_front();
     order.push_back(i);
     for (std::size_t j : waiting[i]) {
-      if (--missing[j] == 0) ready.push_back(j);
+      if (--missing[j] == 0)
+        ready.push_back(j);
     }
   }
   if (order.size() != nodes.size()) {
@@ -223,30 +250,37 @@ std::shared_ptr<graph> build_graph(const ::onnx::GraphProto& gp, int opset,
       }
     }
   }
-  for (std::size_t i : order) g->nodes.push_back(std::move(nodes[i]));
+  for (std::size_t i : order)
+    g->nodes.push_back(std::move(nodes[i]));
   g->outer_refs.assign(refs_outside.begin(), refs_outside.end());
 
   // Lifetimes: a value produced or fed here dies after its last reader (or its producer).
   std::unordered_set<std::string> keep;
-  for (const auto& o : g->outputs) keep.insert(o.name);
+  for (const auto& o : g->outputs)
+    keep.insert(o.name);
   std::unordered_map<std::string, std::size_t> last;
   for (std::size_t i = 0; i < g->nodes.size(); ++i) {
     for (const auto& o : g->nodes[i].outputs) {
-      if (!o.empty()) last[o] = i;
+      if (!o.empty())
+        last[o] = i;
     }
     for (const auto& r : reads_of(g->nodes[i])) {
-      if (g->constants.count(r)) continue;
+      if (g->constants.count(r))
+        continue;
       last[r] = i;
     }
   }
   g->release.resize(g->nodes.size());
   std::unordered_set<std::string> own;
-  for (const auto& in : g->inputs) own.insert(in.name);
+  for (const auto& in : g->inputs)
+    own.insert(in.name);
   for (const auto& n : g->nodes) {
-    for (const auto& o : n.outputs) own.insert(o);
+    for (const auto& o : n.outputs)
+      own.insert(o);
   }
   for (const auto& [name, idx] : last) {
-    if (own.count(name) && !keep.count(name)) g->release[idx].push_back(name);
+    if (own.count(name) && !keep.count(name))
+      g->release[idx].push_back(name);
   }
   return g;
 }

@@ -35,7 +35,8 @@ kernel_fn find_kernel(std::string_view op) {
 
 std::vector<std::string> registered_ops() {
   std::vector<std::string> ops;
-  for (const auto& [name, fn] : registry()) ops.push_back(name);
+  for (const auto& [name, fn] : registry())
+    ops.push_back(name);
   return ops;
 }
 
@@ -63,7 +64,8 @@ std::vector<std::size_t> broadcast_strides(const shape_t& in, const shape_t& out
   std::vector<std::size_t> st(out.size(), 0);
   const auto own = strides_of(in);
   const std::size_t off = out.size() - in.size();
-  for (std::size_t i = 0; i < in.size(); ++i) st[i + off] = in[i] == 1 ? 0 : own[i];
+  for (std::size_t i = 0; i < in.size(); ++i)
+    st[i + off] = in[i] == 1 ? 0 : own[i];
   return st;
 }
 
@@ -71,9 +73,11 @@ std::vector<std::int64_t> read_ints(const kernel_context& c, const tensor& t) {
   std::vector<std::int64_t> v;
   v.reserve(t.size());
   if (t.type() == dtype_id::int64) {
-    for (auto x : t.data<std::int64_t>()) v.push_back(x);
+    for (auto x : t.data<std::int64_t>())
+      v.push_back(x);
   } else if (t.type() == dtype_id::int32) {
-    for (auto x : t.data<std::int32_t>()) v.push_back(x);
+    for (auto x : t.data<std::int32_t>())
+      v.push_back(x);
   } else {
     c.fail("quark.onnx.runtime",
            "expected an int64 or int32 tensor, got " + std::string(dtype_name(t.type())));

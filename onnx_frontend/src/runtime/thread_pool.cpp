@@ -7,8 +7,10 @@
 namespace quark::onnx::rt {
 
 thread_pool::thread_pool(unsigned threads) {
-  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
-  for (unsigned i = 1; i < threads; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
+  if (threads == 0)
+    threads = std::max(1u, std::thread::hardware_concurrency());
+  for (unsigned i = 1; i < threads; ++i)
+    workers_.emplace_back([this, i] { worker_loop(i); });
 }
 
 thread_pool::~thread_pool() {
@@ -17,7 +19,8 @@ thread_pool::~thread_pool() {
     stop_ = true;
   }
   wake_.notify_all();
-  for (auto& w : workers_) w.join();
+  for (auto& w : workers_)
+    w.join();
 }
 
 void thread_pool::worker_loop(unsigned index) {
@@ -25,9 +28,11 @@ void thread_pool::worker_loop(unsigned index) {
   for (;;) {
     std::unique_lock lock(mutex_);
     wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
-    if (stop_) return;
+    if (stop_)
+      return;
     seen = generation_;
-    if (index >= chunks_.size()) continue;
+    if (index >= chunks_.size())
+      continue;
     const auto [b, e] = chunks_[index];
     const auto* job = job_;
     lock.unlock();
@@ -38,14 +43,17 @@ void thread_pool::worker_loop(unsigned index) {
       err = std::current_exception();
     }
     lock.lock();
-    if (err && !error_) error_ = err;
-    if (--pending_ == 0) done_.notify_one();
+    if (err && !error_)
+      error_ = err;
+    if (--pending_ == 0)
+      done_.notify_one();
   }
 }
 
 void thread_pool::parallel_for(std::size_t n, std::size_t grain,
                                const std::function<void(std::size_t, std::size_t)>& fn) {
-  if (n == 0) return;
+  if (n == 0)
+    return;
   grain = std::max<std::size_t>(grain, 1);
   const std::size_t max_parts = (n + grain - 1) / grain;
   const std::size_t parts = std::min<std::size_t>(size(), max_parts);
@@ -58,7 +66,8 @@ void thread_pool::parallel_for(std::size_t n, std::size_t grain,
     }
     busy_ = true;
     chunks_.clear();
-    for (std::size_t p = 0; p < parts; ++p) chunks_.emplace_back(n * p / parts, n * (p + 1) / parts);
+    for (std::size_t p = 0; p < parts; ++p)
+      chunks_.emplace_back(n * p / parts, n * (p + 1) / parts);
     job_ = &fn;
     pending_ = parts - 1;
     error_ = nullptr;
@@ -75,9 +84,11 @@ void thread_pool::parallel_for(std::size_t n, std::size_t grain,
   done_.wait(lock, [&] { return pending_ == 0; });
   busy_ = false;
   job_ = nullptr;
-  if (!err) err = error_;
+  if (!err)
+    err = error_;
   lock.unlock();
-  if (err) std::rethrow_exception(err);
+  if (err)
+    std::rethrow_exception(err);
 }
 
 }  // namespace quark::onnx::rt

@@ -40,24 +40,28 @@ using unit_stride = std::integral_constant<std::size_t, 1>;
 /// Builds the layout of a row-major tensor around `axis`; throws quark::invalid_argument
 /// ("quark.block.axis", "quark.block.shape") when the axis or the element count is wrong.
 inline block_layout make_block_layout(std::span<const std::size_t> shape, std::size_t axis,
-                                    std::size_t element_count) {
+                                      std::size_t element_count) {
   std::size_t total = 1;
-  for (const std::size_t d : shape) total *= d;
+  for (const std::size_t d : shape)
+    total *= d;
   if (total != element_count) {
-    QUARK_THROW(invalid_argument("quark.block.shape",
-                                 "shape holds " + std::to_string(total) + " elements, data has " +
-                                     std::to_string(element_count)));
+    QUARK_THROW(invalid_argument("quark.block.shape", "shape holds " + std::to_string(total) +
+                                                          " elements, data has " +
+                                                          std::to_string(element_count)));
   }
-  if (shape.empty()) return block_layout{1, element_count, 1};  // a scalar: one block of one
+  if (shape.empty())
+    return block_layout{1, element_count, 1};  // a scalar: one block of one
   if (axis >= shape.size()) {
-    QUARK_THROW(invalid_argument("quark.block.axis", "axis " + std::to_string(axis) +
-                                                         " out of range for rank " +
-                                                         std::to_string(shape.size())));
+    QUARK_THROW(invalid_argument(
+        "quark.block.axis",
+        "axis " + std::to_string(axis) + " out of range for rank " + std::to_string(shape.size())));
   }
   block_layout l;
-  for (std::size_t i = 0; i < axis; ++i) l.outer *= shape[i];
+  for (std::size_t i = 0; i < axis; ++i)
+    l.outer *= shape[i];
   l.length = shape[axis];
-  for (std::size_t i = axis + 1; i < shape.size(); ++i) l.inner *= shape[i];
+  for (std::size_t i = axis + 1; i < shape.size(); ++i)
+    l.inner *= shape[i];
   return l;
 }
 
@@ -73,7 +77,8 @@ QUARK_BLOCK_KERNEL void for_each_block(const block_layout& l, std::size_t block_
       if (l.inner == 1) {
         fn(slab + start, count, unit_stride{});
       } else {
-        for (std::size_t i = 0; i < l.inner; ++i) fn(slab + start * l.inner + i, count, l.inner);
+        for (std::size_t i = 0; i < l.inner; ++i)
+          fn(slab + start * l.inner + i, count, l.inner);
       }
     }
   }
@@ -84,10 +89,18 @@ QUARK_BLOCK_KERNEL void for_each_block(const block_layout& l, std::size_t block_
 template <class Fn>
 QUARK_ALWAYS_INLINE void dispatch_block_size(std::size_t bs, Fn&& fn) {
   switch (bs) {
-    case 8: fn(std::integral_constant<std::size_t, 8>{}); break;
-    case 16: fn(std::integral_constant<std::size_t, 16>{}); break;
-    case 32: fn(std::integral_constant<std::size_t, 32>{}); break;
-    default: fn(bs); break;
+    case 8:
+      fn(std::integral_constant<std::size_t, 8>{});
+      break;
+    case 16:
+      fn(std::integral_constant<std::size_t, 16>{});
+      break;
+    case 32:
+      fn(std::integral_constant<std::size_t, 32>{});
+      break;
+    default:
+      fn(bs);
+      break;
   }
 }
 
@@ -97,7 +110,8 @@ QUARK_ALWAYS_INLINE void dispatch_block_size(std::size_t bs, Fn&& fn) {
 QUARK_ALWAYS_INLINE void prefetch_next(const float* p, std::size_t available) noexcept {
 #if defined(__GNUC__) || defined(__clang__)
   const std::size_t n = available < 2048 ? available : 2048;
-  for (std::size_t i = 0; i < n; i += 16) __builtin_prefetch(p + i, 0, 3);
+  for (std::size_t i = 0; i < n; i += 16)
+    __builtin_prefetch(p + i, 0, 3);
 #else
   static_cast<void>(p);
   static_cast<void>(available);
@@ -120,8 +134,7 @@ QUARK_BLOCK_KERNEL void for_each_block_chunked(const float* in, float* out, cons
     for_each_block(l, block_size, any);
     return;
   }
-  const bool stream =
-      l.outer * l.length * sizeof(float) >= streaming_threshold_bytes;
+  const bool stream = l.outer * l.length * sizeof(float) >= streaming_threshold_bytes;
   alignas(64) float buf[block_chunk_floats];
   const std::size_t per_chunk = block_chunk_floats / block_size;
   for (std::size_t o = 0; o < l.outer; ++o) {
@@ -130,7 +143,8 @@ QUARK_BLOCK_KERNEL void for_each_block_chunked(const float* in, float* out, cons
     for (std::size_t b = 0; b < whole; b += per_chunk) {
       const std::size_t k = whole - b < per_chunk ? whole - b : per_chunk;
       const std::size_t off = slab + b * block_size;
-      if (stream) prefetch_next(in + off + k * block_size, total - (off + k * block_size));
+      if (stream)
+        prefetch_next(in + off + k * block_size, total - (off + k * block_size));
       full(off, k, static_cast<float*>(buf));
       if (stream) {
         stream_copy(out + off, buf, k * block_size * sizeof(float));
@@ -139,9 +153,11 @@ QUARK_BLOCK_KERNEL void for_each_block_chunked(const float* in, float* out, cons
       }
     }
     const std::size_t rest = l.length % block_size;
-    if (rest != 0) any(slab + whole * block_size, rest, unit_stride{});
+    if (rest != 0)
+      any(slab + whole * block_size, rest, unit_stride{});
   }
-  if (stream) stream_fence();
+  if (stream)
+    stream_fence();
 }
 
 /// Largest float32 magnitude bits |x| over a block (unsigned compare of the bit patterns orders
@@ -159,8 +175,8 @@ QUARK_ALWAYS_INLINE std::uint32_t max_abs_bits(const float* QUARK_RESTRICT in, s
 
 /// Largest finite magnitude bits over a block, Inf and NaN counting as zero (Quark's rule).
 template <class Stride>
-QUARK_ALWAYS_INLINE std::uint32_t max_finite_abs_bits(const float* QUARK_RESTRICT in,
-                                                      std::size_t n, Stride stride) noexcept {
+QUARK_ALWAYS_INLINE std::uint32_t max_finite_abs_bits(const float* QUARK_RESTRICT in, std::size_t n,
+                                                      Stride stride) noexcept {
   std::uint32_t m = 0;
   for (std::size_t i = 0; i < n; ++i) {
     std::uint32_t a = float_bits(in[i * stride]) & 0x7FFFFFFFu;

@@ -23,9 +23,9 @@ namespace quark::detail {
 
 /// Per-block constants of the element loop.
 struct mx_block_constants {
-  int lo;          ///< biased exponent (float32 field units) of the element's smallest normal step
-  int ef;          ///< E + 127: the shared exponent in float32 field units (may be <= 0)
-  float scale;     ///< X = 2^E
+  int lo;       ///< biased exponent (float32 field units) of the element's smallest normal step
+  int ef;       ///< E + 127: the shared exponent in float32 field units (may be <= 0)
+  float scale;  ///< X = 2^E
 };
 
 enum class mx_path : std::uint8_t {
@@ -49,8 +49,7 @@ inline constexpr bool rounds_tiny_to_zero_v =
 /// significand by t - f + 23 - mbits bits; (4) q * 2^(t - 127 - mbits), a normal float since
 /// t - mbits >= 2; (5) saturate and restore the sign.
 template <class Element, rounding R, compat_mode Compat>
-QUARK_ALWAYS_INLINE float mx_element_fast(float x, int lo, float lim_pos,
-                                          float lim_neg) noexcept {
+QUARK_ALWAYS_INLINE float mx_element_fast(float x, int lo, float lim_pos, float lim_neg) noexcept {
   constexpr mx_element_info el = mx_element_info_v<Element>;
   constexpr int mb = el.mbits;
   const std::uint32_t u = float_bits(x);
@@ -69,7 +68,8 @@ QUARK_ALWAYS_INLINE float mx_element_fast(float x, int lo, float lim_pos,
     out = out < lim ? out : lim;
   }
   std::uint32_t s = sign;
-  if constexpr (el.is_integer || Compat == compat_mode::quark) s = q != 0u ? sign : 0u;
+  if constexpr (el.is_integer || Compat == compat_mode::quark)
+    s = q != 0u ? sign : 0u;
   return bits_float(float_bits(out) | s);
 }
 
@@ -111,10 +111,12 @@ QUARK_ALWAYS_INLINE float mx_element(float x, const mx_block_constants& c) noexc
   //    sign of floating-point elements that round to zero.
   float out = v * c.scale;
   std::uint32_t s = sign;
-  if constexpr (el.is_integer || Compat == compat_mode::quark) s = q != 0u ? sign : 0u;
+  if constexpr (el.is_integer || Compat == compat_mode::quark)
+    s = q != 0u ? sign : 0u;
   out = bits_float(float_bits(out) | s);
   if constexpr (Path == mx_path::exact) {
-    if (a >= 0x7F800000u) out = x;  // only reachable in Quark mode: Inf/NaN pass through
+    if (a >= 0x7F800000u)
+      out = x;  // only reachable in Quark mode: Inf/NaN pass through
   }
   return out;
 }
@@ -129,7 +131,8 @@ QUARK_ALWAYS_INLINE int mx_block_exponent(const float* in, std::size_t n, Stride
   std::uint32_t amax = max_abs_bits(in, n, stride);
   has_special = amax >= 0x7F800000u;
   if (has_special) {
-    if (compat == compat_mode::standard) return std::numeric_limits<int>::min();
+    if (compat == compat_mode::standard)
+      return std::numeric_limits<int>::min();
     amax = max_finite_abs_bits(in, n, stride);
   }
   return mx_shared_exponent(amax, el, mode, compat) + 127;
@@ -137,12 +140,12 @@ QUARK_ALWAYS_INLINE int mx_block_exponent(const float* in, std::size_t n, Stride
 
 /// Fake-quantizes one block given its biased exponent ef (see mx_block_exponent).
 template <class Element, rounding R, compat_mode Compat, class Stride>
-QUARK_ALWAYS_INLINE void mx_block_apply(const float* in, float* out,
-                                        std::size_t n, Stride stride, int ef,
-                                        bool has_special) noexcept {
+QUARK_ALWAYS_INLINE void mx_block_apply(const float* in, float* out, std::size_t n, Stride stride,
+                                        int ef, bool has_special) noexcept {
   constexpr mx_element_info el = mx_element_info_v<Element>;
   if (ef == std::numeric_limits<int>::min()) {  // OCP: a NaN scale makes every element NaN
-    for (std::size_t i = 0; i < n; ++i) out[i * stride] = std::numeric_limits<float>::quiet_NaN();
+    for (std::size_t i = 0; i < n; ++i)
+      out[i * stride] = std::numeric_limits<float>::quiet_NaN();
     return;
   }
   const mx_block_constants c{ef + el.emin, ef, exp2f_exact(ef - 127)};
@@ -175,7 +178,8 @@ QUARK_ALWAYS_INLINE void mx_chunk(const float* src, float* dst, std::size_t k, B
   // 1. Per block: the shared exponent and whether the fast element path applies.
   for (std::size_t j = 0; j < k; ++j) {
     bool special = false;
-    const int ef = mx_block_exponent<Element>(src + j * bs, bs, unit_stride{}, mode, Compat, special);
+    const int ef =
+        mx_block_exponent<Element>(src + j * bs, bs, unit_stride{}, mode, Compat, special);
     const bool fast = rounds_tiny_to_zero_v<R> && ef != std::numeric_limits<int>::min() &&
                       !special && ef + el.emin >= el.mbits + 2;
     const int lo = fast ? ef + el.emin : 255;
@@ -183,7 +187,8 @@ QUARK_ALWAYS_INLINE void mx_chunk(const float* src, float* dst, std::size_t k, B
     for (std::size_t i = 0; i < bs; ++i) {
       lo_e[j * bs + i] = lo;
       lp_e[j * bs + i] = el.max_pos * x;
-      if constexpr (el.max_pos != el.max_neg) ln_e[j * bs + i] = el.max_neg * x;
+      if constexpr (el.max_pos != el.max_neg)
+        ln_e[j * bs + i] = el.max_neg * x;
     }
     ef_b[j] = ef;
     slow_b[j] = static_cast<unsigned char>(fast ? 0 : (special ? 2 : 1));
@@ -217,9 +222,8 @@ QUARK_BLOCK_KERNEL void mx_fake_quantize_impl(const float* in, float* out, const
   for_each_block_chunked(
       in, out, l, block_size,
       [&](std::size_t off, std::size_t k, float* dst) {
-        dispatch_block_size(block_size, [&](auto bs) {
-          mx_chunk<Element, R, Compat>(in + off, dst, k, bs, mode);
-        });
+        dispatch_block_size(
+            block_size, [&](auto bs) { mx_chunk<Element, R, Compat>(in + off, dst, k, bs, mode); });
       },
       [&](std::size_t off, std::size_t n, auto stride) {
         bool special = false;
@@ -232,10 +236,18 @@ QUARK_BLOCK_KERNEL void mx_fake_quantize_impl(const float* in, float* out, const
 template <class Fn>
 void dispatch_rounding(rounding r, Fn&& fn) {
   switch (r) {
-    case rounding::nearest_even: fn(std::integral_constant<rounding, rounding::nearest_even>{}); break;
-    case rounding::nearest_away: fn(std::integral_constant<rounding, rounding::nearest_away>{}); break;
-    case rounding::nearest_up: fn(std::integral_constant<rounding, rounding::nearest_up>{}); break;
-    case rounding::toward_zero: fn(std::integral_constant<rounding, rounding::toward_zero>{}); break;
+    case rounding::nearest_even:
+      fn(std::integral_constant<rounding, rounding::nearest_even>{});
+      break;
+    case rounding::nearest_away:
+      fn(std::integral_constant<rounding, rounding::nearest_away>{});
+      break;
+    case rounding::nearest_up:
+      fn(std::integral_constant<rounding, rounding::nearest_up>{});
+      break;
+    case rounding::toward_zero:
+      fn(std::integral_constant<rounding, rounding::toward_zero>{});
+      break;
     case rounding::toward_positive:
       fn(std::integral_constant<rounding, rounding::toward_positive>{});
       break;

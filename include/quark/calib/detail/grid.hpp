@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: MIT
 // Private quantize-a-candidate helpers for the calibrators that search scales (MinMSE,
 // LayerwisePercentile scoring) on a runtime integer grid. tests/calib/to_qparams_test.cpp checks
-// them against compute_qparams and fake_quant of scale/ and quant/. They follow quark-spec §3.1 (float64 scale and zero point, then a
-// float32 scale), §2.2 (pof2 position = rint(-log2 s)) and the Q/DQ rule of style.md §3.6
-// (float32 division, round half to even, + zero point, clamp in the float domain, - zero point,
-// times scale). Rounding is explicit, never the ambient FP mode.
+// them against compute_qparams and fake_quant of scale/ and quant/. They follow quark-spec §3.1
+// (float64 scale and zero point, then a float32 scale), §2.2 (pof2 position = rint(-log2 s)) and
+// the Q/DQ rule of style.md §3.6 (float32 division, round half to even, + zero point, clamp in the
+// float domain, - zero point, times scale). Rounding is explicit, never the ambient FP mode.
 #pragma once
 
 #include <cmath>
@@ -21,19 +21,22 @@ template <class F>
 inline F round_even(F v) noexcept {
   const F f = std::floor(v);
   const F d = v - f;  // exact
-  if (d > F(0.5)) return f + F(1);
-  if (d < F(0.5)) return f;
+  if (d > F(0.5))
+    return f + F(1);
+  if (d < F(0.5))
+    return f;
   return std::fmod(f, F(2)) == F(0) ? f : f + F(1);
 }
 
 /// Float scale and zero point of quark-spec §3.1 (steps 2, 4, 5, 7, 8, 9). No NaN/Inf handling:
 /// callers pass finite ranges.
 struct grid_params {
-  double scale = 1.0;       ///< float64 scale (the float32 one is static_cast<float>(scale))
+  double scale = 1.0;  ///< float64 scale (the float32 one is static_cast<float>(scale))
   std::int64_t zero_point = 0;
 };
 
-inline grid_params scale_zp(double rmin_in, double rmax_in, int_grid g, range_symmetry sym) noexcept {
+inline grid_params scale_zp(double rmin_in, double rmax_in, int_grid g,
+                            range_symmetry sym) noexcept {
   // Calibrated ranges are float32 and their width is a float32 subtraction (numpy on float32
   // ranges; the same rule as compute_qparams in scale/qparams.hpp).
   float rmin = std::fmin(static_cast<float>(rmin_in), 0.0f);
@@ -43,12 +46,14 @@ inline grid_params scale_zp(double rmin_in, double rmax_in, int_grid g, range_sy
     rmin = -m;
     rmax = m;
   }
-  const double scale =
-      static_cast<double>(rmax - rmin) / (static_cast<double>(g.qmax) - static_cast<double>(g.qmin));
-  if (!(scale >= static_cast<double>(std::numeric_limits<float>::min()))) return {1.0, 0};
+  const double scale = static_cast<double>(rmax - rmin) /
+                       (static_cast<double>(g.qmax) - static_cast<double>(g.qmin));
+  if (!(scale >= static_cast<double>(std::numeric_limits<float>::min())))
+    return {1.0, 0};
   grid_params p;
   p.scale = scale;
-  p.zero_point = static_cast<std::int64_t>(round_even(static_cast<double>(g.qmin) - static_cast<double>(rmin) / scale));
+  p.zero_point = static_cast<std::int64_t>(
+      round_even(static_cast<double>(g.qmin) - static_cast<double>(rmin) / scale));
   if (sym == range_symmetry::symmetric && g.qmin == 0 && g.qmax == 255 && p.zero_point == 127) {
     p.zero_point = 128;  // quark-spec §3.3
   }

@@ -15,8 +15,8 @@ namespace quark::detail {
 
 /// out[i] = log(in[i]) for positive, normal, finite in[i] (other inputs give unspecified values).
 inline void log_positive(const double* in, double* out, std::size_t n) noexcept {
-  constexpr double ln2_hi = 0x1.62e42p-1;                // 20 significant bits: e * ln2_hi exact
-  constexpr double ln2_lo = 0x1.fdf473de6af28p-22;       // ln 2 - ln2_hi
+  constexpr double ln2_hi = 0x1.62e42p-1;           // 20 significant bits: e * ln2_hi exact
+  constexpr double ln2_lo = 0x1.fdf473de6af28p-22;  // ln 2 - ln2_hi
   constexpr double sqrt2 = 0x1.6a09e667f3bcdp+0;
   constexpr std::uint64_t mantissa = (std::uint64_t{1} << 52) - 1;
   constexpr std::uint64_t one_bits = std::uint64_t{1023} << 52;

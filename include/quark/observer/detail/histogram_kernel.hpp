@@ -89,22 +89,24 @@ QUARK_ALWAYS_INLINE std::int32_t bin_position(float raw, Real lo, Real norm, Rea
 
 /// Pass 1 over one block; `sub_any[j]` is the OR of the flags of sub-block j (Sub values).
 template <bin_transform T, class Real, std::size_t M, std::size_t Sub>
-QUARK_ALWAYS_INLINE void bin_positions(const float* p, Real lo, Real norm, Real dn, Real tol, std::int32_t* idx,
-                                       std::int32_t* sub_any) noexcept {
+QUARK_ALWAYS_INLINE void bin_positions(const float* p, Real lo, Real norm, Real dn, Real tol,
+                                       std::int32_t* idx, std::int32_t* sub_any) noexcept {
   for (std::size_t j = 0; j < M / Sub; ++j) {
     std::int32_t any = 0;
-    for (std::size_t k = j * Sub; k < (j + 1) * Sub; ++k) any |= bin_position<T, Real>(p[k], lo, norm, dn, tol, idx[k]);
+    for (std::size_t k = j * Sub; k < (j + 1) * Sub; ++k)
+      any |= bin_position<T, Real>(p[k], lo, norm, dn, tol, idx[k]);
     sub_any[j] = any;
   }
 }
 
 /// The flagged values of a flagged sub-block (same formula as pass 1, so the same flags).
 template <bin_transform T, class Real, class Exact>
-QUARK_ALWAYS_INLINE void fix_flagged(const float* p, std::size_t count, Real lo, Real norm, Real dn, Real tol,
-                                     std::int32_t* idx, Exact&& exact) noexcept {
+QUARK_ALWAYS_INLINE void fix_flagged(const float* p, std::size_t count, Real lo, Real norm, Real dn,
+                                     Real tol, std::int32_t* idx, Exact&& exact) noexcept {
   for (std::size_t k = 0; k < count; ++k) {
     std::int32_t ignored = 0;
-    if (bin_position<T, Real>(p[k], lo, norm, dn, tol, ignored) != 0) idx[k] = exact(p[k]);
+    if (bin_position<T, Real>(p[k], lo, norm, dn, tol, ignored) != 0)
+      idx[k] = exact(p[k]);
   }
 }
 
@@ -129,7 +131,8 @@ minmax_partial histogram_add(std::span<const float> x, std::span<const double> e
   const auto lo_f = static_cast<float>(lo);
   // Float error sources, in bins: lo -> lo_f; the subtraction (half an ulp of |v - lo_f| <= r);
   // the rounding of norm and of the product (half an ulp of a position <= n each).
-  const double r = std::fmax(std::fabs(hi - static_cast<double>(lo_f)), std::fabs(lo - static_cast<double>(lo_f)));
+  const double r = std::fmax(std::fabs(hi - static_cast<double>(lo_f)),
+                             std::fabs(lo - static_cast<double>(lo_f)));
   const double half_ulp = 0.5 * static_cast<double>(std::numeric_limits<float>::epsilon());
   const double tol_f = dev + std::fabs(lo - static_cast<double>(lo_f)) * norm +
                        2.0 * half_ulp * (r * norm + 2.0 * static_cast<double>(n)) + 1e-6;
@@ -150,10 +153,14 @@ minmax_partial histogram_add(std::span<const float> x, std::span<const double> e
   // Exact bin of a flagged value against the stored edges (numpy's rule), or the sink.
   auto exact = [&](float raw) -> std::int32_t {
     const double v = bin_value<T>(raw);
-    if (!((v >= lo) & (v <= hi))) return sink;  // outside, or NaN
-    auto i = static_cast<std::int32_t>(std::fmin(std::fmax((v - lo) * norm, 0.0), static_cast<double>(last)));
-    while (i > 0 && v < e[i]) --i;
-    while (i < last && v >= e[i + 1]) ++i;
+    if (!((v >= lo) & (v <= hi)))
+      return sink;  // outside, or NaN
+    auto i = static_cast<std::int32_t>(
+        std::fmin(std::fmax((v - lo) * norm, 0.0), static_cast<double>(last)));
+    while (i > 0 && v < e[i])
+      --i;
+    while (i < last && v >= e[i + 1])
+      ++i;
     return i;
   };
   std::size_t done = 0;
@@ -168,26 +175,30 @@ minmax_partial histogram_add(std::span<const float> x, std::span<const double> e
       ext.nan_count += part.nan_count;
       if (m < block) {
         // Short tail: exact path for every value.
-        for (std::size_t k = 0; k < m; ++k) ++t0[exact(p[k])];
+        for (std::size_t k = 0; k < m; ++k)
+          ++t0[exact(p[k])];
         continue;
       }
       // 2. Positions (float formula when its tolerance is small), then exact bins for the
       //    flagged values of flagged sub-blocks, then count into the four tables in turn.
       if (use_float) {
-        bin_positions<T, float, block, sub>(p, lo_f, static_cast<float>(norm), static_cast<float>(n),
-                                            static_cast<float>(tol_f), idx.data(), sub_any.data());
+        bin_positions<T, float, block, sub>(p, lo_f, static_cast<float>(norm),
+                                            static_cast<float>(n), static_cast<float>(tol_f),
+                                            idx.data(), sub_any.data());
       } else {
         bin_positions<T, double, block, sub>(p, lo, norm, static_cast<double>(n), tol_d, idx.data(),
                                              sub_any.data());
       }
       for (std::size_t j = 0; j < block / sub; ++j) {
-        if (sub_any[j] == 0) continue;
+        if (sub_any[j] == 0)
+          continue;
         if (use_float) {
-          fix_flagged<T, float>(p + j * sub, sub, lo_f, static_cast<float>(norm), static_cast<float>(n),
-                                static_cast<float>(tol_f), idx.data() + j * sub, exact);
+          fix_flagged<T, float>(p + j * sub, sub, lo_f, static_cast<float>(norm),
+                                static_cast<float>(n), static_cast<float>(tol_f),
+                                idx.data() + j * sub, exact);
         } else {
-          fix_flagged<T, double>(p + j * sub, sub, lo, norm, static_cast<double>(n), tol_d, idx.data() + j * sub,
-                                 exact);
+          fix_flagged<T, double>(p + j * sub, sub, lo, norm, static_cast<double>(n), tol_d,
+                                 idx.data() + j * sub, exact);
         }
       }
       for (std::size_t k = 0; k < block; k += 4) {

@@ -4,9 +4,9 @@
 // a NaN v keeps m).
 #pragma once
 
-#include <cstring>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <span>
 

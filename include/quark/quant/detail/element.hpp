@@ -35,7 +35,7 @@ QUARK_ALWAYS_INLINE float round_clamped(float x) noexcept {
   static_assert(R != rounding::stochastic, "stochastic rounding has no kernel form; use convert");
   const std::int32_t i = static_cast<std::int32_t>(x);  // toward zero; |x| < 2^23 is in range
   const float t = static_cast<float>(i);
-  const float f = x - t;                                 // exact, in (-1, 1)
+  const float f = x - t;  // exact, in (-1, 1)
   if constexpr (R == rounding::toward_zero) {
     return t;
   } else if constexpr (R == rounding::toward_negative) {
@@ -149,7 +149,8 @@ inline constexpr conversion_policy float_target_policy{P.round, P.float_overflow
 template <quantized_type D, quant_policy P>
 QUARK_ALWAYS_INLINE D float_code(float x, float s, float inv_s, float zp) noexcept {
   float v = apply_scale<P>(x, s, inv_s);
-  if (zp != 0.0f) v += zp;
+  if (zp != 0.0f)
+    v += zp;
   return convert<D, float_target_policy<P>>(v);
 }
 

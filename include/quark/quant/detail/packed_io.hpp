@@ -29,7 +29,8 @@ inline void write_packed(const std::uint8_t* codes, std::size_t n, int bits, std
     for (; k + 1 < n; k += 2) {
       *dst++ = static_cast<std::uint8_t>((codes[k] & 0xFu) | ((codes[k + 1] & 0xFu) << 4));
     }
-    if (k < n) *dst = static_cast<std::uint8_t>((*dst & 0xF0u) | (codes[k] & 0xFu));
+    if (k < n)
+      *dst = static_cast<std::uint8_t>((*dst & 0xF0u) | (codes[k] & 0xFu));
     return;
   }
   for (; k < n; ++k) {
@@ -37,7 +38,8 @@ inline void write_packed(const std::uint8_t* codes, std::size_t n, int bits, std
     const std::size_t byte = pos / 8u;
     const unsigned off = static_cast<unsigned>(pos % 8u);
     const std::uint32_t v = codes[k] & mask;
-    out[byte] = static_cast<std::uint8_t>((out[byte] & ~((mask << off) & 0xFFu)) | ((v << off) & 0xFFu));
+    out[byte] =
+        static_cast<std::uint8_t>((out[byte] & ~((mask << off) & 0xFFu)) | ((v << off) & 0xFFu));
     if (off + b > 8u) {
       const unsigned spill = 8u - off;
       out[byte + 1] = static_cast<std::uint8_t>((out[byte + 1] & ~(mask >> spill)) | (v >> spill));
@@ -62,7 +64,8 @@ inline void read_packed(const std::uint8_t* in, std::size_t first, std::size_t n
     const std::size_t byte = pos / 8u;
     const unsigned off = static_cast<unsigned>(pos % 8u);
     std::uint32_t v = static_cast<std::uint32_t>(in[byte]) >> off;
-    if (off + b > 8u) v |= static_cast<std::uint32_t>(in[byte + 1]) << (8u - off);
+    if (off + b > 8u)
+      v |= static_cast<std::uint32_t>(in[byte + 1]) << (8u - off);
     codes[k] = static_cast<std::uint8_t>(v & mask);
   }
 }

@@ -34,7 +34,8 @@ void parallel_for(std::size_t n, threading t, const Body& body) {
     workers[started] = std::thread([&body, b, e] { body(b, e); });
   }
   body(begin, n);
-  for (std::size_t k = 0; k < started; ++k) workers[k].join();
+  for (std::size_t k = 0; k < started; ++k)
+    workers[k].join();
 }
 
 }  // namespace quark::detail

@@ -14,7 +14,8 @@ namespace quark::detail {
 /// blocks ahead (`src`: the run's input, `src_size` bytes per element, or nullptr): the hardware
 /// prefetcher alone keeps too few lines in flight once the loop body is more than a load and a
 /// store. Used by quantize, whose narrow output leaves the loop read-bound (5-10 % on 64 MiB on
-/// the benchmark host, docs/bench/quant.md; within noise for fake_quantize, so it is not used there).
+/// the benchmark host, docs/bench/quant.md; within noise for fake_quantize, so it is not used
+/// there).
 inline constexpr std::size_t prefetch_block = 1024;
 inline constexpr std::size_t prefetch_distance = 2048;
 
@@ -30,18 +31,23 @@ QUARK_ALWAYS_INLINE void for_run(std::size_t len, const float* s, const Z* zp, s
     if (src != nullptr && len >= 4 * prefetch_distance) {
       for (; k0 + prefetch_distance + prefetch_block <= len; k0 += prefetch_block) {
         const char* ahead = static_cast<const char*>(src) + (k0 + prefetch_distance) * src_size;
-        for (std::size_t b = 0; b < prefetch_block * src_size; b += 64) __builtin_prefetch(ahead + b);
-        for (std::size_t k = k0; k < k0 + prefetch_block; ++k) elem(k, sc, inv, z);
+        for (std::size_t b = 0; b < prefetch_block * src_size; b += 64)
+          __builtin_prefetch(ahead + b);
+        for (std::size_t k = k0; k < k0 + prefetch_block; ++k)
+          elem(k, sc, inv, z);
       }
     }
-    for (std::size_t k = k0; k < len; ++k) elem(k, sc, inv, z);
+    for (std::size_t k = k0; k < len; ++k)
+      elem(k, sc, inv, z);
   } else if (zp != nullptr) {
     const float* sp = s + p;
     const Z* zpp = zp + p;
-    for (std::size_t k = 0; k < len; ++k) elem(k, sp[k], 1.0f / sp[k], zpp[k]);
+    for (std::size_t k = 0; k < len; ++k)
+      elem(k, sp[k], 1.0f / sp[k], zpp[k]);
   } else {
     const float* sp = s + p;
-    for (std::size_t k = 0; k < len; ++k) elem(k, sp[k], 1.0f / sp[k], Z{});
+    for (std::size_t k = 0; k < len; ++k)
+      elem(k, sp[k], 1.0f / sp[k], Z{});
   }
 }
 

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // The calibration runtime: a small CPU executor for ONNX graphs, so a model can be calibrated with
 // no other runtime installed. float32 graphs (float16/bfloat16 tensors are computed in float32),
-// int64 shape arithmetic, bool masks; dynamic shapes are resolved from the inputs as the graph runs.
+// int64 shape arithmetic, bool masks; dynamic shapes are resolved from the inputs as the graph
+// runs.
 //
 //     quark::onnx::runtime rt("model.onnx");
 //     std::map<std::string, quark::onnx::tensor> feeds;

@@ -1,0 +1,52 @@
+// SPDX-License-Identifier: MIT
+// Software prefetch for bulk kernels that stream a large input once. One core reaches DRAM read
+// bandwidth only with many cache misses in flight; when the loop body is more than a load and a
+// store, the hardware prefetcher alone runs too little ahead. Requesting the input a few KiB ahead
+// of the loop (one hint per 64-byte line) keeps enough misses outstanding.
+//
+// Every helper clips to the end of the buffer, so no pointer past one-past-the-end is formed.
+// Prefetches are hints: they never fault and never change results.
+#pragma once
+
+#include <cstddef>
+
+#include <quark/config.hpp>
+
+namespace quark::detail {
+
+/// Cache line size assumed by the helpers (x86-64 and most AArch64 cores).
+inline constexpr std::size_t prefetch_line_bytes = 64;
+/// A distance that suits a streaming read on the benchmark host (docs/benchmarks.md): far enough
+/// to cover DRAM latency at full bandwidth, near enough to stay well inside L1/L2.
+inline constexpr std::size_t prefetch_default_distance_bytes = 4096;
+
+/// Hints that the line holding `p` will be read soon (into all cache levels).
+QUARK_ALWAYS_INLINE void prefetch_read(const void* p) noexcept {
+#if defined(__GNUC__) || defined(__clang__)
+  __builtin_prefetch(p, 0, 3);
+#else
+  static_cast<void>(p);
+#endif
+}
+
+/// Hints every line of [p, p + bytes).
+QUARK_ALWAYS_INLINE void prefetch_range(const void* p, std::size_t bytes) noexcept {
+  const auto* c = static_cast<const char*>(p);
+  for (std::size_t b = 0; b < bytes; b += prefetch_line_bytes)
+    prefetch_read(c + b);
+}
+
+/// For a loop at byte offset `pos` of a buffer of `total` bytes starting at `base`, hints the
+/// `bytes` bytes that start `distance` bytes ahead of `pos` (clipped to the buffer). Call it once
+/// per `bytes` of progress, so each line is requested once.
+QUARK_ALWAYS_INLINE void prefetch_ahead(
+    const void* base, std::size_t pos, std::size_t total, std::size_t bytes,
+    std::size_t distance = prefetch_default_distance_bytes) noexcept {
+  const std::size_t from = pos + distance;
+  if (from >= total)
+    return;
+  const std::size_t len = total - from < bytes ? total - from : bytes;
+  prefetch_range(static_cast<const char*>(base) + from, len);
+}
+
+}  // namespace quark::detail

@@ -1,12 +1,17 @@
-# quark_add_test(<source> [LIBS ...] [LABELS ...]): one executable per test file, linked with the
-# shared doctest main; every TEST_CASE becomes its own ctest entry.
+# quark_add_test(<source> [NAME <name>] [LIBS ...] [LABELS ...]): one executable per test file
+# (named <group>_<name>, <name> defaulting to the file name), linked with the shared doctest main;
+# every TEST_CASE becomes its own ctest entry. NAME builds one source a second time (e.g. for
+# another instruction set).
 include_guard(GLOBAL)
 find_package(doctest REQUIRED)
 include(doctest)
 
 function(quark_add_test src)
-  cmake_parse_arguments(arg "" "" "LIBS;LABELS;ENV" ${ARGN})
+  cmake_parse_arguments(arg "" "NAME" "LIBS;LABELS;ENV" ${ARGN})
   get_filename_component(name ${src} NAME_WE)
+  if(arg_NAME)
+    set(name ${arg_NAME})
+  endif()
   get_filename_component(dir ${src} DIRECTORY)
   get_filename_component(group ${dir} NAME)
   set(tgt ${group}_${name})

@@ -1,9 +1,18 @@
 // SPDX-License-Identifier: MIT
-// The span overloads of convert / to_float switch to block-wise streaming stores for outputs of
-// 8 MiB and more (detail/stream.hpp). Both paths must give exactly the scalar results, including
-// misaligned output pointers and lengths that are not a multiple of the block.
+// The span overloads of convert / to_float take SIMD bulk paths (bfloat16 / float16 encoders for
+// every round-to-nearest-even policy, detail/simd_encode16.hpp; F16C decode) and switch to
+// streaming stores for outputs of 8 MiB and more (detail/stream.hpp). Every path must give exactly
+// the scalar results (the scalar encoder is checked against a slow reference and ONNX Runtime
+// elsewhere), including all special values, ties, subnormals, misaligned input and output
+// pointers and lengths that are not a multiple of the vector width or the block.
+//
+// This file is built twice (tests/CMakeLists.txt): dtype_bulk_test with -march=native (AVX-512
+// on the benchmark host) and dtype_bulk_avx2_test with AVX-512 disabled (the AVX2/F16C path);
+// every other test executable is built for the baseline ISA, where span convert is scalar.
 #include <cstdint>
+#include <cstdio>
 #include <random>
+#include <string>
 #include <vector>
 
 #include <doctest/doctest.h>
@@ -12,43 +21,176 @@
 
 namespace {
 
+using quark::detail::bits_float;
+using quark::detail::float_bits;
+
+std::string hex(std::uint32_t v) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "0x%08x", v);
+  return buf;
+}
+
 std::vector<float> random_floats(std::size_t n, std::uint32_t seed) {
   std::mt19937 rng(seed);
   std::vector<float> x(n);
   for (auto& v : x)
-    v = quark::detail::bits_float(static_cast<std::uint32_t>(rng()));
+    v = bits_float(static_cast<std::uint32_t>(rng()));
   return x;
 }
+
+/// Special values and the inputs around every rounding decision of bfloat16 and float16: both
+/// signs of zero, subnormals, extremes, infinities, NaNs with several payloads, exact ties (even
+/// and odd kept part) and their neighbours, and the overflow thresholds.
+std::vector<float> edge_floats() {
+  std::vector<std::uint32_t> mags = {
+      0x00000000u, 0x00000001u, 0x00007FFFu, 0x00008000u, 0x00008001u, 0x00018000u, 0x007FFFFFu,
+      0x00800000u, 0x00808000u, 0x00818000u, 0x3F800000u, 0x3F808000u, 0x3F818000u, 0x3F80FFFFu,
+      0x7F7F7FFFu, 0x7F7F8000u, 0x7F7FFFFFu, 0x7F800000u, 0x7F800001u, 0x7F80FFFFu, 0x7FBFFFFFu,
+      0x7FC00000u, 0x7FC00001u, 0x7FFFFFFFu, 0x7FE00000u, 0x7F801000u};
+  // float16: max 65504, overflow threshold 65520 (a tie that rounds to Inf), subnormal quantum
+  // 2^-24 and its ties, smallest normal 2^-14.
+  for (float f : {65504.0f, 65519.996f, 65520.0f, 65536.0f, 0x1p-24f, 0x1p-25f, 0x3p-25f, 0x5p-25f,
+                  0x1p-26f, 0x1p-14f, 0x1.ffcp-15f, 0x1.ffep-15f, 0x1.002p-14f, 1.00048828125f,
+                  1.00146484375f, 2049.0f, 2051.0f}) {
+    const std::uint32_t b = float_bits(f);
+    for (std::uint32_t d : {0u, 1u, 0xFFFFFFFFu})
+      mags.push_back(b + d);
+  }
+  std::vector<float> out;
+  for (std::uint32_t m : mags) {
+    out.push_back(bits_float(m));
+    out.push_back(bits_float(m | 0x80000000u));
+  }
+  return out;
+}
+
+/// Every float exponent and sign with every top-10 mantissa pattern and the low patterns that
+/// decide the rounding of both formats (4 Mi values), then edge values and random bit patterns.
+std::vector<float> test_inputs(std::size_t total) {
+  std::vector<float> x;
+  x.reserve(total);
+  const std::uint32_t lows[] = {0u, 1u, 0xFFFu, 0x1000u, 0x1001u, 0x1FFFu, 0x7FFFu, 0x8000u};
+  for (std::uint32_t sign = 0; sign < 2; ++sign) {
+    for (std::uint32_t e = 0; e < 256; ++e) {
+      for (std::uint32_t top = 0; top < 1024; ++top) {
+        for (std::uint32_t low : lows) {
+          const std::uint32_t mant = ((top << 13) ^ low) & 0x7FFFFFu;
+          x.push_back(bits_float((sign << 31) | (e << 23) | mant));
+        }
+      }
+    }
+  }
+  for (float f : edge_floats())
+    x.push_back(f);
+  const auto r = random_floats(total > x.size() ? total - x.size() : 0, 99u);
+  x.insert(x.end(), r.begin(), r.end());
+  return x;
+}
+
+/// Converts x[in_off, in_off + n) into out[out_off, ...) with the span overload and compares
+/// every element with the scalar converter; returns the number of mismatches.
+template <class T, quark::conversion_policy P>
+std::size_t bulk_mismatches(const std::vector<float>& x, std::size_t n, std::size_t in_off,
+                            std::size_t out_off) {
+  std::vector<T> out(n + out_off);
+  quark::convert<T, P>(std::span<const float>(x).subspan(in_off, n),
+                       std::span<T>(out).subspan(out_off, n));
+  std::size_t bad = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto want = quark::convert<T, P>(x[in_off + i]).to_bits();
+    const auto got = out[out_off + i].to_bits();
+    if (got != want) {
+      if (bad < 4) {
+        MESSAGE("input " << hex(float_bits(x[in_off + i])) << ": bulk " << hex(got) << ", scalar "
+                         << hex(want));
+      }
+      ++bad;
+    }
+  }
+  return bad;
+}
+
+template <class T, quark::conversion_policy P>
+void check_encode16(const std::vector<float>& x) {
+  // 4 Mi + edges + random: > 8 MiB of 16-bit output, so the streamed path with prefetch runs.
+  const std::size_t big = x.size() - 8;
+  CHECK(bulk_mismatches<T, P>(x, big, 0, 0) == 0u);
+  CHECK(bulk_mismatches<T, P>(x, big, 1, 3) == 0u);  // misaligned input, odd output head
+  CHECK(bulk_mismatches<T, P>(x, big - 5, 7, 1) == 0u);
+  // Cached path: the edge values and the start of the sweep, lengths around the vector width.
+  const std::size_t edges_at = std::size_t{1} << 22;
+  for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{15}, std::size_t{31},
+                        std::size_t{33}, std::size_t{64}, std::size_t{1000}}) {
+    CHECK(bulk_mismatches<T, P>(x, n, edges_at, 0) == 0u);
+    CHECK(bulk_mismatches<T, P>(x, n, edges_at + 1, 5) == 0u);
+  }
+  CHECK(bulk_mismatches<T, P>(x, 300000, 0, 1) == 0u);
+  CHECK(bulk_mismatches<T, P>(x, x.size() - edges_at, edges_at, 2) == 0u);
+}
+
+inline constexpr quark::conversion_policy saturate_nan_zero{
+    quark::rounding::nearest_even, quark::overflow::saturate, quark::nan_handling::to_zero};
+inline constexpr quark::conversion_policy special_nan_zero{
+    quark::rounding::nearest_even, quark::overflow::to_special, quark::nan_handling::to_zero};
 
 template <class T, quark::conversion_policy P>
 void check_bulk(std::size_t n, std::size_t offset) {
   const auto x = random_floats(n + offset, 1234u);
-  std::vector<T> out(n + offset);
-  quark::convert<T, P>(std::span<const float>(x).subspan(offset),
-                       std::span<T>(out).subspan(offset));
+  CHECK(bulk_mismatches<T, P>(x, n, offset, offset) == 0u);
+  std::vector<T> out(n);
+  quark::convert<T, P>(std::span<const float>(x).subspan(offset), std::span<T>(out));
+  std::vector<float> back(n + offset);
+  quark::to_float(std::span<const T>(out), std::span<float>(back).subspan(offset));
   std::size_t bad = 0;
   for (std::size_t i = 0; i < n; ++i) {
-    bad += out[offset + i].to_bits() != quark::convert<T, P>(x[offset + i]).to_bits() ? 1u : 0u;
-  }
-  CHECK(bad == 0u);
-  std::vector<float> back(n + offset);
-  quark::to_float(std::span<const T>(out).subspan(offset), std::span<float>(back).subspan(offset));
-  bad = 0;
-  for (std::size_t i = 0; i < n; ++i) {
     const float a = back[offset + i];
-    const float b = quark::to_float(out[offset + i]);
-    bad += (quark::detail::float_bits(a) != quark::detail::float_bits(b)) ? 1u : 0u;
+    const float b = quark::to_float(out[i]);
+    bad += (float_bits(a) != float_bits(b)) ? 1u : 0u;
   }
   CHECK(bad == 0u);
 }
 
 }  // namespace
 
+TEST_CASE("the SIMD encoders compiled in are the expected ones") {
+  MESSAGE("QUARK_SIMD_ENCODE16 = " << QUARK_SIMD_ENCODE16);
+#ifdef QUARK_TEST_NO_AVX512
+  CHECK(QUARK_SIMD_ENCODE16 != 512);
+#endif
+#if QUARK_SIMD_ENCODE16 != 0
+  CHECK(quark::detail::has_simd_encode16<quark::formats::bfloat16, quark::policies::ieee>);
+  CHECK(quark::detail::has_simd_encode16<quark::formats::bfloat16, saturate_nan_zero>);
+#endif
+  CHECK_FALSE(
+      quark::detail::has_simd_encode16<quark::formats::bfloat16,
+                                       quark::conversion_policy{quark::rounding::toward_zero}>);
+  CHECK_FALSE(quark::detail::has_simd_encode16<quark::formats::float8_e4m3fn,
+                                               quark::policies::onnx_saturate>);
+}
+
+TEST_CASE("bulk bfloat16 encode equals the scalar encoder under every nearest-even policy") {
+  const auto x = test_inputs((std::size_t{9} << 19) + 37);
+  check_encode16<quark::bfloat16, quark::policies::ieee>(x);
+  check_encode16<quark::bfloat16, quark::policies::onnx_saturate>(x);
+  check_encode16<quark::bfloat16, saturate_nan_zero>(x);
+  check_encode16<quark::bfloat16, special_nan_zero>(x);
+}
+
+TEST_CASE("bulk float16 encode equals the scalar encoder under every nearest-even policy") {
+  const auto x = test_inputs((std::size_t{9} << 19) + 37);
+  check_encode16<quark::float16, quark::policies::ieee>(x);
+  check_encode16<quark::float16, quark::policies::onnx_saturate>(x);
+  check_encode16<quark::float16, saturate_nan_zero>(x);
+  check_encode16<quark::float16, special_nan_zero>(x);
+}
+
 TEST_CASE("bulk conversion equals scalar conversion, streamed and cached paths") {
-  // 5 Mi + 13 elements: 10 MiB of bfloat16 output (streamed), 20 MiB of float (streamed back).
+  // 5 Mi + 13 elements: 10 MiB of 16-bit output (streamed), 20 MiB of float (streamed back).
   const std::size_t big = (std::size_t{5} << 20) + 13;
   check_bulk<quark::bfloat16, quark::policies::ieee>(big, 1);
   check_bulk<quark::float16, quark::policies::ieee>(big, 3);
+  // Directed rounding has no SIMD encoder: the scalar loop, streamed.
+  check_bulk<quark::bfloat16, quark::conversion_policy{quark::rounding::toward_zero}>(big, 2);
   // 9 Mi + 5 one-byte elements: streamed; and a small array: cached stores.
   check_bulk<quark::float8_e4m3fn, quark::policies::onnx_saturate>((std::size_t{9} << 20) + 5, 7);
   check_bulk<quark::float8_e5m2, quark::policies::onnx_no_saturate>(1000, 0);
@@ -63,9 +205,7 @@ TEST_CASE("bulk float16 decode equals the scalar decoder on every encoding") {
   quark::to_float(std::span<const quark::float16>(all), std::span<float>(out));
   std::size_t bad = 0;
   for (std::uint32_t c = 0; c < 65536; ++c) {
-    bad += quark::detail::float_bits(out[c]) != quark::detail::float_bits(quark::to_float(all[c]))
-               ? 1u
-               : 0u;
+    bad += float_bits(out[c]) != float_bits(quark::to_float(all[c])) ? 1u : 0u;
   }
   CHECK(bad == 0u);
 }

@@ -16,6 +16,7 @@
 #include <quark/detail/stream.hpp>
 #include <quark/dtype/detail/convert_impl.hpp>
 #include <quark/dtype/detail/round_int.hpp>
+#include <quark/dtype/detail/simd_encode16.hpp>
 #include <quark/dtype/detail/simd_f16.hpp>
 #include <quark/dtype/traits.hpp>
 
@@ -130,14 +131,13 @@ template <quantized_type To,
 void convert(std::span<const float> in, std::span<To> out) noexcept {
   QUARK_ASSERT(in.size() == out.size(), "convert: size mismatch");
   const float* QUARK_RESTRICT src = in.data();
-#if QUARK_HAS_F16C
-  if constexpr (std::is_same_v<To, float16> && P.round == rounding::nearest_even &&
-                P.on_overflow == overflow::to_special && P.nan == nan_handling::propagate) {
-    detail::for_each_block_streamed(
-        in.size(), out.data(), [src](std::size_t first, std::size_t n, To* dst) {
-          detail::f16c_encode(src + first, reinterpret_cast<std::uint16_t*>(dst), n);
-        });
-    return;
+#if QUARK_SIMD_ENCODE16 != 0
+  if constexpr (floating_data_type<To>) {
+    if constexpr (detail::has_simd_encode16<To::format, P>) {
+      detail::encode16_bulk<To::format, P>(src, reinterpret_cast<std::uint16_t*>(out.data()),
+                                           in.size());
+      return;
+    }
   }
 #endif
   detail::for_each_block_streamed(in.size(), out.data(),

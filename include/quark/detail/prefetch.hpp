@@ -19,11 +19,27 @@ inline constexpr std::size_t prefetch_line_bytes = 64;
 /// A distance that suits a streaming read on the benchmark host (docs/benchmarks.md): far enough
 /// to cover DRAM latency at full bandwidth, near enough to stay well inside L1/L2.
 inline constexpr std::size_t prefetch_default_distance_bytes = 4096;
+/// Two-level streaming prefetch (prefetch_read_l2 far ahead, prefetch_read near): the distances
+/// measured best for the float32 -> 16-bit encoders on the benchmark host (1 KiB + 4 KiB beat any
+/// single distance by about 10 %; docs/benchmarks.md).
+inline constexpr std::size_t prefetch_l1_distance_bytes = 1024;
+inline constexpr std::size_t prefetch_l2_distance_bytes = 4096;
 
 /// Hints that the line holding `p` will be read soon (into all cache levels).
 QUARK_ALWAYS_INLINE void prefetch_read(const void* p) noexcept {
 #if defined(__GNUC__) || defined(__clang__)
   __builtin_prefetch(p, 0, 3);
+#else
+  static_cast<void>(p);
+#endif
+}
+
+/// Hints that the line holding `p` will be read later: fetched into L2 (and L3) only. An L2
+/// prefetch is tracked by L2's larger miss queue rather than L1's few fill buffers, so a far L2
+/// prefetch plus a near L1 prefetch keeps more lines in flight than either alone.
+QUARK_ALWAYS_INLINE void prefetch_read_l2(const void* p) noexcept {
+#if defined(__GNUC__) || defined(__clang__)
+  __builtin_prefetch(p, 0, 2);
 #else
   static_cast<void>(p);
 #endif

@@ -17,6 +17,9 @@
 #include <quark/calib/entropy_calibrator.hpp>
 #include <quark/calib/percentile_calibrator.hpp>
 #include <quark/calib/pof2_calibrator.hpp>
+#include <quark/detail/prefetch.hpp>
+#include <quark/observer/detail/histogram_kernel.hpp>
+#include <quark/observer/detail/minmax_kernel.hpp>
 #include <quark/observer/histogram_observer.hpp>
 #include <quark/observer/minmax_observer.hpp>
 
@@ -61,6 +64,35 @@ void BM_read_sum(benchmark::State& state) {
   report(state, x.size());
 }
 
+/// The same read pass with the observers' software prefetch (4 KiB ahead, per 1 KiB), to show
+/// how much of an observer's speed comes from the prefetch alone. Not the baseline.
+void BM_read_sum_prefetch(benchmark::State& state) {
+  const auto x = data(state);
+  constexpr std::size_t step = quark::detail::observer_block;
+  const std::size_t bytes = x.size() * sizeof(float);
+  for (auto _ : state) {
+    std::uint32_t sum = 0;
+    std::size_t i = 0;
+    for (; i + step <= x.size(); i += step) {
+      quark::detail::prefetch_ahead(x.data(), i * sizeof(float), bytes, step * sizeof(float));
+      for (std::size_t k = i; k < i + step; ++k)
+        sum += std::bit_cast<std::uint32_t>(x[k]);
+    }
+    for (; i < x.size(); ++i)
+      sum += std::bit_cast<std::uint32_t>(x[i]);
+    benchmark::DoNotOptimize(sum);
+  }
+  report(state, x.size());
+}
+
+/// The portable min/max form (what a build without AVX-512 runs).
+void BM_minmax_portable(benchmark::State& state) {
+  const auto x = data(state);
+  for (auto _ : state)
+    benchmark::DoNotOptimize(quark::detail::minmax_reduce_portable(x));
+  report(state, x.size());
+}
+
 void BM_minmax_observer(benchmark::State& state) {
   const auto x = data(state);
   for (auto _ : state) {
@@ -79,6 +111,21 @@ void BM_histogram_2048(benchmark::State& state) {
   for (auto _ : state) {
     h.observe(x);
     benchmark::DoNotOptimize(h.stats().counts.data());
+  }
+  report(state, x.size());
+}
+
+/// The portable binning kernel on the observer's edges (what a build without AVX-512 runs).
+void BM_histogram_portable_2048(benchmark::State& state) {
+  const auto x = data(state);
+  quark::histogram_observer h{{.mode = quark::histogram_mode::signed_symmetric, .num_bins = 2048}};
+  h.observe(x);
+  const std::vector<double> edges = h.stats().edges;
+  std::vector<std::uint64_t> counts(2048);
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(
+        quark::detail::histogram_add<quark::detail::bin_transform::identity,
+                                     quark::detail::kernel_path::portable>(x, edges, counts));
   }
   report(state, x.size());
 }
@@ -134,7 +181,9 @@ void BM_pof2_minmse_search_2048(benchmark::State& state) {
 }  // namespace
 
 BENCHMARK(BM_read_sum)->Arg(kSmall)->Arg(kLarge)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_read_sum_prefetch)->Arg(kSmall)->Arg(kLarge)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_minmax_observer)->Arg(kSmall)->Arg(kLarge)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_minmax_portable)->Arg(kSmall)->Arg(kLarge)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_histogram_2048<quark::histogram_mode::absolute>)
     ->Arg(kSmall)
     ->Arg(kLarge)
@@ -143,6 +192,7 @@ BENCHMARK(BM_histogram_2048<quark::histogram_mode::signed_symmetric>)
     ->Arg(kSmall)
     ->Arg(kLarge)
     ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_histogram_portable_2048)->Arg(kSmall)->Arg(kLarge)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_histogram_naive_2048)->Arg(kSmall)->Arg(kLarge)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_entropy_search_2048)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_percentile_search_2048)->Unit(benchmark::kMicrosecond);

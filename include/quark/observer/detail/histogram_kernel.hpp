@@ -4,6 +4,9 @@
 // rule). The bin index comes from the uniform formula; the few values that fall within rounding
 // distance of an edge are re-checked against the stored edges, so the result is exact for any
 // edge vector close to uniform (linspace, or Quark's appended edges).
+// The positions of a block are computed in one vectorised pass (AVX-512 intrinsics when compiled
+// for it, else a form the compiler vectorises), then counted into four 32-bit tables in turn, so
+// repeated bins do not wait on each other's stores; the input is prefetched a few KiB ahead.
 #pragma once
 
 #include <algorithm>
@@ -18,6 +21,7 @@
 #include <vector>
 
 #include <quark/config.hpp>
+#include <quark/detail/prefetch.hpp>
 #include <quark/observer/detail/minmax_kernel.hpp>
 
 namespace quark::detail {
@@ -110,9 +114,60 @@ QUARK_ALWAYS_INLINE void fix_flagged(const float* p, std::size_t count, Real lo,
   }
 }
 
+/// Which code computes the bin positions (the tests run both where both are compiled).
+enum class kernel_path : std::uint8_t { portable, avx512 };
+inline constexpr kernel_path best_kernel_path =
+    QUARK_OBSERVER_AVX512 ? kernel_path::avx512 : kernel_path::portable;
+
+#if QUARK_OBSERVER_AVX512
+/// Constants of the float position formula, broadcast.
+struct avx512_positions {
+  __m512 lo;
+  __m512 norm;
+  __m512 tol;
+  __m512 tol_hi;  ///< 1 - tol
+  __m512i bins;
+};
+
+/// Positions of `M` values (float formula) into `idx`, and the raw values' min/max into `mn` /
+/// `mx`. A lane is exact unless its fraction lies within `tol` of an integer or its index is not
+/// in [0, bins) (which covers NaN, +-Inf and positions in (-1, 0): their fraction is negative);
+/// those lanes take `exact(v)`. Returns the number of NaN values (all of them are flagged).
+template <bin_transform T, std::size_t M, class Exact>
+QUARK_ALWAYS_INLINE std::uint64_t bin_block_avx512(const float* p, const avx512_positions& c,
+                                                   std::int32_t* idx, __m512& mn, __m512& mx,
+                                                   Exact&& exact) noexcept {
+  std::uint64_t nans = 0;
+  for (std::size_t k = 0; k < M; k += 16) {
+    const __m512 v = _mm512_loadu_ps(p + k);
+    mn = min512(v, mn);  // a NaN v keeps mn
+    mx = max512(v, mx);
+    const __m512 w = T == bin_transform::absolute ? _mm512_abs_ps(v) : v;
+    const __m512 f = _mm512_mul_ps(_mm512_sub_ps(w, c.lo), c.norm);
+    const __m512i i = _mm512_maskz_cvttps_epi32(0xFFFF, f);
+    const __m512 frac = _mm512_sub_ps(f, _mm512_maskz_cvtepi32_ps(0xFFFF, i));
+    __mmask16 ok = _mm512_cmplt_epu32_mask(i, c.bins);
+    ok = _mm512_mask_cmp_ps_mask(ok, frac, c.tol, _CMP_GE_OQ);
+    ok = _mm512_mask_cmp_ps_mask(ok, frac, c.tol_hi, _CMP_LE_OQ);
+    _mm512_store_si512(idx + k, i);
+    if (ok != 0xFFFF) [[unlikely]] {
+      auto bad = static_cast<std::uint32_t>(static_cast<__mmask16>(~ok));
+      while (bad != 0) {
+        const auto j = static_cast<std::size_t>(__builtin_ctz(bad));
+        bad &= bad - 1;
+        const float r = p[k + j];
+        nans += static_cast<std::uint64_t>(r != r);
+        idx[k + j] = exact(r);
+      }
+    }
+  }
+  return nans;
+}
+#endif
+
 /// Adds the values of `x` to `counts` (size edges.size() - 1) and returns the min/max/NaN count
 /// of the raw values, computed block by block while they are in L1 (one pass over memory).
-template <bin_transform T>
+template <bin_transform T, kernel_path Path = best_kernel_path>
 minmax_partial histogram_add(std::span<const float> x, std::span<const double> edges,
                              std::span<std::uint64_t> counts) {
   constexpr std::size_t block = 1024;
@@ -163,42 +218,71 @@ minmax_partial histogram_add(std::span<const float> x, std::span<const double> e
       ++i;
     return i;
   };
+  static_assert(Path == kernel_path::portable || QUARK_OBSERVER_AVX512,
+                "the AVX-512 path needs a target with AVX-512F");
+#if QUARK_OBSERVER_AVX512
+  const avx512_positions pos{_mm512_set1_ps(lo_f), _mm512_set1_ps(static_cast<float>(norm)),
+                             _mm512_set1_ps(static_cast<float>(tol_f)),
+                             _mm512_set1_ps(1.0f - static_cast<float>(tol_f)),
+                             _mm512_set1_epi32(static_cast<std::int32_t>(n))};
+#endif
+  const std::size_t bytes = x.size() * sizeof(float);
   std::size_t done = 0;
   while (done < x.size()) {
     const std::size_t chunk_end = std::min(x.size(), done + max_chunk);
     for (std::size_t b = done; b < chunk_end; b += block) {
       const std::size_t m = std::min(block, chunk_end - b);
       const float* p = x.data() + b;
-      const minmax_partial part = minmax_reduce(std::span<const float>(p, m));
-      ext.min = part.min < ext.min ? part.min : ext.min;
-      ext.max = part.max > ext.max ? part.max : ext.max;
-      ext.nan_count += part.nan_count;
       if (m < block) {
         // Short tail: exact path for every value.
+        const minmax_partial part = minmax_reduce(std::span<const float>(p, m));
+        ext.min = part.min < ext.min ? part.min : ext.min;
+        ext.max = part.max > ext.max ? part.max : ext.max;
+        ext.nan_count += part.nan_count;
         for (std::size_t k = 0; k < m; ++k)
           ++t0[exact(p[k])];
         continue;
       }
-      // 2. Positions (float formula when its tolerance is small), then exact bins for the
-      //    flagged values of flagged sub-blocks, then count into the four tables in turn.
-      if (use_float) {
-        bin_positions<T, float, block, sub>(p, lo_f, static_cast<float>(norm),
-                                            static_cast<float>(n), static_cast<float>(tol_f),
-                                            idx.data(), sub_any.data());
-      } else {
-        bin_positions<T, double, block, sub>(p, lo, norm, static_cast<double>(n), tol_d, idx.data(),
-                                             sub_any.data());
-      }
-      for (std::size_t j = 0; j < block / sub; ++j) {
-        if (sub_any[j] == 0)
-          continue;
+      // 2. Request the next block, compute the positions and the extrema (float formula when
+      //    its tolerance is small), exact bins for the flagged values, then count into the four
+      //    tables in turn.
+      prefetch_ahead(x.data(), (b + block) * sizeof(float), bytes, block * sizeof(float), 0);
+#if QUARK_OBSERVER_AVX512
+      if (Path == kernel_path::avx512 && use_float) {
+        __m512 mn = _mm512_set1_ps(std::numeric_limits<float>::infinity());
+        __m512 mx = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+        ext.nan_count += bin_block_avx512<T, block>(p, pos, idx.data(), mn, mx, exact);
+        alignas(64) float lmn[16];
+        alignas(64) float lmx[16];
+        _mm512_store_ps(lmn, mn);
+        _mm512_store_ps(lmx, mx);
+        fold_lanes(lmn, lmx, ext);
+      } else
+#endif
+      {
+        const minmax_partial part = minmax_reduce_portable(std::span<const float>(p, m));
+        ext.min = part.min < ext.min ? part.min : ext.min;
+        ext.max = part.max > ext.max ? part.max : ext.max;
+        ext.nan_count += part.nan_count;
         if (use_float) {
-          fix_flagged<T, float>(p + j * sub, sub, lo_f, static_cast<float>(norm),
-                                static_cast<float>(n), static_cast<float>(tol_f),
-                                idx.data() + j * sub, exact);
+          bin_positions<T, float, block, sub>(p, lo_f, static_cast<float>(norm),
+                                              static_cast<float>(n), static_cast<float>(tol_f),
+                                              idx.data(), sub_any.data());
         } else {
-          fix_flagged<T, double>(p + j * sub, sub, lo, norm, static_cast<double>(n), tol_d,
-                                 idx.data() + j * sub, exact);
+          bin_positions<T, double, block, sub>(p, lo, norm, static_cast<double>(n), tol_d,
+                                               idx.data(), sub_any.data());
+        }
+        for (std::size_t j = 0; j < block / sub; ++j) {
+          if (sub_any[j] == 0)
+            continue;
+          if (use_float) {
+            fix_flagged<T, float>(p + j * sub, sub, lo_f, static_cast<float>(norm),
+                                  static_cast<float>(n), static_cast<float>(tol_f),
+                                  idx.data() + j * sub, exact);
+          } else {
+            fix_flagged<T, double>(p + j * sub, sub, lo, norm, static_cast<double>(n), tol_d,
+                                   idx.data() + j * sub, exact);
+          }
         }
       }
       for (std::size_t k = 0; k < block; k += 4) {

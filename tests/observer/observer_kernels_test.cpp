@@ -1,0 +1,204 @@
+// SPDX-License-Identifier: MIT
+// The observers' bulk kernels, every compiled form (portable, and AVX-512 when this test is built
+// for a machine with it; tests/CMakeLists.txt builds it with -march=native), against brute-force
+// oracles written independently here: a plain scalar min/max and numpy's bin rule through
+// std::upper_bound on the stored edges. The data mixes values on and next to every edge, NaN,
+// +-Inf, values outside the range, and lengths that are not multiples of any block size.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+#include <quark/observer/detail/histogram_kernel.hpp>
+#include <quark/observer/detail/minmax_kernel.hpp>
+
+namespace {
+
+using quark::detail::bin_transform;
+using quark::detail::kernel_path;
+using quark::detail::minmax_partial;
+
+constexpr float qnan = std::numeric_limits<float>::quiet_NaN();
+constexpr float inf = std::numeric_limits<float>::infinity();
+
+/// Normal data with NaN / +-Inf sprinkled at random positions (rates per value).
+std::vector<float> noisy(std::size_t n, unsigned seed, double nan_rate, double inf_rate) {
+  std::mt19937 g(seed);
+  std::normal_distribution<float> d(0.25f, 3.0f);
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  std::vector<float> v(n);
+  for (float& x : v) {
+    const double r = u(g);
+    x = r < nan_rate ? qnan : (r < nan_rate + inf_rate ? (u(g) < 0.5 ? inf : -inf) : d(g));
+  }
+  return v;
+}
+
+minmax_partial oracle_minmax(std::span<const float> x) {
+  minmax_partial o;
+  for (const float v : x) {
+    if (std::isnan(v)) {
+      ++o.nan_count;
+      continue;
+    }
+    o.min = std::min(o.min, v);
+    o.max = std::max(o.max, v);
+  }
+  return o;
+}
+
+void check_same(const minmax_partial& got, const minmax_partial& want) {
+  CHECK(got.nan_count == want.nan_count);
+  CHECK(got.min == want.min);
+  CHECK(got.max == want.max);
+}
+
+/// numpy.histogram's rule on the stored edges, after the transform of the values.
+std::vector<std::uint64_t> oracle_histogram(bin_transform t, std::span<const float> x,
+                                            const std::vector<double>& e) {
+  std::vector<std::uint64_t> c(e.size() - 1, 0);
+  for (const float raw : x) {
+    float f = raw;
+    if (t == bin_transform::absolute) {
+      f = std::fabs(raw);
+    } else if (t == bin_transform::to_finite) {
+      f = std::isnan(raw) ? 0.0f
+                          : std::clamp(raw, -std::numeric_limits<float>::max(),
+                                       std::numeric_limits<float>::max());
+    }
+    const auto v = static_cast<double>(f);
+    if (!(v >= e.front() && v <= e.back()))
+      continue;
+    auto i = static_cast<std::size_t>(std::upper_bound(e.begin(), e.end(), v) - e.begin()) - 1;
+    if (i == c.size())
+      --i;
+    ++c[i];
+  }
+  return c;
+}
+
+template <bin_transform T, kernel_path P>
+void check_histogram(std::span<const float> x, const std::vector<double>& e) {
+  std::vector<std::uint64_t> c(e.size() - 1, 0);
+  const minmax_partial ext = quark::detail::histogram_add<T, P>(x, e, c);
+  CHECK(c == oracle_histogram(T, x, e));
+  check_same(ext, oracle_minmax(x));
+}
+
+/// Every edge as a float, its two float neighbours, then `extra` noisy values spread over a
+/// range 1.5x the edges' (so some fall outside).
+std::vector<float> edge_data(const std::vector<double>& e, std::size_t extra, unsigned seed) {
+  std::vector<float> x;
+  for (const double edge : e) {
+    const auto f = static_cast<float>(edge);
+    x.push_back(f);
+    x.push_back(std::nextafter(f, -inf));
+    x.push_back(std::nextafter(f, inf));
+    x.push_back(-f);
+  }
+  std::mt19937 g(seed);
+  const double mid = 0.5 * (e.front() + e.back());
+  const double half = 0.75 * (e.back() - e.front());
+  std::uniform_real_distribution<double> u(mid - half, mid + half);
+  for (std::size_t i = 0; i < extra; ++i)
+    x.push_back(static_cast<float>(u(g)));
+  std::shuffle(x.begin(), x.end(), g);
+  // NaN and +-Inf at a few positions, some inside full blocks.
+  for (const std::size_t at : {std::size_t{3}, std::size_t{1500}, std::size_t{2100}}) {
+    if (at < x.size())
+      x[at] = qnan;
+  }
+  if (x.size() > 4000) {
+    x[3000] = inf;
+    x[3001] = -inf;
+  }
+  return x;
+}
+
+template <kernel_path P>
+void check_histograms(const std::vector<double>& e, std::span<const float> x) {
+  check_histogram<bin_transform::identity, P>(x, e);
+  check_histogram<bin_transform::absolute, P>(x, e);
+  check_histogram<bin_transform::to_finite, P>(x, e);
+}
+
+}  // namespace
+
+TEST_CASE("minmax kernel: every form equals the scalar oracle (NaN, Inf, odd lengths)") {
+  const std::size_t sizes[] = {0, 1, 15, 16, 17, 255, 256, 257, 1000, 1024, 4097, 70001, 300007};
+  for (const std::size_t n : sizes) {
+    CAPTURE(n);
+    for (const double nan_rate : {0.0, 1e-3, 0.3}) {
+      const auto v = noisy(n, static_cast<unsigned>(n) + 11u, nan_rate, 1e-4);
+      const minmax_partial want = oracle_minmax(v);
+      check_same(quark::detail::minmax_reduce_portable(v), want);
+#if QUARK_OBSERVER_AVX512
+      check_same(quark::detail::minmax_reduce_avx512(v), want);
+#endif
+      // Every offset of a short window, so each lane and tail position sees the extremes.
+      if (n == 1000) {
+        for (std::size_t off = 0; off < 40; ++off) {
+          const auto s = std::span<const float>(v).subspan(off, 300 + off);
+          check_same(quark::detail::minmax_reduce_portable(s), oracle_minmax(s));
+#if QUARK_OBSERVER_AVX512
+          check_same(quark::detail::minmax_reduce_avx512(s), oracle_minmax(s));
+#endif
+        }
+      }
+    }
+  }
+  const std::vector<float> all_nan(1030, qnan);
+  const minmax_partial p = quark::detail::minmax_reduce(all_nan);
+  CHECK(p.nan_count == 1030);
+  CHECK(p.min == inf);
+  CHECK(p.max == -inf);
+}
+
+TEST_CASE("histogram kernel: every form follows numpy's bin rule on the stored edges") {
+  // Linspace edges of several ranges (one far from 0, so the double formula is used), and
+  // Quark's appended edges (equal widths added one by one, not exactly uniform).
+  std::vector<std::vector<double>> edge_sets;
+  const std::pair<double, double> ranges[] = {
+      {-12.0, 12.0}, {0.0, 9.5}, {0.1, 0.7}, {1000.0, 1000.5}, {-3e-5, 7e-5}};
+  for (const auto& r : ranges) {
+    for (const std::size_t bins : {std::size_t{7}, std::size_t{2048}})
+      edge_sets.push_back(quark::detail::linspace_edges(r.first, r.second, bins));
+  }
+  auto grown = quark::detail::linspace_edges(0.0, 3.0, 128);
+  const double w = grown[1] - grown[0];
+  for (int i = 0; i < 300; ++i)
+    grown.push_back(grown.back() + w);
+  edge_sets.push_back(grown);
+  unsigned seed = 1;
+  for (const auto& e : edge_sets) {
+    CAPTURE(e.front());
+    CAPTURE(e.back());
+    CAPTURE(e.size());
+    for (const std::size_t extra : {std::size_t{100}, std::size_t{9000}}) {
+      const auto x = edge_data(e, extra, seed++);
+      check_histograms<kernel_path::portable>(e, x);
+#if QUARK_OBSERVER_AVX512
+      check_histograms<kernel_path::avx512>(e, x);
+#endif
+    }
+  }
+}
+
+TEST_CASE("histogram kernel: a heavy single bin and all-NaN blocks") {
+  // ReLU-like data: most values exactly 0 (one bin hit back to back), the rest spread.
+  auto x = noisy(50000, 5, 0.0, 0.0);
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    if (x[i] < 0.5f || i % 3 == 0)
+      x[i] = 0.0f;
+  }
+  std::fill(x.begin() + 2048, x.begin() + 4096, qnan);
+  const auto e = quark::detail::linspace_edges(0.0, 14.0, 2048);
+  check_histograms<kernel_path::portable>(e, x);
+#if QUARK_OBSERVER_AVX512
+  check_histograms<kernel_path::avx512>(e, x);
+#endif
+}

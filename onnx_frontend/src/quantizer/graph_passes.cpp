@@ -1,0 +1,482 @@
+// SPDX-License-Identifier: MIT
+// Graph rewrites before calibration and after Q/DQ insertion (see graph_passes.hpp).
+#include "quantizer/graph_passes.hpp"
+
+#include <cmath>
+#include <map>
+#include <optional>
+
+#include "io/proto_access.hpp"
+
+namespace quark::onnx::qz {
+
+namespace {
+
+using ::onnx::GraphProto;
+using ::onnx::NodeProto;
+
+/// Who produces and who reads each value of the main graph.
+struct graph_index {
+  std::map<std::string, int> producer;
+  std::map<std::string, std::vector<int>> consumers;
+  std::set<std::string> outputs;
+
+  explicit graph_index(const GraphProto& g) {
+    for (int i = 0; i < g.node_size(); ++i) {
+      const NodeProto& n = g.node(i);
+      for (const auto& o : n.output())
+        producer[o] = i;
+      for (const auto& x : n.input()) {
+        if (!x.empty())
+          consumers[x].push_back(i);
+      }
+    }
+    for (const auto& o : g.output())
+      outputs.insert(o.name());
+  }
+  std::size_t uses(const std::string& name) const {
+    auto it = consumers.find(name);
+    return (it == consumers.end() ? 0 : it->second.size()) + (outputs.contains(name) ? 1 : 0);
+  }
+  /// The single node reading `name` (nullopt if it has several readers or is a graph output).
+  std::optional<int> only_consumer(const std::string& name) const {
+    auto it = consumers.find(name);
+    if (outputs.contains(name) || it == consumers.end() || it->second.size() != 1)
+      return std::nullopt;
+    return it->second.front();
+  }
+};
+
+std::int64_t attr_i(const NodeProto& n, const char* name, std::int64_t dflt) {
+  for (const auto& a : n.attribute()) {
+    if (a.name() == name)
+      return a.i();
+  }
+  return dflt;
+}
+
+float attr_f(const NodeProto& n, const char* name, float dflt) {
+  for (const auto& a : n.attribute()) {
+    if (a.name() == name)
+      return a.f();
+  }
+  return dflt;
+}
+
+void set_attr_f(NodeProto& n, const char* name, float v) {
+  for (auto& a : *n.mutable_attribute()) {
+    if (a.name() == name) {
+      a.set_f(v);
+      return;
+    }
+  }
+  auto* a = n.add_attribute();
+  a->set_name(name);
+  a->set_type(::onnx::AttributeProto::FLOAT);
+  a->set_f(v);
+}
+
+bool float_init(const model& m, const std::string& name) {
+  return !name.empty() && m.has_initializer(name) &&
+         m.initializer(name).type() == dtype_id::float32;
+}
+
+/// Drops the nodes marked dead, keeping the order of the others.
+void compact(GraphProto& g, const std::vector<bool>& dead) {
+  ::google::protobuf::RepeatedPtrField<NodeProto> kept;
+  for (int i = 0; i < g.node_size(); ++i) {
+    if (!dead[static_cast<std::size_t>(i)])
+      *kept.Add() = std::move(*g.mutable_node(i));
+  }
+  g.mutable_node()->Swap(&kept);
+}
+
+/// Removes initializers no node reads and no graph output names.
+void drop_unused_initializers(model& m, const std::set<std::string>& candidates) {
+  const graph_index ix(proto(m).graph());
+  for (const auto& name : candidates) {
+    if (ix.uses(name) == 0)
+      m.remove_initializer(name);
+  }
+}
+
+/// A fresh initializer name derived from `base`.
+std::string fresh_name(const model& m, const std::string& base) {
+  std::string n = base + "_folded";
+  for (int k = 1; m.has_initializer(n); ++k)
+    n = base + "_folded" + std::to_string(k);
+  return n;
+}
+
+/// The affine map y[c] = a[c] * x[c] + b[c] applied per output channel of a weighted node.
+struct channel_affine {
+  std::vector<double> a, b;
+};
+
+/// Output channels of the Conv / ConvTranspose / Gemm `n` (from its weight), 0 if unknown.
+std::size_t out_channels(const model& m, const NodeProto& n) {
+  if (n.input_size() < 2 || !float_init(m, n.input(1)))
+    return 0;
+  const tensor w = m.initializer(n.input(1));
+  if (n.op_type() == "Conv")
+    return w.rank() >= 3 ? static_cast<std::size_t>(w.shape()[0]) : 0;
+  if (n.op_type() == "ConvTranspose") {
+    return w.rank() >= 3 ? static_cast<std::size_t>(w.shape()[1] * attr_i(n, "group", 1)) : 0;
+  }
+  if (n.op_type() == "Gemm" && w.rank() == 2)
+    return static_cast<std::size_t>(w.shape()[attr_i(n, "transB", 0) != 0 ? 0 : 1]);
+  return 0;
+}
+
+/// Whether `n` is a node whose output channels an affine map can be folded into.
+bool foldable_producer(const model& m, const NodeProto& n, bool gemm_ok) {
+  const std::string& op = n.op_type();
+  if (op != "Conv" && op != "ConvTranspose" && !(gemm_ok && op == "Gemm"))
+    return false;
+  if (n.output_size() != 1 || out_channels(m, n) == 0)
+    return false;
+  if (n.input_size() >= 3 && !n.input(2).empty() && !float_init(m, n.input(2)))
+    return false;
+  if (op == "Gemm") {
+    // The bias must be per output channel (or absent) to take the shift.
+    if (n.input_size() >= 3 && !n.input(2).empty() &&
+        m.initializer(n.input(2)).size() != out_channels(m, n))
+      return false;
+  }
+  return true;
+}
+
+/// Folds `f` into the weight and bias of `n` (which foldable_producer accepted). Shared
+/// initializers are copied, never changed in place.
+void fold_into(model& m, NodeProto& n, const channel_affine& f, const graph_index& ix) {
+  const std::size_t cout = out_channels(m, n);
+  const std::string& op = n.op_type();
+  // Weight.
+  tensor w = m.initializer(n.input(1));
+  auto wv = w.data<float>();
+  if (op == "Conv") {
+    const std::size_t per = wv.size() / cout;
+    for (std::size_t c = 0; c < cout; ++c) {
+      for (std::size_t k = 0; k < per; ++k)
+        wv[c * per + k] = static_cast<float>(f.a[c] * static_cast<double>(wv[c * per + k]));
+    }
+  } else if (op == "ConvTranspose") {
+    const auto cin = static_cast<std::size_t>(w.shape()[0]);
+    const auto cpg = static_cast<std::size_t>(w.shape()[1]);  // output channels per group
+    const std::size_t groups = cout / cpg;
+    const std::size_t inner = wv.size() / (cin * cpg);
+    for (std::size_t i = 0; i < cin; ++i) {
+      const std::size_t grp = i / (cin / groups);
+      for (std::size_t j = 0; j < cpg; ++j) {
+        const double s = f.a[grp * cpg + j];
+        float* p = wv.data() + (i * cpg + j) * inner;
+        for (std::size_t k = 0; k < inner; ++k)
+          p[k] = static_cast<float>(s * static_cast<double>(p[k]));
+      }
+    }
+  } else {  // Gemm: B is [K, N] or [N, K] (transB); alpha stays, so scale B by a.
+    const bool trans_b = attr_i(n, "transB", 0) != 0;
+    const auto rows = static_cast<std::size_t>(w.shape()[0]);
+    const auto cols = static_cast<std::size_t>(w.shape()[1]);
+    for (std::size_t r = 0; r < rows; ++r) {
+      for (std::size_t c = 0; c < cols; ++c)
+        wv[r * cols + c] =
+            static_cast<float>(f.a[trans_b ? r : c] * static_cast<double>(wv[r * cols + c]));
+    }
+  }
+  std::string wname = n.input(1);
+  if (ix.uses(wname) > 1)
+    wname = fresh_name(m, wname);
+  m.set_initializer(wname, w);
+  n.set_input(1, wname);
+  // Bias: b' = a * (beta * b) + shift (Gemm's beta is folded in and reset to 1).
+  const bool has_bias = n.input_size() >= 3 && !n.input(2).empty();
+  std::vector<float> old(cout, 0.0f);
+  if (has_bias) {
+    const tensor b = m.initializer(n.input(2));
+    const auto bv = b.data<float>();
+    for (std::size_t c = 0; c < cout; ++c)
+      old[c] = bv[c];
+  }
+  const double beta = op == "Gemm" ? static_cast<double>(attr_f(n, "beta", 1.0f)) : 1.0;
+  std::vector<float> nb(cout);
+  for (std::size_t c = 0; c < cout; ++c)
+    nb[c] = static_cast<float>(f.a[c] * beta * static_cast<double>(old[c]) + f.b[c]);
+  std::string bname = has_bias ? n.input(2) : n.output(0) + "_bias";
+  if (!has_bias || ix.uses(bname) > 1)
+    bname = fresh_name(m, bname);
+  m.set_initializer(bname, tensor::from_floats({static_cast<std::int64_t>(cout)}, nb));
+  while (n.input_size() < 3)
+    n.add_input("");
+  n.set_input(2, bname);
+  if (op == "Gemm")
+    set_attr_f(n, "beta", 1.0f);
+}
+
+/// The per-output-channel values of the constant `c` when it broadcasts against the output of
+/// rank `rank` only along the channel axis (1) with `channels` channels; nullopt otherwise.
+std::optional<std::vector<double>> per_channel_values(const tensor& c, std::size_t rank,
+                                                      std::size_t channels) {
+  if (c.type() != dtype_id::float32 || c.rank() > rank)
+    return std::nullopt;
+  const auto v = c.data<float>();
+  if (v.size() == 1)
+    return std::vector<double>(channels, static_cast<double>(v[0]));
+  for (std::size_t j = 0; j < c.rank(); ++j) {
+    const std::size_t axis = rank - c.rank() + j;
+    const auto d = static_cast<std::size_t>(c.shape()[j]);
+    if (d != 1 && !(axis == 1 && d == channels))
+      return std::nullopt;
+  }
+  if (v.size() != channels)
+    return std::nullopt;
+  std::vector<double> out(channels);
+  for (std::size_t k = 0; k < channels; ++k)
+    out[k] = static_cast<double>(v[k]);
+  return out;
+}
+
+/// Rank of the output of a Conv / ConvTranspose (its weight's rank) or Gemm (2).
+std::size_t out_rank(const model& m, const NodeProto& n) {
+  return n.op_type() == "Gemm" ? 2 : m.initializer(n.input(1)).rank();
+}
+
+/// One sweep of the pre-calibration folds; returns whether anything changed.
+bool fold_sweep(model& m, const graph_pass_options& o, std::map<std::string, int>& counts,
+                std::set<std::string>& retired) {
+  GraphProto& g = *proto(m).mutable_graph();
+  const graph_index ix(g);
+  std::vector<bool> dead(static_cast<std::size_t>(g.node_size()));
+  bool changed = false;
+  auto touched = [&](int i) { return dead[static_cast<std::size_t>(i)]; };
+  for (int i = 0; i < g.node_size(); ++i) {
+    if (touched(i))
+      continue;
+    NodeProto& n = *g.mutable_node(i);
+    // Identity: consumers read its input instead (kept when it is a graph output).
+    if (o.remove_identity && n.op_type() == "Identity" && n.input_size() == 1 &&
+        !ix.outputs.contains(n.output(0)) && !ix.outputs.contains(n.input(0))) {
+      const std::string from = n.output(0), to = n.input(0);
+      for (auto& k : *g.mutable_node()) {
+        for (int s = 0; s < k.input_size(); ++s) {
+          if (k.input(s) == from)
+            k.set_input(s, to);
+        }
+      }
+      dead[static_cast<std::size_t>(i)] = true;
+      ++counts["Identity removed"];
+      changed = true;
+      break;  // the index is stale now
+    }
+    const bool is_bn = n.op_type() == "BatchNormalization";
+    const bool is_mul = n.op_type() == "Mul", is_add = n.op_type() == "Add";
+    if (!(is_bn && o.fold_batch_norm) && !((is_mul || is_add) && o.fuse_conv_affine))
+      continue;
+    if (n.output_size() < 1 || n.input_size() < (is_bn ? 5 : 2))
+      continue;
+    if (is_bn) {
+      bool extra_outputs = attr_i(n, "training_mode", 0) != 0;
+      for (int k = 1; k < n.output_size(); ++k)
+        extra_outputs = extra_outputs || ix.uses(n.output(k)) > 0;
+      bool params = true;
+      for (int k = 1; k < 5; ++k)
+        params = params && float_init(m, n.input(k));
+      if (extra_outputs || !params)
+        continue;
+    }
+    // The activation operand and (Mul / Add) the constant one.
+    int act = 0;
+    std::string cname;
+    if (!is_bn) {
+      if (float_init(m, n.input(1)) && !m.has_initializer(n.input(0))) {
+        act = 0;
+        cname = n.input(1);
+      } else if (float_init(m, n.input(0)) && !m.has_initializer(n.input(1))) {
+        act = 1;
+        cname = n.input(0);
+      } else {
+        continue;
+      }
+    }
+    const std::string x = n.input(act);
+    auto p = ix.producer.find(x);
+    if (p == ix.producer.end() || touched(p->second) || ix.only_consumer(x) != i)
+      continue;
+    NodeProto& prod = *g.mutable_node(p->second);
+    std::vector<int> producers;  // nodes that take the fold
+    std::vector<std::size_t> offsets;
+    std::size_t channels = 0;
+    std::size_t rank = 0;
+    if (foldable_producer(m, prod, is_bn)) {
+      producers.push_back(p->second);
+      offsets.push_back(0);
+      channels = out_channels(m, prod);
+      rank = out_rank(m, prod);
+    } else if (is_bn && prod.op_type() == "Concat" && attr_i(prod, "axis", 0) == 1) {
+      // BatchNormalization after a channel Concat of Conv / ConvTranspose / Gemm outputs.
+      std::set<std::string> seen;
+      bool ok = prod.input_size() > 0;
+      for (const auto& in : prod.input()) {
+        auto q = ix.producer.find(in);
+        if (!ok || q == ix.producer.end() || touched(q->second) || !seen.insert(in).second ||
+            ix.only_consumer(in) != p->second || !foldable_producer(m, g.node(q->second), true)) {
+          ok = false;
+          break;
+        }
+        const std::size_t r = out_rank(m, g.node(q->second));
+        if (rank != 0 && r != rank) {
+          ok = false;
+          break;
+        }
+        rank = r;
+        producers.push_back(q->second);
+        offsets.push_back(channels);
+        channels += out_channels(m, g.node(q->second));
+      }
+      if (!ok)
+        continue;
+    } else {
+      continue;
+    }
+    channel_affine f;
+    if (is_bn) {
+      const tensor sc = m.initializer(n.input(1)), bb = m.initializer(n.input(2)),
+                   mean = m.initializer(n.input(3)), var = m.initializer(n.input(4));
+      if (sc.size() != channels || bb.size() != channels || mean.size() != channels ||
+          var.size() != channels)
+        continue;
+      const double eps = static_cast<double>(attr_f(n, "epsilon", 1e-5f));
+      for (std::size_t c = 0; c < channels; ++c) {
+        const double s = static_cast<double>(sc.data<float>()[c]) /
+                         std::sqrt(static_cast<double>(var.data<float>()[c]) + eps);
+        f.a.push_back(s);
+        f.b.push_back(static_cast<double>(bb.data<float>()[c]) -
+                      static_cast<double>(mean.data<float>()[c]) * s);
+      }
+    } else {
+      const auto v = per_channel_values(m.initializer(cname), rank, channels);
+      if (!v)
+        continue;
+      if (is_mul) {
+        f.a = *v;
+        f.b.assign(channels, 0.0);
+      } else {
+        f.a.assign(channels, 1.0);
+        f.b = *v;
+      }
+    }
+    for (std::size_t k = 0; k < producers.size(); ++k) {
+      NodeProto& q = *g.mutable_node(producers[k]);
+      const std::size_t c = out_channels(m, q);
+      channel_affine part;
+      part.a.assign(f.a.begin() + static_cast<std::ptrdiff_t>(offsets[k]),
+                    f.a.begin() + static_cast<std::ptrdiff_t>(offsets[k] + c));
+      part.b.assign(f.b.begin() + static_cast<std::ptrdiff_t>(offsets[k]),
+                    f.b.begin() + static_cast<std::ptrdiff_t>(offsets[k] + c));
+      retired.insert(q.input(1));
+      if (q.input_size() >= 3)
+        retired.insert(q.input(2));
+      fold_into(m, q, part, ix);
+    }
+    // The folded node's output now comes straight from its producer.
+    prod.set_output(0, n.output(0));
+    if (is_bn) {
+      for (int k = 1; k < n.input_size(); ++k)
+        retired.insert(n.input(k));
+    } else {
+      retired.insert(cname);
+    }
+    dead[static_cast<std::size_t>(i)] = true;
+    ++counts[is_bn ? (prod.op_type() == "Concat" ? "BatchNormalization folded through Concat"
+                                                 : "BatchNormalization folded")
+                   : (is_mul ? "Mul folded into Conv" : "Add folded into Conv")];
+    changed = true;
+    break;  // weights were rewritten: re-index before the next fold
+  }
+  if (changed)
+    compact(g, dead);
+  return changed;
+}
+
+}  // namespace
+
+std::vector<std::string> optimize_graph(model& m, const graph_pass_options& o) {
+  std::map<std::string, int> counts;
+  std::set<std::string> retired;
+  while (fold_sweep(m, o, counts, retired)) {
+  }
+  drop_unused_initializers(m, retired);
+  std::vector<std::string> notes;
+  for (const auto& [what, k] : counts)
+    notes.push_back(what + ": " + std::to_string(k));
+  return notes;
+}
+
+std::set<std::string> remove_qdq_pairs(model& m, const graph_pass_options& o) {
+  std::set<std::string> gone;
+  if (o.remove_qdq_between.empty())
+    return gone;
+  GraphProto& g = *proto(m).mutable_graph();
+  const graph_index ix(g);
+  std::vector<bool> dead(static_cast<std::size_t>(g.node_size()));
+  std::set<std::string> retired;
+  std::set<std::string> touched_values;
+  for (int i = 0; i < g.node_size(); ++i) {
+    const NodeProto& dq = g.node(i);
+    if (dq.op_type() != "DequantizeLinear" || dq.output_size() != 1)
+      continue;
+    auto qp = ix.producer.find(dq.input(0));
+    if (qp == ix.producer.end() || g.node(qp->second).op_type() != "QuantizeLinear")
+      continue;
+    const NodeProto& q = g.node(qp->second);
+    const std::string x = q.input(0);
+    auto xp = ix.producer.find(x);
+    if (xp == ix.producer.end() || ix.outputs.contains(dq.output(0)))
+      continue;
+    const std::string& prod_op = g.node(xp->second).op_type();
+    auto readers = ix.consumers.find(dq.output(0));
+    if (readers == ix.consumers.end())
+      continue;
+    bool all = true;
+    for (const int c : readers->second)
+      all = all && o.remove_qdq_between.contains({prod_op, g.node(c).op_type()});
+    if (!all)
+      continue;
+    for (const int c : readers->second) {
+      NodeProto& r = *g.mutable_node(c);
+      for (int s = 0; s < r.input_size(); ++s) {
+        if (r.input(s) == dq.output(0))
+          r.set_input(s, x);
+      }
+    }
+    dead[static_cast<std::size_t>(i)] = true;
+    for (int k = 1; k < dq.input_size(); ++k)
+      retired.insert(dq.input(k));
+    // The Quantize goes too once no other Dequantize reads it.
+    bool q_used = false;
+    for (const int c : ix.consumers.at(dq.input(0)))
+      q_used = q_used || !dead[static_cast<std::size_t>(c)];
+    if (!q_used && !ix.outputs.contains(dq.input(0))) {
+      dead[static_cast<std::size_t>(qp->second)] = true;
+      for (int k = 1; k < q.input_size(); ++k)
+        retired.insert(q.input(k));
+    }
+    touched_values.insert(x);
+  }
+  compact(g, dead);
+  drop_unused_initializers(m, retired);
+  // Values with no QuantizeLinear reading them any more are no longer quantized.
+  const graph_index after(g);
+  for (const auto& x : touched_values) {
+    bool quantized = false;
+    if (auto it = after.consumers.find(x); it != after.consumers.end()) {
+      for (const int c : it->second)
+        quantized = quantized || g.node(c).op_type() == "QuantizeLinear";
+    }
+    if (!quantized)
+      gone.insert(x);
+  }
+  return gone;
+}
+
+}  // namespace quark::onnx::qz

@@ -1,0 +1,60 @@
+// SPDX-License-Identifier: MIT
+// PRIVATE: graph rewrites around quantization.
+//
+// Before calibration (Quark's OptimizeModel / FoldBatchNorm, i.e. what ONNX Runtime's basic-level
+// optimizer does that matters for quantization): Identity removal, BatchNormalization folded
+// into the Conv / ConvTranspose / Gemm before it (or into each Conv / ConvTranspose / Gemm
+// producer of a Concat on the channel axis), Conv / ConvTranspose followed by a Mul / Add with a
+// constant per-channel operand folded into the weight / bias, ConvertClipToRelu and
+// ConvertBNToConv. Each rewrite is exact in real arithmetic; in float32 it differs from the
+// original graph by rounding only.
+//
+// After Q/DQ insertion (category 3 of the extra options): the Q/DQ pair between a producer and a
+// consumer of the listed op types is removed, so the consumer reads the producer's float output
+// (RemoveQDQConvRelu and friends). The consumer's own output keeps its calibrated parameters.
+//
+//     qz::graph_pass_options o = qz::read_pass_options(cfg);
+//     auto notes = qz::optimize_graph(m, o);       // m after constants_to_initializers()
+//     ... calibrate, insert Q/DQ ...
+//     auto gone = qz::remove_qdq_pairs(m, o);      // tensors that are no longer quantized
+#pragma once
+
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <quark/onnx/model.hpp>
+
+namespace quark::onnx {
+struct qconfig;
+}  // namespace quark::onnx
+
+namespace quark::onnx::qz {
+
+struct graph_pass_options {
+  // Before calibration.
+  bool remove_identity = true;   ///< OptimizeModel
+  bool fuse_conv_affine = true;  ///< OptimizeModel: Conv + Mul / Add with constant operands
+  bool fold_batch_norm = true;   ///< FoldBatchNorm (default: OptimizeModel)
+  bool clip_to_relu = false;     ///< ConvertClipToRelu
+  bool bn_to_conv = false;       ///< ConvertBNToConv (remaining BatchNormalization -> 1x1 Conv)
+  // After Q/DQ insertion: (producer op type, consumer op type) pairs whose Q/DQ is removed.
+  std::set<std::pair<std::string, std::string>> remove_qdq_between;
+};
+
+/// The effective pass options of `cfg` (extra options OptimizeModel, FoldBatchNorm,
+/// ConvertClipToRelu, ConvertBNToConv, RemoveQDQConv*, RemoveQDQMulAdd, RemoveQDQInstanceNorm,
+/// RemoveQDQBetweenOps with their documented defaults).
+graph_pass_options read_pass_options(const qconfig& cfg);
+
+/// Applies the pre-calibration rewrites to `m` (constants already initializers). Returns one
+/// note per kind of rewrite done ("folded 3 BatchNormalization", ...).
+std::vector<std::string> optimize_graph(model& m, const graph_pass_options& o);
+
+/// Removes the QuantizeLinear / DequantizeLinear pairs between the producer / consumer op types
+/// of `o.remove_qdq_between`, and the scale / zero-point initializers left unused. Returns the
+/// activations that lost every Q/DQ pair (no longer quantized).
+std::set<std::string> remove_qdq_pairs(model& m, const graph_pass_options& o);
+
+}  // namespace quark::onnx::qz

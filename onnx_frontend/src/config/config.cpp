@@ -435,6 +435,7 @@ option_map qconfig::effective_options() const {
       std::int64_t{act && act->calibration_method == calib_method::entropy ? 128 : 2048});
   put("CalibOptimizeMem", !(act && act->calibration_method == calib_method::layerwise_percentile));
   put("UseFP32Scale", eff.get<bool>("QuantizeFP16"));
+  put("FoldBatchNorm", eff.get<bool>("OptimizeModel"));
   put("WeightCalibrateMethod",
       w && w->calibration_method == calib_method::min_mse ? "MinMSE" : "MinMax");
   return eff;

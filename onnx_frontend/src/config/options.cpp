@@ -92,8 +92,9 @@ std::vector<option_info> build_registry() {
                     strings({"CPUExecutionProvider"}), "[\"CPUExecutionProvider\"]",
                     "Where calibration runs; quark-cpp calibrates with its own CPU runtime, so "
                     "only [\"CPUExecutionProvider\"] is accepted."));
-  r.push_back(todo("OptimizeModel", cat::preprocessing, B, nonnull, true, "True", false,
-                   "Fuse operators (e.g. Conv+BatchNormalization) before quantization."));
+  r.push_back(fixed("OptimizeModel", cat::preprocessing, B, nonnull, true, "True",
+                    "Fuse operators before quantization: BatchNormalization and constant "
+                    "per-channel Mul/Add into the Conv before them, Identity removal."));
   r.push_back(todo("ConvertFP16ToFP32", cat::preprocessing, B, nonnull, false, "False", false,
                    "Convert a float16 model to float32 before quantization."));
   r.push_back(todo("ConvertNCHWToNHWC", cat::preprocessing, B, nonnull, false, "False", false,
@@ -277,8 +278,9 @@ std::vector<option_info> build_registry() {
                     "Relu/LeakyRelu/PRelu."));
   r.push_back(fixed("RemoveFusedQDQ", cat::qdq_management, B, nonnull, false, "False",
                     "Also remove fused BFP/MX quantize-dequantize nodes in the removals above."));
-  r.push_back(todo("FoldBatchNorm", cat::preprocessing, B, nonnull, nullptr, "= OptimizeModel",
-                   false, "Fold BatchNormalization into Conv/ConvTranspose/Gemm."));
+  r.push_back(context("FoldBatchNorm", cat::preprocessing, B, nonnull, "= OptimizeModel",
+                      "Fold BatchNormalization into Conv/ConvTranspose/Gemm (also after a "
+                      "channel Concat of such nodes)."));
   r.push_back(todo("BF16WithClip", cat::block_formats, B, nonnull, false, "False", false,
                    "Clip activations to the bfloat16 range before quantizing."));
   r.push_back(todo("BF16QDQToCast", cat::block_formats, B, nonnull, false, "False", false,

@@ -132,6 +132,15 @@ const std::set<std::string>& honoured_keys() {
   return s;
 }
 
+/// Keys the graph passes read (graph_passes.cpp, read_pass_options).
+bool graph_pass_key(const std::string& key) {
+  static const std::set<std::string> s = {
+      "OptimizeModel",          "FoldBatchNorm",        "RemoveQDQConvClip", "RemoveQDQConvRelu",
+      "RemoveQDQConvLeakyRelu", "RemoveQDQConvPRelu",   "RemoveQDQConvGelu", "RemoveQDQMulAdd",
+      "RemoveQDQBetweenOps",    "RemoveQDQInstanceNorm"};
+  return s.contains(key);
+}
+
 /// Keys whose value only matters for graph rewrites quark-cpp does not perform yet; the presets
 /// set them, so they are accepted at the values the presets use (the summary lists them).
 bool accepted_preset_value(const std::string& key, const option_value& v) {
@@ -139,11 +148,6 @@ bool accepted_preset_value(const std::string& key, const option_value& v) {
                                                   "AlignSlice",
                                                   "AlignConcat",
                                                   "AlignEltwiseQuantType",
-                                                  "RemoveQDQConvClip",
-                                                  "RemoveQDQConvRelu",
-                                                  "RemoveQDQConvLeakyRelu",
-                                                  "RemoveQDQConvPRelu",
-                                                  "RemoveQDQConvGelu",
                                                   "ConvertBNToConv",
                                                   "ConvertClipToRelu",
                                                   "ConvertSplitToSlice",
@@ -175,7 +179,8 @@ plan make_plan(const qconfig& cfg, const std::vector<node_ref>& nodes,
     // were set), which asks for nothing: they are fine here.
     const option_info* info = find_option(m.key);
     const bool inert = info != nullptr && info->support == option_support::not_implemented;
-    if (!inert && !honoured_keys().contains(m.key) && !accepted_preset_value(m.key, m.value)) {
+    if (!inert && !honoured_keys().contains(m.key) && !graph_pass_key(m.key) &&
+        !accepted_preset_value(m.key, m.value)) {
       not_impl("extra option '" + m.key + "' (value " + to_string(m.value) + ")");
     }
   }

@@ -12,6 +12,7 @@
 
 #include "io/proto_access.hpp"
 #include "quantizer/calibrate.hpp"
+#include "quantizer/graph_passes.hpp"
 #include "quantizer/numerics.hpp"
 #include "quantizer/opset.hpp"
 #include "quantizer/plan.hpp"
@@ -280,6 +281,10 @@ model quantize_model(const model& in, const qconfig& cfg, calibration_data_reade
   // (a) constants -> initializers, on a copy.
   model m = in;
   m.constants_to_initializers();
+  // Pre-calibration graph optimisation (OptimizeModel, FoldBatchNorm; graph_passes.cpp).
+  const qz::graph_pass_options passes = qz::read_pass_options(cfg);
+  for (auto& note : qz::optimize_graph(m, passes))
+    report.notes.push_back("graph: " + note);
   const std::vector<node_info> nodes = m.nodes();
   const std::vector<std::size_t> topo = m.topological_order();
   std::vector<qz::node_ref> refs;
@@ -756,6 +761,16 @@ model quantize_model(const model& in, const qconfig& cfg, calibration_data_reade
   g.clear_node();
   for (auto& n : out)
     *g.add_node() = std::move(n);
+  // RemoveQDQConvRelu and friends: activations whose every Q/DQ pair went are float again.
+  {
+    const std::set<std::string> unquantized = qz::remove_qdq_pairs(m, passes);
+    std::erase_if(report.tensors, [&](const auto& t) {
+      if (t.role != "activation" || !unquantized.contains(t.name))
+        return false;
+      --report.tensors_per_type[t.type];
+      return true;
+    });
+  }
   // Float weights no node reads any more are dropped.
   for (const auto& name : consts_replaced) {
     bool used = false;

@@ -1,0 +1,336 @@
+// SPDX-License-Identifier: MIT
+// The quantizer's graph passes (onnx_frontend/src/quantizer/graph_passes.cpp), through
+// quantize_model:
+//  * OptimizeModel / FoldBatchNorm: with every node excluded from quantization the output is the
+//    optimised float model. ONNX Runtime 1.30 runs the original and the optimised model on the
+//    same input and they agree within float rounding; our runtime agrees too; the folded nodes are
+//    gone.
+//  * RemoveQDQConvRelu and friends: the Q/DQ pair between the producer and the consumer is gone,
+//    the consumer's output keeps its own parameters, and the model still runs in ORT.
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include <doctest/doctest.h>
+
+// support/ort.hpp first: inside quark::test, "onnx::" must find ::onnx, not quark::onnx.
+#include <quark/onnx/config.hpp>
+#include <quark/onnx/presets.hpp>
+#include <quark/onnx/quantizer.hpp>
+
+#include "support/ort.hpp"
+
+namespace fs = std::filesystem;
+namespace qo = quark::onnx;
+using namespace quark::test;
+
+namespace {
+
+fs::path work_dir() {
+  const char* b = std::getenv("QUARK_BINARY_DIR");
+  const fs::path d = fs::path(b ? b : fs::temp_directory_path().string()) / "quantizer_passes" /
+                     std::to_string(::getpid());
+  fs::create_directories(d);
+  return d;
+}
+
+std::vector<float> random_floats(std::size_t n, std::uint32_t seed, float lo = -1.0f,
+                                 float hi = 1.0f) {
+  std::mt19937 g(seed);
+  std::uniform_real_distribution<float> u(lo, hi);
+  std::vector<float> v(n);
+  for (auto& x : v)
+    x = u(g);
+  return v;
+}
+
+void save_proto(const ::onnx::ModelProto& m, const fs::path& p) {
+  std::ofstream f(p, std::ios::binary);
+  REQUIRE(m.SerializeToOstream(&f));
+}
+
+::onnx::ModelProto load_proto(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  ::onnx::ModelProto m;
+  REQUIRE(m.ParseFromIstream(&f));
+  return m;
+}
+
+/// Adds BatchNormalization parameters `<p>_{s,b,m,v}` for `c` channels (positive variances).
+void bn_params(model_builder& b, const std::string& p, std::int64_t c, std::uint32_t seed) {
+  const auto n = static_cast<std::size_t>(c);
+  b.initializer(p + "_s", onnx_type::float32, {c}, random_floats(n, seed, 0.5f, 2.0f));
+  b.initializer(p + "_b", onnx_type::float32, {c}, random_floats(n, seed + 1, -0.5f, 0.5f));
+  b.initializer(p + "_m", onnx_type::float32, {c}, random_floats(n, seed + 2, -0.5f, 0.5f));
+  b.initializer(p + "_v", onnx_type::float32, {c}, random_floats(n, seed + 3, 0.1f, 2.0f));
+}
+
+/// Every fold of OptimizeModel in one chain (opset 11, as PaddleOCR's det):
+/// Conv(bias) -> BN -> Relu -> Conv(no bias) -> Mul(scalar) -> Add([1,8,1,1]) -> Identity
+/// -> ConvTranspose(group 2, no bias) -> Add([1,4,1,1]) -> BN -> y, plus a Concat of two Convs
+/// followed by BN (Concat folding) that is added to y through a Conv-free branch.
+::onnx::ModelProto fold_model() {
+  model_builder b(11);
+  b.input("x", onnx_type::float32, {1, 4, 6, 6});
+  b.initializer("w1", onnx_type::float32, {6, 4, 3, 3}, random_floats(216, 1, -0.4f, 0.4f));
+  b.initializer("b1", onnx_type::float32, {6}, random_floats(6, 2, -0.2f, 0.2f));
+  bn_params(b, "bn1", 6, 10);
+  b.initializer("w2", onnx_type::float32, {8, 6, 1, 1}, random_floats(48, 3, -0.5f, 0.5f));
+  b.initializer("k", onnx_type::float32, {1}, std::vector<float>{1.75f});
+  b.initializer("sh", onnx_type::float32, {1, 8, 1, 1}, random_floats(8, 4, -0.3f, 0.3f));
+  b.initializer("wt", onnx_type::float32, {8, 2, 2, 2}, random_floats(64, 5, -0.5f, 0.5f));
+  b.initializer("tb", onnx_type::float32, {1, 4, 1, 1}, random_floats(4, 6, -0.3f, 0.3f));
+  bn_params(b, "bn2", 4, 20);
+  b.initializer("wa", onnx_type::float32, {3, 4, 1, 1}, random_floats(12, 7, -0.5f, 0.5f));
+  b.initializer("ba", onnx_type::float32, {3}, random_floats(3, 8, -0.2f, 0.2f));
+  b.initializer("wb", onnx_type::float32, {5, 4, 1, 1}, random_floats(20, 9, -0.5f, 0.5f));
+  bn_params(b, "bn3", 8, 30);
+  b.node("Conv", {"x", "w1", "b1"}, {"c1"}, {attr_ints("pads", {1, 1, 1, 1})});
+  b.node("BatchNormalization", {"c1", "bn1_s", "bn1_b", "bn1_m", "bn1_v"}, {"n1"},
+         {attr_float("epsilon", 1e-3f)});
+  b.node("Relu", {"n1"}, {"r1"});
+  b.node("Conv", {"r1", "w2"}, {"c2"});
+  b.node("Mul", {"k", "c2"}, {"m2"});
+  b.node("Add", {"m2", "sh"}, {"a2"});
+  b.node("Identity", {"a2"}, {"i2"});
+  b.node("ConvTranspose", {"i2", "wt"}, {"t3"},
+         {attr_int("group", 2), attr_ints("strides", {2, 2})});
+  b.node("Add", {"t3", "tb"}, {"a3"});
+  b.node("BatchNormalization", {"a3", "bn2_s", "bn2_b", "bn2_m", "bn2_v"}, {"y"});
+  b.node("Conv", {"x", "wa", "ba"}, {"ca"});
+  b.node("Conv", {"x", "wb"}, {"cb"});
+  b.node("Concat", {"ca", "cb"}, {"cc"}, {attr_int("axis", 1)});
+  b.node("BatchNormalization", {"cc", "bn3_s", "bn3_b", "bn3_m", "bn3_v"}, {"z"});
+  b.output("y", onnx_type::float32, {1, 4, 12, 12});
+  b.output("z", onnx_type::float32, {1, 8, 6, 6});
+  return b.build();
+}
+
+/// Gemm(transB, alpha, beta, bias) -> BN.
+::onnx::ModelProto gemm_model() {
+  model_builder b(11);
+  b.input("x", onnx_type::float32, {3, 5});
+  b.initializer("w", onnx_type::float32, {4, 5}, random_floats(20, 1));
+  b.initializer("c", onnx_type::float32, {4}, random_floats(4, 2));
+  bn_params(b, "bn", 4, 3);
+  b.node("Gemm", {"x", "w", "c"}, {"g"},
+         {attr_int("transB", 1), attr_float("alpha", 0.5f), attr_float("beta", 2.0f)});
+  b.node("BatchNormalization", {"g", "bn_s", "bn_b", "bn_m", "bn_v"}, {"y"});
+  b.output("y", onnx_type::float32, {3, 4});
+  return b.build();
+}
+
+std::map<std::string, std::size_t> op_counts(const ::onnx::ModelProto& m) {
+  std::map<std::string, std::size_t> c;
+  for (const auto& n : m.graph().node())
+    ++c[n.op_type()];
+  return c;
+}
+
+qo::qconfig float_only(const char* preset) {
+  qo::qconfig cfg = qo::get_default_config(preset);
+  cfg.exclude.push_back(qo::node_selector::parse("^.*"));  // nothing quantized
+  return cfg;
+}
+
+/// Runs the optimisation of `cfg` on `fm` and returns the optimised model.
+::onnx::ModelProto optimise(const ::onnx::ModelProto& fm, const qo::qconfig& cfg,
+                            const std::string& input, const qo::shape_t& shape,
+                            const std::string& tag) {
+  const fs::path dir = work_dir();
+  save_proto(fm, dir / (tag + "_in.onnx"));
+  std::vector<qo::calib_sample> calib;
+  calib.push_back(
+      {{input, qo::tensor::from_floats(shape, random_floats(qo::element_count(shape), 7))}});
+  qo::memory_reader reader(calib);
+  qo::quantize_model(dir / (tag + "_in.onnx"), dir / (tag + "_out.onnx"), cfg, reader);
+  return load_proto(dir / (tag + "_out.onnx"));
+}
+
+/// ORT on both models, our runtime on the optimised one: every output agrees within `tol`
+/// (relative to the output's largest magnitude).
+void check_same_function(const ::onnx::ModelProto& a, const ::onnx::ModelProto& b,
+                         const qo::shape_t& shape, double tol) {
+  const std::vector<float> x = random_floats(qo::element_count(shape), 99, -2.0f, 2.0f);
+  const std::vector<std::size_t> dims(shape.begin(), shape.end());
+  const auto ra = run_ort(a, {npy_array::from(x, dims)});
+  const auto rb = run_ort(b, {npy_array::from(x, dims)});
+  const fs::path p = work_dir() / "check.onnx";
+  save_proto(b, p);
+  const qo::calib_sample s{{a.graph().input(0).name(), qo::tensor::from_floats(shape, x)}};
+  const auto ours = qo::run_model(p, s);
+  REQUIRE(ra.size() == rb.size());
+  for (const auto& kv : ra) {
+    const std::string name = kv.first;  // (no structured binding: CAPTURE is a lambda)
+    const auto& va = kv.second;
+    CAPTURE(name);
+    const auto fa = va.values<float>();
+    const auto fb = rb.at(name).values<float>();
+    const auto fo = ours.at(name).data<float>();
+    REQUIRE(fa.size() == fb.size());
+    REQUIRE(fa.size() == fo.size());
+    double peak = 0.0, err_ort = 0.0, err_ours = 0.0;
+    for (std::size_t i = 0; i < fa.size(); ++i) {
+      peak = std::max(peak, std::fabs(static_cast<double>(fa[i])));
+      err_ort = std::max(err_ort, std::fabs(static_cast<double>(fa[i] - fb[i])));
+      err_ours = std::max(err_ours, std::fabs(static_cast<double>(fa[i] - fo[i])));
+    }
+    CHECK(peak > 0.1);
+    CHECK(err_ort <= tol * peak);
+    CHECK(err_ours <= tol * peak);
+  }
+}
+
+std::size_t quantize_nodes_reading(const ::onnx::ModelProto& m, const std::string& x) {
+  std::size_t k = 0;
+  for (const auto& n : m.graph().node())
+    k += n.op_type() == "QuantizeLinear" && n.input(0) == x ? 1u : 0u;
+  return k;
+}
+
+}  // namespace
+
+TEST_CASE("OptimizeModel folds BatchNormalization, Conv+Mul/Add and Identity exactly") {
+  if (!ort_available()) {
+    MESSAGE("skipped: " << ort_unavailable_reason());
+    return;
+  }
+  const auto fm = fold_model();
+  const auto om = optimise(fm, float_only("A8W8"), "x", {1, 4, 6, 6}, "fold");
+  const auto c = op_counts(om);
+  CHECK(c.count("BatchNormalization") == 0);
+  CHECK(c.count("Mul") == 0);
+  CHECK(c.count("Add") == 0);
+  CHECK(c.count("Identity") == 0);
+  CHECK(c.at("Conv") == 4);
+  CHECK(c.at("ConvTranspose") == 1);
+  CHECK(c.at("Concat") == 1);
+  CHECK(c.at("Relu") == 1);
+  // The BN / Mul / Add parameters no node reads any more are gone from the file.
+  for (const auto& t : om.graph().initializer()) {
+    CHECK(t.name().rfind("bn", 0) != 0);
+    CHECK(t.name() != "k");
+  }
+  check_same_function(fm, om, {1, 4, 6, 6}, 1e-5);
+
+  SUBCASE("FoldBatchNorm false keeps BatchNormalization, OptimizeModel false keeps everything") {
+    auto cfg = float_only("A8W8");
+    cfg.extra_options.set("FoldBatchNorm", false);
+    const auto c2 = op_counts(optimise(fm, cfg, "x", {1, 4, 6, 6}, "nobn"));
+    CHECK(c2.at("BatchNormalization") == 3);
+    CHECK(c2.count("Mul") == 0);
+    cfg.extra_options.set("OptimizeModel", false);
+    CHECK(op_counts(optimise(fm, cfg, "x", {1, 4, 6, 6}, "noopt")) == op_counts(fm));
+    // VINT8 sets OptimizeModel false (seed 000): nothing is folded.
+    CHECK(op_counts(optimise(fm, float_only("VINT8"), "x", {1, 4, 6, 6}, "vint8")) ==
+          op_counts(fm));
+  }
+}
+
+TEST_CASE("FoldBatchNorm folds into Gemm with alpha, beta and transB") {
+  if (!ort_available()) {
+    MESSAGE("skipped: " << ort_unavailable_reason());
+    return;
+  }
+  const auto fm = gemm_model();
+  const auto om = optimise(fm, float_only("A8W8"), "x", {3, 5}, "gemm");
+  CHECK(op_counts(om).count("BatchNormalization") == 0);
+  check_same_function(fm, om, {3, 5}, 1e-5);
+}
+
+TEST_CASE("RemoveQDQConvRelu / RemoveQDQConvClip drop the Q/DQ between Conv and Relu/Clip") {
+  if (!ort_available()) {
+    MESSAGE("skipped: " << ort_unavailable_reason());
+    return;
+  }
+  // Conv -> Relu -> Conv -> Clip(0, 6) -> y, opset 13.
+  model_builder b(13);
+  b.input("x", onnx_type::float32, {1, 3, 8, 8});
+  b.initializer("w1", onnx_type::float32, {4, 3, 3, 3}, random_floats(108, 1, -0.5f, 0.5f));
+  b.initializer("b1", onnx_type::float32, {4}, random_floats(4, 2, -0.1f, 0.1f));
+  b.initializer("w2", onnx_type::float32, {4, 4, 1, 1}, random_floats(16, 3, -0.8f, 0.8f));
+  b.initializer("lo", onnx_type::float32, {}, std::vector<float>{0.0f});
+  b.initializer("hi", onnx_type::float32, {}, std::vector<float>{6.0f});
+  b.node("Conv", {"x", "w1", "b1"}, {"c1"}, {attr_ints("pads", {1, 1, 1, 1})});
+  b.node("Relu", {"c1"}, {"r1"});
+  b.node("Conv", {"r1", "w2"}, {"c2"});
+  b.node("Clip", {"c2", "lo", "hi"}, {"y"});
+  b.output("y", onnx_type::float32, {1, 4, 8, 8});
+  const auto fm = b.build();
+  const fs::path dir = work_dir();
+  save_proto(fm, dir / "relu.onnx");
+  auto quantize = [&](qo::qconfig cfg, const std::string& tag, qo::quantize_report& r) {
+    std::vector<qo::calib_sample> calib;
+    for (std::uint32_t s = 0; s < 2; ++s) {
+      calib.push_back({{"x", qo::tensor::from_floats({1, 3, 8, 8}, random_floats(192, 50 + s))}});
+    }
+    qo::memory_reader reader(calib);
+    r = qo::quantize_model(dir / "relu.onnx", dir / (tag + ".onnx"), cfg, reader);
+    return load_proto(dir / (tag + ".onnx"));
+  };
+  auto has_tensor = [](const qo::quantize_report& r, const std::string& n) {
+    return std::any_of(r.tensors.begin(), r.tensors.end(),
+                       [&](const auto& t) { return t.name == n; });
+  };
+  for (const char* preset : {"A8W8", "XINT8"}) {
+    CAPTURE(preset);
+    qo::quantize_report r;
+    const auto qm = quantize(qo::get_default_config(preset), preset, r);
+    // Defaults (seed 000): both removals on. The producers' outputs are float, the consumers'
+    // outputs quantized with their own parameters.
+    CHECK(quantize_nodes_reading(qm, "c1") == 0);
+    CHECK(quantize_nodes_reading(qm, "c2") == 0);
+    CHECK(quantize_nodes_reading(qm, "r1") == 1);
+    CHECK(!has_tensor(r, "c1"));
+    CHECK(!has_tensor(r, "c2"));
+    CHECK(has_tensor(r, "r1"));
+    bool scale_kept = false, scale_dropped = true;
+    for (const auto& t : qm.graph().initializer()) {
+      scale_kept = scale_kept || t.name() == "r1_scale";
+      scale_dropped = scale_dropped && t.name() != "c1_scale";
+    }
+    CHECK(scale_kept);
+    CHECK(scale_dropped);
+    // The result runs in ORT and stays close to the float model.
+    const std::vector<float> x = random_floats(192, 7);
+    const auto a = run_ort(fm, {npy_array::from(x, {1, 3, 8, 8})}).at("y").values<float>();
+    const auto q = run_ort(qm, {npy_array::from(x, {1, 3, 8, 8})}).at("y").values<float>();
+    double dot = 0, na = 0, nq = 0;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      dot += static_cast<double>(a[i]) * static_cast<double>(q[i]);
+      na += static_cast<double>(a[i]) * static_cast<double>(a[i]);
+      nq += static_cast<double>(q[i]) * static_cast<double>(q[i]);
+    }
+    CHECK(dot / std::sqrt(na * nq) > 0.98);
+  }
+  SUBCASE("switched off, or only for the listed pairs") {
+    auto cfg = qo::get_default_config("A8W8");
+    cfg.extra_options.set("RemoveQDQConvRelu", false);
+    qo::quantize_report r;
+    auto qm = quantize(cfg, "off", r);
+    CHECK(quantize_nodes_reading(qm, "c1") == 1);
+    CHECK(quantize_nodes_reading(qm, "c2") == 0);
+    cfg.extra_options.set("RemoveQDQConvClip", false);
+    qm = quantize(cfg, "off2", r);
+    CHECK(quantize_nodes_reading(qm, "c2") == 1);
+    qo::option_value::array_type pairs;
+    pairs.emplace_back(qo::option_value::array({"Conv", "Relu"}));
+    cfg.extra_options.set("RemoveQDQBetweenOps", qo::option_value(pairs));
+    qm = quantize(cfg, "pairs", r);
+    CHECK(quantize_nodes_reading(qm, "c1") == 0);
+    CHECK(quantize_nodes_reading(qm, "c2") == 1);
+  }
+  SUBCASE("VINT8 keeps them (its preset switches the removals off); dedicated pairs") {
+    qo::quantize_report r;
+    const auto qm = quantize(qo::get_default_config("VINT8"), "vint8", r);
+    CHECK(quantize_nodes_reading(qm, "c1") == 1);
+    auto cfg = qo::get_default_config("VINT8");
+    cfg.extra_options.set("RemoveQDQConvRelu", true);
+    const auto qm2 = quantize(cfg, "vint8_rm", r);
+    CHECK(quantize_nodes_reading(qm2, "c1") == 0);
+    const std::vector<float> x = random_floats(192, 7);
+    CHECK(run_ort(qm2, {npy_array::from(x, {1, 3, 8, 8})}).at("y").values<float>().size() == 256u);
+  }
+}

@@ -65,4 +65,24 @@ QUARK_ALWAYS_INLINE void prefetch_ahead(
   prefetch_range(static_cast<const char*>(base) + from, len);
 }
 
+/// Two-level form of prefetch_ahead for a loop streaming through a large buffer: hints the
+/// `bytes` bytes at prefetch_l2_distance_bytes ahead of `pos` into L2 and those at
+/// prefetch_l1_distance_bytes ahead into L1 (both clipped to the buffer). Call it once per
+/// `bytes` of progress.
+QUARK_ALWAYS_INLINE void prefetch_stream_ahead(const void* base, std::size_t pos, std::size_t total,
+                                               std::size_t bytes) noexcept {
+  const auto* c = static_cast<const char*>(base);
+  std::size_t from = pos + prefetch_l2_distance_bytes;
+  if (from < total) {
+    const std::size_t len = total - from < bytes ? total - from : bytes;
+    for (std::size_t b = 0; b < len; b += prefetch_line_bytes)
+      prefetch_read_l2(c + from + b);
+  }
+  from = pos + prefetch_l1_distance_bytes;
+  if (from < total) {
+    const std::size_t len = total - from < bytes ? total - from : bytes;
+    prefetch_range(c + from, len);
+  }
+}
+
 }  // namespace quark::detail

@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include <quark/detail/prefetch.hpp>
+
 #if defined(__AVX2__) || defined(__AVX512F__)
 #include <immintrin.h>
 #define QUARK_HAS_STREAM_STORE 1
@@ -22,6 +24,9 @@ namespace quark::detail {
 inline constexpr std::size_t streaming_threshold_bytes = std::size_t{8} << 20;
 /// Elements per block: the block buffer stays in L1.
 inline constexpr std::size_t stream_block_bytes = 8192;
+/// Input bytes per kernel call inside a streamed block when the input is prefetched (each call
+/// first requests the input it will need a few KiB later, detail/prefetch.hpp).
+inline constexpr std::size_t stream_prefetch_chunk_bytes = 1024;
 
 /// Copies `bytes` from an L1 buffer to `dst` with non-temporal stores where the target supports
 /// them (unaligned head and tail with ordinary stores). Call stream_fence() after the last block.
@@ -67,6 +72,34 @@ inline void for_each_block_streamed(std::size_t n, Out* out, Kernel&& kernel) {
   for (std::size_t first = 0; first < n; first += block) {
     const std::size_t count = n - first < block ? n - first : block;
     kernel(first, count, buffer);
+    stream_copy(out + first, buffer, count * sizeof(Out));
+  }
+  stream_fence();
+}
+
+/// As above, for a kernel that reads `In` elements of `in` in step with the output: in the
+/// streamed case each block is computed in chunks, and before each chunk the input is
+/// prefetched ahead (prefetch_stream_ahead), which a single core needs to approach DRAM read
+/// bandwidth.
+template <class In, class Out, class Kernel>
+inline void for_each_block_streamed(const In* in, std::size_t n, Out* out, Kernel&& kernel) {
+  if (n * sizeof(Out) < streaming_threshold_bytes) {
+    kernel(std::size_t{0}, n, out);
+    return;
+  }
+  constexpr std::size_t block = stream_block_bytes / sizeof(Out);
+  constexpr std::size_t chunk_raw = stream_prefetch_chunk_bytes / sizeof(In);
+  constexpr std::size_t chunk = chunk_raw < block ? chunk_raw : block;
+  static_assert(chunk > 0 && block % chunk == 0);
+  const std::size_t total = n * sizeof(In);
+  alignas(64) Out buffer[block];
+  for (std::size_t first = 0; first < n; first += block) {
+    const std::size_t count = n - first < block ? n - first : block;
+    for (std::size_t c = 0; c < count; c += chunk) {
+      const std::size_t m = count - c < chunk ? count - c : chunk;
+      prefetch_stream_ahead(in, (first + c) * sizeof(In), total, m * sizeof(In));
+      kernel(first + c, m, buffer + c);
+    }
     stream_copy(out + first, buffer, count * sizeof(Out));
   }
   stream_fence();

@@ -140,7 +140,7 @@ void convert(std::span<const float> in, std::span<To> out) noexcept {
     }
   }
 #endif
-  detail::for_each_block_streamed(in.size(), out.data(),
+  detail::for_each_block_streamed(src, in.size(), out.data(),
                                   [src](std::size_t first, std::size_t n, To* QUARK_RESTRICT dst) {
                                     const float* QUARK_RESTRICT x = src + first;
                                     for (std::size_t i = 0; i < n; ++i)
@@ -156,14 +156,15 @@ void to_float(std::span<const T> in, std::span<float> out) noexcept {
 #if QUARK_HAS_F16C
   if constexpr (std::is_same_v<T, float16>) {
     detail::for_each_block_streamed(
-        in.size(), out.data(), [src](std::size_t first, std::size_t n, float* dst) {
+        src, in.size(), out.data(), [src](std::size_t first, std::size_t n, float* dst) {
           detail::f16c_decode(reinterpret_cast<const std::uint16_t*>(src + first), dst, n);
         });
     return;
   }
 #endif
   detail::for_each_block_streamed(
-      in.size(), out.data(), [src](std::size_t first, std::size_t n, float* QUARK_RESTRICT dst) {
+      src, in.size(), out.data(),
+      [src](std::size_t first, std::size_t n, float* QUARK_RESTRICT dst) {
         const T* QUARK_RESTRICT x = src + first;
         for (std::size_t i = 0; i < n; ++i)
           dst[i] = to_float(x[i]);

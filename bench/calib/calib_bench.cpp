@@ -27,6 +27,7 @@ namespace {
 
 constexpr std::size_t kLarge = std::size_t{1} << 27;
 constexpr std::size_t kSmall = std::size_t{1} << 18;
+constexpr std::size_t kTiny = std::size_t{1} << 12;  // one small activation, in L1
 
 const std::vector<float>& input() {
   static const std::vector<float> v = [] {
@@ -180,15 +181,17 @@ void BM_pof2_minmse_search_2048(benchmark::State& state) {
 
 }  // namespace
 
-BENCHMARK(BM_read_sum)->Arg(kSmall)->Arg(kLarge)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_read_sum)->Arg(kTiny)->Arg(kSmall)->Arg(kLarge)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_read_sum_prefetch)->Arg(kSmall)->Arg(kLarge)->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_minmax_observer)->Arg(kSmall)->Arg(kLarge)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_minmax_observer)->Arg(kTiny)->Arg(kSmall)->Arg(kLarge)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_minmax_portable)->Arg(kSmall)->Arg(kLarge)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_histogram_2048<quark::histogram_mode::absolute>)
+    ->Arg(kTiny)
     ->Arg(kSmall)
     ->Arg(kLarge)
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_histogram_2048<quark::histogram_mode::signed_symmetric>)
+    ->Arg(kTiny)
     ->Arg(kSmall)
     ->Arg(kLarge)
     ->Unit(benchmark::kMillisecond);

@@ -269,3 +269,50 @@ TEST_CASE("histogram: memory does not depend on the number of batches") {
   CHECK(h.stats().bins() == bins);
   CHECK(h.stats().edges.size() == bins + 1);
 }
+
+TEST_CASE(
+    "histogram: the per-thread count tables stay clean across throws, NaN batches and "
+    "other observers") {
+  // numpy's rule on the edges each batch was binned on, as the oracle (no growth after the first
+  // batch of `h`; `g` grows once, by appending bins).
+  auto brute = [](const std::vector<double>& e, std::span<const float> x, bool absolute) {
+    std::vector<std::uint64_t> c(e.size() - 1, 0);
+    for (const float f : x) {
+      const auto v = static_cast<double>(absolute ? std::fabs(f) : f);
+      if (!(v >= e.front() && v <= e.back()))
+        continue;
+      auto i = static_cast<std::size_t>(std::upper_bound(e.begin(), e.end(), v) - e.begin()) - 1;
+      c[std::min(i, c.size() - 1)] += 1;
+    }
+    return c;
+  };
+  const auto a = quark_test::data_a();
+  const std::span<const float> s(a);
+  histogram_observer h{{.mode = histogram_mode::signed_symmetric, .num_bins = 2048}};
+  histogram_observer g{{.mode = histogram_mode::absolute, .num_bins = 128}};
+  h.observe(s);
+  g.observe(s.first(3000));
+  const std::vector<double> g_first_edges = g.stats().edges;
+  std::vector<float> wide(s.begin(), s.begin() + 4000);
+  for (float& v : wide)
+    v *= 3.0f;
+  g.observe(wide);  // grows: counted once on the old edges, dropped, counted again
+  std::vector<float> with_inf(s.begin(), s.begin() + 2500);
+  with_inf[1200] = std::numeric_limits<float>::infinity();
+  CHECK_THROWS_AS(h.observe(with_inf), quark::invalid_argument);  // counted, then dropped
+  const std::vector<float> nans(3000, std::numeric_limits<float>::quiet_NaN());
+  h.observe(nans);
+  h.observe(s.first(5000));
+  std::vector<float> seen(a);
+  seen.insert(seen.end(), s.begin(), s.begin() + 5000);
+  CHECK(h.stats().counts == brute(h.stats().edges, seen, false));
+  CHECK(h.stats().range.nan_count == 3000);
+  // g: the first batch on its own edges (the largest |x| sits on the last one, inclusive there),
+  // the growing batch on the final edges.
+  std::vector<std::uint64_t> g_want = brute(g.stats().edges, wide, true);
+  const auto g_first = brute(g_first_edges, s.first(3000), true);
+  for (std::size_t i = 0; i < g_first.size(); ++i)
+    g_want[i] += g_first[i];
+  CHECK(g.stats().edges.size() > g_first_edges.size());
+  CHECK(g.stats().counts == g_want);
+}

@@ -103,20 +103,34 @@ class histogram_observer {
   /// Once the range is set, a batch that does not grow it is read from memory once.
   void observe(std::span<const float> x) {
     if (!data_.counts.empty()) {
-      // 1. Optimistic pass: bin on the current edges and collect the batch extrema.
-      std::vector<std::uint64_t> tmp(data_.counts.size(), 0);
-      const batch_extrema b = summarize(x.size(), bin_into(x, tmp));
+      // 1. Optimistic pass: count on the current edges into the thread's 32-bit tables and
+      //    collect the batch extrema; the counts are kept only if the range does not grow.
+      batch_extrema b{};
+      if (x.size() <= detail::histogram_max_chunk) {
+        detail::count_tables& tables = detail::thread_count_tables();
+        const detail::count_tables_guard guard(tables);  // drops the tables unless folded
+        b = summarize(x.size(), count_into(x, tables));
+        if (b.valid != 0 && !would_grow(b)) {
+          account(b, x.size());
+          tables.fold_into(data_.counts);
+          return;
+        }
+      } else {
+        std::vector<std::uint64_t> tmp(data_.counts.size(), 0);  // beyond one table chunk
+        b = summarize(x.size(), bin_into(x, tmp));
+        if (b.valid != 0 && !would_grow(b)) {
+          account(b, x.size());
+          for (std::size_t i = 0; i < tmp.size(); ++i)
+            data_.counts[i] += tmp[i];
+          return;
+        }
+      }
       if (b.valid == 0) {
         data_.range.nan_count += x.size();
         return;
       }
-      account(b, x.size());
-      if (!would_grow(b)) {
-        for (std::size_t i = 0; i < tmp.size(); ++i)
-          data_.counts[i] += tmp[i];
-        return;
-      }
       // 2. The batch grows the range: grow, then bin again on the new edges.
+      account(b, x.size());
       grow(b, x);
       bin_into(x, data_.counts);
       return;
@@ -244,6 +258,16 @@ class histogram_observer {
         grow_extend(static_cast<double>(p.min), static_cast<double>(p.max));
         break;
     }
+  }
+
+  detail::minmax_partial count_into(std::span<const float> x, detail::count_tables& t) const {
+    if (opt_.mode == histogram_mode::absolute) {
+      return detail::histogram_count<detail::bin_transform::absolute>(x, data_.edges, t);
+    }
+    if (opt_.non_finite == non_finite_policy::to_finite) {
+      return detail::histogram_count<detail::bin_transform::to_finite>(x, data_.edges, t);
+    }
+    return detail::histogram_count<detail::bin_transform::identity>(x, data_.edges, t);
   }
 
   detail::minmax_partial bin_into(std::span<const float> x, std::span<std::uint64_t> counts) const {

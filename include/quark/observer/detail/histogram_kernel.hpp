@@ -55,13 +55,35 @@ inline std::vector<double> linspace_edges(double start, double stop, std::size_t
 }
 
 /// Largest distance, in bins, between the stored edges and the uniform grid lo + i (hi - lo)/n.
+/// It runs on every call of the kernel, so it is written in 8 lanes (a max reduction in one
+/// variable is a serial chain of MAXSD without -ffast-math).
 inline double edge_deviation(std::span<const double> edges) noexcept {
   const std::size_t n = edges.size() - 1;
   const double lo = edges.front();
   const double norm = static_cast<double>(n) / (edges.back() - lo);
+  constexpr std::size_t lanes = 8;
   double dev = 0.0;
-  for (std::size_t i = 0; i <= n; ++i) {
-    dev = std::fmax(dev, std::fabs((edges[i] - lo) * norm - static_cast<double>(i)));
+  std::size_t i = 0;
+#if defined(__GNUC__)
+  using vd = double __attribute__((vector_size(lanes * sizeof(double))));
+  vd vdev{};
+  vd vi;
+  for (std::size_t j = 0; j < lanes; ++j)
+    vi[j] = static_cast<double>(j);
+  for (; i + lanes <= n + 1; i += lanes) {
+    vd e;
+    std::memcpy(&e, edges.data() + i, sizeof(e));
+    vd d = (e - lo) * norm - vi;
+    d = d < 0.0 ? -d : d;
+    vdev = d > vdev ? d : vdev;
+    vi += static_cast<double>(lanes);
+  }
+  for (std::size_t j = 0; j < lanes; ++j)
+    dev = vdev[j] > dev ? vdev[j] : dev;
+#endif
+  for (; i <= n; ++i) {
+    const double d = std::fabs((edges[i] - lo) * norm - static_cast<double>(i));
+    dev = d > dev ? d : dev;
   }
   return dev;
 }
@@ -114,6 +136,79 @@ QUARK_ALWAYS_INLINE void fix_flagged(const float* p, std::size_t count, Real lo,
   }
 }
 
+/// Values per call of histogram_count: keeps every 32-bit table entry exact.
+inline constexpr std::size_t histogram_max_chunk = std::size_t{1} << 30;
+
+/// The four 32-bit count tables of the binning kernel (slot `bins` of each is a sink for dropped
+/// values). One set per thread is reused across calls and kept zero between uses: fold_into()
+/// and clear() leave it zero, so a call costs no allocation and no clearing up front.
+class count_tables {
+ public:
+  /// Tables for `bins` bins, all zero.
+  std::uint32_t* prepare(std::size_t bins) {
+    if (stride_ != bins + 1) {
+      t_.assign(4 * (bins + 1), 0u);
+      stride_ = bins + 1;
+    }
+    dirty_ = true;
+    return t_.data();
+  }
+  [[nodiscard]] std::size_t stride() const noexcept { return stride_; }
+  /// Adds the four tables into `counts` (size bins) and zeroes them.
+  void fold_into(std::span<std::uint64_t> counts) noexcept {
+    std::uint32_t* t0 = t_.data();
+    std::uint32_t* t1 = t0 + stride_;
+    std::uint32_t* t2 = t1 + stride_;
+    std::uint32_t* t3 = t2 + stride_;
+    for (std::size_t i = 0; i < counts.size(); ++i) {
+      counts[i] += std::uint64_t{t0[i]} + t1[i] + t2[i] + t3[i];
+      t0[i] = t1[i] = t2[i] = t3[i] = 0u;
+    }
+    for (std::uint32_t* t : {t0, t1, t2, t3})
+      t[stride_ - 1] = 0u;  // the sinks
+    dirty_ = false;
+    release_if_large();
+  }
+  /// Drops whatever was counted since prepare().
+  void clear() noexcept {
+    if (dirty_)
+      std::fill(t_.begin(), t_.end(), 0u);
+    dirty_ = false;
+    release_if_large();
+  }
+
+ private:
+  void release_if_large() noexcept {
+    if (t_.size() > keep_entries) {
+      t_ = {};
+      stride_ = 0;
+    }
+  }
+  static constexpr std::size_t keep_entries = std::size_t{1} << 18;  // 1 MiB: up to 65535 bins
+  std::vector<std::uint32_t> t_;
+  std::size_t stride_ = 0;
+  bool dirty_ = false;
+};
+
+/// This thread's count tables.
+inline count_tables& thread_count_tables() noexcept {
+  thread_local count_tables tables;
+  return tables;
+}
+
+/// Clears a thread's count tables when it goes out of scope, unless they were folded: keeps them
+/// zero for the next use even when the caller throws between counting and folding.
+class count_tables_guard {
+ public:
+  explicit count_tables_guard(count_tables& t) noexcept : t_(t) {}
+  count_tables_guard(const count_tables_guard&) = delete;
+  count_tables_guard& operator=(const count_tables_guard&) = delete;
+  ~count_tables_guard() { t_.clear(); }
+
+ private:
+  count_tables& t_;
+};
+
 /// Which code computes the bin positions (the tests run both where both are compiled).
 enum class kernel_path : std::uint8_t { portable, avx512 };
 inline constexpr kernel_path best_kernel_path =
@@ -165,14 +260,15 @@ QUARK_ALWAYS_INLINE std::uint64_t bin_block_avx512(const float* p, const avx512_
 }
 #endif
 
-/// Adds the values of `x` to `counts` (size edges.size() - 1) and returns the min/max/NaN count
-/// of the raw values, computed block by block while they are in L1 (one pass over memory).
+/// Counts the values of `x` (at most histogram_max_chunk of them) into `tables`, for the bins of
+/// `edges`, and returns the min/max/NaN count of the raw values, computed block by block while
+/// they are in L1 (one pass over memory). `tables.fold_into(counts)` then adds them to a
+/// histogram; `tables.clear()` drops them.
 template <bin_transform T, kernel_path Path = best_kernel_path>
-minmax_partial histogram_add(std::span<const float> x, std::span<const double> edges,
-                             std::span<std::uint64_t> counts) {
+minmax_partial histogram_count(std::span<const float> x, std::span<const double> edges,
+                               count_tables& tables) {
   constexpr std::size_t block = 1024;
-  constexpr std::size_t max_chunk = std::size_t{1} << 30;  // keeps the 32-bit tables exact
-  const std::size_t n = counts.size();
+  const std::size_t n = edges.size() - 1;
   const double lo = edges.front();
   const double hi = edges.back();
   const double norm = static_cast<double>(n) / (hi - lo);
@@ -196,8 +292,7 @@ minmax_partial histogram_add(std::span<const float> x, std::span<const double> e
   minmax_partial ext;
   // Four count tables hide store-to-load latency; slot n of each is a sink for dropped values.
   const std::size_t stride = n + 1;
-  std::vector<std::uint32_t> tables(4 * stride);
-  std::uint32_t* t0 = tables.data();
+  std::uint32_t* t0 = tables.prepare(n);
   std::uint32_t* t1 = t0 + stride;
   std::uint32_t* t2 = t1 + stride;
   std::uint32_t* t3 = t2 + stride;
@@ -227,77 +322,86 @@ minmax_partial histogram_add(std::span<const float> x, std::span<const double> e
                              _mm512_set1_epi32(static_cast<std::int32_t>(n))};
 #endif
   const std::size_t bytes = x.size() * sizeof(float);
-  std::size_t done = 0;
-  while (done < x.size()) {
-    const std::size_t chunk_end = std::min(x.size(), done + max_chunk);
-    for (std::size_t b = done; b < chunk_end; b += block) {
-      const std::size_t m = std::min(block, chunk_end - b);
-      const float* p = x.data() + b;
-      if (m < block) {
-        // Short tail: exact path for every value.
-        const minmax_partial part = minmax_reduce(std::span<const float>(p, m));
-        ext.min = part.min < ext.min ? part.min : ext.min;
-        ext.max = part.max > ext.max ? part.max : ext.max;
-        ext.nan_count += part.nan_count;
-        for (std::size_t k = 0; k < m; ++k)
-          ++t0[exact(p[k])];
-        continue;
-      }
-      // 2. Request the next block, compute the positions and the extrema (float formula when
-      //    its tolerance is small), exact bins for the flagged values, then count into the four
-      //    tables in turn.
-      prefetch_ahead(x.data(), (b + block) * sizeof(float), bytes, block * sizeof(float), 0);
+  for (std::size_t b = 0; b < x.size(); b += block) {
+    const std::size_t m = std::min(block, x.size() - b);
+    const float* p = x.data() + b;
+    if (m < block) {
+      // Short tail: exact path for every value.
+      const minmax_partial part = minmax_reduce(std::span<const float>(p, m));
+      ext.min = part.min < ext.min ? part.min : ext.min;
+      ext.max = part.max > ext.max ? part.max : ext.max;
+      ext.nan_count += part.nan_count;
+      for (std::size_t k = 0; k < m; ++k)
+        ++t0[exact(p[k])];
+      continue;
+    }
+    // 2. Request the next block, compute the positions and the extrema (float formula when
+    //    its tolerance is small), exact bins for the flagged values, then count into the four
+    //    tables in turn.
+    prefetch_ahead(x.data(), (b + block) * sizeof(float), bytes, block * sizeof(float), 0);
 #if QUARK_OBSERVER_AVX512
-      if (Path == kernel_path::avx512 && use_float) {
-        __m512 mn = _mm512_set1_ps(std::numeric_limits<float>::infinity());
-        __m512 mx = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
-        ext.nan_count += bin_block_avx512<T, block>(p, pos, idx.data(), mn, mx, exact);
-        alignas(64) float lmn[16];
-        alignas(64) float lmx[16];
-        _mm512_store_ps(lmn, mn);
-        _mm512_store_ps(lmx, mx);
-        fold_lanes(lmn, lmx, ext);
-      } else
+    if (Path == kernel_path::avx512 && use_float) {
+      __m512 mn = _mm512_set1_ps(std::numeric_limits<float>::infinity());
+      __m512 mx = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+      ext.nan_count += bin_block_avx512<T, block>(p, pos, idx.data(), mn, mx, exact);
+      alignas(64) float lmn[16];
+      alignas(64) float lmx[16];
+      _mm512_store_ps(lmn, mn);
+      _mm512_store_ps(lmx, mx);
+      fold_lanes(lmn, lmx, ext);
+    } else
 #endif
-      {
-        const minmax_partial part = minmax_reduce_portable(std::span<const float>(p, m));
-        ext.min = part.min < ext.min ? part.min : ext.min;
-        ext.max = part.max > ext.max ? part.max : ext.max;
-        ext.nan_count += part.nan_count;
+    {
+      const minmax_partial part = minmax_reduce_portable(std::span<const float>(p, m));
+      ext.min = part.min < ext.min ? part.min : ext.min;
+      ext.max = part.max > ext.max ? part.max : ext.max;
+      ext.nan_count += part.nan_count;
+      if (use_float) {
+        bin_positions<T, float, block, sub>(p, lo_f, static_cast<float>(norm),
+                                            static_cast<float>(n), static_cast<float>(tol_f),
+                                            idx.data(), sub_any.data());
+      } else {
+        bin_positions<T, double, block, sub>(p, lo, norm, static_cast<double>(n), tol_d, idx.data(),
+                                             sub_any.data());
+      }
+      for (std::size_t j = 0; j < block / sub; ++j) {
+        if (sub_any[j] == 0)
+          continue;
         if (use_float) {
-          bin_positions<T, float, block, sub>(p, lo_f, static_cast<float>(norm),
-                                              static_cast<float>(n), static_cast<float>(tol_f),
-                                              idx.data(), sub_any.data());
+          fix_flagged<T, float>(p + j * sub, sub, lo_f, static_cast<float>(norm),
+                                static_cast<float>(n), static_cast<float>(tol_f),
+                                idx.data() + j * sub, exact);
         } else {
-          bin_positions<T, double, block, sub>(p, lo, norm, static_cast<double>(n), tol_d,
-                                               idx.data(), sub_any.data());
-        }
-        for (std::size_t j = 0; j < block / sub; ++j) {
-          if (sub_any[j] == 0)
-            continue;
-          if (use_float) {
-            fix_flagged<T, float>(p + j * sub, sub, lo_f, static_cast<float>(norm),
-                                  static_cast<float>(n), static_cast<float>(tol_f),
-                                  idx.data() + j * sub, exact);
-          } else {
-            fix_flagged<T, double>(p + j * sub, sub, lo, norm, static_cast<double>(n), tol_d,
-                                   idx.data() + j * sub, exact);
-          }
+          fix_flagged<T, double>(p + j * sub, sub, lo, norm, static_cast<double>(n), tol_d,
+                                 idx.data() + j * sub, exact);
         }
       }
-      for (std::size_t k = 0; k < block; k += 4) {
-        ++t0[idx[k]];
-        ++t1[idx[k + 1]];
-        ++t2[idx[k + 2]];
-        ++t3[idx[k + 3]];
-      }
     }
-    // 3. Fold the 32-bit tables into the 64-bit counts.
-    for (std::size_t i = 0; i < n; ++i) {
-      counts[i] += std::uint64_t{t0[i]} + t1[i] + t2[i] + t3[i];
+    for (std::size_t k = 0; k < block; k += 4) {
+      ++t0[idx[k]];
+      ++t1[idx[k + 1]];
+      ++t2[idx[k + 2]];
+      ++t3[idx[k + 3]];
     }
-    std::fill(tables.begin(), tables.end(), 0u);
-    done = chunk_end;
+  }
+  return ext;
+}
+
+/// Adds the values of `x` to `counts` (size edges.size() - 1) and returns the min/max/NaN count
+/// of the raw values (histogram_count, then fold, per chunk of histogram_max_chunk values).
+template <bin_transform T, kernel_path Path = best_kernel_path>
+minmax_partial histogram_add(std::span<const float> x, std::span<const double> edges,
+                             std::span<std::uint64_t> counts) {
+  count_tables& tables = thread_count_tables();
+  const count_tables_guard guard(tables);
+  minmax_partial ext;
+  for (std::size_t done = 0; done < x.size(); done += histogram_max_chunk) {
+    const std::size_t m = std::min(histogram_max_chunk, x.size() - done);
+    const minmax_partial part = histogram_count<T, Path>(x.subspan(done, m), edges, tables);
+    ext.min = part.min < ext.min ? part.min : ext.min;
+    ext.max = part.max > ext.max ? part.max : ext.max;
+    ext.nan_count += part.nan_count;
+    tables.fold_into(counts);
   }
   return ext;
 }

@@ -111,8 +111,9 @@ std::size_t bulk_mismatches(const std::vector<float>& x, std::size_t n, std::siz
 }
 
 template <class T, quark::conversion_policy P>
-void check_encode16(const std::vector<float>& x) {
-  // 4 Mi + edges + random: > 8 MiB of 16-bit output, so the streamed path with prefetch runs.
+void check_encode(const std::vector<float>& x) {
+  // 4 Mi + edges + random: > 8 MiB of 16-bit output (and > 4 MiB of 8-bit output), so the
+  // streamed path with prefetch runs for the 16-bit formats.
   const std::size_t big = x.size() - 8;
   CHECK(bulk_mismatches<T, P>(x, big, 0, 0) == 0u);
   CHECK(bulk_mismatches<T, P>(x, big, 1, 3) == 0u);  // misaligned input, odd output head
@@ -161,6 +162,13 @@ TEST_CASE("the SIMD encoders compiled in are the expected ones") {
   CHECK(quark::detail::has_simd_encode16<quark::formats::bfloat16, quark::policies::ieee>);
   CHECK(quark::detail::has_simd_encode16<quark::formats::bfloat16, saturate_nan_zero>);
 #endif
+#if QUARK_SIMD_ENCODE16 == 512
+  CHECK(quark::detail::has_simd_encode8<quark::formats::float8_e4m3fn,
+                                        quark::policies::onnx_saturate>);
+  CHECK(quark::detail::has_simd_encode8<quark::formats::float4_e2m1fn, special_nan_zero>);
+#endif
+  CHECK_FALSE(quark::detail::has_simd_encode8<quark::formats::float8_e8m0fnu,
+                                              quark::policies::onnx_e8m0_up>);
   CHECK_FALSE(
       quark::detail::has_simd_encode16<quark::formats::bfloat16,
                                        quark::conversion_policy{quark::rounding::toward_zero}>);
@@ -170,18 +178,31 @@ TEST_CASE("the SIMD encoders compiled in are the expected ones") {
 
 TEST_CASE("bulk bfloat16 encode equals the scalar encoder under every nearest-even policy") {
   const auto x = test_inputs((std::size_t{9} << 19) + 37);
-  check_encode16<quark::bfloat16, quark::policies::ieee>(x);
-  check_encode16<quark::bfloat16, quark::policies::onnx_saturate>(x);
-  check_encode16<quark::bfloat16, saturate_nan_zero>(x);
-  check_encode16<quark::bfloat16, special_nan_zero>(x);
+  check_encode<quark::bfloat16, quark::policies::ieee>(x);
+  check_encode<quark::bfloat16, quark::policies::onnx_saturate>(x);
+  check_encode<quark::bfloat16, saturate_nan_zero>(x);
+  check_encode<quark::bfloat16, special_nan_zero>(x);
 }
 
 TEST_CASE("bulk float16 encode equals the scalar encoder under every nearest-even policy") {
   const auto x = test_inputs((std::size_t{9} << 19) + 37);
-  check_encode16<quark::float16, quark::policies::ieee>(x);
-  check_encode16<quark::float16, quark::policies::onnx_saturate>(x);
-  check_encode16<quark::float16, saturate_nan_zero>(x);
-  check_encode16<quark::float16, special_nan_zero>(x);
+  check_encode<quark::float16, quark::policies::ieee>(x);
+  check_encode<quark::float16, quark::policies::onnx_saturate>(x);
+  check_encode<quark::float16, saturate_nan_zero>(x);
+  check_encode<quark::float16, special_nan_zero>(x);
+}
+
+TEST_CASE_TEMPLATE("bulk narrow minifloat encode equals the scalar encoder", T,
+                   quark::float8_e4m3fn, quark::float8_e4m3fnuz, quark::float8_e5m2,
+                   quark::float8_e5m2fnuz, quark::float6_e3m2fn, quark::float6_e2m3fn,
+                   quark::float4_e2m1fn) {
+  MESSAGE("AVX-512 narrow encoder: "
+          << quark::detail::has_simd_encode8<T::format, quark::policies::onnx_saturate>);
+  const auto x = test_inputs((std::size_t{9} << 20) + 37);  // > 8 MiB of output: streamed
+  check_encode<T, quark::policies::onnx_saturate>(x);
+  check_encode<T, quark::policies::onnx_no_saturate>(x);
+  check_encode<T, saturate_nan_zero>(x);
+  check_encode<T, special_nan_zero>(x);
 }
 
 TEST_CASE("bulk conversion equals scalar conversion, streamed and cached paths") {

@@ -17,6 +17,7 @@
 #include <quark/dtype/detail/convert_impl.hpp>
 #include <quark/dtype/detail/round_int.hpp>
 #include <quark/dtype/detail/simd_encode16.hpp>
+#include <quark/dtype/detail/simd_encode8.hpp>
 #include <quark/dtype/detail/simd_f16.hpp>
 #include <quark/dtype/traits.hpp>
 
@@ -136,6 +137,19 @@ void convert(std::span<const float> in, std::span<To> out) noexcept {
     if constexpr (detail::has_simd_encode16<To::format, P>) {
       detail::encode16_bulk<To::format, P>(src, reinterpret_cast<std::uint16_t*>(out.data()),
                                            in.size());
+      return;
+    }
+  }
+#endif
+#if QUARK_SIMD_ENCODE8
+  if constexpr (floating_data_type<To>) {
+    if constexpr (detail::has_simd_encode8<To::format, P>) {
+      static_assert(sizeof(To) == 1);
+      detail::for_each_block_streamed(src, in.size(), out.data(),
+                                      [src](std::size_t first, std::size_t n, To* dst) {
+                                        detail::encode8_bulk<To::format, P>(
+                                            src + first, reinterpret_cast<std::uint8_t*>(dst), n);
+                                      });
       return;
     }
   }

@@ -167,12 +167,34 @@ QUARK_ALWAYS_INLINE void bfp_chunk(const float* src, float* dst, std::size_t k, 
   }
 }
 
-template <rounding R, bfp_input In, bfp_variant V>
+/// `Simd` false keeps to the portable chunk kernel (the tests compare the two).
+template <rounding R, bfp_input In, bfp_variant V, bool Simd = true>
 QUARK_BLOCK_KERNEL void bfp_fake_quantize_impl(const float* in, float* out, const block_layout& l,
                                                std::size_t block_size, int m) noexcept {
+  const bool simd = Simd && In == bfp_input::float32 && V == bfp_variant::standard &&
+                    avx512_rounding_v<R> && block_size == 8 && l.inner == 1 &&
+                    block_avx512_usable();
+  const std::size_t total = l.outer * l.length * l.inner;
+  static_cast<void>(total);
   for_each_block_chunked(
       in, out, l, block_size,
       [&](std::size_t off, std::size_t k, float* dst) {
+#if QUARK_BLOCK_AVX512
+        if constexpr (avx512_rounding_v<R>) {
+          if (simd) {
+            alignas(64) unsigned char slow[block_chunk_floats];
+            if (bfp_chunk8_avx512<R>(in + off, dst, k, m, slow, total - off)) {
+              for (std::size_t j = 0; j < k; ++j) {
+                if (slow[j] != 0) {
+                  bfp_block<R, bfp_input::float32, bfp_variant::standard>(
+                      in + off + 8 * j, dst + 8 * j, 8, unit_stride{}, m);
+                }
+              }
+            }
+            return;
+          }
+        }
+#endif
         dispatch_block_size(block_size, [&](auto bs) {
           if constexpr (In == bfp_input::float32 && V == bfp_variant::standard) {
             bfp_chunk<R>(in + off, dst, k, bs, m);
@@ -185,7 +207,8 @@ QUARK_BLOCK_KERNEL void bfp_fake_quantize_impl(const float* in, float* out, cons
       },
       [&](std::size_t off, std::size_t n, auto stride) {
         bfp_block<R, In, V>(in + off, out + off, n, stride, m);
-      });
+      },
+      simd);
 }
 
 }  // namespace detail

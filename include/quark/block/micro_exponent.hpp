@@ -142,7 +142,8 @@ QUARK_ALWAYS_INLINE void micro_chunk_pairs(const float* src, float* dst, std::si
   }
 }
 
-template <rounding R>
+/// `Simd` false keeps to the portable chunk kernel (the tests compare the two).
+template <rounding R, bool Simd = true>
 QUARK_BLOCK_KERNEL void micro_fake_quantize_impl(const float* in, float* out, const block_layout& l,
                                                  std::size_t block_size, std::size_t sub,
                                                  int shift_bits, int m,
@@ -150,9 +151,27 @@ QUARK_BLOCK_KERNEL void micro_fake_quantize_impl(const float* in, float* out, co
   const int max_shift = (1 << shift_bits) - 1;
   const std::uint32_t qmax = (std::uint32_t{1} << m) - (compat == compat_mode::standard ? 1u : 0u);
   const bool pairs = sub == 2 && shift_bits == 1 && block_size % 2 == 0;
+  const bool simd = Simd && pairs && avx512_rounding_v<R> && block_size == 16 && l.inner == 1 &&
+                    block_avx512_usable();
+  const std::size_t total = l.outer * l.length * l.inner;
+  static_cast<void>(total);
   for_each_block_chunked(
       in, out, l, block_size,
       [&](std::size_t off, std::size_t k, float* dst) {
+#if QUARK_BLOCK_AVX512
+        if constexpr (avx512_rounding_v<R>) {
+          if (simd) {
+            alignas(64) unsigned char slow[block_chunk_floats];
+            if (micro_chunk16_avx512<R>(in + off, dst, k, m, qmax, slow, total - off)) {
+              for (std::size_t j = 0; j < k; ++j) {
+                if (slow[j] != 0)
+                  micro_block<R>(in + off + 16 * j, dst + 16 * j, 16, unit_stride{}, 2, 1, m, qmax);
+              }
+            }
+            return;
+          }
+        }
+#endif
         dispatch_block_size(block_size, [&](auto bs) {
           if (pairs) {
             micro_chunk_pairs<R>(in + off, dst, k, bs, m, qmax);
@@ -166,7 +185,8 @@ QUARK_BLOCK_KERNEL void micro_fake_quantize_impl(const float* in, float* out, co
       },
       [&](std::size_t off, std::size_t n, auto stride) {
         micro_block<R>(in + off, out + off, n, stride, sub, max_shift, m, qmax);
-      });
+      },
+      simd);
 }
 
 }  // namespace detail

@@ -15,6 +15,7 @@
 #include <quark/config.hpp>
 #include <quark/core/bit.hpp>
 #include <quark/core/error.hpp>
+#include <quark/core/policy.hpp>
 #include <quark/detail/stream.hpp>
 
 /// Kernels whose loops are written for auto-vectorisation ask GCC for full-width AVX-512
@@ -27,6 +28,13 @@
 #endif
 
 namespace quark::detail {
+
+/// True for the rounding modes under which a value below half an element step becomes zero; the
+/// fast kernels rely on it to skip the float32-subnormal special case.
+template <rounding R>
+inline constexpr bool rounds_tiny_to_zero_v =
+    R == rounding::nearest_even || R == rounding::nearest_away || R == rounding::nearest_up ||
+    R == rounding::toward_zero;
 
 /// A tensor seen around one axis: `outer` slabs of `length` x `inner` floats.
 struct block_layout {
@@ -126,9 +134,12 @@ inline constexpr std::size_t block_chunk_floats = 2048;
 /// dst, which is then copied to the output (with streaming stores when the output is large, so
 /// the destination is not read for ownership). Partial and strided blocks go to
 /// any(offset, count, stride), which writes the output directly.
+/// `kernel_prefetches`: full() requests its input ahead itself (the AVX-512 kernels, which
+/// spread one hint per line over their loop); otherwise the driver requests the next chunk.
 template <class Full, class Any>
 QUARK_BLOCK_KERNEL void for_each_block_chunked(const float* in, float* out, const block_layout& l,
-                                               std::size_t block_size, Full&& full, Any&& any) {
+                                               std::size_t block_size, Full&& full, Any&& any,
+                                               bool kernel_prefetches = false) {
   const std::size_t total = l.outer * l.length * l.inner;
   if (l.inner != 1 || block_size > block_chunk_floats) {
     for_each_block(l, block_size, any);
@@ -143,7 +154,7 @@ QUARK_BLOCK_KERNEL void for_each_block_chunked(const float* in, float* out, cons
     for (std::size_t b = 0; b < whole; b += per_chunk) {
       const std::size_t k = whole - b < per_chunk ? whole - b : per_chunk;
       const std::size_t off = slab + b * block_size;
-      if (stream)
+      if (stream && !kernel_prefetches)
         prefetch_next(in + off + k * block_size, total - (off + k * block_size));
       full(off, k, static_cast<float*>(buf));
       if (stream) {

@@ -13,6 +13,7 @@
 #include <limits>
 
 #include <quark/block/block_format.hpp>
+#include <quark/block/detail/block_avx512.hpp>
 #include <quark/block/detail/block_loop.hpp>
 #include <quark/block/shared_scale.hpp>
 #include <quark/config.hpp>
@@ -32,13 +33,6 @@ enum class mx_path : std::uint8_t {
   fast,   ///< lo >= 1: float32 subnormal inputs fall below the element's normal range
   exact,  ///< lo <= 0: float32 subnormals are normalised first; Inf/NaN pass through (Quark)
 };
-
-/// True for the rounding modes under which a value below half an element step becomes zero; the
-/// fast kernels rely on it to skip the float32-subnormal special case.
-template <rounding R>
-inline constexpr bool rounds_tiny_to_zero_v =
-    R == rounding::nearest_even || R == rounding::nearest_away || R == rounding::nearest_up ||
-    R == rounding::toward_zero;
 
 /// One element of an MX block on the fast path: lo >= mbits + 2, no Inf/NaN in the block and a
 /// rounding mode of rounds_tiny_to_zero_v. `lim` is the element max times X (per sign).
@@ -162,6 +156,46 @@ QUARK_ALWAYS_INLINE void mx_block_apply(const float* in, float* out, std::size_t
   }
 }
 
+#if QUARK_BLOCK_AVX512
+QUARK_AVX512_WARNINGS_PUSH
+
+/// mx_chunk for blocks of 32: k blocks from src into dst (64-byte aligned); `left` is the number
+/// of input floats from src to the end of the input (prefetches stay inside it).
+template <class Element, rounding R, compat_mode Compat>
+QUARK_TARGET_AVX512 void mx_chunk32_avx512(const float* src, float* dst, std::size_t k,
+                                           e8m0_scale_mode mode, std::size_t left) noexcept {
+  constexpr mx_element_info el = mx_element_info_v<Element>;
+  const __m512i abs_mask = _mm512_set1_epi32(0x7FFFFFFF);
+  for (std::size_t j = 0; j < k; ++j) {
+    const float* p = src + 32 * j;
+    prefetch_if_before(p, prefetch_distance_floats, left - 32 * j);
+    prefetch_if_before(p, prefetch_distance_floats + 16, left - 32 * j);
+    const __m512i u0 = _mm512_loadu_si512(p);
+    const __m512i u1 = _mm512_loadu_si512(p + 16);
+    const __m512i m = v_group_max<4>(
+        _mm512_max_epu32(_mm512_and_si512(u0, abs_mask), _mm512_and_si512(u1, abs_mask)));
+    const auto amax = static_cast<std::uint32_t>(_mm_cvtsi128_si32(_mm512_castsi512_si128(m)));
+    // The shared exponent exactly as mx_block_exponent computes it for a block without Inf/NaN.
+    const int ef = amax >= 0x7F800000u ? std::numeric_limits<int>::min()
+                                       : mx_shared_exponent(amax, el, mode, Compat) + 127;
+    if (amax >= 0x7F800000u || ef + el.emin < el.mbits + 2) {
+      bool special = false;
+      const int e = mx_block_exponent<Element>(p, 32, unit_stride{}, mode, Compat, special);
+      mx_block_apply<Element, R, Compat>(p, dst + 32 * j, 32, unit_stride{}, e, special);
+      continue;
+    }
+    const __m512i lo = _mm512_set1_epi32(ef + el.emin);
+    const __m512 x = _mm512_castsi512_ps(_mm512_set1_epi32(ef << 23));
+    const __m512 lim_pos = _mm512_mul_ps(_mm512_set1_ps(el.max_pos), x);
+    const __m512 lim_neg = _mm512_mul_ps(_mm512_set1_ps(el.max_neg), x);
+    _mm512_store_ps(dst + 32 * j, v_mx_element<Element, R, Compat>(u0, lo, lim_pos, lim_neg));
+    _mm512_store_ps(dst + 32 * j + 16, v_mx_element<Element, R, Compat>(u1, lo, lim_pos, lim_neg));
+  }
+}
+
+QUARK_AVX512_WARNINGS_POP
+#endif
+
 /// k whole contiguous blocks of `bs` floats from src into dst (an L1 chunk buffer). The block
 /// constants are first spread to per-element arrays so that the element loop is one flat loop
 /// that vectorises at any vector width; blocks off the fast path are redone exactly afterwards.
@@ -214,14 +248,27 @@ QUARK_ALWAYS_INLINE void mx_chunk(const float* src, float* dst, std::size_t k, B
   }
 }
 
-/// Fake-quantizes a whole tensor: blocks of `block_size` along the layout's axis.
-template <class Element, rounding R, compat_mode Compat>
+/// Fake-quantizes a whole tensor: blocks of `block_size` along the layout's axis. `Simd` false
+/// keeps to the portable chunk kernel (the tests compare the two).
+template <class Element, rounding R, compat_mode Compat, bool Simd = true>
 QUARK_BLOCK_KERNEL void mx_fake_quantize_impl(const float* in, float* out, const block_layout& l,
                                               std::size_t block_size,
                                               e8m0_scale_mode mode) noexcept {
+  const bool simd =
+      Simd && avx512_rounding_v<R> && block_size == 32 && l.inner == 1 && block_avx512_usable();
+  const std::size_t total = l.outer * l.length * l.inner;
+  static_cast<void>(total);
   for_each_block_chunked(
       in, out, l, block_size,
       [&](std::size_t off, std::size_t k, float* dst) {
+#if QUARK_BLOCK_AVX512
+        if constexpr (avx512_rounding_v<R>) {
+          if (simd) {
+            mx_chunk32_avx512<Element, R, Compat>(in + off, dst, k, mode, total - off);
+            return;
+          }
+        }
+#endif
         dispatch_block_size(
             block_size, [&](auto bs) { mx_chunk<Element, R, Compat>(in + off, dst, k, bs, mode); });
       },
@@ -229,7 +276,8 @@ QUARK_BLOCK_KERNEL void mx_fake_quantize_impl(const float* in, float* out, const
         bool special = false;
         const int ef = mx_block_exponent<Element>(in + off, n, stride, mode, Compat, special);
         mx_block_apply<Element, R, Compat>(in + off, out + off, n, stride, ef, special);
-      });
+      },
+      simd);
 }
 
 /// Runtime rounding -> compile-time rounding.

@@ -167,8 +167,9 @@ TEST_CASE("the SIMD encoders compiled in are the expected ones") {
                                         quark::policies::onnx_saturate>);
   CHECK(quark::detail::has_simd_encode8<quark::formats::float4_e2m1fn, special_nan_zero>);
 #endif
-  CHECK_FALSE(quark::detail::has_simd_encode8<quark::formats::float8_e8m0fnu,
-                                              quark::policies::onnx_e8m0_up>);
+  CHECK_FALSE(
+      quark::detail::has_simd_encode8<quark::formats::float8_e8m0fnu,
+                                      quark::conversion_policy{quark::rounding::stochastic}>);
   CHECK_FALSE(
       quark::detail::has_simd_encode16<quark::formats::bfloat16,
                                        quark::conversion_policy{quark::rounding::toward_zero}>);
@@ -203,6 +204,25 @@ TEST_CASE_TEMPLATE("bulk narrow minifloat encode equals the scalar encoder", T,
   check_encode<T, quark::policies::onnx_no_saturate>(x);
   check_encode<T, saturate_nan_zero>(x);
   check_encode<T, special_nan_zero>(x);
+}
+
+TEST_CASE("bulk float8_e8m0fnu encode equals the scalar encoder under every ONNX round mode") {
+  using quark::rounding;
+  using T = quark::float8_e8m0fnu;
+  MESSAGE("AVX-512 E8M0 encoder: "
+          << quark::detail::has_simd_encode8<T::format, quark::policies::onnx_e8m0_up>);
+  const auto x = test_inputs((std::size_t{9} << 20) + 37);
+  check_encode<T, quark::policies::onnx_e8m0_up>(x);
+  check_encode<T, quark::policies::onnx_e8m0_down>(x);
+  check_encode<T, quark::policies::onnx_e8m0_nearest>(x);
+  constexpr auto no_sat = quark::overflow::to_special;
+  check_encode<T, quark::conversion_policy{rounding::toward_positive, no_sat}>(x);
+  check_encode<T, quark::conversion_policy{rounding::toward_zero, no_sat}>(x);
+  check_encode<T, quark::conversion_policy{rounding::nearest_away, no_sat}>(x);
+  check_encode<T, quark::conversion_policy{rounding::nearest_even, no_sat}>(x);
+  check_encode<T, quark::conversion_policy{rounding::nearest_up, quark::overflow::saturate,
+                                           quark::nan_handling::to_zero}>(x);
+  check_encode<T, quark::conversion_policy{rounding::toward_negative}>(x);
 }
 
 TEST_CASE("bulk conversion equals scalar conversion, streamed and cached paths") {

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // AVX-512 bulk encoder float32 -> 8-bit-or-narrower minifloats (float8 e4m3fn/e4m3fnuz/e5m2/
 // e5m2fnuz, float6, float4; one code per byte) under round-to-nearest-even, for every overflow and
-// NaN policy. It is encode_fp_rne (convert_impl.hpp) written on 16 lanes with mask registers, step
+// NaN policy; and float32 -> float8_e8m0fnu under every deterministic rounding (the ONNX round
+// modes). It is encode_fp_rne (convert_impl.hpp) written on 16 lanes with mask registers, step
 // for step, so it gives the same bits (tests/dtype/bulk_test.cpp compares the two on every
 // exponent, tie pattern and special value). Without AVX-512 the compiler's own vectorisation of
 // the scalar loop is used (GCC picks 256-bit vectors and leaves the selects as blends, about
@@ -27,18 +28,27 @@
 
 namespace quark::detail {
 
+/// The exponent-only format (E8M0) under any deterministic rounding.
+template <fp_format F, conversion_policy P>
+inline constexpr bool is_simd_e8m0 = (F.exponent_bits == 8) && (F.mantissa_bits == 0) &&
+                                     (F.bias == 127) && (!F.has_zero) && (!F.is_signed) &&
+                                     (P.round != rounding::stochastic);
+
+/// A format with zero and subnormals, one byte wide, under round-to-nearest-even.
+template <fp_format F, conversion_policy P>
+inline constexpr bool is_simd_rne8 = (P.round == rounding::nearest_even) && (F.has_zero) &&
+                                     (F.mantissa_bits >= 1) && (F.total_bits() <= 8);
+
 /// Whether the AVX-512 narrow encoder handles format F under policy P in this build.
 template <fp_format F, conversion_policy P>
-inline constexpr bool has_simd_encode8 =
-    QUARK_SIMD_ENCODE8 != 0 &&
-    P.round == rounding::nearest_even&& F.has_zero&& F.mantissa_bits >= 1 && F.total_bits() <= 8 &&
-    !(F.exponent_bits == 8 && F.bias == 127);
+inline constexpr bool has_simd_encode8 = (QUARK_SIMD_ENCODE8 != 0) &&
+                                         (is_simd_rne8<F, P> || is_simd_e8m0<F, P>);
 
 #if QUARK_SIMD_ENCODE8
 
 /// 16 floats -> 16 codes of F under P, one per 32-bit lane (encode_fp_rne on vectors).
 template <fp_format F, conversion_policy P>
-QUARK_ALWAYS_INLINE __m512i encode8_x16(__m512 x) noexcept {
+QUARK_ALWAYS_INLINE __m512i encode_rne8_x16(__m512 x) noexcept {
   constexpr int M = F.mantissa_bits;
   constexpr unsigned sh = static_cast<unsigned>(23 - M);
   constexpr int emin = F.min_normal_exponent();
@@ -98,6 +108,68 @@ QUARK_ALWAYS_INLINE __m512i encode8_x16(__m512 x) noexcept {
   code = _mm512_mask_or_epi32(code, signed_lanes, code, set1(F.sign_mask()));
   const __m512i nan_code = _mm512_mask_blend_epi32(negative, set1(nan_pos), set1(nan_neg));
   return _mm512_mask_blend_epi32(is_nan, code, nan_code);
+}
+
+/// 16 floats -> 16 E8M0 codes under P: encode_fp_generic's zero-free path on vectors. The range
+/// check comes first (below 2^-127, negative, or above 2^127: saturate to the nearest end or NaN);
+/// in range, the code is the float's exponent field (subnormal inputs, 2^-127 up to 2^-126, have
+/// field 0) plus the rounding increment of the mantissa below the implicit bit. With a single
+/// significand bit the kept quotient is always odd, so every nearest mode rounds ties up.
+template <fp_format F, conversion_policy P>
+QUARK_ALWAYS_INLINE __m512i encode_e8m0_x16(__m512 x) noexcept {
+  constexpr std::uint32_t min_bits = float_bits(static_cast<float>(exp2i(F.min_normal_exponent())));
+  constexpr std::uint32_t max_bits = float_bits(static_cast<float>(exp2i(F.max_normal_exponent())));
+  constexpr std::uint32_t maxc = F.max_finite_code();
+  constexpr std::uint32_t nan_pos = nan_result<F, P>(false);
+  constexpr std::uint32_t nan_neg = nan_result<F, P>(true);
+  const auto set1 = [](std::uint32_t v) { return _mm512_set1_epi32(static_cast<int>(v)); };
+  constexpr __mmask16 all = 0xFFFF;
+
+  const __m512i u = _mm512_castps_si512(x);
+  const __m512i a = _mm512_and_si512(u, set1(0x7FFFFFFFu));
+  const __mmask16 negative = _mm512_cmplt_epi32_mask(u, _mm512_setzero_si512());
+  const __mmask16 is_nan = _mm512_cmpgt_epu32_mask(a, set1(0x7F800000u));
+  const __mmask16 below =
+      static_cast<__mmask16>(negative | _mm512_cmplt_epu32_mask(a, set1(min_bits)));
+  const __mmask16 above =
+      static_cast<__mmask16>(~negative & _mm512_cmpgt_epu32_mask(a, set1(max_bits)));
+
+  const __m512i field = _mm512_maskz_srli_epi32(all, a, 23);
+  const __m512i m = _mm512_and_si512(a, set1(0x7FFFFFu));
+  const __mmask16 sub = _mm512_cmpeq_epi32_mask(field, _mm512_setzero_si512());
+  // Bits below the implicit bit (a subnormal input is normalised by one place).
+  const __m512i rem =
+      _mm512_mask_and_epi32(m, sub, _mm512_maskz_slli_epi32(all, m, 1), set1(0x7FFFFFu));
+  __m512i code = field;
+  if constexpr (P.round == rounding::toward_positive) {
+    code = _mm512_mask_add_epi32(code, _mm512_cmpneq_epi32_mask(rem, _mm512_setzero_si512()), code,
+                                 set1(1u));
+  } else if constexpr (P.round == rounding::nearest_even || P.round == rounding::nearest_away ||
+                       P.round == rounding::nearest_up) {
+    code =
+        _mm512_mask_add_epi32(code, _mm512_cmpge_epu32_mask(rem, set1(0x400000u)), code, set1(1u));
+  } else {
+    static_assert(P.round == rounding::toward_zero || P.round == rounding::toward_negative);
+  }
+  if constexpr (P.on_overflow == overflow::saturate) {
+    code = _mm512_mask_blend_epi32(below, code, _mm512_setzero_si512());
+    code = _mm512_mask_blend_epi32(above, code, set1(maxc));
+  } else {
+    code = _mm512_mask_blend_epi32(static_cast<__mmask16>(below | above), code,
+                                   set1(F.nan_code(false)));
+  }
+  const __m512i nan_code = _mm512_mask_blend_epi32(negative, set1(nan_pos), set1(nan_neg));
+  return _mm512_mask_blend_epi32(is_nan, code, nan_code);
+}
+
+/// 16 floats -> 16 codes of F under P, one per 32-bit lane.
+template <fp_format F, conversion_policy P>
+QUARK_ALWAYS_INLINE __m512i encode8_x16(__m512 x) noexcept {
+  if constexpr (is_simd_e8m0<F, P>) {
+    return encode_e8m0_x16<F, P>(x);
+  } else {
+    return encode_rne8_x16<F, P>(x);
+  }
 }
 
 /// Encodes n floats into one-byte codes of F under P.

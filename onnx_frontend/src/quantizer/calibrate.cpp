@@ -8,6 +8,7 @@
 #include <unordered_map>
 #include <variant>
 
+#include <quark/calib/distribution_calibrator.hpp>
 #include <quark/calib/percentile_calibrator.hpp>
 #include <quark/observer/histogram_observer.hpp>
 #include <quark/observer/minmax_observer.hpp>
@@ -54,6 +55,8 @@ observer_slot make_slot(const calib_request& r, std::size_t bins) {
       return {r, histogram_observer({.mode = r.symmetric_range ? histogram_mode::absolute
                                                                : histogram_mode::signed_symmetric,
                                      .num_bins = bins})};
+    case act_method::distribution:
+      return {r, histogram_observer({.mode = histogram_mode::signed_symmetric, .num_bins = bins})};
     case act_method::pof2_minmse:
       return {r, histogram_observer({.mode = histogram_mode::signed_extend,
                                      .num_bins = bins,
@@ -132,6 +135,11 @@ calib_output calibrate(const std::string& model_bytes, const std::filesystem::pa
           const calibrated_range r = percentile_calibrator{params.percentile}(h);
           lo = r.min;
           hi = r.max;
+        } else if (slot.req.method == act_method::distribution) {
+          const distribution_stats d = distribution_calibrator{}(h);
+          f.std_dev = d.std_dev;
+          lo = static_cast<float>(h.edges.front());
+          hi = static_cast<float>(h.edges.back());
         } else {
           const value_range r = pof2_minmse_from_histogram(h, slot.req.type, name);
           lo = r.min;

@@ -34,6 +34,7 @@ struct tensor_facts {
   bool calibrated = false;
   float rmin = 0.0f;  ///< calibrated range (method applied)
   float rmax = 0.0f;
+  double std_dev = 0.0;  ///< Distribution: the histogram's standard deviation (FP8 scale)
 };
 
 struct calib_output {

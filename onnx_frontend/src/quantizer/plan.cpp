@@ -54,24 +54,53 @@ bool never_quantized(const std::string& op) {
   return s.contains(op);
 }
 
-tspec resolve(const tensor_spec& s, const char* role) {
+bool is_fp8(dtype_id t) {
+  return t == dtype_id::float8_e4m3fn || t == dtype_id::float8_e4m3fnuz ||
+         t == dtype_id::float8_e5m2 || t == dtype_id::float8_e5m2fnuz;
+}
+
+/// A tensor spec as the quantizer applies it. `activation`: input_tensors / output_tensors
+/// (quantized by QuantizeLinear at run time), else a weight or bias (stored quantized).
+tspec resolve(const tensor_spec& s, const char* role, bool activation) {
   tspec t;
   const std::string where = std::string(role) + " spec " + std::string(spec_class_name(s.name));
-  if (!is_integer_spec(s) || s.is_block())
-    not_impl(where + " (only integer specs are quantized)");
+  if (s.is_block())
+    not_impl(where + " (block formats BFP16 / MX are not quantized yet)");
+  const bool fp16 = s.dtype == dtype_id::float16 || s.dtype == dtype_id::bfloat16;
   switch (s.dtype) {
     case dtype_id::int8:
     case dtype_id::uint8:
     case dtype_id::int16:
     case dtype_id::uint16:
+    case dtype_id::int4:
+    case dtype_id::uint4:
+    case dtype_id::float16:
+    case dtype_id::bfloat16:
+    case dtype_id::float8_e4m3fn:
+    case dtype_id::float8_e4m3fnuz:
+    case dtype_id::float8_e5m2:
+    case dtype_id::float8_e5m2fnuz:
       break;
+    case dtype_id::int32:
+      // ONNX QuantizeLinear has no int32 output; DequantizeLinear reads int32 (weights, bias).
+      if (activation) {
+        throw config_error("quark.config.unsupported_type",
+                           where +
+                               ": ONNX QuantizeLinear cannot produce int32, so activations "
+                               "cannot use Int32Spec (weights and biases can)");
+      }
+      break;
+    case dtype_id::uint32:
+      throw config_error("quark.config.unsupported_type",
+                         where +
+                             ": ONNX QuantizeLinear / DequantizeLinear have no uint32 type "
+                             "(Quark needs its com.amd.quark custom ops for it)");
     default:
       not_impl(where + " with element type " + std::string(dtype_name(s.dtype)));
   }
   t.type = s.dtype;
   t.symmetric = s.symmetric;
-  if (s.scale_type == scale_kind::int16)
-    not_impl(where + " with scale_type Int16");
+  t.int16_scale = s.scale_type == scale_kind::int16;
   t.pof2 = s.scale_type == scale_kind::power_of_2;
   switch (s.calibration_method) {
     case calib_method::min_max:
@@ -83,15 +112,27 @@ tspec resolve(const tensor_spec& s, const char* role) {
     case calib_method::min_mse:
       // quark-spec §4.0: MinMSE maps to PowerOfTwoMethod.MinMSE for any scale type
       // (UsePowerOf2Scale defaults to True), so the scales are powers of two.
+      if (!is_integer_spec(s))
+        not_impl(where + " with calibration_method MinMSE (integer specs only)");
       t.method = act_method::pof2_minmse;
       t.pof2 = true;
+      t.int16_scale = false;
       t.weight_minmse = true;
+      break;
+    case calib_method::distribution:
+      t.method = act_method::distribution;  // config validation allows it for FP8 only
       break;
     default:
       not_impl(where + " with calibration_method " + std::string(to_string(s.calibration_method)));
   }
-  if (s.quant_granularity == granularity::group)
-    not_impl(where + " with quant_granularity Group");
+  if (fp16)
+    t.method = act_method::none;  // unscaled: a plain cast; ActivationScaled re-enables it
+  if (s.quant_granularity == granularity::group) {
+    if (activation) {
+      throw config_error("quark.config.group", where + ": Group granularity applies to weights");
+    }
+    t.group_size = s.group_size;
+  }
   t.per_channel = s.quant_granularity == granularity::channel;
   t.axis = s.axis;
   return t;
@@ -128,7 +169,11 @@ const std::set<std::string>& honoured_keys() {
                                           "IgnoreWarnings",
                                           "LogSeverityLevel",
                                           "ExecutionProviders",
-                                          "UsePowerOf2Scale"};
+                                          "UsePowerOf2Scale",
+                                          "Int16Bias",
+                                          "Int16Scale",
+                                          "ActivationScaled",
+                                          "WeightScaled"};
   return s;
 }
 
@@ -198,6 +243,12 @@ plan make_plan(const qconfig& cfg, const std::vector<node_ref>& nodes,
   o.weights_only = get_bool("WeightsOnly", false);
   o.quantize_bias = get_bool("QuantizeBias", true);
   o.int32_bias = get_bool("Int32Bias", true);
+  o.int16_bias = get_bool("Int16Bias", false);
+  if (o.int16_bias)
+    o.int32_bias = true;  // quark-spec §6.4: Int16Bias goes through the int32 bias path
+  const bool int16_scale = get_bool("Int16Scale", false);
+  const bool act_scaled = get_bool("ActivationScaled", false);
+  const bool weight_scaled = get_bool("WeightScaled", false);
   o.quantize_all_op_types = get_bool("QuantizeAllOpTypes", false);
   o.use_random_data = get_bool("UseRandomData", false);
   o.print_summary = get_bool("PrintSummary", true);
@@ -293,13 +344,28 @@ plan make_plan(const qconfig& cfg, const std::vector<node_ref>& nodes,
     }
     const layer_config& layer = *np.config;
     if (auto s = effective_spec(cfg, layer, tensor_role::input))
-      c.input = resolve(*s, "input_tensors");
+      c.input = resolve(*s, "input_tensors", true);
     if (auto s = effective_spec(cfg, layer, tensor_role::output))
-      c.output = resolve(*s, "output_tensors");
+      c.output = resolve(*s, "output_tensors", true);
     if (auto s = effective_spec(cfg, layer, tensor_role::weight))
-      c.weight = resolve(*s, "weight");
+      c.weight = resolve(*s, "weight", false);
     if (auto s = effective_spec(cfg, layer, tensor_role::bias))
-      c.bias = resolve(*s, "bias");
+      c.bias = resolve(*s, "bias", false);
+    // Int16Scale (quark-spec §2.3): float scales of integer types become M * 2^-N, except in
+    // the NPU CNN flow; ActivationScaled / WeightScaled scale BFloat16 / Float16 (§1.5).
+    for (auto* t : {&c.input, &c.output, &c.weight, &c.bias}) {
+      if (!*t)
+        continue;
+      tspec& ts = **t;
+      const bool fp16 = ts.type == dtype_id::float16 || ts.type == dtype_id::bfloat16;
+      if (int16_scale && !o.enable_npu_cnn && !fp16 && !is_fp8(ts.type) && !ts.pof2)
+        ts.int16_scale = true;
+      const bool scaled = (t == &c.input || t == &c.output) ? act_scaled : weight_scaled;
+      if (fp16 && scaled) {
+        ts.fp_scaled = true;
+        ts.method = act_method::minmax;
+      }
+    }
     if (act_sym) {
       if (c.input)
         c.input->symmetric = *act_sym;

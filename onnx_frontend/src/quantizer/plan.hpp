@@ -27,20 +27,25 @@ namespace quark::onnx::qz {
 
 /// How an activation range is calibrated (quark-spec §4.0 mapping of (CalibMethod, ScaleType)).
 enum class act_method : std::uint8_t {
-  minmax,       ///< CalibrationMethod.MinMax
-  pof2_minmax,  ///< PowerOfTwoMethod.NonOverflow (min/max, symmetric range by default)
-  percentile,   ///< CalibrationMethod.Percentile
-  pof2_minmse,  ///< PowerOfTwoMethod.MinMSE
+  minmax,        ///< CalibrationMethod.MinMax
+  pof2_minmax,   ///< PowerOfTwoMethod.NonOverflow (min/max, symmetric range by default)
+  percentile,    ///< CalibrationMethod.Percentile
+  pof2_minmse,   ///< PowerOfTwoMethod.MinMSE
+  distribution,  ///< CalibrationMethod.Distribution (FP8: scale = std / std_fp8, quark-spec §4.4)
+  none,          ///< no calibration (unscaled BFloat16 / Float16: a plain cast, quark-spec §1.5)
 };
 
 /// A resolved tensor spec.
 struct tspec {
   dtype_id type = dtype_id::int8;
   bool symmetric = true;
-  bool pof2 = false;  ///< power-of-two scale
+  bool pof2 = false;         ///< power-of-two scale
+  bool int16_scale = false;  ///< M * 2^-N scale (ScaleType.Int16 / Int16Scale, quark-spec §2.3)
+  bool fp_scaled = false;    ///< ActivationScaled / WeightScaled for BFloat16 / Float16 (§1.5)
   act_method method = act_method::minmax;
   bool weight_minmse = false;  ///< weights: five-candidate pof2 MSE search (quark-spec §4.8)
   bool per_channel = false;
+  int group_size = 0;  ///< > 0: per-group (blocked) weights along the group axis
   std::optional<int> axis;
   friend bool operator==(const tspec&, const tspec&) = default;
 };
@@ -70,6 +75,7 @@ struct settings {
   bool weights_only = false;
   bool quantize_bias = true;
   bool int32_bias = true;
+  bool int16_bias = false;  ///< Int16Bias: int32 bias saturated to int16 (quark-spec §6.4)
   bool quantize_all_op_types = false;
   bool use_random_data = false;
   bool print_summary = true;

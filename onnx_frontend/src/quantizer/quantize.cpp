@@ -117,6 +117,7 @@ struct act_entry {
   std::string share_from;  ///< take the parameters of this tensor instead of its own range
   bool from_initializer = false;
   float rmin = 0.0f, rmax = 0.0f;
+  double std_dev = 0.0;  ///< Distribution (FP8)
   qp params;
   bool done = false;
 };
@@ -128,7 +129,9 @@ struct const_entry {
   std::size_t slot = 0;
   bool is_bias = false;
   tspec spec;
-  std::int64_t axis = -1;  ///< per-channel axis, -1 per tensor
+  std::int64_t axis = -1;  ///< per-channel or group axis, -1 per tensor
+  std::int64_t block = 0;  ///< > 0: per group of `block` along `axis` (blocked DequantizeLinear)
+  shape_t param_shape;     ///< blocked: the scale / zero-point shape
   dtype_id type = dtype_id::int8;
   std::vector<float> scale;
   std::vector<std::int32_t> zp;
@@ -145,66 +148,86 @@ std::int64_t norm_axis(std::int64_t a, std::size_t rank) {
   return a < 0 ? a + static_cast<std::int64_t>(rank) : a;
 }
 
-/// Fills `out` (type t) with quantize(x) via quark::quantize.
+/// quantize(x) into a tensor of type t via quark::quantize: per tensor (axis < 0), per channel
+/// (block 0) or per block of `block` along `axis`.
 tensor quantize_values(const tensor& x, dtype_id t, std::span<const float> scales,
                        std::span<const std::int32_t> zps, std::int64_t axis, std::int64_t qmin,
-                       std::int64_t qmax) {
+                       std::int64_t qmax, std::int64_t block = 0) {
   tensor out(t, x.shape());
   std::vector<std::size_t> dims;
   for (auto d : x.shape())
     dims.push_back(static_cast<std::size_t>(d));
   const tensor_shape shape{std::span<const std::size_t>(dims)};
-  const granularity g = axis < 0 ? granularity{per_tensor{}} : granularity{per_channel{axis}};
-  auto run = [&]<class D>() {
-    std::vector<zero_point_t<D>> z(zps.begin(), zps.end());
-    tensor_qparams<D> p{scales, z, g, qmin, qmax};
-    quark::quantize<D>(shape, x.data<float>(), p, out.data<D>());
-  };
-  switch (t) {
-    case dtype_id::int8:
-      run.template operator()<std::int8_t>();
-      break;
-    case dtype_id::uint8:
-      run.template operator()<std::uint8_t>();
-      break;
-    case dtype_id::int16:
-      run.template operator()<std::int16_t>();
-      break;
-    case dtype_id::uint16:
-      run.template operator()<std::uint16_t>();
-      break;
-    case dtype_id::int32:
-      run.template operator()<std::int32_t>();
-      break;
-    default:
-      throw not_implemented("quark.quantize.type",
-                            "storing " + type_name(t) + " weights is not implemented yet");
+  granularity g = per_tensor{};
+  if (axis >= 0 && block > 0) {
+    g = per_block{axis, static_cast<std::size_t>(block)};
+  } else if (axis >= 0) {
+    g = per_channel{axis};
+  }
+  bool done = false;
+  quark::visit_dtype(t, [&](auto id) {
+    using D = typename decltype(id)::type;
+    if constexpr (quantized_type<D>) {
+      std::vector<zero_point_t<D>> z;
+      for (const auto v : zps)
+        z.push_back(static_cast<zero_point_t<D>>(v));
+      tensor_qparams<D> p{scales, z, g};
+      if constexpr (integral_data_type<D>) {
+        p.qmin = qmin;
+        p.qmax = qmax;
+      }
+      quark::quantize<D>(shape, x.data<float>(), p, out.data<D>());
+      done = true;
+    }
+  });
+  if (!done) {
+    throw not_implemented("quark.quantize.type",
+                          "storing " + type_name(t) + " weights is not implemented yet");
   }
   return out;
 }
 
-/// A zero-point tensor of type t holding `zps` (shape [] when scalar).
-tensor zero_point_tensor(dtype_id t, const std::vector<std::int32_t>& zps, bool scalar) {
-  tensor z(t, scalar ? shape_t{} : shape_t{static_cast<std::int64_t>(zps.size())});
+/// A zero-point tensor of type t holding `zps` (shape [] when scalar, `shape` when given).
+tensor zero_point_tensor(dtype_id t, const std::vector<std::int32_t>& zps, bool scalar,
+                         const shape_t& shape = {}) {
+  tensor z(t, !shape.empty() ? shape
+              : scalar       ? shape_t{}
+                             : shape_t{static_cast<std::int64_t>(zps.size())});
   quark::visit_dtype(t, [&](auto id) {
     using T = typename decltype(id)::type;
-    if constexpr (std::is_integral_v<T>) {
+    if constexpr (integral_data_type<T>) {
       auto d = z.data<T>();
       for (std::size_t i = 0; i < zps.size(); ++i)
         d[i] = static_cast<T>(zps[i]);
+    } else if constexpr (floating_data_type<T>) {
+      auto d = z.data<T>();
+      for (std::size_t i = 0; i < zps.size(); ++i)
+        d[i] = quark::convert<T, quark::policies::onnx_saturate>(static_cast<float>(zps[i]));
     }
   });
   return z;
 }
 
-tensor scale_tensor(const std::vector<float>& s, bool scalar) {
-  tensor t(dtype_id::float32, scalar ? shape_t{} : shape_t{static_cast<std::int64_t>(s.size())});
+bool is_fp16(dtype_id t) {
+  return t == dtype_id::float16 || t == dtype_id::bfloat16;
+}
+
+bool is_fp8(dtype_id t) {
+  return t == dtype_id::float8_e4m3fn || t == dtype_id::float8_e4m3fnuz ||
+         t == dtype_id::float8_e5m2 || t == dtype_id::float8_e5m2fnuz;
+}
+
+tensor scale_tensor(const std::vector<float>& s, bool scalar, const shape_t& shape = {}) {
+  tensor t(dtype_id::float32, !shape.empty() ? shape
+                              : scalar       ? shape_t{}
+                                             : shape_t{static_cast<std::int64_t>(s.size())});
   std::copy(s.begin(), s.end(), t.data<float>().begin());
   return t;
 }
 
 ::onnx::NodeProto make_node(const std::string& op, const std::string& name,
-                            std::vector<std::string> in, std::string out, std::int64_t axis) {
+                            std::vector<std::string> in, std::string out, std::int64_t axis,
+                            std::int64_t block = 0) {
   ::onnx::NodeProto n;
   n.set_op_type(op);
   n.set_name(name);
@@ -217,7 +240,61 @@ tensor scale_tensor(const std::vector<float>& s, bool scalar) {
     a->set_type(::onnx::AttributeProto::INT);
     a->set_i(axis);
   }
+  if (block > 0) {
+    auto* a = n.add_attribute();
+    a->set_name("block_size");
+    a->set_type(::onnx::AttributeProto::INT);
+    a->set_i(block);
+  }
   return n;
+}
+
+/// Cast(in, to) -> out (`to` an ONNX TensorProto data type).
+::onnx::NodeProto make_cast(const std::string& name, const std::string& in, const std::string& out,
+                            dtype_id to) {
+  ::onnx::NodeProto n;
+  n.set_op_type("Cast");
+  n.set_name(name);
+  n.add_input(in);
+  n.add_output(out);
+  auto* a = n.add_attribute();
+  a->set_name("to");
+  a->set_type(::onnx::AttributeProto::INT);
+  a->set_i(static_cast<std::int64_t>(to));  // dtype_id values are the ONNX codes
+  return n;
+}
+
+::onnx::NodeProto make_binary(const std::string& op, const std::string& name, const std::string& a,
+                              const std::string& b, const std::string& out) {
+  ::onnx::NodeProto n;
+  n.set_op_type(op);
+  n.set_name(name);
+  n.add_input(a);
+  n.add_input(b);
+  n.add_output(out);
+  return n;
+}
+
+/// The Quark form of a BFloat16 / Float16 "Q/DQ" pair that ONNX Runtime runs (quark-spec §1.5,
+/// BF16QDQToCast): [Div(x, scale)] -> Cast(to=T) -> Cast(to=FLOAT) -> [Mul(., scale)]. The Div
+/// and Mul are present only when the pair is scaled (scale != 1); Div keeps Quark's x / s kernel.
+/// `q_out` names the T-typed value, `out` the float result.
+void emit_cast_pair(std::vector<::onnx::NodeProto>& sink, const std::string& q_node,
+                    const std::string& dq_node, const std::string& in, const std::string& q_out,
+                    const std::string& out, dtype_id t, const std::string& scale_name,
+                    bool scaled) {
+  std::string x = in;
+  if (scaled) {
+    sink.push_back(make_binary("Div", q_node + "_Div", in, scale_name, q_node + "_Div_Output"));
+    x = q_node + "_Div_Output";
+  }
+  sink.push_back(make_cast(q_node, x, q_out, t));
+  if (scaled) {
+    sink.push_back(make_cast(dq_node, q_out, dq_node + "_Cast_Output", dtype_id::float32));
+    sink.push_back(make_binary("Mul", dq_node + "_Mul", dq_node + "_Cast_Output", scale_name, out));
+  } else {
+    sink.push_back(make_cast(dq_node, q_out, out, dtype_id::float32));
+  }
 }
 
 /// Mask of the nodes on a path from one of `starts` to one of `ends` (both included).
@@ -313,7 +390,8 @@ model quantize_model(const model& in, const qconfig& cfg, calibration_data_reade
   // (b) calibration requests: every non-initializer input / output of a quantized node.
   std::map<std::string, qz::calib_request> requests;
   auto request = [&](const std::string& name, const tspec& s) {
-    if (name.empty() || inits.contains(name) || requests.contains(name))
+    if (name.empty() || inits.contains(name) || requests.contains(name) ||
+        s.method == qz::act_method::none)
       return;
     qz::calib_request r;
     r.method = s.method;
@@ -448,6 +526,28 @@ model quantize_model(const model& in, const qconfig& cfg, calibration_data_reade
           if (c.weight->axis)
             axis = *c.weight->axis;
           e.axis = axis;
+        } else if (c.weight->group_size > 0) {
+          // Groups run along the reduction (input-channel) axis, the one MatMulNBits and ONNX
+          // blocked DequantizeLinear block: Conv 1, ConvTranspose 0, MatMul 0, Gemm transB ? 1 : 0.
+          std::int64_t axis = 1;
+          if (n.op_type == "ConvTranspose" || n.op_type == "MatMul")
+            axis = 0;
+          if (n.op_type == "Gemm") {
+            bool trans_b = false;
+            for (const auto& a : n.attributes) {
+              if (a.name == "transB")
+                trans_b = std::get<std::int64_t>(a.value) != 0;
+            }
+            axis = trans_b ? 1 : 0;
+          }
+          if (c.weight->axis)
+            axis = *c.weight->axis;
+          e.axis = axis;
+          e.block = c.weight->group_size;
+        }
+        if (is_fp16(e.type)) {
+          e.axis = -1;  // BFloat16 / Float16 weights are a per-tensor cast (scale 1 or one scale)
+          e.block = 0;
         }
         consts.push_back(std::move(e));
         any = true;
@@ -463,6 +563,7 @@ model quantize_model(const model& in, const qconfig& cfg, calibration_data_reade
         e.slot = static_cast<std::size_t>(r.bias);
         e.is_bias = true;
         e.spec = c.bias ? *c.bias : *c.weight;
+        e.spec.group_size = 0;  // a bias has no reduction axis: Group falls back to per tensor
         e.type = (opt.int32_bias && !c.bias) ? dtype_id::int32 : e.spec.type;
         consts.push_back(std::move(e));
       }
@@ -493,9 +594,11 @@ model quantize_model(const model& in, const qconfig& cfg, calibration_data_reade
       const auto v = t.data<float>();
       e.rmin = v.empty() ? 0.0f : *std::min_element(v.begin(), v.end());
       e.rmax = v.empty() ? 0.0f : *std::max_element(v.begin(), v.end());
+      e.std_dev = qz::population_std(v);
     } else if (const auto* f = facts(name)) {
       e.rmin = f->rmin;
       e.rmax = f->rmax;
+      e.std_dev = f->std_dev;
     }
   }
   // quark-spec §3.5: a quantized Clip/Relu whose input has one consumer gives the input its
@@ -519,6 +622,9 @@ model quantize_model(const model& in, const qconfig& cfg, calibration_data_reade
       }
     }
   }
+  auto choice = [](const tspec& t) {
+    return qz::scale_choice{.pof2 = t.pof2, .int16 = t.int16_scale, .fp_scaled = t.fp_scaled};
+  };
   // Activation parameters (shared ones follow their source).
   std::function<const qp&(const std::string&)> params_of =
       [&](const std::string& name) -> const qp& {
@@ -530,8 +636,10 @@ model quantize_model(const model& in, const qconfig& cfg, calibration_data_reade
         const act_entry& src = acts.at(e.share_from);
         e.rmin = src.rmin;
         e.rmax = src.rmax;
+      } else if (e.spec.method == qz::act_method::distribution) {
+        e.params = qz::fp8_qparams_from_std(e.spec.type, e.std_dev, name);
       } else {
-        e.params = qz::qparams_for(e.spec.type, e.spec.pof2, e.spec.symmetric, e.rmin, e.rmax,
+        e.params = qz::qparams_for(e.spec.type, choice(e.spec), e.spec.symmetric, e.rmin, e.rmax,
                                    false, name);
       }
     }
@@ -559,6 +667,13 @@ model quantize_model(const model& in, const qconfig& cfg, calibration_data_reade
           e.type = dtype_id::undefined;  // input or weight stays float: keep the bias float
           continue;
         }
+        if (w_it->second->block > 0) {
+          // Group-quantized weights have no per-output-channel scale to multiply.
+          report.notes.push_back("bias '" + e.name + "' of node '" + n.name +
+                                 "' kept in float: its weight is quantized per group");
+          e.type = dtype_id::undefined;
+          continue;
+        }
         float beta = 1.0f;
         for (const auto& a : n.attributes) {
           if (n.op_type == "Gemm" && a.name == "beta")
@@ -579,16 +694,32 @@ model quantize_model(const model& in, const qconfig& cfg, calibration_data_reade
         e.q = quantize_values(w, dtype_id::int32, e.scale, e.zp, e.axis,
                               std::numeric_limits<std::int32_t>::min(),
                               std::numeric_limits<std::int32_t>::max());
+        if (opt.int16_bias) {
+          // quark-spec §6.4: the int32 codes saturate to int16; the scale is kept.
+          tensor q16(dtype_id::int16, e.q.shape());
+          const auto src = e.q.data<std::int32_t>();
+          auto dst = q16.data<std::int16_t>();
+          for (std::size_t k = 0; k < src.size(); ++k)
+            dst[k] = static_cast<std::int16_t>(std::clamp<std::int32_t>(src[k], -32768, 32767));
+          e.q = std::move(q16);
+          e.type = dtype_id::int16;
+        }
         continue;
       }
-      // (c) weights (and biases quantized like weights): per tensor or per channel.
-      if (e.is_bias && e.spec.per_channel)
+      // (c) weights (and biases quantized like weights): per tensor, per channel or per group.
+      if (e.is_bias && e.spec.per_channel && !is_fp16(e.type))
         e.axis = 0;
       const std::int64_t axis = e.axis >= 0 ? norm_axis(e.axis, w.rank()) : -1;
       if (axis >= static_cast<std::int64_t>(w.rank())) {
         throw frontend_error("quark.quantize.axis", "per-channel axis " + std::to_string(e.axis) +
                                                         " out of range for weight '" + e.name +
                                                         "' of rank " + std::to_string(w.rank()));
+      }
+      if (e.block > 0 && w.rank() < 2) {
+        throw frontend_error("quark.quantize.group",
+                             "Group granularity on weight '" + e.name + "' of node '" + n.name +
+                                 "' (" + n.op_type + "): a rank-" + std::to_string(w.rank()) +
+                                 " tensor has no block axis; use Tensor or Channel");
       }
       e.axis = axis;
       std::int64_t qmin = 0, qmax = 0;
@@ -598,10 +729,17 @@ model quantize_model(const model& in, const qconfig& cfg, calibration_data_reade
           lo = *std::min_element(vals.begin(), vals.end());
           hi = *std::max_element(vals.begin(), vals.end());
         }
-        // Per-channel signed weights are always symmetric (quark-spec §3.2).
-        const bool sym = e.spec.symmetric ||
-                         (axis >= 0 && (e.type == dtype_id::int8 || e.type == dtype_id::int16));
-        qp p = qz::qparams_for(e.type, e.spec.pof2, sym, lo, hi, true, e.name);
+        // Per-channel signed weights are always symmetric (quark-spec §5.2).
+        const bool sym =
+            e.spec.symmetric ||
+            (axis >= 0 && e.block == 0 &&
+             (e.type == dtype_id::int8 || e.type == dtype_id::int16 || e.type == dtype_id::int32));
+        qp p;
+        if (e.spec.method == qz::act_method::distribution && is_fp8(e.type)) {
+          p = qz::fp8_qparams_from_std(e.type, qz::population_std(vals), e.name);  // np.std
+        } else {
+          p = qz::qparams_for(e.type, choice(e.spec), sym, lo, hi, true, e.name);
+        }
         if (e.spec.weight_minmse && e.spec.pof2)
           p.scale = qz::pof2_minmse_weight(vals, p);
         e.scale.push_back(p.scale);
@@ -617,18 +755,37 @@ model quantize_model(const model& in, const qconfig& cfg, calibration_data_reade
         std::size_t inner = 1;
         for (std::size_t d = ax + 1; d < w.rank(); ++d)
           inner *= static_cast<std::size_t>(w.shape()[d]);
-        const std::size_t outer = v.size() / (c * inner);
+        const std::size_t outer = c * inner == 0 ? 0 : v.size() / (c * inner);
         std::vector<float> slice;
-        for (std::size_t ch = 0; ch < c; ++ch) {
-          slice.clear();
+        if (e.block > 0) {
+          // One group per (outer, block, inner), in the row-major order of the parameter
+          // tensor (the weight's shape with the axis dimension made ceil(c / block)).
+          const auto bs = static_cast<std::size_t>(e.block);
+          const std::size_t blocks = (c + bs - 1) / bs;
+          e.param_shape = w.shape();
+          e.param_shape[ax] = static_cast<std::int64_t>(blocks);
           for (std::size_t o = 0; o < outer; ++o) {
-            const float* p = v.data() + (o * c + ch) * inner;
-            slice.insert(slice.end(), p, p + inner);
+            for (std::size_t b = 0; b < blocks; ++b) {
+              for (std::size_t ii = 0; ii < inner; ++ii) {
+                slice.clear();
+                for (std::size_t ch = b * bs; ch < std::min(c, (b + 1) * bs); ++ch)
+                  slice.push_back(v[(o * c + ch) * inner + ii]);
+                one(slice);
+              }
+            }
           }
-          one(slice);
+        } else {
+          for (std::size_t ch = 0; ch < c; ++ch) {
+            slice.clear();
+            for (std::size_t o = 0; o < outer; ++o) {
+              const float* p = v.data() + (o * c + ch) * inner;
+              slice.insert(slice.end(), p, p + inner);
+            }
+            one(slice);
+          }
         }
       }
-      e.q = quantize_values(w, e.type, e.scale, e.zp, axis, qmin, qmax);
+      e.q = quantize_values(w, e.type, e.scale, e.zp, axis, qmin, qmax, e.block);
       if (!e.is_bias)
         weight_of_node[{nodes[e.node].name, e.node}] = &e;
     }
@@ -642,16 +799,42 @@ model quantize_model(const model& in, const qconfig& cfg, calibration_data_reade
   std::map<std::pair<std::size_t, std::string>, std::string> rewire_node;  // (node, tensor) -> DQ
   std::map<std::string, std::string> rename_output;  // graph output -> new producer output name
   bool per_axis = false;
+  bool blocked = false;
   std::set<dtype_id> types_used;
   auto add_init = [&](const std::string& name, const tensor& t) { m.set_initializer(name, t); };
   for (const auto& [name, e] : acts) {
     const std::optional<std::size_t> prod = m.producer(name);
     const std::string s_name = name + "_scale";
     const std::string z_name = name + "_zero_point";
-    add_init(s_name, scale_tensor({e.params.scale}, true));
-    add_init(z_name, zero_point_tensor(e.spec.type, {e.params.zero_point}, true));
+    const bool cast_form = is_fp16(e.spec.type);
+    const bool scaled = cast_form && e.params.scale != 1.0f;
+    if (cast_form && e.params.zero_point != 0) {
+      throw not_implemented("quark.quantize.type",
+                            "activation '" + name + "': asymmetric scaled " +
+                                type_name(e.spec.type) +
+                                " needs a non-zero float zero point, which only Quark's custom "
+                                "QuantizeLinear carries; use a symmetric spec");
+    }
+    if (!cast_form || scaled)
+      add_init(s_name, scale_tensor({e.params.scale}, true));
+    if (!cast_form)
+      add_init(z_name, zero_point_tensor(e.spec.type, {e.params.zero_point}, true));
     types_used.insert(e.spec.type);
     auto& sink = prod ? after[*prod] : prologue;
+    // One Q/DQ pair (or its Cast form) from `in`: `q` the quantized value, `dq` the result.
+    const std::string& tname = name;  // Clang 14: lambdas cannot capture structured bindings
+    const dtype_id ttype = e.spec.type;
+    auto emit = [&](const std::string& sfx, const std::string& from, const std::string& q,
+                    const std::string& dq) {
+      const std::string qn = tname + "_QuantizeLinear" + sfx;
+      const std::string dqn = tname + "_DequantizeLinear" + sfx;
+      if (cast_form) {
+        emit_cast_pair(sink, qn, dqn, from, q, dq, ttype, s_name, scaled);
+        return;
+      }
+      sink.push_back(make_node("QuantizeLinear", qn, {from, s_name, z_name}, q, -1));
+      sink.push_back(make_node("DequantizeLinear", dqn, {q, s_name, z_name}, dq, -1));
+    };
     report.tensors.push_back({name,
                               "activation",
                               dtype_str(e.spec.type),
@@ -668,27 +851,16 @@ model quantize_model(const model& in, const qconfig& cfg, calibration_data_reade
         const std::string sfx = "_" + std::to_string(k++);
         const std::string q = name + "_QuantizeLinear_Output" + sfx;
         const std::string dq = name + "_DequantizeLinear_Output" + sfx;
-        sink.push_back(make_node("QuantizeLinear", name + "_QuantizeLinear" + sfx,
-                                 {name, s_name, z_name}, q, -1));
-        sink.push_back(make_node("DequantizeLinear", name + "_DequantizeLinear" + sfx,
-                                 {q, s_name, z_name}, dq, -1));
+        emit(sfx, name, q, dq);
         rewire_node[{c, name}] = dq;
       }
     } else if (is_output && prod) {
       const std::string src = name + "_QuantizeLinear_Input";
       rename_output[name] = src;
-      const std::string q = name + "_QuantizeLinear_Output";
-      sink.push_back(
-          make_node("QuantizeLinear", name + "_QuantizeLinear", {src, s_name, z_name}, q, -1));
-      sink.push_back(
-          make_node("DequantizeLinear", name + "_DequantizeLinear", {q, s_name, z_name}, name, -1));
+      emit("", src, name + "_QuantizeLinear_Output", name);
     } else {
-      const std::string q = name + "_QuantizeLinear_Output";
       const std::string dq = name + "_DequantizeLinear_Output";
-      sink.push_back(
-          make_node("QuantizeLinear", name + "_QuantizeLinear", {name, s_name, z_name}, q, -1));
-      sink.push_back(
-          make_node("DequantizeLinear", name + "_DequantizeLinear", {q, s_name, z_name}, dq, -1));
+      emit("", name, name + "_QuantizeLinear_Output", dq);
       rewire[name] = dq;
     }
   }
@@ -700,6 +872,7 @@ model quantize_model(const model& in, const qconfig& cfg, calibration_data_reade
     const std::string key = e.name + (e.is_bias ? "#b" : "#w") + std::to_string(e.node);
     const bool per_channel = e.axis >= 0;
     per_axis = per_axis || per_channel;
+    blocked = blocked || e.block > 0;
     types_used.insert(e.type);
     const std::string base = e.name;
     const std::string s_name = base + "_scale";
@@ -708,20 +881,43 @@ model quantize_model(const model& in, const qconfig& cfg, calibration_data_reade
       rewire_node[{e.node, e.name}] = const_done[e.name];
       continue;
     }
-    add_init(s_name, scale_tensor(e.scale, !per_channel));
-    add_init(z_name, zero_point_tensor(e.type, e.zp, !per_channel));
     const std::string dq = base + "_DequantizeLinear_Output";
-    if (opt.add_qdq_pair_to_weight && !e.is_bias) {
+    if (is_fp16(e.type)) {
+      // BFloat16 / Float16: the Cast form (see emit_cast_pair), per tensor.
+      const bool scaled = e.scale.front() != 1.0f;
+      if (scaled)
+        add_init(s_name, scale_tensor(e.scale, true));
+      if (opt.add_qdq_pair_to_weight && !e.is_bias) {
+        emit_cast_pair(prologue, base + "_QuantizeLinear", base + "_DequantizeLinear", base,
+                       base + "_QuantizeLinear_Output", dq, e.type, s_name, scaled);
+      } else {
+        const std::string qn = base + "_quantized";
+        add_init(qn, e.q);
+        if (scaled) {
+          prologue.push_back(make_cast(base + "_DequantizeLinear", qn,
+                                       base + "_DequantizeLinear_Cast_Output", dtype_id::float32));
+          prologue.push_back(make_binary("Mul", base + "_DequantizeLinear_Mul",
+                                         base + "_DequantizeLinear_Cast_Output", s_name, dq));
+        } else {
+          prologue.push_back(make_cast(base + "_DequantizeLinear", qn, dq, dtype_id::float32));
+        }
+        consts_replaced.insert(e.name);
+      }
+    } else if (opt.add_qdq_pair_to_weight && !e.is_bias) {
+      add_init(s_name, scale_tensor(e.scale, !per_channel, e.param_shape));
+      add_init(z_name, zero_point_tensor(e.type, e.zp, !per_channel, e.param_shape));
       const std::string q = base + "_QuantizeLinear_Output";
-      prologue.push_back(
-          make_node("QuantizeLinear", base + "_QuantizeLinear", {base, s_name, z_name}, q, e.axis));
+      prologue.push_back(make_node("QuantizeLinear", base + "_QuantizeLinear",
+                                   {base, s_name, z_name}, q, e.axis, e.block));
       prologue.push_back(make_node("DequantizeLinear", base + "_DequantizeLinear",
-                                   {q, s_name, z_name}, dq, e.axis));
+                                   {q, s_name, z_name}, dq, e.axis, e.block));
     } else {
+      add_init(s_name, scale_tensor(e.scale, !per_channel, e.param_shape));
+      add_init(z_name, zero_point_tensor(e.type, e.zp, !per_channel, e.param_shape));
       const std::string qn = base + "_quantized";
       add_init(qn, e.q);
       prologue.push_back(make_node("DequantizeLinear", base + "_DequantizeLinear",
-                                   {qn, s_name, z_name}, dq, e.axis));
+                                   {qn, s_name, z_name}, dq, e.axis, e.block));
       consts_replaced.insert(e.name);
     }
     const_done[e.name] = dq;
@@ -784,14 +980,22 @@ model quantize_model(const model& in, const qconfig& cfg, calibration_data_reade
       m.remove_initializer(name);
   }
 
-  // Opset: QuantizeLinear needs 10, per-axis 13, 16-bit types 21.
+  // Opset: QuantizeLinear needs 10, per-axis 13, FP8 19, 4/16-bit types and blocks 21
+  // (Cast to bfloat16 13).
   std::int64_t need = 10;
   if (per_axis)
     need = 13;
   for (const auto t : types_used) {
-    if (t == dtype_id::int16 || t == dtype_id::uint16)
+    if (t == dtype_id::bfloat16)
+      need = std::max<std::int64_t>(need, 13);
+    if (is_fp8(t))
+      need = std::max<std::int64_t>(need, 19);
+    if (t == dtype_id::int16 || t == dtype_id::uint16 || t == dtype_id::int4 ||
+        t == dtype_id::uint4)
       need = 21;
   }
+  if (blocked)
+    need = 21;
   report.opset_before = m.opset("").value_or(1);
   if (!acts.empty() || !consts.empty()) {
     std::map<std::string, std::size_t> ranks;

@@ -145,11 +145,8 @@ void convert(std::span<const float> in, std::span<To> out) noexcept {
   if constexpr (floating_data_type<To>) {
     if constexpr (detail::has_simd_encode8<To::format, P>) {
       static_assert(sizeof(To) == 1);
-      detail::for_each_block_streamed(src, in.size(), out.data(),
-                                      [src](std::size_t first, std::size_t n, To* dst) {
-                                        detail::encode8_bulk<To::format, P>(
-                                            src + first, reinterpret_cast<std::uint8_t*>(dst), n);
-                                      });
+      detail::encode8_bulk<To::format, P>(src, reinterpret_cast<std::uint8_t*>(out.data()),
+                                          in.size());
       return;
     }
   }

@@ -16,6 +16,8 @@
 #include <quark/config.hpp>
 #include <quark/core/bit.hpp>
 #include <quark/core/policy.hpp>
+#include <quark/detail/prefetch.hpp>
+#include <quark/detail/stream.hpp>
 #include <quark/dtype/detail/convert_impl.hpp>
 #include <quark/dtype/fp_format.hpp>
 
@@ -172,25 +174,45 @@ QUARK_ALWAYS_INLINE __m512i encode8_x16(__m512 x) noexcept {
   }
 }
 
-/// Encodes n floats into one-byte codes of F under P.
+/// 64 floats -> 64 one-byte codes.
+template <fp_format F, conversion_policy P>
+QUARK_ALWAYS_INLINE __m512i encode8_x64(const float* x) noexcept {
+  constexpr __mmask16 all = 0xFFFF;
+  const __m128i c0 = _mm512_maskz_cvtepi32_epi8(all, encode8_x16<F, P>(_mm512_loadu_ps(x)));
+  const __m128i c1 = _mm512_maskz_cvtepi32_epi8(all, encode8_x16<F, P>(_mm512_loadu_ps(x + 16)));
+  const __m128i c2 = _mm512_maskz_cvtepi32_epi8(all, encode8_x16<F, P>(_mm512_loadu_ps(x + 32)));
+  const __m128i c3 = _mm512_maskz_cvtepi32_epi8(all, encode8_x16<F, P>(_mm512_loadu_ps(x + 48)));
+  const __m256i lo = _mm256_inserti128_si256(_mm256_castsi128_si256(c0), c1, 1);
+  const __m256i hi = _mm256_inserti128_si256(_mm256_castsi128_si256(c2), c3, 1);
+  return _mm512_maskz_inserti64x4(0xFF, _mm512_castsi256_si512(lo), hi, 1);
+}
+
+/// Encodes n floats into one-byte codes of F under P. As encode16_bulk: outputs at or above the
+/// streaming threshold are aligned by a scalar head, written with non-temporal stores straight
+/// from registers, and the input is prefetched ahead (L2 far, L1 near) as the loop crosses it.
 template <fp_format F, conversion_policy P>
 inline void encode8_bulk(const float* x, std::uint8_t* y, std::size_t n) noexcept {
   std::size_t i = 0;
-  for (; i + 64 <= n; i += 64) {
-    // Four vectors per 64-byte store.
-    const __m128i c0 =
-        _mm512_maskz_cvtepi32_epi8(0xFFFF, encode8_x16<F, P>(_mm512_loadu_ps(x + i)));
-    const __m128i c1 =
-        _mm512_maskz_cvtepi32_epi8(0xFFFF, encode8_x16<F, P>(_mm512_loadu_ps(x + i + 16)));
-    const __m128i c2 =
-        _mm512_maskz_cvtepi32_epi8(0xFFFF, encode8_x16<F, P>(_mm512_loadu_ps(x + i + 32)));
-    const __m128i c3 =
-        _mm512_maskz_cvtepi32_epi8(0xFFFF, encode8_x16<F, P>(_mm512_loadu_ps(x + i + 48)));
-    const __m256i lo = _mm256_inserti128_si256(_mm256_castsi128_si256(c0), c1, 1);
-    const __m256i hi = _mm256_inserti128_si256(_mm256_castsi128_si256(c2), c3, 1);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + i), lo);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + i + 32), hi);
+  if (n >= streaming_threshold_bytes) {
+    const std::size_t mis = reinterpret_cast<std::uintptr_t>(y) % 64u;
+    const std::size_t head = mis == 0 ? 0 : 64u - mis;
+    for (; i < head; ++i)
+      y[i] = static_cast<std::uint8_t>(encode_fp<F, P>(x[i]));
+    constexpr std::size_t near = prefetch_l1_distance_bytes / sizeof(float);
+    constexpr std::size_t far = prefetch_l2_distance_bytes / sizeof(float);
+    for (; i + far + 64 <= n; i += 64) {
+      for (std::size_t l = 0; l < 64; l += 16) {
+        prefetch_read_l2(x + i + far + l);
+        prefetch_read(x + i + near + l);
+      }
+      _mm512_stream_si512(reinterpret_cast<__m512i*>(y + i), encode8_x64<F, P>(x + i));
+    }
+    for (; i + 64 <= n; i += 64)
+      _mm512_stream_si512(reinterpret_cast<__m512i*>(y + i), encode8_x64<F, P>(x + i));
+    stream_fence();
   }
+  for (; i + 64 <= n; i += 64)
+    _mm512_storeu_si512(reinterpret_cast<void*>(y + i), encode8_x64<F, P>(x + i));
   for (; i + 16 <= n; i += 16) {
     const __m128i c = _mm512_maskz_cvtepi32_epi8(0xFFFF, encode8_x16<F, P>(_mm512_loadu_ps(x + i)));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i), c);

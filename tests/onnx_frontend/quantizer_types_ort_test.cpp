@@ -572,3 +572,69 @@ TEST_CASE("Int16Bias: the int32 bias saturated to int16, same scale, opset 21") 
   if (ort_available())
     CHECK(q.ort_vs_ours >= 0.99999);
 }
+
+TEST_CASE("FP8 per-channel Conv weights and WeightScaled BFloat16 weights") {
+  SUBCASE("FP8E4M3FN per channel: one std / std_fp8 scale per output channel") {
+    auto w = qo::make_spec(qo::spec_name::fp8_e4m3fn);
+    w.quant_granularity = qo::granularity::channel;
+    const auto wv = random_floats(108, 21, -0.5f, 0.5f);
+    const auto q = quantize_and_run(conv_model(wv), "x", {1, 3, 6, 6},
+                                    config(qo::make_spec(qo::spec_name::fp8_e4m3fn), w), "fp8_pc");
+    const auto scale = floats_of(*find_init(q.model, "w_scale"));
+    REQUIRE(scale.size() == 4u);
+    for (std::size_t c = 0; c < 4; ++c) {
+      double mean = 0.0;
+      for (std::size_t k = 0; k < 27; ++k)
+        mean += static_cast<double>(wv[c * 27 + k]);
+      mean /= 27.0;
+      double var = 0.0;
+      for (std::size_t k = 0; k < 27; ++k) {
+        const double d = static_cast<double>(wv[c * 27 + k]) - mean;
+        var += d * d;
+      }
+      CHECK(scale[c] == doctest::Approx(std::sqrt(var / 27.0) / 100.057724).epsilon(1e-6));
+    }
+    check_weight_codes_against_ort(q.model, "w", wv, {4, 3, 3, 3});
+    if (ort_available()) {
+      CHECK(q.ort_vs_ours >= 0.99999);
+      CHECK(q.vs_float >= 0.99);
+    }
+  }
+  SUBCASE("WeightScaled: bf16 weight codes times absmax / 2") {
+    qo::qconfig cfg;
+    cfg.global_config.input_tensors = qo::bfloat16_spec();
+    cfg.global_config.weight = qo::bfloat16_spec();
+    cfg.extra_options.set("WeightScaled", true);
+    cfg.extra_options.set("AddQDQPairToWeight", false);
+    const auto q = quantize_and_run(matmul_model(), "x", {2, 16}, cfg, "bf16_wscaled");
+    const auto* t = find_init(q.model, "w_quantized");
+    REQUIRE(t != nullptr);
+    CHECK(t->data_type() == onnx_type::bfloat16);
+    double absmax = 0.0;
+    for (float v : matmul_weight())
+      absmax = std::max(absmax, std::fabs(static_cast<double>(v)));
+    // quark-spec §1.5: symmetric scaled BF16 maps [-absmax, absmax] onto [-2, 2].
+    CHECK(floats_of(*find_init(q.model, "w_scale"))[0] ==
+          doctest::Approx(absmax / 2.0).epsilon(1e-6));
+    if (ort_available()) {
+      CHECK(q.ort_vs_ours >= 0.999999);
+      CHECK(q.vs_float >= 0.9999);
+    }
+  }
+}
+
+TEST_CASE("Group granularity with 16-bit weights") {
+  for (const auto& s : {qo::int16_spec(), qo::uint16_spec()}) {
+    const std::string tag = "g_" + std::string(qo::spec_class_name(s.name));
+    CAPTURE(tag);
+    auto w = s;
+    w.quant_granularity = qo::granularity::group;
+    w.group_size = 4;
+    const auto q = quantize_and_run(matmul_model(), "x", {2, 16}, config(qo::int16_spec(), w), tag);
+    check_weight_codes_against_ort(q.model, "w", matmul_weight(), {16, 6});
+    if (ort_available()) {
+      CHECK(q.ort_vs_ours >= 0.999999);
+      CHECK(q.vs_float >= 0.9999);
+    }
+  }
+}

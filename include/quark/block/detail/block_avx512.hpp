@@ -141,6 +141,47 @@ QUARK_TARGET_AVX512 QUARK_ALWAYS_INLINE __m512 v_mx_element(__m512i u, __m512i l
   return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(out), s));
 }
 
+/// The embedded rounding of the floating-point element form, for the modes it serves.
+template <rounding R>
+inline constexpr int v_embedded_rounding_v = R == rounding::nearest_even
+                                                 ? (_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+                                             : R == rounding::toward_zero
+                                                 ? (_MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC)
+                                                 : -1;
+
+/// v_mx_element by floating-point addition, for nearest-even and toward-zero rounding: with
+/// C = 2^(t + 23 - mbits) (t = max(f, lo) in field units), |x| + C lies in [C, 2C), where the
+/// float32 spacing is exactly the element step, so one addition rounds |x| to the step (the
+/// embedded rounding mode ignores MXCSR) and subtracting C is exact. Precondition (checked per
+/// block by the caller): t + 23 - mbits <= 254, i.e. C is finite.
+template <class Element, rounding R, compat_mode Compat>
+QUARK_TARGET_AVX512 QUARK_ALWAYS_INLINE __m512 v_mx_element_fp(__m512i u, __m512i lo_field,
+                                                               __m512 lim_pos,
+                                                               __m512 lim_neg) noexcept {
+  constexpr mx_element_info el = mx_element_info_v<Element>;
+  constexpr int mode = v_embedded_rounding_v<R>;
+  static_assert(mode >= 0, "v_mx_element_fp serves nearest-even and toward-zero rounding");
+  const __m512i sign_bit = _mm512_set1_epi32(static_cast<int>(0x80000000u));
+  const __m512 a = _mm512_castsi512_ps(_mm512_andnot_si512(sign_bit, u));
+  const __m512i t = _mm512_max_epi32(_mm512_and_si512(u, _mm512_set1_epi32(0x7F800000)), lo_field);
+  const __m512 c =
+      _mm512_castsi512_ps(_mm512_add_epi32(t, _mm512_set1_epi32((23 - el.mbits) << 23)));
+  __m512 out = _mm512_sub_round_ps(_mm512_add_round_ps(a, c, mode), c, mode);
+  if constexpr (el.max_pos == el.max_neg) {
+    static_cast<void>(lim_neg);
+    out = _mm512_min_ps(out, lim_pos);
+  } else {
+    out = _mm512_min_ps(
+        out, _mm512_mask_blend_ps(_mm512_test_epi32_mask(u, sign_bit), lim_pos, lim_neg));
+  }
+  __m512i s = _mm512_and_si512(u, sign_bit);
+  if constexpr (el.is_integer || Compat == compat_mode::quark) {
+    const __m512i ob = _mm512_castps_si512(out);
+    s = _mm512_maskz_mov_epi32(_mm512_test_epi32_mask(ob, ob), s);
+  }
+  return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(out), s));
+}
+
 /// Elements of sign + m magnitude bits in quanta of 2^(base - 127 - m + 1) (BFP and MX4/6/9
 /// fast paths): q = round(|x| / quantum) clamped to qmax, times the quantum, with x's sign.
 template <rounding R>

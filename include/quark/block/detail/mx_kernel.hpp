@@ -184,12 +184,25 @@ QUARK_TARGET_AVX512 void mx_chunk32_avx512(const float* src, float* dst, std::si
       mx_block_apply<Element, R, Compat>(p, dst + 32 * j, 32, unit_stride{}, e, special);
       continue;
     }
-    const __m512i lo = _mm512_set1_epi32(ef + el.emin);
+    const int lo = ef + el.emin;
     const __m512 x = _mm512_castsi512_ps(_mm512_set1_epi32(ef << 23));
     const __m512 lim_pos = _mm512_mul_ps(_mm512_set1_ps(el.max_pos), x);
     const __m512 lim_neg = _mm512_mul_ps(_mm512_set1_ps(el.max_neg), x);
-    _mm512_store_ps(dst + 32 * j, v_mx_element<Element, R, Compat>(u0, lo, lim_pos, lim_neg));
-    _mm512_store_ps(dst + 32 * j + 16, v_mx_element<Element, R, Compat>(u1, lo, lim_pos, lim_neg));
+    if constexpr (v_embedded_rounding_v<R> >= 0) {
+      const auto fmax = static_cast<int>(amax >> 23);
+      if ((fmax > lo ? fmax : lo) + 23 - el.mbits <= 254) {
+        const __m512i lo_field = _mm512_set1_epi32(lo << 23);
+        _mm512_store_ps(dst + 32 * j,
+                        v_mx_element_fp<Element, R, Compat>(u0, lo_field, lim_pos, lim_neg));
+        _mm512_store_ps(dst + 32 * j + 16,
+                        v_mx_element_fp<Element, R, Compat>(u1, lo_field, lim_pos, lim_neg));
+        continue;
+      }
+    }
+    const __m512i lo_v = _mm512_set1_epi32(lo);
+    _mm512_store_ps(dst + 32 * j, v_mx_element<Element, R, Compat>(u0, lo_v, lim_pos, lim_neg));
+    _mm512_store_ps(dst + 32 * j + 16,
+                    v_mx_element<Element, R, Compat>(u1, lo_v, lim_pos, lim_neg));
   }
 }
 

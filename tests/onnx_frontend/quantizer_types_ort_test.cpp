@@ -638,3 +638,30 @@ TEST_CASE("Group granularity with 16-bit weights") {
     }
   }
 }
+
+TEST_CASE("Group granularity on Conv: blocks along input channels, the bias stays float") {
+  auto w = qo::int4_spec();
+  w.quant_granularity = qo::granularity::group;
+  w.group_size = 2;  // 3 input channels: blocks {0, 1} and {2} (the last one partial)
+  const auto wv = random_floats(108, 5, -0.5f, 0.5f);
+  const auto q =
+      quantize_and_run(conv_model(wv), "x", {1, 3, 6, 6}, config(qo::int8_spec(), w), "g_conv");
+  const auto* st = find_init(q.model, "w_scale");
+  REQUIRE(st != nullptr);
+  REQUIRE(st->dims_size() == 4);
+  CHECK(st->dims(0) == 4);
+  CHECK(st->dims(1) == 2);
+  CHECK(st->dims(2) == 3);
+  CHECK(st->dims(3) == 3);
+  CHECK(find_init(q.model, "b_quantized") == nullptr);
+  CHECK(find_init(q.model, "b") != nullptr);
+  bool noted = false;
+  for (const auto& n : q.report.notes)
+    noted = noted || n.find("'b'") != std::string::npos;
+  CHECK(noted);
+  check_weight_codes_against_ort(q.model, "w", wv, {4, 3, 3, 3});
+  if (ort_available()) {
+    CHECK(q.ort_vs_ours >= 0.99999);
+    CHECK(q.vs_float >= 0.99);
+  }
+}

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // The quantizer's graph passes (onnx_frontend/src/quantizer/graph_passes.cpp), through
 // quantize_model:
-//  * OptimizeModel / FoldBatchNorm: with every node excluded from quantization the output is the
+//  * OptimizeModel / FoldBatchNorm (constant folding, Identity removal, BatchNormalization and
+//    Conv + Mul / Add folds): with every node excluded from quantization the output is the
 //    optimised float model. ONNX Runtime 1.30 runs the original and the optimised model on the
 //    same input and they agree within float rounding; our runtime agrees too; the folded nodes are
 //    gone.
@@ -238,6 +239,38 @@ TEST_CASE("FoldBatchNorm folds into Gemm with alpha, beta and transB") {
   const auto om = optimise(fm, float_only("A8W8"), "x", {3, 5}, "gemm");
   CHECK(op_counts(om).count("BatchNormalization") == 0);
   check_same_function(fm, om, {3, 5}, 1e-5);
+}
+
+TEST_CASE("OptimizeModel folds nodes whose inputs are all constant") {
+  if (!ort_available()) {
+    MESSAGE("skipped: " << ort_unavailable_reason());
+    return;
+  }
+  // y = Reshape(x * (a + b), Concat(s0, s1)): the Add and the int64 Concat are constant; the
+  // result folds to an initializer; x's Mul and the Reshape stay.
+  model_builder b(13);
+  b.input("x", onnx_type::float32, {2, 6});
+  b.initializer("a", onnx_type::float32, {6}, random_floats(6, 1));
+  b.initializer("b", onnx_type::float32, {6}, random_floats(6, 2));
+  b.initializer("s0", onnx_type::int64, {1}, std::vector<std::int64_t>{3});
+  b.initializer("s1", onnx_type::int64, {1}, std::vector<std::int64_t>{4});
+  b.node("Add", {"a", "b"}, {"ab"});
+  b.node("Mul", {"x", "ab"}, {"m"});
+  b.node("Concat", {"s0", "s1"}, {"shape"}, {attr_int("axis", 0)});
+  b.node("Reshape", {"m", "shape"}, {"y"});
+  b.output("y", onnx_type::float32, {3, 4});
+  const auto fm = b.build();
+  const auto om = optimise(fm, float_only("A8W8"), "x", {2, 6}, "constfold");
+  const auto c = op_counts(om);
+  CHECK(c.count("Add") == 0);
+  CHECK(c.count("Concat") == 0);
+  CHECK(c.at("Mul") == 1);
+  CHECK(c.at("Reshape") == 1);
+  bool folded_value = false;
+  for (const auto& t : om.graph().initializer())
+    folded_value = folded_value || t.name() == "ab";
+  CHECK(folded_value);
+  check_same_function(fm, om, {2, 6}, 1e-6);
 }
 
 TEST_CASE("RemoveQDQConvRelu / RemoveQDQConvClip drop the Q/DQ between Conv and Relu/Clip") {

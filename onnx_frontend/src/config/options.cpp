@@ -93,8 +93,9 @@ std::vector<option_info> build_registry() {
                     "Where calibration runs; quark-cpp calibrates with its own CPU runtime, so "
                     "only [\"CPUExecutionProvider\"] is accepted."));
   r.push_back(fixed("OptimizeModel", cat::preprocessing, B, nonnull, true, "True",
-                    "Fuse operators before quantization: BatchNormalization and constant "
-                    "per-channel Mul/Add into the Conv before them, Identity removal."));
+                    "Fuse operators before quantization: constant folding, BatchNormalization "
+                    "and constant per-channel Mul/Add into the Conv before them, Identity "
+                    "removal."));
   r.push_back(todo("ConvertFP16ToFP32", cat::preprocessing, B, nonnull, false, "False", false,
                    "Convert a float16 model to float32 before quantization."));
   r.push_back(todo("ConvertNCHWToNHWC", cat::preprocessing, B, nonnull, false, "False", false,

@@ -6,6 +6,8 @@
 #include <map>
 #include <optional>
 
+#include <quark/onnx/runtime.hpp>
+
 #include "io/proto_access.hpp"
 
 namespace quark::onnx::qz {
@@ -398,11 +400,101 @@ bool fold_sweep(model& m, const graph_pass_options& o, std::map<std::string, int
   return changed;
 }
 
+/// Whether a node may be evaluated at quantization time when its inputs are constant.
+bool foldable_op(const NodeProto& n) {
+  static const std::set<std::string> never = {"QuantizeLinear",
+                                              "DequantizeLinear",
+                                              "If",
+                                              "Loop",
+                                              "Scan",
+                                              "RandomNormal",
+                                              "RandomUniform",
+                                              "RandomNormalLike",
+                                              "RandomUniformLike",
+                                              "Multinomial",
+                                              "Bernoulli",
+                                              "Dropout"};
+  return (n.domain().empty() || n.domain() == "ai.onnx") && n.input_size() > 0 &&
+         !never.contains(n.op_type());
+}
+
+/// Constant folding: a node whose inputs are all initializers is run once in quark-cpp's runtime
+/// and replaced by initializers holding its outputs. Nodes the runtime cannot run stay.
+int fold_constants(model& m, std::set<std::string>& retired) {
+  ::onnx::ModelProto& mp = proto(m);
+  GraphProto& g = *mp.mutable_graph();
+  std::set<std::string> overridable;  // IR >= 4: an initializer listed as input is a default
+  if (mp.ir_version() >= 4) {
+    for (const auto& in : g.input())
+      overridable.insert(in.name());
+  }
+  std::set<std::string> outputs;
+  for (const auto& o : g.output())
+    outputs.insert(o.name());
+  std::vector<bool> dead(static_cast<std::size_t>(g.node_size()));
+  int folded = 0;
+  for (int i = 0; i < g.node_size(); ++i) {
+    const NodeProto& n = g.node(i);
+    if (!foldable_op(n))
+      continue;
+    bool constant = true;
+    for (const auto& x : n.input())
+      constant = constant && (x.empty() || (m.has_initializer(x) && !overridable.contains(x)));
+    for (const auto& o : n.output())
+      constant = constant && !outputs.contains(o) && !o.empty();
+    if (!constant)
+      continue;
+    ::onnx::ModelProto sub;
+    sub.set_ir_version(mp.ir_version());
+    *sub.mutable_opset_import() = mp.opset_import();
+    GraphProto& sg = *sub.mutable_graph();
+    sg.set_name("constant_fold");
+    *sg.add_node() = n;
+    for (const auto& x : n.input()) {
+      for (const auto& t : g.initializer()) {
+        if (!x.empty() && t.name() == x) {
+          *sg.add_initializer() = t;
+          break;
+        }
+      }
+    }
+    for (const auto& o : n.output())
+      sg.add_output()->set_name(o);
+    std::map<std::string, tensor> values;
+    try {
+      const std::string bytes = sub.SerializeAsString();
+      const auto rt = runtime::from_bytes(std::as_bytes(std::span(bytes.data(), bytes.size())),
+                                          m.base_dir(), {.threads = 1, .tune_malloc = false});
+      values = rt.run({});
+    } catch (const std::exception&) {
+      continue;  // an op or type the runtime does not evaluate: the node stays
+    }
+    bool complete = true;
+    for (const auto& o : n.output())
+      complete = complete && values.contains(o);
+    if (!complete)
+      continue;
+    for (const auto& o : n.output())
+      m.set_initializer(o, values.at(o));
+    for (const auto& x : n.input())
+      retired.insert(x);
+    dead[static_cast<std::size_t>(i)] = true;
+    ++folded;
+  }
+  if (folded > 0)
+    compact(g, dead);
+  return folded;
+}
+
 }  // namespace
 
 std::vector<std::string> optimize_graph(model& m, const graph_pass_options& o) {
   std::map<std::string, int> counts;
   std::set<std::string> retired;
+  if (o.fold_constants) {
+    if (const int k = fold_constants(m, retired); k > 0)
+      counts["constant nodes folded"] = k;
+  }
   while (fold_sweep(m, o, counts, retired)) {
   }
   drop_unused_initializers(m, retired);

@@ -2,7 +2,8 @@
 // PRIVATE: graph rewrites around quantization.
 //
 // Before calibration (Quark's OptimizeModel / FoldBatchNorm, i.e. what ONNX Runtime's basic-level
-// optimizer does that matters for quantization): Identity removal, BatchNormalization folded
+// optimizer does that matters for quantization): constant folding (evaluated by quark-cpp's
+// runtime), Identity removal, BatchNormalization folded
 // into the Conv / ConvTranspose / Gemm before it (or into each Conv / ConvTranspose / Gemm
 // producer of a Concat on the channel axis), Conv / ConvTranspose followed by a Mul / Add with a
 // constant per-channel operand folded into the weight / bias, ConvertClipToRelu and
@@ -34,6 +35,7 @@ namespace quark::onnx::qz {
 
 struct graph_pass_options {
   // Before calibration.
+  bool fold_constants = true;    ///< OptimizeModel: nodes whose inputs are all constant
   bool remove_identity = true;   ///< OptimizeModel
   bool fuse_conv_affine = true;  ///< OptimizeModel: Conv + Mul / Add with constant operands
   bool fold_batch_norm = true;   ///< FoldBatchNorm (default: OptimizeModel)

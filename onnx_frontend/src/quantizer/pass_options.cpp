@@ -15,6 +15,7 @@ graph_pass_options read_pass_options(const qconfig& cfg) {
   };
   graph_pass_options o;
   const bool optimize = get_bool("OptimizeModel", true);
+  o.fold_constants = optimize;
   o.remove_identity = optimize;
   o.fuse_conv_affine = optimize;
   o.fold_batch_norm = get_bool("FoldBatchNorm", optimize);

@@ -2,6 +2,7 @@
 // Umbrella header: everything except the third-party adapters in quark/adapt/.
 #pragma once
 
+#include <quark/block/axis_storage.hpp>
 #include <quark/block/bfp.hpp>
 #include <quark/block/block_format.hpp>
 #include <quark/block/micro_exponent.hpp>

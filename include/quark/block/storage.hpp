@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // Real storage of block formats. A tensor of `rows` x `row_length` floats is stored with its
-// blocks along each row (the last, contiguous axis; move another axis last first). Three byte
-// streams, no headers:
+// blocks along each row (the last, contiguous axis; axis_storage.hpp stores a tensor blocked along
+// any other axis as the tensor with that axis moved last). Three byte streams, no headers:
 //   * scales:     one byte per block, row-major: byte r * blocks_per_row + b. OCP MX: the E8M0
 //                 code (E + 127, 0xFF = NaN block); BFP and MX4/6/9: the biased float32 exponent
 //                 field of the block's largest magnitude (0xFF = NaN block).

@@ -319,12 +319,8 @@ void quantize(std::span<const float> in, std::size_t row_length, block_buffers o
       if (special)
         continue;
       // 3. Sign-magnitude codes (the quanta count is an exact small integer).
-      for (std::size_t i = 0; i < n; ++i) {
-        const float qf = detail::mul_pow2(tmp[i], -(s - 127 - m + 1));
-        const bool neg = (detail::float_bits(qf) >> 31) != 0u;
-        const auto mag = static_cast<std::uint32_t>(neg ? -qf : qf);
-        detail::put_code(out.elements, off + i, tr::element_bits, mag | (neg ? (1u << m) : 0u));
-      }
+      for (std::size_t i = 0; i < n; ++i)
+        detail::put_sign_magnitude(out.elements, off + i, m, s, tmp[i]);
     }
   }
 }
@@ -343,11 +339,7 @@ void dequantize(block_const_buffers in, std::size_t row_length, std::span<float>
     for (std::size_t i = 0; i < row_length; ++i) {
       const int s = in.scales[row * l.blocks_per_row + i / bs];
       const std::size_t idx = row * row_length + i;
-      const auto e = elem::from_bits(static_cast<typename elem::storage_type>(
-          detail::get_code(in.elements, idx, tr::element_bits)));
-      const float v = detail::with_sign(static_cast<float>(e.magnitude()), e.is_negative());
-      out[idx] = s == 0xFF ? std::numeric_limits<float>::quiet_NaN()
-                           : detail::mul_pow2(v, s - 127 - m + 1);
+      out[idx] = detail::get_sign_magnitude(in.elements, idx, m, s);
     }
   }
 }

@@ -299,12 +299,8 @@ void quantize(std::span<const float> in, std::size_t row_length, block_buffers o
         const std::size_t sub_index = row * l.sub_blocks_per_row + (b * bs + j) / ss;
         detail::put_code(out.sub_shifts, sub_index, tr::sub_block_shift_bits,
                          static_cast<std::uint32_t>(d));
-        for (std::size_t i = j; i < j + k; ++i) {
-          const float qf = detail::mul_pow2(tmp[i], -(s - d - 127 - m + 1));  // exact integer
-          const bool neg = (detail::float_bits(qf) >> 31) != 0u;
-          const auto mag = static_cast<std::uint32_t>(neg ? -qf : qf);
-          detail::put_code(out.elements, off + i, tr::element_bits, mag | (neg ? (1u << m) : 0u));
-        }
+        for (std::size_t i = j; i < j + k; ++i)
+          detail::put_sign_magnitude(out.elements, off + i, m, s - d, tmp[i]);
       }
     }
   }
@@ -327,11 +323,7 @@ void dequantize(block_const_buffers in, std::size_t row_length, std::span<float>
       const std::size_t idx = row * row_length + i;
       const auto d = static_cast<int>(detail::get_code(
           in.sub_shifts, row * l.sub_blocks_per_row + i / ss, tr::sub_block_shift_bits));
-      const auto e = elem::from_bits(static_cast<typename elem::storage_type>(
-          detail::get_code(in.elements, idx, tr::element_bits)));
-      const float v = detail::with_sign(static_cast<float>(e.magnitude()), e.is_negative());
-      out[idx] = s == 0xFF ? std::numeric_limits<float>::quiet_NaN()
-                           : detail::mul_pow2(v, s - d - 127 - m + 1);
+      out[idx] = detail::get_sign_magnitude(in.elements, idx, m, s == 0xFF ? 0xFF : s - d);
     }
   }
 }

@@ -16,10 +16,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <vector>
 
 #include <quark/block/block_format.hpp>
+#include <quark/block/detail/block_loop.hpp>
 #include <quark/config.hpp>
 #include <quark/core/error.hpp>
 #include <quark/dtype/pack.hpp>
@@ -141,6 +143,25 @@ inline std::uint32_t get_code(std::span<const std::uint8_t> s, std::size_t i, in
     v |= static_cast<std::uint32_t>(s[byte + 1]) << (8u - off);
   }
   return v & ((1u << bits) - 1u);
+}
+/// Writes the sign_magnitude<m> code of v, a value on the grid of quanta 2^(base - 127 - m + 1)
+/// (base: a biased float32 exponent field) with at most m magnitude bits, at stream index i.
+inline void put_sign_magnitude(std::span<std::uint8_t> s, std::size_t i, int m, int base,
+                               float v) noexcept {
+  const float qf = mul_pow2(v, -(base - 127 - m + 1));  // an exact small integer
+  const bool neg = (float_bits(qf) >> 31) != 0u;
+  const auto mag = static_cast<std::uint32_t>(neg ? -qf : qf);
+  put_code(s, i, m + 1, mag | (neg ? (1u << m) : 0u));
+}
+/// Reads the sign_magnitude<m> code at stream index i as a value in quanta of
+/// 2^(base - 127 - m + 1); a base of 0xFF (a NaN block) gives NaN.
+inline float get_sign_magnitude(std::span<const std::uint8_t> s, std::size_t i, int m,
+                                int base) noexcept {
+  if (base == 0xFF)
+    return std::numeric_limits<float>::quiet_NaN();
+  const std::uint32_t code = get_code(s, i, m + 1);
+  const float mag = static_cast<float>(code & ((1u << m) - 1u));
+  return mul_pow2(with_sign(mag, ((code >> m) & 1u) != 0u), base - 127 - m + 1);
 }
 /// Throws quark::invalid_argument when the buffers are smaller than the layout needs.
 inline void check_buffers(const block_storage_layout& l, std::size_t values, std::size_t elements,

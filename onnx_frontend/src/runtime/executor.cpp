@@ -213,6 +213,15 @@ const std::vector<tensor_info>& runtime::outputs() const noexcept {
   return impl_->outputs;
 }
 
+void runtime::parallel_for(std::size_t n, std::size_t grain,
+                           const std::function<void(std::size_t, std::size_t)>& fn) const {
+  impl_->pool->parallel_for(n, grain, fn);
+}
+
+unsigned runtime::threads() const noexcept {
+  return impl_->pool->size();
+}
+
 std::vector<std::string> runtime::supported_ops() {
   auto ops = rt::registered_ops();
   ops.push_back("Constant");

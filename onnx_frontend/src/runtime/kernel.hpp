@@ -54,7 +54,8 @@ struct kernel_context {
         return std::move(*r);
       }
     }
-    return tensor(type, shape);
+    // A reused input holds old values, so callers overwrite every element: no zero fill.
+    return tensor(type, shape, uninitialized);
   }
   tensor& out(std::size_t i) {
     if (i >= outputs.size())

@@ -189,7 +189,8 @@ void k_conv(kernel_context& c) {
   if (x.rank() == 4)
     out_shape.push_back(to_i64(g.oh));
   out_shape.push_back(to_i64(g.ow));
-  tensor out(dtype_id::float32, out_shape);
+  // Every element is written below (GEMM with beta 0, or depthwise_channel's bias fill).
+  tensor out(dtype_id::float32, out_shape, uninitialized);
   const float* px = x.data<float>().data();
   const float* pw = w.data<float>().data();
   const float* pb = b ? float_input(c, 2).data<float>().data() : nullptr;

@@ -79,6 +79,14 @@ class runtime {
   std::map<std::string, tensor> run(const std::map<std::string, tensor>& feeds,
                                     const value_observer& observer = {}) const;
 
+  /// Calls fn(begin, end) on disjoint chunks covering [0, n) on the runtime's worker threads
+  /// (the calling thread runs one of them) and waits for all; chunks smaller than `grain` items
+  /// are not split. Lets an observer fold a large value in parallel between two nodes.
+  void parallel_for(std::size_t n, std::size_t grain,
+                    const std::function<void(std::size_t, std::size_t)>& fn) const;
+  /// Number of threads parallel_for and the kernels use (the calling thread included).
+  unsigned threads() const noexcept;
+
   /// Operator types the runtime implements (default ONNX domain), sorted.
   static std::vector<std::string> supported_ops();
 

@@ -7,8 +7,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <new>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <quark/dtype/dtype_id.hpp>
@@ -32,10 +35,47 @@ inline std::size_t element_size(dtype_id t) {
   return quark::visit_dtype(t, [](auto id) { return sizeof(typename decltype(id)::type); });
 }
 
+namespace detail {
+/// std::allocator whose value-less construct() default-initialises (leaves the bytes as they
+/// are) instead of zeroing, so a buffer that is about to be overwritten is not written twice.
+template <class T>
+struct default_init_allocator : std::allocator<T> {
+  using value_type = T;
+  template <class U>
+  struct rebind {
+    using other = default_init_allocator<U>;
+  };
+  default_init_allocator() noexcept = default;
+  template <class U>
+  default_init_allocator(const default_init_allocator<U>&) noexcept {}  // NOLINT
+  template <class U>
+  void construct(U* p) noexcept {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <class U, class... A>
+  void construct(U* p, A&&... a) {
+    std::construct_at(p, std::forward<A>(a)...);
+  }
+};
+}  // namespace detail
+
+/// Tag of tensor's constructor that leaves the elements uninitialised.
+struct uninitialized_t {
+  explicit uninitialized_t() = default;
+};
+inline constexpr uninitialized_t uninitialized{};
+
 class tensor {
  public:
   tensor() = default;
+  /// A tensor of zeros.
   tensor(dtype_id type, shape_t shape)
+      : type_(type),
+        shape_(std::move(shape)),
+        data_(element_count(shape_) * element_size(type_), std::byte{0}) {}
+  /// A tensor whose elements are indeterminate: for outputs the caller overwrites entirely
+  /// (saves the zero fill, a sizeable part of a convolutional network's inference time).
+  tensor(dtype_id type, shape_t shape, uninitialized_t)
       : type_(type), shape_(std::move(shape)), data_(element_count(shape_) * element_size(type_)) {}
 
   /// A float32 tensor holding `values` (size must match the shape).
@@ -94,7 +134,7 @@ class tensor {
 
   dtype_id type_ = dtype_id::float32;
   shape_t shape_;
-  std::vector<std::byte> data_;
+  std::vector<std::byte, detail::default_init_allocator<std::byte>> data_;
 };
 
 }  // namespace quark::onnx

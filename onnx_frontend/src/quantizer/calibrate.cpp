@@ -2,19 +2,22 @@
 // The calibration pass (see calibrate.hpp).
 #include "quantizer/calibrate.hpp"
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <fstream>
+#include <limits>
 #include <memory>
 #include <span>
 #include <unordered_map>
-#include <variant>
+
+#include <nlohmann/json.hpp>
 
 #include <quark/calib/distribution_calibrator.hpp>
-#include <quark/calib/percentile_calibrator.hpp>
-#include <quark/observer/histogram_observer.hpp>
-#include <quark/observer/minmax_observer.hpp>
+#include <quark/calib/tensor_calibrator.hpp>
+#include <quark/calib/to_qparams.hpp>
+#include <quark/observer/json.hpp>
 #include <quark/onnx/runtime.hpp>
-
-#include "quantizer/numerics.hpp"
 
 namespace quark::onnx::qz {
 
@@ -44,26 +47,409 @@ std::vector<input_signature> signatures(const runtime& rt) {
   return out;
 }
 
-struct observer_slot {
-  calib_request req;
-  std::variant<minmax_observer, histogram_observer> obs;
+/// The full integer grid of an activation type (the calibrators take the symmetric table
+/// from it where Quark does).
+int_grid grid_of_type(dtype_id t) {
+  switch (t) {
+    case dtype_id::uint8:
+      return grid_of<std::uint8_t>(range_table::full);
+    case dtype_id::int16:
+      return grid_of<std::int16_t>(range_table::full);
+    case dtype_id::uint16:
+      return grid_of<std::uint16_t>(range_table::full);
+    default:
+      return grid_of<std::int8_t>(range_table::full);
+  }
+}
+
+calib_method to_calib_method(act_method m) {
+  switch (m) {
+    case act_method::minmax:
+      return calib_method::minmax;
+    case act_method::pof2_minmax:
+      return calib_method::pof2_non_overflow;
+    case act_method::percentile:
+      return calib_method::percentile;
+    case act_method::pof2_minmse:
+      return calib_method::pof2_minmse;
+    case act_method::entropy:
+      return calib_method::entropy;
+    case act_method::layerwise_percentile:
+      return calib_method::layerwise_percentile;
+    case act_method::distribution:
+      return calib_method::distribution;
+    case act_method::none:
+      break;
+  }
+  return calib_method::minmax;
+}
+
+/// The observers of one tensor. Methods whose first pass is one histogram (Percentile, Entropy,
+/// LayerwisePercentile, pof2 MinMSE "All" with bins) keep the histogram_observer here and give
+/// its statistic to the header calibrator of the method, so a large value can be binned on
+/// several threads with exactly the counts of one sequential observe() (see observe_parallel);
+/// every other method is a quark::tensor_calibrator.
+struct slot {
+  std::string name;
+  calib_options opt;
+  std::optional<tensor_calibrator> cal;
+  std::optional<histogram_observer> hist;
+  std::vector<calibrated_range> cands;  ///< LayerwisePercentile candidates (second pass)
+  std::optional<lwp_scorer> scorer;
+  std::uint64_t seen = 0;  ///< elements observed in the first pass
+
+  [[nodiscard]] bool minmax_family() const noexcept {
+    return (opt.method == calib_method::minmax || opt.method == calib_method::pof2_non_overflow) &&
+           opt.average == moving_average::off;
+  }
+  [[nodiscard]] bool needs_second_pass() const noexcept {
+    return opt.method == calib_method::layerwise_percentile || (cal && cal->needs_second_pass());
+  }
+  /// The symmetric table of the grid (signed >= 8 bits: -qmax..qmax), as tensor_calibrator.
+  [[nodiscard]] int_grid pof2_grid() const noexcept {
+    const int_grid g = opt.grid;
+    return g.qmin == -g.qmax - 1 && g.qmax >= 127 ? int_grid{-g.qmax, g.qmax} : g;
+  }
+  [[nodiscard]] range_symmetry symmetry() const noexcept {
+    return opt.symmetry.value_or(default_range_symmetry(opt.method));
+  }
 };
 
-observer_slot make_slot(const calib_request& r, std::size_t bins) {
-  switch (r.method) {
-    case act_method::percentile:
-      return {r, histogram_observer({.mode = r.symmetric_range ? histogram_mode::absolute
-                                                               : histogram_mode::signed_symmetric,
-                                     .num_bins = bins})};
-    case act_method::distribution:
-      return {r, histogram_observer({.mode = histogram_mode::signed_symmetric, .num_bins = bins})};
-    case act_method::pof2_minmse:
-      return {r, histogram_observer({.mode = histogram_mode::signed_extend,
-                                     .num_bins = bins,
-                                     .non_finite = non_finite_policy::to_finite})};
+slot make_slot(const std::string& name, const calib_request& r, const calib_params& p) {
+  slot s;
+  s.name = name;
+  calib_options& o = s.opt;
+  o.method = to_calib_method(r.method);
+  o.symmetry = r.symmetric_range ? range_symmetry::symmetric : range_symmetry::asymmetric;
+  o.average = p.moving_average ? moving_average::on : moving_average::off;
+  o.moving_average_constant = static_cast<float>(p.moving_average_constant);
+  o.num_bins = p.num_bins;
+  o.num_quantized_bins = p.num_quantized_bins;
+  o.percentile = p.percentile;
+  o.percentile_candidates = p.percentile_candidates;
+  o.metric = p.lwp_mse ? lwp_metric::mse : lwp_metric::mae;
+  o.minmse_mode = p.minmse_most_common ? pof2_minmse_mode::most_common : pof2_minmse_mode::all;
+  o.grid = grid_of_type(r.type);
+  const range_symmetry sym = s.symmetry();
+  switch (o.method) {
+    case calib_method::percentile:
+    case calib_method::layerwise_percentile:
+      s.hist.emplace(histogram_options{.mode = sym == range_symmetry::symmetric
+                                                   ? histogram_mode::absolute
+                                                   : histogram_mode::signed_symmetric,
+                                       .num_bins = o.num_bins.value_or(2048)});
+      return s;
+    case calib_method::entropy:
+      s.hist.emplace(histogram_options{.mode = histogram_mode::signed_symmetric,
+                                       .num_bins = o.num_bins.value_or(128)});
+      return s;
+    case calib_method::distribution:
+      s.hist.emplace(histogram_options{.mode = histogram_mode::signed_symmetric,
+                                       .num_bins = o.num_bins.value_or(2048)});
+      return s;
+    case calib_method::pof2_minmse:
+      if (o.minmse_mode == pof2_minmse_mode::all && o.num_bins.value_or(2048) != 0) {
+        if (sym != range_symmetry::symmetric) {
+          throw frontend_error(
+              "quark.calib.bad_option",
+              "tensor '" + name + "': power-of-two MinMSE requires CalibTensorRangeSymmetric=True");
+        }
+        s.hist.emplace(histogram_options{.mode = histogram_mode::signed_extend,
+                                         .num_bins = o.num_bins.value_or(2048),
+                                         .non_finite = non_finite_policy::to_finite});
+        return s;
+      }
+      break;
     default:
-      return {r, minmax_observer{}};
+      break;
   }
+  s.cal.emplace(o);
+  return s;
+}
+
+/// Splits [0, n) into `parts` nearly equal pieces; piece k is [lo(k), lo(k + 1)).
+std::size_t piece(std::size_t n, std::size_t parts, std::size_t k) {
+  return n / parts * k + std::min(k, n % parts);
+}
+
+/// Observes piece k of `parts` of `x` into parts[k], on the runtime's threads.
+void observe_pieces(std::vector<histogram_observer>& partial, std::span<const float> x,
+                    const runtime& rt) {
+  const std::size_t parts = partial.size();
+  rt.parallel_for(parts, 1, [&](std::size_t b, std::size_t e) {
+    for (std::size_t k = b; k < e; ++k) {
+      const std::size_t lo = piece(x.size(), parts, k);
+      partial[k].observe(x.subspan(lo, piece(x.size(), parts, k + 1) - lo));
+    }
+  });
+}
+
+/// A histogram with the edges of `h` and no count.
+histogram_data zero_like(const histogram_data& h) {
+  histogram_data z = h;
+  std::fill(z.counts.begin(), z.counts.end(), std::uint64_t{0});
+  z.range = range_stats{};
+  return z;
+}
+
+/// Folds pieces that kept the edges of `base` into it (equal edges: counts add exactly).
+void merge_pieces(histogram_observer& h, histogram_data base,
+                  const std::vector<histogram_observer>& partial) {
+  histogram_observer out(h.options(), std::move(base));
+  for (const histogram_observer& p : partial)
+    out.merge(p);
+  h = std::move(out);
+}
+
+/// Bins `x` into `h` on the runtime's threads with exactly the counts, edges and range of
+/// h.observe(x). Usually (a batch inside the current range) each thread bins its piece into a
+/// zeroed histogram of the current edges and the pieces add up. A histogram's growth depends
+/// only on the batch's extrema (and, for the first |x| histogram, its smallest magnitude), so
+/// when the batch grows the range: (1) the extrema are reduced in parallel; (2) the histogram is
+/// grown by observing a scratch batch holding just those values, whose own counts are then taken
+/// out again; (3) every thread bins its piece on the grown edges, which no piece can grow.
+void observe_parallel(histogram_observer& h, std::span<const float> x, const runtime& rt) {
+  const std::size_t parts = rt.threads();
+  if (!h.stats().empty()) {
+    std::vector<histogram_observer> partial(parts,
+                                            histogram_observer(h.options(), zero_like(h.stats())));
+    observe_pieces(partial, x, rt);
+    bool grew = false;
+    for (const histogram_observer& p : partial)
+      grew = grew || p.stats().edges != h.stats().edges;
+    if (!grew) {
+      merge_pieces(h, h.stats(), partial);
+      return;
+    }
+  }
+  // (1) Extrema.
+  struct extrema {
+    float lo = std::numeric_limits<float>::infinity();
+    float hi = -std::numeric_limits<float>::infinity();
+    float small = std::numeric_limits<float>::infinity();  ///< the value of smallest |x|
+    bool nan = false;
+  };
+  std::vector<extrema> ex(parts);
+  const bool need_small = h.options().mode == histogram_mode::absolute && h.stats().empty();
+  rt.parallel_for(parts, 1, [&](std::size_t b, std::size_t e) {
+    for (std::size_t k = b; k < e; ++k) {
+      const std::size_t lo = piece(x.size(), parts, k);
+      const std::span<const float> c = x.subspan(lo, piece(x.size(), parts, k + 1) - lo);
+      minmax_observer mm{nan_policy::ignore};
+      mm.observe(c);
+      const range_stats st = mm.stats();
+      extrema r;
+      r.lo = st.min;
+      r.hi = st.max;
+      r.nan = st.nan_count > 0;
+      if (need_small) {
+        for (const float v : c) {
+          if (std::fabs(v) < std::fabs(r.small))
+            r.small = v;
+        }
+      }
+      ex[k] = r;
+    }
+  });
+  extrema all;
+  for (const extrema& r : ex) {
+    all.lo = std::fmin(all.lo, r.lo);
+    all.hi = std::fmax(all.hi, r.hi);
+    all.nan = all.nan || r.nan;
+    if (std::fabs(r.small) < std::fabs(all.small))
+      all.small = r.small;
+  }
+  if (!(all.lo <= all.hi)) {  // nothing but NaN
+    h.observe(x);
+    return;
+  }
+  // (2) Grow on the scratch batch, then take its counts out.
+  std::vector<float> scratch{all.lo, all.hi};
+  if (need_small)
+    scratch.push_back(all.small);
+  if (all.nan)
+    scratch.push_back(std::numeric_limits<float>::quiet_NaN());
+  histogram_observer grown = h;
+  grown.observe(scratch);
+  histogram_observer scratch_only(h.options(), zero_like(grown.stats()));
+  scratch_only.observe(scratch);
+  histogram_data base = grown.stats();
+  for (std::size_t i = 0; i < base.counts.size(); ++i)
+    base.counts[i] -= scratch_only.stats().counts[i];
+  base.range = h.stats().range;
+  // (3) Bin the pieces on the grown edges and add them up.
+  std::vector<histogram_observer> partial(parts, histogram_observer(h.options(), zero_like(base)));
+  observe_pieces(partial, x, rt);
+  merge_pieces(h, std::move(base), partial);
+}
+
+/// First-pass observation of one value.
+void observe_first(slot& s, std::span<const float> x, const runtime& rt, std::size_t threshold) {
+  s.seen += x.size();
+  const bool big = x.size() >= threshold && rt.threads() > 1;
+  if (s.hist) {
+    if (big) {
+      observe_parallel(*s.hist, x, rt);
+    } else {
+      s.hist->observe(x);
+    }
+    return;
+  }
+  if (big && s.minmax_family()) {
+    // Min/max partials merge exactly.
+    const std::size_t parts = rt.threads();
+    std::vector<tensor_calibrator> partial(parts, tensor_calibrator(s.opt));
+    rt.parallel_for(parts, 1, [&](std::size_t b, std::size_t e) {
+      for (std::size_t k = b; k < e; ++k) {
+        const std::size_t lo = piece(x.size(), parts, k);
+        partial[k].observe(x.subspan(lo, piece(x.size(), parts, k + 1) - lo));
+      }
+    });
+    for (const tensor_calibrator& p : partial)
+      s.cal->merge(p);
+    return;
+  }
+  s.cal->observe(x);
+}
+
+void begin_second(slot& s) {
+  if (s.opt.method == calib_method::layerwise_percentile) {
+    s.cands = layerwise_percentile_calibrator{s.opt.percentile_candidates, s.opt.metric}.candidates(
+        s.hist->stats());
+    s.scorer.emplace(s.cands, s.opt.grid, s.opt.metric);
+  } else if (s.cal && s.cal->needs_second_pass()) {
+    s.cal->begin_second_pass();
+  }
+}
+
+void observe_second(slot& s, std::span<const float> x) {
+  if (s.scorer) {
+    s.scorer->observe(x);
+  } else if (s.cal) {
+    s.cal->observe_second(x);
+  }
+}
+
+calibrated_range result_of(const slot& s) {
+  if (s.cal)
+    return s.cal->result();
+  const histogram_data& h = s.hist->stats();
+  switch (s.opt.method) {
+    case calib_method::percentile:
+      return percentile_calibrator{s.opt.percentile}(h);
+    case calib_method::entropy:
+      return entropy_calibrator{s.opt.num_quantized_bins, s.symmetry()}(h);
+    case calib_method::layerwise_percentile:
+      return layerwise_percentile_calibrator{s.opt.percentile_candidates, s.opt.metric}.select(
+          s.cands, [&](std::size_t i, const calibrated_range&) { return s.scorer->errors()[i]; });
+    default:
+      return pof2_minmse_calibrator{s.pof2_grid(), s.symmetry()}(h);
+  }
+}
+
+/// Runs every sample of `reader` (at most `limit`) through `rt`, calling fn(slot, values) for
+/// each observed float value. Lookups follow the runtime's fixed production order, so a value is
+/// found without building a string key.
+template <class Fn>
+std::size_t for_each_sample(const runtime& rt, calibration_data_reader& reader,
+                            std::optional<std::size_t> limit,
+                            std::unordered_map<std::string, slot>& slots,
+                            const std::vector<input_signature>& inputs,
+                            const std::function<void(std::string_view, const tensor&)>& on_first,
+                            const std::function<void(std::size_t)>& on_sample, Fn&& fn) {
+  std::vector<std::pair<std::string, slot*>> order;
+  std::size_t samples = 0;
+  while (!limit || samples < *limit) {
+    std::optional<calib_sample> smp = reader.next();
+    if (!smp)
+      break;
+    check_sample(*smp, inputs, samples);
+    std::size_t k = 0;
+    const bool first = samples == 0;
+    rt.run(*smp, [&](std::string_view name, const tensor& t) {
+      slot* s = nullptr;
+      if (k < order.size() && order[k].first == name) {
+        s = order[k].second;
+      } else {
+        if (on_first && first)
+          on_first(name, t);
+        auto it = slots.find(std::string(name));
+        s = it == slots.end() ? nullptr : &it->second;
+        if (first)
+          order.emplace_back(std::string(name), s);
+      }
+      ++k;
+      if (s == nullptr || t.type() != dtype_id::float32)
+        return;
+      fn(*s, t.data<float>());
+    });
+    ++samples;
+    if (on_sample)
+      on_sample(samples);
+  }
+  return samples;
+}
+
+nlohmann::json facts_to_json(const calib_output& out) {
+  nlohmann::json t = nlohmann::json::object();
+  for (const auto& [name, f] : out.tensors) {
+    nlohmann::json e = {{"type", std::string(dtype_name(f.type))}, {"shape", f.shape}};
+    if (f.calibrated) {
+      calibrated_range r;
+      r.min = f.rmin;
+      r.max = f.rmax;
+      r.pof2_position = f.pof2_position;
+      r.warnings = f.warnings;
+      e["range"] = r;
+      if (f.std_dev != 0.0)
+        e["std_dev"] = f.std_dev;
+    }
+    t[name] = std::move(e);
+  }
+  return {{"format", "quark-cpp calibration"},
+          {"version", 1},
+          {"samples", out.samples},
+          {"tensors", std::move(t)}};
+}
+
+calib_output facts_from_json(const std::filesystem::path& file,
+                             const std::map<std::string, calib_request>& requests) {
+  calib_output out;
+  try {
+    std::ifstream in(file);
+    const nlohmann::json j = nlohmann::json::parse(in);
+    if (j.value("format", "") != "quark-cpp calibration")
+      throw frontend_error("quark.calib.restore", "not a quark-cpp calibration file");
+    out.samples = j.at("samples").get<std::size_t>();
+    for (const auto& [name, e] : j.at("tensors").items()) {
+      tensor_facts f;
+      const auto t = dtype_from_name(e.at("type").get<std::string>());
+      f.type = t ? *t : dtype_id::undefined;
+      f.shape = e.at("shape").get<shape_t>();
+      if (e.contains("range")) {
+        const auto r = e.at("range").get<calibrated_range>();
+        f.calibrated = true;
+        f.rmin = r.min;
+        f.rmax = r.max;
+        f.pof2_position = r.pof2_position;
+        f.warnings = r.warnings;
+        f.std_dev = e.value("std_dev", 0.0);
+      }
+      out.tensors.emplace(name, std::move(f));
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw frontend_error("quark.calib.restore",
+                         "SaveAndRestore file '" + file.string() + "' is malformed: " + e.what());
+  }
+  for (const auto& [name, r] : requests) {
+    auto it = out.tensors.find(name);
+    if (it != out.tensors.end() && it->second.type == dtype_id::float32 && !it->second.calibrated) {
+      throw frontend_error("quark.calib.restore", "SaveAndRestore file '" + file.string() +
+                                                      "' has no range for tensor '" + name +
+                                                      "' (delete it to calibrate again)");
+    }
+  }
+  return out;
 }
 
 }  // namespace
@@ -77,79 +463,83 @@ calib_output calibrate(const std::string& model_bytes, const std::filesystem::pa
                        const std::map<std::string, calib_request>& requests,
                        calibration_data_reader& reader, const calib_params& params) {
   const runtime rt = make_runtime(model_bytes, base_dir);
+  if (params.ranges_file && std::filesystem::exists(*params.ranges_file)) {
+    calib_output out = facts_from_json(*params.ranges_file, requests);
+    out.inputs = signatures(rt);
+    return out;
+  }
   calib_output out;
   out.inputs = signatures(rt);
-  std::unordered_map<std::string, observer_slot> slots;
+  std::unordered_map<std::string, slot> slots;
   for (const auto& [name, r] : requests)
-    slots.emplace(name, make_slot(r, params.num_bins));
+    slots.emplace(name, make_slot(name, r, params));
   const std::size_t total = params.max_samples ? *params.max_samples : reader.size().value_or(0);
-  bool first = true;
-  while (!params.max_samples || out.samples < *params.max_samples) {
-    std::optional<calib_sample> s = reader.next();
-    if (!s)
-      break;
-    check_sample(*s, out.inputs, out.samples);
-    rt.run(*s, [&](std::string_view name, const tensor& t) {
-      if (first) {
+  out.samples = for_each_sample(
+      rt, reader, params.max_samples, slots, out.inputs,
+      [&](std::string_view name, const tensor& t) {
         auto& f = out.tensors[std::string(name)];
         f.type = t.type();
         f.shape = t.shape();
-      }
-      if (t.type() != dtype_id::float32)
-        return;
-      auto it = slots.find(std::string(name));
-      if (it == slots.end())
-        return;
-      const std::span<const float> x = t.data<float>();
-      std::visit([&](auto& o) { o.observe(x); }, it->second.obs);
-    });
-    first = false;
-    ++out.samples;
-    if (params.progress)
-      params.progress(out.samples, total);
-  }
+      },
+      [&](std::size_t done) {
+        if (params.progress)
+          params.progress(done, total);
+      },
+      [&](slot& s, std::span<const float> x) {
+        observe_first(s, x, rt, params.parallel_min_elements);
+      });
   if (out.samples == 0) {
     throw frontend_error("quark.calib_data.empty", "the calibration data holds no sample");
   }
-  for (auto& [name, slot] : slots) {
+  // Second pass (LayerwisePercentile scoring, pof2 MinMSE on raw data): the same samples again.
+  bool second = false;
+  for (auto& [name, s] : slots) {
+    if (s.seen > 0 && s.needs_second_pass()) {
+      begin_second(s);
+      second = true;
+    }
+  }
+  if (second) {
+    reader.rewind();
+    for_each_sample(rt, reader, out.samples, slots, out.inputs, {}, {},
+                    [&](slot& s, std::span<const float> x) { observe_second(s, x); });
+  }
+  for (auto& [name, s] : slots) {
     auto it = out.tensors.find(name);
     if (it == out.tensors.end() || it->second.type != dtype_id::float32)
       continue;
     tensor_facts& f = it->second;
-    float lo = 0.0f, hi = 0.0f;
-    if (auto* mm = std::get_if<minmax_observer>(&slot.obs)) {
-      const range_stats r = mm->stats();
-      if (r.count > 0 || r.nan_count > 0) {
-        lo = r.min;
-        hi = r.max;
-      }
-      if (slot.req.symmetric_range) {
-        const float m = std::fmax(std::fabs(lo), std::fabs(hi));
-        lo = -m;
-        hi = m;
-      }
-    } else {
-      const histogram_data& h = std::get<histogram_observer>(slot.obs).stats();
-      if (h.total() > 0) {
-        if (slot.req.method == act_method::percentile) {
-          const calibrated_range r = percentile_calibrator{params.percentile}(h);
-          lo = r.min;
-          hi = r.max;
-        } else if (slot.req.method == act_method::distribution) {
-          const distribution_stats d = distribution_calibrator{}(h);
-          f.std_dev = d.std_dev;
-          lo = static_cast<float>(h.edges.front());
-          hi = static_cast<float>(h.edges.back());
-        } else {
-          const value_range r = pof2_minmse_from_histogram(h, slot.req.type, name);
-          lo = r.min;
-          hi = r.max;
-        }
-      }
-    }
     f.calibrated = true;
-    f.rmin = lo;
-    f.rmax = hi;
+    if (s.seen == 0)
+      continue;  // an empty value: range (0, 0)
+    if (s.opt.method == calib_method::distribution) {
+      // FP8 (quark-spec §4.4): the scale comes from the standard deviation; the range is the
+      // histogram's.
+      const histogram_data& h = s.hist->stats();
+      if (h.total() > 0) {
+        f.std_dev = distribution_calibrator{}(h).std_dev;
+        f.rmin = static_cast<float>(h.edges.front());
+        f.rmax = static_cast<float>(h.edges.back());
+      }
+      continue;
+    }
+    try {
+      const calibrated_range r = result_of(s);
+      f.rmin = r.min;
+      f.rmax = r.max;
+      f.pof2_position = r.pof2_position;
+      f.warnings = r.warnings;
+    } catch (const quark::error& e) {
+      throw frontend_error(e.id(), "calibrating tensor '" + name + "': " + e.what());
+    }
+  }
+  if (params.ranges_file) {
+    std::ofstream os(*params.ranges_file);
+    os << facts_to_json(out).dump(1) << '\n';
+    if (!os) {
+      throw frontend_error("quark.calib.save", "cannot write SaveAndRestore file '" +
+                                                   params.ranges_file->string() + "'");
+    }
   }
   return out;
 }

@@ -35,6 +35,9 @@ struct tensor_facts {
   float rmin = 0.0f;  ///< calibrated range (method applied)
   float rmax = 0.0f;
   double std_dev = 0.0;  ///< Distribution: the histogram's standard deviation (FP8 scale)
+  /// Power-of-two position the method searched (pof2 MinMSE): the scale is 2^-position exactly.
+  std::optional<int> pof2_position;
+  std::vector<std::string> warnings;  ///< the calibrator's warnings (e.g. one Entropy candidate)
 };
 
 struct calib_output {
@@ -45,7 +48,18 @@ struct calib_output {
 
 struct calib_params {
   double percentile = 99.999;
-  std::size_t num_bins = 2048;
+  std::optional<std::size_t> num_bins;  ///< NumBins if set (else each method's default)
+  std::size_t num_quantized_bins = 128;
+  bool moving_average = false;
+  double moving_average_constant = 0.01;
+  std::vector<double> percentile_candidates{99.99, 99.999, 99.99999};
+  bool lwp_mse = false;
+  bool minmse_most_common = false;
+  /// SaveAndRestore: restore the calibration from this JSON file if it exists (no inference),
+  /// else calibrate and save it there.
+  std::optional<std::filesystem::path> ranges_file;
+  /// Tensors of at least this many elements are observed on the runtime's worker threads.
+  std::size_t parallel_min_elements = std::size_t{1} << 16;
   std::optional<std::size_t> max_samples;
   /// Called after each sample with (done, total or 0 if unknown).
   std::function<void(std::size_t, std::size_t)> progress;

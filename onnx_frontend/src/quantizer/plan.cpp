@@ -109,6 +109,12 @@ tspec resolve(const tensor_spec& s, const char* role, bool activation) {
     case calib_method::percentile:
       t.method = act_method::percentile;
       break;
+    case calib_method::entropy:
+      t.method = act_method::entropy;
+      break;
+    case calib_method::layerwise_percentile:
+      t.method = act_method::layerwise_percentile;
+      break;
     case calib_method::min_mse:
       // quark-spec §4.0: MinMSE maps to PowerOfTwoMethod.MinMSE for any scale type
       // (UsePowerOf2Scale defaults to True), so the scales are powers of two.
@@ -155,8 +161,15 @@ const std::set<std::string>& honoured_keys() {
                                           "NodesToExcludeOutputQuantization",
                                           "QDQOpTypePerChannelSupportToAxis",
                                           "CalibTensorRangeSymmetric",
+                                          "CalibMovingAverage",
+                                          "CalibMovingAverageConstant",
                                           "Percentile",
                                           "NumBins",
+                                          "NumQuantizedBins",
+                                          "PercentileCandidates",
+                                          "LWPMetric",
+                                          "MinMSEModePof2Scale",
+                                          "SaveAndRestore",
                                           "UseRandomData",
                                           "RandomDataReaderInputShape",
                                           "RandomDataReaderInputDataRange",
@@ -262,6 +275,21 @@ plan make_plan(const qconfig& cfg, const std::vector<node_ref>& nodes,
   if (const auto* v = eff.find("NumBins"); v && v->is_int()) {
     o.num_bins = option_cast<std::size_t>(*v, "NumBins");
   }
+  if (const auto* v = cfg.extra_options.find("NumBins"))
+    o.num_bins_explicit = option_cast<std::size_t>(*v, "NumBins");
+  if (const auto* v = eff.find("NumQuantizedBins"); v && v->is_int())
+    o.num_quantized_bins = option_cast<std::size_t>(*v, "NumQuantizedBins");
+  o.moving_average = get_bool("CalibMovingAverage", false);
+  if (const auto* v = eff.find("CalibMovingAverageConstant"); v && v->is_number())
+    o.moving_average_constant = v->as_number();
+  if (const auto* v = eff.find("PercentileCandidates"); v && !v->is_null())
+    o.percentile_candidates = option_cast<std::vector<double>>(*v, "PercentileCandidates");
+  if (const auto* v = eff.find("LWPMetric"); v && v->is_string())
+    o.lwp_mse = v->as_string() == "mse";
+  if (const auto* v = eff.find("MinMSEModePof2Scale"); v && v->is_string())
+    o.minmse_most_common = v->as_string() == "MostCommon";
+  if (const auto* v = eff.find("SaveAndRestore"); v && v->is_string())
+    o.save_and_restore = v->as_string();
   if (const auto* v = eff.find("CalibDataSize"); v && !v->is_null()) {
     o.calib_data_size = option_cast<std::size_t>(*v, "CalibDataSize");
   }

@@ -33,6 +33,8 @@ enum class act_method : std::uint8_t {
   pof2_minmse,   ///< PowerOfTwoMethod.MinMSE
   distribution,  ///< CalibrationMethod.Distribution (FP8: scale = std / std_fp8, quark-spec §4.4)
   none,          ///< no calibration (unscaled BFloat16 / Float16: a plain cast, quark-spec §1.5)
+  entropy,       ///< CalibrationMethod.Entropy
+  layerwise_percentile,  ///< LayerWiseMethod.LayerWisePercentile
 };
 
 /// A resolved tensor spec.
@@ -83,7 +85,15 @@ struct settings {
   bool external_data = false;                 ///< qconfig::use_external_data_format
   std::optional<bool> calib_range_symmetric;  ///< CalibTensorRangeSymmetric if set explicitly
   double percentile = 99.999;
-  std::size_t num_bins = 2048;
+  std::size_t num_bins = 2048;  ///< NumBins as the global activation method resolves it
+  std::optional<std::size_t> num_bins_explicit;  ///< NumBins if set (else each method's default)
+  std::size_t num_quantized_bins = 128;          ///< NumQuantizedBins (Entropy)
+  bool moving_average = false;                   ///< CalibMovingAverage
+  double moving_average_constant = 0.01;         ///< CalibMovingAverageConstant
+  std::vector<double> percentile_candidates{99.99, 99.999, 99.99999};  ///< PercentileCandidates
+  bool lwp_mse = false;                         ///< LWPMetric "mse" (else "mae")
+  bool minmse_most_common = false;              ///< MinMSEModePof2Scale "MostCommon" (else "All")
+  std::optional<std::string> save_and_restore;  ///< SaveAndRestore: ranges file
   std::optional<std::size_t> calib_data_size;
   std::set<std::string> nodes_to_exclude_output;
   std::set<std::string> op_types_to_exclude_output;

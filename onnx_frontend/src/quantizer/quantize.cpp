@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 
+#include <quark/calib/pof2_calibrator.hpp>
 #include <quark/onnx/quantizer.hpp>
 
 #include "io/proto_access.hpp"
@@ -117,7 +119,8 @@ struct act_entry {
   std::string share_from;  ///< take the parameters of this tensor instead of its own range
   bool from_initializer = false;
   float rmin = 0.0f, rmax = 0.0f;
-  double std_dev = 0.0;  ///< Distribution (FP8)
+  double std_dev = 0.0;              ///< Distribution (FP8)
+  std::optional<int> pof2_position;  ///< searched by the calibrator (pof2 MinMSE)
   qp params;
   bool done = false;
 };
@@ -398,7 +401,8 @@ model quantize_model(const model& in, const qconfig& cfg, calibration_data_reade
     r.type = s.type;
     r.symmetric_range = opt.calib_range_symmetric.value_or(
         s.method == qz::act_method::percentile || s.method == qz::act_method::pof2_minmax ||
-        s.method == qz::act_method::pof2_minmse);
+        s.method == qz::act_method::pof2_minmse ||
+        s.method == qz::act_method::layerwise_percentile);
     requests.emplace(name, r);
   };
   for (std::size_t i = 0; i < nodes.size(); ++i) {
@@ -417,7 +421,15 @@ model quantize_model(const model& in, const qconfig& cfg, calibration_data_reade
   const std::string float_bytes = m.to_bytes();
   qz::calib_params cp;
   cp.percentile = opt.percentile;
-  cp.num_bins = opt.num_bins;
+  cp.num_bins = opt.num_bins_explicit;
+  cp.num_quantized_bins = opt.num_quantized_bins;
+  cp.moving_average = opt.moving_average;
+  cp.moving_average_constant = opt.moving_average_constant;
+  cp.percentile_candidates = opt.percentile_candidates;
+  cp.lwp_mse = opt.lwp_mse;
+  cp.minmse_most_common = opt.minmse_most_common;
+  if (opt.save_and_restore)
+    cp.ranges_file = *opt.save_and_restore;
   cp.max_samples = opt.calib_data_size;
   cp.progress = run.progress;
   if (auto* folder = dynamic_cast<npy_folder_reader*>(&reader)) {
@@ -599,6 +611,9 @@ model quantize_model(const model& in, const qconfig& cfg, calibration_data_reade
       e.rmin = f->rmin;
       e.rmax = f->rmax;
       e.std_dev = f->std_dev;
+      e.pof2_position = f->pof2_position;
+      for (const auto& w : f->warnings)
+        report.notes.push_back("calibration of '" + name + "': " + w);
     }
   }
   // quark-spec §3.5: a quantized Clip/Relu whose input has one consumer gives the input its
@@ -613,12 +628,14 @@ model quantize_model(const model& in, const qconfig& cfg, calibration_data_reade
       if (in_it != acts.end() && out_it != acts.end()) {
         in_it->second.rmin = out_it->second.rmin;
         in_it->second.rmax = out_it->second.rmax;
+        in_it->second.pof2_position = out_it->second.pof2_position;
       }
     }
     if (n.op_type == "Softmax") {
       if (auto it = acts.find(n.outputs[0]); it != acts.end()) {
         it->second.rmin = 0.0f;
         it->second.rmax = 1.0f;
+        it->second.pof2_position.reset();
       }
     }
   }
@@ -641,6 +658,8 @@ model quantize_model(const model& in, const qconfig& cfg, calibration_data_reade
       } else {
         e.params = qz::qparams_for(e.spec.type, choice(e.spec), e.spec.symmetric, e.rmin, e.rmax,
                                    false, name);
+        if (e.spec.pof2 && e.pof2_position)  // the calibrator searched the scale itself
+          e.params.scale = std::ldexp(1.0f, -*e.pof2_position);
       }
     }
     return e.params;
@@ -740,8 +759,17 @@ model quantize_model(const model& in, const qconfig& cfg, calibration_data_reade
         } else {
           p = qz::qparams_for(e.type, choice(e.spec), sym, lo, hi, true, e.name);
         }
-        if (e.spec.weight_minmse && e.spec.pof2)
-          p.scale = qz::pof2_minmse_weight(vals, p);
+        if (e.spec.weight_minmse && e.spec.pof2 && !vals.empty()) {
+          // quark-spec §4.8: the five-candidate search of calib/pof2_calibrator.hpp on the
+          // weight's (symmetric) clip grid.
+          if (!sym) {
+            throw quark::not_implemented("quark.config.not_implemented",
+                                         "power-of-two MinMSE for the asymmetric weight '" +
+                                             e.name + "' is not implemented yet");
+          }
+          const calibrated_range r = pof2_minmse_search(vals, int_grid{p.qmin, p.qmax});
+          p.scale = std::ldexp(1.0f, -*r.pof2_position);
+        }
         e.scale.push_back(p.scale);
         e.zp.push_back(p.zero_point);
         qmin = p.qmin;

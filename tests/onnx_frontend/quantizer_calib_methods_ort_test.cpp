@@ -1,0 +1,352 @@
+// SPDX-License-Identifier: MIT
+// Every activation calibration method through quantize_model: the range (and, for the methods
+// that search a power-of-two scale, the scale) of each checked tensor equals what the header
+// calibrator (quark::tensor_calibrator, the library's single entry point) computes on the same
+// activations gathered independently by running the float model with a plain observer; and
+// every quantized model loads and runs in ONNX Runtime 1.30. The conv activations are large
+// enough (73728 values) to take the quantizer's multi-threaded observation path, the input
+// small enough to take the sequential one; the samples have different scales so histograms grow.
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+
+#include <doctest/doctest.h>
+
+// support/ort.hpp first: inside quark::test, "onnx::" must find ::onnx, not quark::onnx.
+#include <quark/calib/tensor_calibrator.hpp>
+#include <quark/calib/to_qparams.hpp>
+#include <quark/metrics.hpp>
+#include <quark/onnx/config.hpp>
+#include <quark/onnx/presets.hpp>
+#include <quark/onnx/quantizer.hpp>
+#include <quark/onnx/runtime.hpp>
+
+#include "support/ort.hpp"
+
+namespace fs = std::filesystem;
+namespace qo = quark::onnx;
+using namespace quark::test;
+
+namespace {
+
+fs::path work_dir() {
+  const char* b = std::getenv("QUARK_BINARY_DIR");
+  const fs::path d = fs::path(b ? b : fs::temp_directory_path().string()) / "calib_methods_tests" /
+                     std::to_string(::getpid());
+  fs::create_directories(d);
+  return d;
+}
+
+std::vector<float> random_floats(std::size_t n, std::uint32_t seed, float lo, float hi) {
+  std::mt19937 g(seed);
+  std::uniform_real_distribution<float> u(lo, hi);
+  std::vector<float> v(n);
+  for (auto& x : v)
+    x = u(g);
+  return v;
+}
+
+/// Conv(3->8, 3x3, pad 1) -> Add(const) -> Conv(8->8, 1x1) -> Sigmoid on 1x3x96x96.
+::onnx::ModelProto model() {
+  model_builder b(13);
+  b.input("x", onnx_type::float32, {1, 3, 96, 96});
+  b.initializer("w1", onnx_type::float32, {8, 3, 3, 3}, random_floats(216, 1, -0.5f, 0.5f));
+  b.initializer("b1", onnx_type::float32, {8}, random_floats(8, 2, -0.1f, 0.1f));
+  b.initializer("c", onnx_type::float32, {1, 8, 1, 1}, random_floats(8, 3, -0.3f, 0.3f));
+  b.initializer("w2", onnx_type::float32, {8, 8, 1, 1}, random_floats(64, 4, -0.8f, 0.8f));
+  b.initializer("b2", onnx_type::float32, {8}, random_floats(8, 5, -0.1f, 0.1f));
+  b.node("Conv", {"x", "w1", "b1"}, {"c1"}, {attr_ints("pads", {1, 1, 1, 1})});
+  b.node("Add", {"c1", "c"}, {"a"});
+  b.node("Conv", {"a", "w2", "b2"}, {"c2"});
+  b.node("Sigmoid", {"c2"}, {"y"});
+  b.output("y", onnx_type::float32, {1, 8, 96, 96});
+  return b.build();
+}
+
+std::vector<qo::calib_sample> samples() {
+  std::vector<qo::calib_sample> out;
+  const float scales[] = {1.0f, 3.0f, 0.5f, 2.0f};
+  for (std::uint32_t i = 0; i < 4; ++i) {
+    // A few large values per sample so that histogram tails matter.
+    auto v = random_floats(3 * 96 * 96, 10 + i, -scales[i], scales[i]);
+    v[i * 7] = 4.0f * scales[i];
+    out.push_back({{"x", qo::tensor::from_floats({1, 3, 96, 96}, std::move(v))}});
+  }
+  return out;
+}
+
+const std::vector<std::string>& checked() {
+  static const std::vector<std::string> n = {"x", "c1", "a", "c2"};
+  return n;
+}
+
+/// The activations of `checked()` per sample, from our runtime with a plain copying observer.
+std::map<std::string, std::vector<std::vector<float>>> gather(const fs::path& model_path) {
+  const qo::runtime rt(model_path);
+  std::map<std::string, std::vector<std::vector<float>>> acts;
+  for (const auto& s : samples()) {
+    (void)rt.run(s, [&](std::string_view name, const qo::tensor& t) {
+      for (const auto& n : checked()) {
+        if (n == name) {
+          const auto d = t.data<float>();
+          acts[n].emplace_back(d.begin(), d.end());
+        }
+      }
+    });
+  }
+  return acts;
+}
+
+struct method_case {
+  const char* label;
+  const char* preset;
+  qo::calib_method method;
+  std::map<std::string, qo::option_value> extra;
+  quark::calib_options oracle;  ///< the header calibrator's options (grid filled in below)
+  double min_cosine = 0.98;     ///< quantized vs float output in ORT
+};
+
+quark::calibrated_range oracle_range(quark::calib_options o,
+                                     const std::vector<std::vector<float>>& batches) {
+  quark::tensor_calibrator cal(std::move(o));
+  for (const auto& b : batches)
+    cal.observe(b);
+  if (cal.needs_second_pass()) {
+    cal.begin_second_pass();
+    for (const auto& b : batches)
+      cal.observe_second(b);
+  }
+  return cal.result();
+}
+
+std::vector<float> run_in_ort(const fs::path& p, const qo::calib_sample& s) {
+  const auto& t = s.begin()->second;
+  std::vector<std::size_t> shape(t.shape().begin(), t.shape().end());
+  std::ifstream f(p, std::ios::binary);
+  ::onnx::ModelProto m;
+  REQUIRE(m.ParseFromIstream(&f));
+  auto out = run_ort(m, {npy_array::from(t.data<float>(), shape)});
+  return out.begin()->second.values<float>();
+}
+
+void check_case(const method_case& c, const fs::path& fin,
+                const std::map<std::string, std::vector<std::vector<float>>>& acts) {
+  CAPTURE(std::string(c.label));
+  const fs::path fout = work_dir() / (std::string(c.label) + ".onnx");
+  qo::qconfig cfg = qo::get_default_config(c.preset);
+  cfg.global_config.input_tensors->calibration_method = c.method;
+  cfg.global_config.output_tensors->calibration_method = c.method;
+  for (const auto& [k, v] : c.extra)
+    cfg.extra_options.set(k, v);
+  const auto sm = samples();
+  qo::memory_reader reader(sm);
+  const qo::quantize_report r = qo::quantize_model(fin, fout, cfg, reader);
+  CHECK(r.calibration_samples == sm.size());
+  quark::calib_options o = c.oracle;
+  const bool uint8 = cfg.global_config.input_tensors->dtype == quark::dtype_id::uint8;
+  o.grid = uint8 ? quark::grid_of<std::uint8_t>(quark::range_table::full)
+                 : quark::grid_of<std::int8_t>(quark::range_table::full);
+  int found = 0;
+  for (const auto& t : r.tensors) {
+    if (t.role != "activation" || !acts.contains(t.name))
+      continue;
+    ++found;
+    CAPTURE(t.name);
+    const quark::calibrated_range want = oracle_range(o, acts.at(t.name));
+    CHECK(t.rmin == want.min);
+    CHECK(t.rmax == want.max);
+    if (want.pof2_position) {
+      REQUIRE(t.scale.size() == 1u);
+      CHECK(t.scale[0] == std::ldexp(1.0f, -*want.pof2_position));
+    }
+  }
+  CHECK(found == static_cast<int>(checked().size()));
+  if (!ort_available()) {
+    MESSAGE("ONNX Runtime unavailable: " << ort_unavailable_reason());
+    return;
+  }
+  const auto s = sm[1];
+  const auto q = run_in_ort(fout, s);
+  const auto ref = run_in_ort(fin, s);
+  REQUIRE(q.size() == ref.size());
+  const double cos = quark::metrics::cosine(q, ref);
+  MESSAGE(c.label << ": cosine of ORT quantized vs ORT float (sigmoid output) " << cos);
+  CHECK(cos >= c.min_cosine);
+}
+
+}  // namespace
+
+TEST_CASE("every calibration method equals the header calibrator on the same activations") {
+  const fs::path fin = work_dir() / "float.onnx";
+  {
+    std::ofstream f(fin, std::ios::binary);
+    REQUIRE(model().SerializeToOstream(&f));
+  }
+  const auto acts = gather(fin);
+  REQUIRE(acts.size() == checked().size());
+  using qo::calib_method;
+  using quark::range_symmetry;
+  namespace q = quark;
+  const qo::option_value sym_true(true), sym_false(false);
+  const std::vector<method_case> cases = {
+      {"minmax",
+       "A8W8",
+       calib_method::min_max,
+       {{"CalibTensorRangeSymmetric", sym_false}},
+       {.method = q::calib_method::minmax, .symmetry = range_symmetry::asymmetric}},
+      {"minmax_sym",
+       "A8W8",
+       calib_method::min_max,
+       {{"CalibTensorRangeSymmetric", sym_true}},
+       {.method = q::calib_method::minmax, .symmetry = range_symmetry::symmetric}},
+      {"minmax_moving_average",
+       "A8W8",
+       calib_method::min_max,
+       {{"CalibTensorRangeSymmetric", sym_false},
+        {"CalibMovingAverage", sym_true},
+        {"CalibMovingAverageConstant", qo::option_value(0.25)}},
+       {.method = q::calib_method::minmax,
+        .symmetry = range_symmetry::asymmetric,
+        .average = q::moving_average::on,
+        .moving_average_constant = 0.25f}},
+      {"percentile",
+       "A8W8",
+       calib_method::percentile,
+       {{"Percentile", qo::option_value(99.9)}, {"CalibTensorRangeSymmetric", sym_true}},
+       {.method = q::calib_method::percentile,
+        .symmetry = range_symmetry::symmetric,
+        .percentile = 99.9}},
+      {"percentile_signed",
+       "A8W8",
+       calib_method::percentile,
+       {{"Percentile", qo::option_value(99.9)},
+        {"CalibTensorRangeSymmetric", sym_false},
+        {"NumBins", qo::option_value(std::int64_t{512})}},
+       {.method = q::calib_method::percentile,
+        .symmetry = range_symmetry::asymmetric,
+        .num_bins = 512,
+        .percentile = 99.9}},
+      {"entropy",
+       "A8W8",
+       calib_method::entropy,
+       {{"NumBins", qo::option_value(std::int64_t{512})},
+        {"NumQuantizedBins", qo::option_value(std::int64_t{64})},
+        {"CalibTensorRangeSymmetric", sym_false}},
+       {.method = q::calib_method::entropy,
+        .symmetry = range_symmetry::asymmetric,
+        .num_bins = 512,
+        .num_quantized_bins = 64}},
+      {"entropy_defaults",
+       "A8W8",
+       calib_method::entropy,
+       {{"CalibTensorRangeSymmetric", sym_false}},
+       {.method = q::calib_method::entropy, .symmetry = range_symmetry::asymmetric}},
+      {"layerwise_percentile_mae",
+       "A8W8",
+       calib_method::layerwise_percentile,
+       {{"CalibTensorRangeSymmetric", sym_true},
+        {"PercentileCandidates", qo::option_value::array({99.0, 99.9, 99.99})}},
+       {.method = q::calib_method::layerwise_percentile,
+        .symmetry = range_symmetry::symmetric,
+        .percentile_candidates = {99.0, 99.9, 99.99}}},
+      {"layerwise_percentile_mse",
+       "A8W8",
+       calib_method::layerwise_percentile,
+       {{"CalibTensorRangeSymmetric", sym_true},
+        {"LWPMetric", qo::option_value("mse")},
+        {"PercentileCandidates", qo::option_value::array({99.0, 99.9, 99.99})}},
+       {.method = q::calib_method::layerwise_percentile,
+        .symmetry = range_symmetry::symmetric,
+        .percentile_candidates = {99.0, 99.9, 99.99},
+        .metric = q::lwp_metric::mse}},
+      {"pof2_non_overflow",
+       "XINT8",
+       calib_method::min_max,
+       {},
+       {.method = q::calib_method::pof2_non_overflow, .symmetry = range_symmetry::symmetric}},
+      {"pof2_minmse_histogram",
+       "XINT8",
+       calib_method::min_mse,
+       {},
+       {.method = q::calib_method::pof2_minmse, .symmetry = range_symmetry::symmetric}},
+      {"pof2_minmse_raw",
+       "XINT8",
+       calib_method::min_mse,
+       {{"NumBins", qo::option_value(std::int64_t{0})}},
+       {.method = q::calib_method::pof2_minmse,
+        .symmetry = range_symmetry::symmetric,
+        .num_bins = 0}},
+      {"pof2_minmse_most_common",
+       "XINT8",
+       calib_method::min_mse,
+       {{"MinMSEModePof2Scale", qo::option_value("MostCommon")}},
+       {.method = q::calib_method::pof2_minmse,
+        .symmetry = range_symmetry::symmetric,
+        .minmse_mode = q::pof2_minmse_mode::most_common},
+       // Each sample (scales 1, 3, 0.5, 2) picks its own position; the tie goes to the smallest
+       // scale, which clips the evaluated sample (scale 3): lower accuracy is the method's.
+       0.95},
+  };
+  for (const auto& c : cases)
+    check_case(c, fin, acts);
+}
+
+TEST_CASE("Entropy with the default 128/128 bins reports its single candidate") {
+  const fs::path fin = work_dir() / "float_e.onnx";
+  {
+    std::ofstream f(fin, std::ios::binary);
+    REQUIRE(model().SerializeToOstream(&f));
+  }
+  qo::qconfig cfg = qo::get_default_config("A8W8");
+  cfg.global_config.input_tensors->calibration_method = qo::calib_method::entropy;
+  cfg.global_config.output_tensors->calibration_method = qo::calib_method::entropy;
+  // One sample: the histogram keeps its 128 bins (growth over batches would add candidates).
+  qo::memory_reader reader({samples()[1]});
+  const auto r = qo::quantize_model(fin, work_dir() / "e.onnx", cfg, reader);
+  bool warned = false;
+  for (const auto& n : r.notes)
+    warned = warned || n.find("calibration of 'c1'") != std::string::npos;
+  CHECK(warned);
+}
+
+TEST_CASE("SaveAndRestore: the second run restores the ranges without calibrating") {
+  const fs::path dir = work_dir();
+  const fs::path fin = dir / "float_sr.onnx";
+  {
+    std::ofstream f(fin, std::ios::binary);
+    REQUIRE(model().SerializeToOstream(&f));
+  }
+  const fs::path file = dir / "ranges.json";
+  fs::remove(file);
+  qo::qconfig cfg = qo::get_default_config("XINT8");
+  cfg.extra_options.set("SaveAndRestore", qo::option_value(file.string()));
+  qo::memory_reader reader(samples());
+  const auto first = qo::quantize_model(fin, dir / "sr1.onnx", cfg, reader);
+  REQUIRE(fs::exists(file));
+  // A reader with one unrelated sample: restoring must not look at it.
+  std::vector<qo::calib_sample> other = {samples()[3]};
+  qo::memory_reader reader2(other);
+  const auto second = qo::quantize_model(fin, dir / "sr2.onnx", cfg, reader2);
+  CHECK(second.calibration_samples == first.calibration_samples);
+  REQUIRE(first.tensors.size() == second.tensors.size());
+  for (std::size_t i = 0; i < first.tensors.size(); ++i) {
+    CAPTURE(first.tensors[i].name);
+    CHECK(first.tensors[i].rmin == second.tensors[i].rmin);
+    CHECK(first.tensors[i].rmax == second.tensors[i].rmax);
+    CHECK(first.tensors[i].scale == second.tensors[i].scale);
+  }
+  // A corrupt file is a clear error naming it.
+  {
+    std::ofstream f(file);
+    f << "{\"format\": \"something else\"}";
+  }
+  qo::memory_reader reader3(samples());
+  try {
+    (void)qo::quantize_model(fin, dir / "sr3.onnx", cfg, reader3);
+    FAIL("expected an error");
+  } catch (const quark::error& e) {
+    CHECK(e.id() == "quark.calib.restore");
+  }
+}

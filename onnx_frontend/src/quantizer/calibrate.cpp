@@ -226,7 +226,7 @@ void observe_parallel(histogram_observer& h, std::span<const float> x, const run
   struct extrema {
     float lo = std::numeric_limits<float>::infinity();
     float hi = -std::numeric_limits<float>::infinity();
-    float small = std::numeric_limits<float>::infinity();  ///< the value of smallest |x|
+    float small = std::numeric_limits<float>::infinity();  ///< the smallest |x|
     bool nan = false;
   };
   std::vector<extrema> ex(parts);
@@ -243,10 +243,14 @@ void observe_parallel(histogram_observer& h, std::span<const float> x, const run
       r.hi = st.max;
       r.nan = st.nan_count > 0;
       if (need_small) {
+        // Only |x| enters an absolute histogram, so the smallest magnitude stands for its value
+        // (a < m keeps m for NaN and lets the compiler vectorise the loop).
+        float m = std::numeric_limits<float>::infinity();
         for (const float v : c) {
-          if (std::fabs(v) < std::fabs(r.small))
-            r.small = v;
+          const float a = std::fabs(v);
+          m = a < m ? a : m;
         }
+        r.small = m;
       }
       ex[k] = r;
     }

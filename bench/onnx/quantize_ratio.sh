@@ -1,0 +1,38 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+# Issue 7 "Performance": time and peak memory of quantizing PP-OCRv4 det with N calibration
+# samples at 640x640, as a ratio to N plain inferences (and one inference's peak RSS) of the same
+# quark_quantize binary in the same run. Prints the load average before and after, since the
+# machine is shared.
+#   bench/onnx/quantize_ratio.sh build/release/examples/onnx/quark_quantize [N] [PRESET...]
+set -eu
+Q=${1:?usage: quantize_ratio.sh QUARK_QUANTIZE [N] [PRESET...]}
+N=${2:-32}
+shift 2 2>/dev/null || shift $#
+PRESETS=${*:-A8W8 XINT8}
+M=${QUARK_DET_MODEL:-.cache/models/ocr-models/assets/ch_PP-OCRv4_det_infer.onnx}
+OUT=$(mktemp -d)
+trap 'rm -rf "$OUT"' EXIT
+ARGS="--random --shape x:1x3x640x640 -q --no-summary"
+
+# run LABEL CMD...: prints "LABEL <seconds> <peak KB>" (wall time and max RSS of the process).
+run() {
+  label=$1
+  shift
+  /usr/bin/time -f "%e %M" -o "$OUT/time" "$@" >/dev/null
+  echo "$label $(cat "$OUT/time")"
+}
+
+echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+one=$(run infer1 "$Q" "$M" "$OUT/o.onnx" $ARGS --samples 1 --infer-only 1)
+all=$(run inferN "$Q" "$M" "$OUT/o.onnx" $ARGS --samples "$N" --infer-only "$N")
+echo "$one"
+echo "$all"
+for p in $PRESETS; do
+  r=$(run "$p" "$Q" "$M" "$OUT/q.onnx" --preset "$p" $ARGS --samples "$N")
+  echo "$r"
+  echo "$one $all $r" | awk -v n="$N" '{
+    printf "%s: time %.2fx of %d inferences (target 1.5x), peak RSS %.2fx of one inference (target 2x)\n",
+           $7, $8 / $5, n, $9 / $3 }'
+done
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -15,6 +15,7 @@
 #include <doctest/doctest.h>
 
 // support/ort.hpp first: inside quark::test, "onnx::" must find ::onnx, not quark::onnx.
+#include <quark/calib/mse_calibrator.hpp>
 #include <quark/calib/tensor_calibrator.hpp>
 #include <quark/calib/to_qparams.hpp>
 #include <quark/metrics.hpp>
@@ -348,5 +349,49 @@ TEST_CASE("SaveAndRestore: the second run restores the ranges without calibratin
     FAIL("expected an error");
   } catch (const quark::error& e) {
     CHECK(e.id() == "quark.calib.restore");
+  }
+}
+
+TEST_CASE("Float32 weights with MinMSE: float_minmse_calibrator in every MinMSEModeFloatScale") {
+  const fs::path dir = work_dir();
+  const fs::path fin = dir / "float_w.onnx";
+  {
+    std::ofstream f(fin, std::ios::binary);
+    REQUIRE(model().SerializeToOstream(&f));
+  }
+  const std::vector<float> w1 = random_floats(216, 1, -0.5f, 0.5f);  // as model() builds it
+  const std::pair<const char*, quark::minmse_float_mode> modes[] = {
+      {"Percentile", quark::minmse_float_mode::percentile},
+      {"HistCenter", quark::minmse_float_mode::hist_center},
+      {"All", quark::minmse_float_mode::all}};
+  for (const auto& [name, mode] : modes) {
+    CAPTURE(std::string(name));
+    qo::qconfig cfg = qo::get_default_config("A8W8");
+    REQUIRE(cfg.global_config.weight->dtype == quark::dtype_id::int8);
+    cfg.global_config.weight->calibration_method = qo::calib_method::min_mse;
+    cfg.global_config.weight->scale_type = qo::scale_kind::float32;
+    cfg.global_config.weight->quant_granularity = qo::granularity::tensor;
+    cfg.extra_options.set("MinMSEModeFloatScale", qo::option_value(name));
+    qo::memory_reader reader(samples());
+    const fs::path fout = dir / (std::string("w_") + name + ".onnx");
+    const auto r = qo::quantize_model(fin, fout, cfg, reader);
+    // Signed weights use the symmetric table (INT8 -127..127, quark-spec §1.2).
+    const quark::calibrated_range want =
+        quark::float_minmse_calibrator{.mode = mode, .grid = {-127, 127}}(w1);
+    bool found = false;
+    for (const auto& t : r.tensors) {
+      if (t.name != "w1")
+        continue;
+      found = true;
+      REQUIRE(t.scale.size() == 1u);
+      CHECK(t.scale[0] == *want.scale);
+      CHECK(t.zero_point[0] == *want.zero_point);
+    }
+    CHECK(found);
+    if (ort_available()) {
+      const auto q = run_in_ort(fout, samples()[0]);
+      const auto ref = run_in_ort(fin, samples()[0]);
+      CHECK(quark::metrics::cosine(q, ref) >= 0.98);
+    }
   }
 }

@@ -117,12 +117,15 @@ tspec resolve(const tensor_spec& s, const char* role, bool activation) {
       break;
     case calib_method::min_mse:
       // quark-spec §4.0: MinMSE maps to PowerOfTwoMethod.MinMSE for any scale type
-      // (UsePowerOf2Scale defaults to True), so the scales are powers of two.
+      // (UsePowerOf2Scale defaults to True), so activation scales are powers of two. Weights with
+      // a Float32 scale search a float scale (WeightCalibrateMethod = MinMSE, §4.8).
       if (!is_integer_spec(s))
         not_impl(where + " with calibration_method MinMSE (integer specs only)");
       t.method = act_method::pof2_minmse;
-      t.pof2 = true;
-      t.int16_scale = false;
+      if (std::string_view(role) != "weight" || t.pof2 || t.int16_scale) {
+        t.pof2 = true;
+        t.int16_scale = false;
+      }
       t.weight_minmse = true;
       break;
     case calib_method::distribution:
@@ -169,6 +172,8 @@ const std::set<std::string>& honoured_keys() {
                                           "PercentileCandidates",
                                           "LWPMetric",
                                           "MinMSEModePof2Scale",
+                                          "MinMSEModeFloatScale",
+                                          "WeightCalibrateMethod",
                                           "SaveAndRestore",
                                           "UseRandomData",
                                           "RandomDataReaderInputShape",
@@ -288,6 +293,11 @@ plan make_plan(const qconfig& cfg, const std::vector<node_ref>& nodes,
     o.lwp_mse = v->as_string() == "mse";
   if (const auto* v = eff.find("MinMSEModePof2Scale"); v && v->is_string())
     o.minmse_most_common = v->as_string() == "MostCommon";
+  if (const auto* v = eff.find("MinMSEModeFloatScale"); v && v->is_string())
+    o.minmse_float_mode = v->as_string();
+  std::optional<bool> weight_minmse;  // WeightCalibrateMethod, if set (Float32 weights only)
+  if (const auto* v = cfg.extra_options.find("WeightCalibrateMethod"); v && v->is_string())
+    weight_minmse = v->as_string().find("MinMSE") != std::string::npos;
   if (const auto* v = eff.find("SaveAndRestore"); v && v->is_string())
     o.save_and_restore = v->as_string();
   if (const auto* v = eff.find("CalibDataSize"); v && !v->is_null()) {
@@ -402,6 +412,8 @@ plan make_plan(const qconfig& cfg, const std::vector<node_ref>& nodes,
     }
     if (w_sym && c.weight)
       c.weight->symmetric = *w_sym;
+    if (weight_minmse && c.weight && !c.weight->pof2)
+      c.weight->weight_minmse = *weight_minmse;
     c.quantize = c.input || c.output || c.weight;
     if (!c.quantize)
       c.reason = "no spec";

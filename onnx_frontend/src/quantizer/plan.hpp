@@ -45,7 +45,9 @@ struct tspec {
   bool int16_scale = false;  ///< M * 2^-N scale (ScaleType.Int16 / Int16Scale, quark-spec §2.3)
   bool fp_scaled = false;    ///< ActivationScaled / WeightScaled for BFloat16 / Float16 (§1.5)
   act_method method = act_method::minmax;
-  bool weight_minmse = false;  ///< weights: five-candidate pof2 MSE search (quark-spec §4.8)
+  /// Weights: MinMSE search (quark-spec §4.8): the five pof2 candidates with a PowerOf2 scale,
+  /// float_minmse_calibrator (MinMSEModeFloatScale) with a Float32 scale.
+  bool weight_minmse = false;
   bool per_channel = false;
   int group_size = 0;  ///< > 0: per-group (blocked) weights along the group axis
   std::optional<int> axis;
@@ -91,9 +93,10 @@ struct settings {
   bool moving_average = false;                   ///< CalibMovingAverage
   double moving_average_constant = 0.01;         ///< CalibMovingAverageConstant
   std::vector<double> percentile_candidates{99.99, 99.999, 99.99999};  ///< PercentileCandidates
-  bool lwp_mse = false;                         ///< LWPMetric "mse" (else "mae")
-  bool minmse_most_common = false;              ///< MinMSEModePof2Scale "MostCommon" (else "All")
-  std::optional<std::string> save_and_restore;  ///< SaveAndRestore: ranges file
+  bool lwp_mse = false;                          ///< LWPMetric "mse" (else "mae")
+  bool minmse_most_common = false;               ///< MinMSEModePof2Scale "MostCommon" (else "All")
+  std::string minmse_float_mode = "Percentile";  ///< MinMSEModeFloatScale (weights)
+  std::optional<std::string> save_and_restore;   ///< SaveAndRestore: ranges file
   std::optional<std::size_t> calib_data_size;
   std::set<std::string> nodes_to_exclude_output;
   std::set<std::string> op_types_to_exclude_output;

@@ -9,6 +9,7 @@
 #include <set>
 #include <sstream>
 
+#include <quark/calib/mse_calibrator.hpp>
 #include <quark/calib/pof2_calibrator.hpp>
 #include <quark/onnx/quantizer.hpp>
 
@@ -769,6 +770,18 @@ model quantize_model(const model& in, const qconfig& cfg, calibration_data_reade
           }
           const calibrated_range r = pof2_minmse_search(vals, int_grid{p.qmin, p.qmax});
           p.scale = std::ldexp(1.0f, -*r.pof2_position);
+        } else if (e.spec.weight_minmse && !e.spec.pof2 && !e.spec.int16_scale && !vals.empty()) {
+          // Float-scale MinMSE (quark-spec §4.8, MinMSEModeFloatScale) on the weight's grid.
+          const minmse_float_mode mode =
+              opt.minmse_float_mode == "HistCenter" ? minmse_float_mode::hist_center
+              : opt.minmse_float_mode == "All"      ? minmse_float_mode::all
+                                                    : minmse_float_mode::percentile;
+          const calibrated_range r = float_minmse_calibrator{
+              .mode = mode,
+              .grid = int_grid{p.qmin, p.qmax},
+              .symmetry = sym ? range_symmetry::symmetric : range_symmetry::asymmetric}(vals);
+          p.scale = *r.scale;
+          p.zero_point = static_cast<std::int32_t>(*r.zero_point);
         }
         e.scale.push_back(p.scale);
         e.zp.push_back(p.zero_point);

@@ -139,6 +139,8 @@ void check_case(const method_case& c, const fs::path& fin,
   qo::qconfig cfg = qo::get_default_config(c.preset);
   cfg.global_config.input_tensors->calibration_method = c.method;
   cfg.global_config.output_tensors->calibration_method = c.method;
+  // The oracle observes the graph as built: no folding of the constant Add into the Conv bias.
+  cfg.extra_options.set("OptimizeModel", qo::option_value(false));
   for (const auto& [k, v] : c.extra)
     cfg.extra_options.set(k, v);
   const auto sm = samples();
@@ -303,6 +305,7 @@ TEST_CASE("Entropy with the default 128/128 bins reports its single candidate") 
   qo::qconfig cfg = qo::get_default_config("A8W8");
   cfg.global_config.input_tensors->calibration_method = qo::calib_method::entropy;
   cfg.global_config.output_tensors->calibration_method = qo::calib_method::entropy;
+  cfg.extra_options.set("OptimizeModel", qo::option_value(false));  // keep 'c1'
   // One sample: the histogram keeps its 128 bins (growth over batches would add candidates).
   qo::memory_reader reader({samples()[1]});
   const auto r = qo::quantize_model(fin, work_dir() / "e.onnx", cfg, reader);

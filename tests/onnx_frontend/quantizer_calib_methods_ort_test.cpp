@@ -367,7 +367,10 @@ TEST_CASE("Float32 weights with MinMSE: float_minmse_calibrator in every MinMSEM
       {"Percentile", quark::minmse_float_mode::percentile},
       {"HistCenter", quark::minmse_float_mode::hist_center},
       {"All", quark::minmse_float_mode::all}};
-  for (const auto& [name, mode] : modes) {
+  for (const auto& m : modes) {
+    // Not a structured binding: Clang 14 cannot capture one in CAPTURE's lambda.
+    const char* name = m.first;
+    const quark::minmse_float_mode mode = m.second;
     CAPTURE(std::string(name));
     qo::qconfig cfg = qo::get_default_config("A8W8");
     REQUIRE(cfg.global_config.weight->dtype == quark::dtype_id::int8);

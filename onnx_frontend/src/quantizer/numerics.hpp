@@ -34,10 +34,12 @@ struct scale_choice {
 /// compute_qparams for the type `t` (integer: int4 ... int32, uint4 ... uint32; float: float16,
 /// bfloat16, the four FP8 types). `weight` selects Quark's weight clip rule (INT8 weights clip
 /// to +-127). Float types keep qmin = qmax = 0 and a zero point that is an integer value.
+/// `reduce` selects the reduced table (TensorQuantOverrides reduce_range).
 inline qp qparams_for(dtype_id t, scale_choice sc, bool symmetric, float rmin, float rmax,
-                      bool weight, std::string_view name) {
+                      bool weight, std::string_view name, bool reduce = false) {
   qparam_options o;
   o.sym = symmetric ? symmetry::symmetric : symmetry::asymmetric;
+  o.reduce = reduce ? range_reduction::reduced : range_reduction::full;
   o.clip = weight ? clip_rule::quark_weight : clip_rule::full_range;
   o.fp_scaling = sc.fp_scaled ? float_scaling::scaled : float_scaling::unscaled;
   o.tensor_name = name;

@@ -149,49 +149,25 @@ tspec resolve(const tensor_spec& s, const char* role, bool activation) {
 
 /// Keys read below; any other explicitly set key is rejected.
 const std::set<std::string>& honoured_keys() {
-  static const std::set<std::string> s = {"OpTypesToQuantize",
-                                          "NodesToQuantize",
-                                          "ExtraOpTypesToQuantize",
-                                          "QuantizeAllOpTypes",
-                                          "DedicatedQDQPair",
-                                          "AddQDQPairToWeight",
-                                          "ForceQuantizeNoInputCheck",
-                                          "MatMulConstBOnly",
-                                          "WeightsOnly",
-                                          "QuantizeBias",
-                                          "Int32Bias",
-                                          "OpTypesToExcludeOutputQuantization",
-                                          "NodesToExcludeOutputQuantization",
-                                          "QDQOpTypePerChannelSupportToAxis",
-                                          "CalibTensorRangeSymmetric",
-                                          "CalibMovingAverage",
-                                          "CalibMovingAverageConstant",
-                                          "Percentile",
-                                          "NumBins",
-                                          "NumQuantizedBins",
-                                          "PercentileCandidates",
-                                          "LWPMetric",
-                                          "MinMSEModePof2Scale",
-                                          "MinMSEModeFloatScale",
-                                          "WeightCalibrateMethod",
-                                          "SaveAndRestore",
-                                          "UseRandomData",
-                                          "RandomDataReaderInputShape",
-                                          "RandomDataReaderInputDataRange",
-                                          "CalibDataSize",
-                                          "PrintSummary",
-                                          "EnableNPUCnn",
-                                          "ActivationSymmetric",
-                                          "WeightSymmetric",
-                                          "EvalMetrics",
-                                          "IgnoreWarnings",
-                                          "LogSeverityLevel",
-                                          "ExecutionProviders",
-                                          "UsePowerOf2Scale",
-                                          "Int16Bias",
-                                          "Int16Scale",
-                                          "ActivationScaled",
-                                          "WeightScaled"};
+  static const std::set<std::string> s = {
+      "OpTypesToQuantize", "NodesToQuantize", "ExtraOpTypesToQuantize", "QuantizeAllOpTypes",
+      "DedicatedQDQPair", "AddQDQPairToWeight", "ForceQuantizeNoInputCheck", "MatMulConstBOnly",
+      "WeightsOnly", "QuantizeBias", "Int32Bias", "OpTypesToExcludeOutputQuantization",
+      "NodesToExcludeOutputQuantization", "QDQOpTypePerChannelSupportToAxis",
+      "CalibTensorRangeSymmetric", "CalibMovingAverage", "CalibMovingAverageConstant", "Percentile",
+      "NumBins", "NumQuantizedBins", "PercentileCandidates", "LWPMetric", "MinMSEModePof2Scale",
+      "MinMSEModeFloatScale", "WeightCalibrateMethod", "SaveAndRestore", "UseRandomData",
+      "RandomDataReaderInputShape", "RandomDataReaderInputDataRange", "CalibDataSize",
+      "PrintSummary", "EnableNPUCnn", "ActivationSymmetric", "WeightSymmetric", "EvalMetrics",
+      "IgnoreWarnings", "LogSeverityLevel", "ExecutionProviders", "UsePowerOf2Scale", "Int16Bias",
+      "Int16Scale", "ActivationScaled", "WeightScaled", "EnableNPUTransformer",
+      "EnableDualQuantNodePairs", "UseUnsignedReLU", "AlignEltwiseQuantType", "UseQDQContribOps",
+      "InputNodes", "OutputNodes", "TensorQuantOverrides", "CalibPassthroughOpTypes",
+      "AdjustBiasScale", "FixShapes", "EvalDataReader", "DebugMode", "FillAllValueInfo",
+      // Accepted with any value, no effect in quark-cpp (docs/config.md says why): calibration
+      // streams through the runtime's own thread pool and keeps memory flat, and nothing is
+      // written to disk.
+      "CalibWorkerNum", "CalibOptimizeMem", "CalibOptimizeDisk", "TmpDir"};
   return s;
 }
 
@@ -210,17 +186,54 @@ bool accepted_preset_value(const std::string& key, const option_value& v) {
   static const std::set<std::string> bool_keys = {"FoldRelu",
                                                   "AlignSlice",
                                                   "AlignConcat",
-                                                  "AlignEltwiseQuantType",
                                                   "ConvertBNToConv",
                                                   "ConvertClipToRelu",
                                                   "ConvertSplitToSlice",
                                                   "ReplaceClip6Relu",
-                                                  "AdjustBiasScale",
                                                   "SimplifyModel",
                                                   "SplitLargeKernelPool",
                                                   "ConvertSigmoidToHardSigmoid",
                                                   "ConvertReduceMeanToGlobalAvgPool"};
-  return bool_keys.contains(key) && v.is_bool();
+  if (bool_keys.contains(key) && v.is_bool())
+    return true;
+  // Pending keys at the value that asks for nothing (their default): a float32 model, no range
+  // file.
+  if ((key == "QuantizeFP16" || key == "UseFP32Scale") && v == option_value(false))
+    return true;
+  return key == "TensorsRangeFile" && v.is_null();
+}
+
+/// FixShapes: "name:[d0,d1,...];name:[...]" (the registry checked the syntax).
+std::map<std::string, shape_t> parse_fix_shapes(const std::string& text) {
+  std::map<std::string, shape_t> out;
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    std::size_t end = text.find(';', pos);
+    if (end == std::string::npos)
+      end = text.size();
+    const std::string item = text.substr(pos, end - pos);
+    pos = end + 1;
+    const auto colon = item.rfind(':');
+    if (colon == std::string::npos)
+      continue;
+    shape_t dims;
+    std::size_t i = colon + 2;
+    while (i < item.size() && item[i] != ']') {
+      std::size_t used = 0;
+      const std::int64_t d = std::stoll(item.substr(i), &used);
+      if (d <= 0) {
+        throw config_error("quark.config.value", "FixShapes: dimension " + std::to_string(d) +
+                                                     " of '" + item.substr(0, colon) +
+                                                     "' must be positive");
+      }
+      dims.push_back(d);
+      i += used;
+      while (i < item.size() && (item[i] == ',' || item[i] == ' '))
+        ++i;
+    }
+    out[item.substr(0, colon)] = dims;
+  }
+  return out;
 }
 
 }  // namespace
@@ -328,6 +341,25 @@ plan make_plan(const qconfig& cfg, const std::vector<node_ref>& nodes,
   } else if (v && v->is_array()) {
     o.eval_metrics = option_cast<std::vector<std::string>>(*v, "EvalMetrics");
   }
+  o.enable_npu_transformer = get_bool("EnableNPUTransformer", false);
+  o.enable_dual_quant_node_pairs = get_bool("EnableDualQuantNodePairs", false);
+  o.use_unsigned_relu = get_bool("UseUnsignedReLU", false);
+  o.align_eltwise_quant_type = get_bool("AlignEltwiseQuantType", false);
+  o.use_qdq_contrib_ops = get_bool("UseQDQContribOps", false);
+  o.debug_mode = get_bool("DebugMode", false);
+  o.fill_all_value_info = get_bool("FillAllValueInfo", false);
+  if (const auto* v = eff.find("LogSeverityLevel"); v && v->is_int())
+    o.log_severity = static_cast<int>(v->as_int());
+  o.input_nodes = strings("InputNodes");
+  o.output_nodes = strings("OutputNodes");
+  if (const auto* v = eff.find("TensorQuantOverrides"); v && !v->is_null())
+    o.overrides = option_cast<tensor_quant_overrides>(*v, "TensorQuantOverrides");
+  for (auto& s : strings("CalibPassthroughOpTypes"))
+    o.calib_passthrough.insert(s);
+  if (const auto* v = eff.find("FixShapes"); v && v->is_string())
+    o.fix_shapes = parse_fix_shapes(v->as_string());
+  if (const auto* v = eff.find("EvalDataReader"); v && v->is_string())
+    o.eval_data_dir = v->as_string();
   const auto op_types = strings("OpTypesToQuantize");
   const auto extra_ops = strings("ExtraOpTypesToQuantize");
   const auto nodes_to_quantize = strings("NodesToQuantize");
@@ -359,6 +391,9 @@ plan make_plan(const qconfig& cfg, const std::vector<node_ref>& nodes,
       selected = true;
     } else if (!op_types.empty()) {
       selected = std::find(op_types.begin(), op_types.end(), n.op_type) != op_types.end();
+    } else if (o.enable_npu_transformer) {
+      // quark-spec §7.2: the NPU transformer registry is {Gemm, MatMul}.
+      selected = n.op_type == "Gemm" || n.op_type == "MatMul";
     } else {
       selected = default_quantized_op(n.op_type, o.enable_npu_cnn);
     }

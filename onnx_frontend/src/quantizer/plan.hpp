@@ -17,6 +17,7 @@
 #include <vector>
 
 #include <quark/dtype/dtype_id.hpp>
+#include <quark/onnx/options.hpp>
 #include <quark/onnx/tensor.hpp>
 
 namespace quark::onnx {
@@ -104,6 +105,21 @@ struct settings {
   std::map<std::string, shape_t> random_shapes;
   std::map<std::string, std::pair<double, double>> random_ranges;
   std::vector<std::string> eval_metrics;  ///< EvalMetrics (empty: none)
+  // -- target selection, QDQ management, calibration options (seed 000 categories 2-4) --------
+  bool enable_npu_transformer = false;        ///< EnableNPUTransformer
+  bool enable_dual_quant_node_pairs = false;  ///< EnableDualQuantNodePairs
+  bool use_unsigned_relu = false;             ///< UseUnsignedReLU
+  bool align_eltwise_quant_type = false;      ///< AlignEltwiseQuantType
+  bool use_qdq_contrib_ops = false;           ///< UseQDQContribOps
+  std::vector<std::string> input_nodes;       ///< InputNodes
+  std::vector<std::string> output_nodes;      ///< OutputNodes
+  tensor_quant_overrides overrides;           ///< TensorQuantOverrides
+  std::set<std::string> calib_passthrough;    ///< CalibPassthroughOpTypes
+  std::map<std::string, shape_t> fix_shapes;  ///< FixShapes
+  std::optional<std::string> eval_data_dir;   ///< EvalDataReader (a folder of .npy / .npz)
+  bool debug_mode = false;                    ///< DebugMode
+  bool fill_all_value_info = false;           ///< FillAllValueInfo
+  int log_severity = 1;                       ///< LogSeverityLevel
 };
 
 struct plan {

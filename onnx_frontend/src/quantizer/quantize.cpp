@@ -5,9 +5,13 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <sstream>
+#include <tuple>
+
+#include <onnx/shape_inference/implementation.h>
 
 #include <quark/calib/mse_calibrator.hpp>
 #include <quark/calib/pof2_calibrator.hpp>
@@ -124,6 +128,11 @@ struct act_entry {
   std::optional<int> pof2_position;  ///< searched by the calibrator (pof2 MinMSE)
   qp params;
   bool done = false;
+  bool weight_like = false;       ///< a constant quantized with the weight spec (clip rule)
+  bool reduce = false;            ///< TensorQuantOverrides reduce_range
+  std::optional<qp> fixed;        ///< TensorQuantOverrides scale / zero_point
+  std::optional<float> over_min;  ///< TensorQuantOverrides rmin
+  std::optional<float> over_max;  ///< TensorQuantOverrides rmax
 };
 
 /// A weight or bias stored quantized.
@@ -354,6 +363,195 @@ std::string dtype_str(dtype_id t) {
   return std::string(dtype_name(t));
 }
 
+/// FixShapes: the named graph inputs / outputs get these dimensions.
+void fix_shapes(model& m, const std::map<std::string, shape_t>& shapes) {
+  ::onnx::GraphProto& g = *proto(m).mutable_graph();
+  for (const auto& [name, dims] : shapes) {
+    ::onnx::ValueInfoProto* vi = nullptr;
+    for (auto& v : *g.mutable_input())
+      vi = v.name() == name ? &v : vi;
+    for (auto& v : *g.mutable_output())
+      vi = v.name() == name ? &v : vi;
+    if (vi == nullptr) {
+      throw config_error("quark.config.value",
+                         "FixShapes: '" + name + "' is not an input or output of the model");
+    }
+    auto* shape = vi->mutable_type()->mutable_tensor_type()->mutable_shape();
+    if (shape->dim_size() != 0 && shape->dim_size() != static_cast<int>(dims.size())) {
+      throw config_error("quark.config.value", "FixShapes: '" + name + "' has rank " +
+                                                   std::to_string(shape->dim_size()) + ", not " +
+                                                   std::to_string(dims.size()));
+    }
+    for (std::size_t k = 0; k < dims.size(); ++k) {
+      auto* d = static_cast<int>(k) < shape->dim_size() ? shape->mutable_dim(static_cast<int>(k))
+                                                        : shape->add_dim();
+      if (d->has_dim_value() && d->dim_value() != dims[k]) {
+        throw config_error("quark.config.value",
+                           "FixShapes: dimension " + std::to_string(k) + " of '" + name +
+                               "' is fixed to " + std::to_string(d->dim_value()) + " in the model");
+      }
+      d->set_dim_value(dims[k]);
+    }
+  }
+}
+
+/// The element-wise ops AlignEltwiseQuantType speaks of.
+const std::set<std::string>& eltwise_weight_ops() {
+  static const std::set<std::string> s = {"Mul", "Add", "Sub", "Div", "Min", "Max"};
+  return s;
+}
+
+/// Relu, or Clip whose min (attribute before opset 11, initializer input after) is 0.
+bool relu_like(const model& m, const node_info& n) {
+  if (n.op_type == "Relu")
+    return true;
+  if (n.op_type != "Clip")
+    return false;
+  for (const auto& a : n.attributes) {
+    if (a.name == "min")
+      return std::holds_alternative<float>(a.value) && std::get<float>(a.value) == 0.0f;
+  }
+  if (n.inputs.size() < 2 || n.inputs[1].empty() || !m.has_initializer(n.inputs[1]))
+    return false;
+  const tensor t = m.initializer(n.inputs[1]);
+  return t.type() == dtype_id::float32 && t.size() == 1 && t.data<float>()[0] == 0.0f;
+}
+
+/// InputNodes / OutputNodes (quark-spec §7.2): every node before an input node (its strict
+/// ancestors) and every node after an output node (its strict descendants) stays float.
+void limit_to_input_output_nodes(const model& m, const std::vector<node_info>& nodes,
+                                 const qz::settings& opt, std::vector<node_choice>& choices) {
+  if (opt.input_nodes.empty() && opt.output_nodes.empty())
+    return;
+  std::map<std::string, std::size_t> by_name;
+  for (std::size_t i = 0; i < nodes.size(); ++i)
+    by_name[nodes[i].name] = i;
+  auto walk = [&](const std::vector<std::string>& from, const char* key, bool down) {
+    std::vector<bool> seen(nodes.size());
+    std::vector<std::size_t> stack;
+    auto push_next = [&](std::size_t i) {
+      if (down) {
+        for (const auto& o : nodes[i].outputs) {
+          for (auto c : m.consumers(o))
+            stack.push_back(c);
+        }
+      } else {
+        for (const auto& x : nodes[i].inputs) {
+          if (auto p = m.producer(x))
+            stack.push_back(*p);
+        }
+      }
+    };
+    for (const auto& name : from) {
+      auto it = by_name.find(name);
+      if (it == by_name.end()) {
+        throw config_error("quark.config.value",
+                           std::string(key) + ": node '" + name + "' is not in the model");
+      }
+      push_next(it->second);
+    }
+    while (!stack.empty()) {
+      const std::size_t i = stack.back();
+      stack.pop_back();
+      if (seen[i])
+        continue;
+      seen[i] = true;
+      push_next(i);
+    }
+    for (std::size_t i = 0; i < nodes.size(); ++i) {
+      if (seen[i] && choices[i].quantize) {
+        choices[i].quantize = false;
+        choices[i].reason = down ? "after OutputNodes" : "before InputNodes";
+      }
+    }
+  };
+  walk(opt.input_nodes, "InputNodes", false);
+  walk(opt.output_nodes, "OutputNodes", true);
+}
+
+const tensor_override* first_override(const tensor_quant_overrides& o, const std::string& name) {
+  auto it = o.find(name);
+  return it == o.end() || it->second.empty() ? nullptr : &it->second.front();
+}
+
+/// The integer type an override asks for; other types are not implemented here.
+dtype_id override_dtype(override_quant_type t, const std::string& tensor) {
+  switch (t) {
+    case override_quant_type::int8:
+      return dtype_id::int8;
+    case override_quant_type::uint8:
+      return dtype_id::uint8;
+    case override_quant_type::int16:
+      return dtype_id::int16;
+    case override_quant_type::uint16:
+      return dtype_id::uint16;
+    default:
+      break;
+  }
+  throw not_implemented("quark.config.not_implemented",
+                        "TensorQuantOverrides." + tensor + ": quant_type " +
+                            std::string(to_string(t)) +
+                            " is not implemented yet (QInt8, QUInt8, QInt16, QUInt16 are)");
+}
+
+/// Every overridden tensor exists in the model.
+void check_override_names(const model& m, const std::vector<node_info>& nodes,
+                          const tensor_quant_overrides& o) {
+  if (o.empty())
+    return;
+  std::set<std::string> names;
+  for (const auto& n : nodes) {
+    names.insert(n.inputs.begin(), n.inputs.end());
+    names.insert(n.outputs.begin(), n.outputs.end());
+  }
+  for (const auto& v : m.inputs())
+    names.insert(v.name);
+  for (const auto& entry : o) {
+    if (!names.contains(entry.first)) {
+      throw config_error("quark.config.value", "TensorQuantOverrides." + entry.first +
+                                                   ": no tensor of that name in the model");
+    }
+  }
+}
+
+/// Zero point of an override, checked against the type's range.
+std::int32_t override_zero_point(std::int64_t zp, dtype_id t, const std::string& where) {
+  std::int64_t lo = 0, hi = 0;
+  switch (t) {
+    case dtype_id::int8:
+      lo = -128, hi = 127;
+      break;
+    case dtype_id::uint8:
+      lo = 0, hi = 255;
+      break;
+    case dtype_id::int16:
+      lo = -32768, hi = 32767;
+      break;
+    default:
+      lo = 0, hi = 65535;
+      break;
+  }
+  if (zp < lo || zp > hi) {
+    throw config_error("quark.config.value", where + ".zero_point: " + std::to_string(zp) +
+                                                 " is outside the range of " + dtype_str(t));
+  }
+  return static_cast<std::int32_t>(zp);
+}
+
+/// Full-range clip bounds of t (an override's fixed scale and zero point).
+std::pair<std::int64_t, std::int64_t> full_range(dtype_id t) {
+  switch (t) {
+    case dtype_id::int8:
+      return {-128, 127};
+    case dtype_id::uint8:
+      return {0, 255};
+    case dtype_id::int16:
+      return {-32768, 32767};
+    default:
+      return {0, 65535};
+  }
+}
+
 }  // namespace
 
 model quantize_model(const model& in, const qconfig& cfg, calibration_data_reader& reader,
@@ -372,12 +570,33 @@ model quantize_model(const model& in, const qconfig& cfg, calibration_data_reade
   for (const auto& n : nodes)
     refs.push_back({n.name, n.op_type});
   // Plan: node selection and specs.
-  const qz::plan pl = qz::make_plan(
+  qz::plan pl = qz::make_plan(
       cfg, refs, [&](const auto& s, const auto& e) { return subgraph_mask(m, nodes, s, e); });
   const qz::settings& opt = pl.opt;
+  limit_to_input_output_nodes(m, nodes, opt, pl.nodes);
   std::set<std::string> inits;
   for (auto& n : m.initializer_names())
     inits.insert(n);
+  check_override_names(m, nodes, opt.overrides);
+  // The extended QDQ flow: some quantized node uses a type other than int8 / uint8.
+  bool extended = false;
+  for (const auto& c : pl.nodes) {
+    for (const auto* t : {&c.input, &c.output, &c.weight}) {
+      if (c.quantize && *t && (*t)->type != dtype_id::int8 && (*t)->type != dtype_id::uint8)
+        extended = true;
+    }
+  }
+  // TensorQuantOverrides quant_type / symmetric of a tensor (scale, zero point, ranges and axis
+  // are applied where the parameters are computed).
+  auto overridden = [&](const std::string& name, tspec s) {
+    if (const auto* o = first_override(opt.overrides, name)) {
+      if (o->quant_type)
+        s.type = override_dtype(*o->quant_type, name);
+      if (o->symmetric)
+        s.symmetric = *o->symmetric;
+    }
+    return s;
+  };
   std::set<std::string> graph_outputs;
   for (const auto& o : m.outputs())
     graph_outputs.insert(o.name);
@@ -393,10 +612,11 @@ model quantize_model(const model& in, const qconfig& cfg, calibration_data_reade
 
   // (b) calibration requests: every non-initializer input / output of a quantized node.
   std::map<std::string, qz::calib_request> requests;
-  auto request = [&](const std::string& name, const tspec& s) {
+  auto request = [&](const std::string& name, const tspec& spec) {
     if (name.empty() || inits.contains(name) || requests.contains(name) ||
-        s.method == qz::act_method::none)
+        spec.method == qz::act_method::none)
       return;
+    const tspec s = overridden(name, spec);
     qz::calib_request r;
     r.method = s.method;
     r.type = s.type;
@@ -457,9 +677,36 @@ model quantize_model(const model& in, const qconfig& cfg, calibration_data_reade
     if (acts.contains(n))
       return;
     act_entry e;
-    e.spec = s;
+    e.spec = overridden(n, s);
     e.share_from = share;
     e.from_initializer = inits.contains(n);
+    if (auto it = opt.overrides.find(n); it != opt.overrides.end()) {
+      const std::string where = "TensorQuantOverrides." + n;
+      if (it->second.size() != 1) {
+        throw config_error("quark.config.value",
+                           where + ": " + std::to_string(it->second.size()) +
+                               " entries (per-channel overrides) apply to weights only; an "
+                               "activation takes one");
+      }
+      const tensor_override& o = it->second.front();
+      if (o.axis) {
+        throw not_implemented("quark.config.not_implemented",
+                              where + "[0].axis: per-channel activations are not implemented yet");
+      }
+      e.share_from.clear();  // an overridden tensor gets its own parameters
+      e.reduce = o.reduce_range.value_or(false);
+      if (o.rmin)
+        e.over_min = static_cast<float>(*o.rmin);
+      if (o.rmax)
+        e.over_max = static_cast<float>(*o.rmax);
+      if (o.scale) {
+        qp p;
+        p.scale = static_cast<float>(*o.scale);
+        p.zero_point = override_zero_point(*o.zero_point, e.spec.type, where + "[0]");
+        std::tie(p.qmin, p.qmax) = full_range(e.spec.type);
+        e.fixed = p;
+      }
+    }
     acts.emplace(n, e);
   };
   for (const std::size_t i : topo) {
@@ -500,9 +747,20 @@ model quantize_model(const model& in, const qconfig& cfg, calibration_data_reade
           continue;
         if (inits.contains(x)) {
           if (r.const_inputs && is_float_init(x)) {
-            tspec s = *c.input;
+            // AlignEltwiseQuantType False (seed 000): in the extended QDQ flow (a type other
+            // than int8/uint8) without the NPU flags, the constant input of Mul / Add / Sub /
+            // Div / Min / Max is a weight and takes the weight spec; otherwise (and with True)
+            // it takes the input_tensors spec.
+            // (32-bit weight types have no QuantizeLinear: the constant keeps the input spec.)
+            const bool weight_spec = c.weight && eltwise_weight_ops().contains(n.op_type) &&
+                                     extended && !opt.align_eltwise_quant_type &&
+                                     !opt.enable_npu_cnn && !opt.enable_npu_transformer &&
+                                     c.weight->type != dtype_id::int32 &&
+                                     c.weight->type != dtype_id::uint32;
+            tspec s = weight_spec ? *c.weight : *c.input;
             s.per_channel = false;
             mark_act(x, s, "");
+            acts.at(x).weight_like = weight_spec;
             any = true;
           }
         } else if (is_float_act(x)) {
@@ -521,7 +779,8 @@ model quantize_model(const model& in, const qconfig& cfg, calibration_data_reade
         e.slot = static_cast<std::size_t>(r.weight);
         e.spec = *c.weight;
         e.type = c.weight->type;
-        if (c.weight->per_channel) {
+        const auto ov = opt.overrides.find(w);
+        if (c.weight->per_channel || (ov != opt.overrides.end() && c.weight->group_size == 0)) {
           std::int64_t axis = 0;
           if (n.op_type == "ConvTranspose" || n.op_type == "MatMul")
             axis = 1;
@@ -538,8 +797,30 @@ model quantize_model(const model& in, const qconfig& cfg, calibration_data_reade
           }
           if (c.weight->axis)
             axis = *c.weight->axis;
-          e.axis = axis;
+          e.axis = c.weight->per_channel ? axis : -1;
+          if (ov != opt.overrides.end()) {
+            // TensorQuantOverrides on a weight: type, symmetry, axis (per channel), and one
+            // entry per channel for per-channel scales / zero points.
+            const tensor_override& o = ov->second.front();
+            e.spec = overridden(w, e.spec);
+            e.type = e.spec.type;
+            if (o.axis && *o.axis < 0) {
+              throw config_error("quark.config.value", "TensorQuantOverrides." + w +
+                                                           "[0].axis: must be >= 0, got " +
+                                                           std::to_string(*o.axis));
+            }
+            if (o.axis)
+              e.axis = *o.axis;
+            else if (ov->second.size() > 1)
+              e.axis = axis;
+          }
         } else if (c.weight->group_size > 0) {
+          if (ov != opt.overrides.end()) {
+            throw not_implemented("quark.config.not_implemented",
+                                  "TensorQuantOverrides." + w +
+                                      ": overrides of a group-quantized weight are not "
+                                      "implemented yet");
+          }
           // Groups run along the reduction (input-channel) axis, the one MatMulNBits and ONNX
           // blocked DequantizeLinear block: Conv 1, ConvTranspose 0, MatMul 0, Gemm transB ? 1 : 0.
           std::int64_t axis = 1;
@@ -569,6 +850,12 @@ model quantize_model(const model& in, const qconfig& cfg, calibration_data_reade
     // Bias.
     if (r.bias >= 0 && opt.quantize_bias && c.weight) {
       const std::string b = input(static_cast<std::size_t>(r.bias));
+      if (is_float_init(b) && opt.overrides.contains(b)) {
+        throw not_implemented("quark.config.not_implemented",
+                              "TensorQuantOverrides." + b +
+                                  ": overrides of a bias are not implemented yet (the bias "
+                                  "follows QuantizeBias / Int32Bias)");
+      }
       if (is_float_init(b)) {
         const_entry e;
         e.name = b;
@@ -585,10 +872,14 @@ model quantize_model(const model& in, const qconfig& cfg, calibration_data_reade
     const bool out_excluded = opt.op_types_to_exclude_output.contains(n.op_type) ||
                               opt.nodes_to_exclude_output.contains(n.name);
     if (c.output && !out_excluded && !opt.weights_only) {
+      tspec out_spec = *c.output;
+      // UseUnsignedReLU (seed 000): the outputs of Relu and of Clip with min 0 are asymmetric.
+      if (opt.use_unsigned_relu && relu_like(m, n))
+        out_spec.symmetric = false;
       for (const auto& o : n.outputs) {
         if (!is_float_act(o))
           continue;
-        mark_act(o, *c.output, r.shares_output && acts.contains(input(0)) ? input(0) : "");
+        mark_act(o, out_spec, r.shares_output && acts.contains(input(0)) ? input(0) : "");
         any = true;
       }
     }
@@ -617,6 +908,27 @@ model quantize_model(const model& in, const qconfig& cfg, calibration_data_reade
         report.notes.push_back("calibration of '" + name + "': " + w);
     }
   }
+  // CalibPassthroughOpTypes (quark-spec §4): the outputs of these op types copy the range of
+  // their input 0, hence of the nearest ancestor that is not a passthrough op (topological order).
+  if (!opt.calib_passthrough.empty()) {
+    std::map<std::string, std::pair<float, float>> range;
+    for (const auto& [name, f] : cal.tensors)
+      range[name] = {f.rmin, f.rmax};
+    for (const std::size_t i : topo) {
+      const node_info& n = nodes[i];
+      if (!opt.calib_passthrough.contains(n.op_type) || n.inputs.empty())
+        continue;
+      auto src = range.find(n.inputs[0]);
+      if (src == range.end())
+        continue;
+      const auto r = src->second;
+      for (const auto& o : n.outputs) {
+        range[o] = r;
+        if (auto it = acts.find(o); it != acts.end() && !it->second.from_initializer)
+          std::tie(it->second.rmin, it->second.rmax) = r;
+      }
+    }
+  }
   // quark-spec §3.5: a quantized Clip/Relu whose input has one consumer gives the input its
   // output range; a quantized Softmax output is [0, 1].
   for (const std::size_t i : topo) {
@@ -643,23 +955,35 @@ model quantize_model(const model& in, const qconfig& cfg, calibration_data_reade
   auto choice = [](const tspec& t) {
     return qz::scale_choice{.pof2 = t.pof2, .int16 = t.int16_scale, .fp_scaled = t.fp_scaled};
   };
+  // TensorQuantOverrides rmin / rmax replace the range.
+  for (auto& [name, e] : acts) {
+    if (e.over_min)
+      e.rmin = *e.over_min;
+    if (e.over_max)
+      e.rmax = *e.over_max;
+  }
   // Activation parameters (shared ones follow their source).
   std::function<const qp&(const std::string&)> params_of =
       [&](const std::string& name) -> const qp& {
     act_entry& e = acts.at(name);
     if (!e.done) {
       e.done = true;
-      if (!e.share_from.empty() && acts.contains(e.share_from)) {
+      if (e.fixed) {
+        e.params = *e.fixed;
+      } else if (!e.share_from.empty() && acts.contains(e.share_from)) {
         e.params = params_of(e.share_from);
         const act_entry& src = acts.at(e.share_from);
         e.rmin = src.rmin;
         e.rmax = src.rmax;
+        e.spec.type = src.spec.type;  // the same quantization, so the same type
       } else if (e.spec.method == qz::act_method::distribution) {
         e.params = qz::fp8_qparams_from_std(e.spec.type, e.std_dev, name);
       } else {
         e.params = qz::qparams_for(e.spec.type, choice(e.spec), e.spec.symmetric, e.rmin, e.rmax,
-                                   false, name);
-        if (e.spec.pof2 && e.pof2_position)  // the calibrator searched the scale itself
+                                   e.weight_like, name, e.reduce);
+        // The calibrator searched the power-of-two scale itself (unless an override replaced
+        // the range).
+        if (e.spec.pof2 && e.pof2_position && !e.over_min && !e.over_max)
           e.params.scale = std::ldexp(1.0f, -*e.pof2_position);
       }
     }
@@ -742,13 +1066,40 @@ model quantize_model(const model& in, const qconfig& cfg, calibration_data_reade
                                  " tensor has no block axis; use Tensor or Channel");
       }
       e.axis = axis;
+      const std::vector<tensor_override>* ov = nullptr;
+      if (auto it = opt.overrides.find(e.name); it != opt.overrides.end() && !e.is_bias) {
+        ov = &it->second;
+        const std::size_t channels =
+            axis >= 0 ? static_cast<std::size_t>(w.shape()[static_cast<std::size_t>(axis)]) : 1;
+        if (ov->size() != 1 && ov->size() != channels) {
+          throw config_error("quark.config.value",
+                             "TensorQuantOverrides." + e.name + ": " + std::to_string(ov->size()) +
+                                 " entries for weight of " + std::to_string(channels) +
+                                 " channel(s) (give 1, or one per channel)");
+        }
+        if (ov->front().scale && ov->size() != channels) {
+          throw config_error("quark.config.value",
+                             "TensorQuantOverrides." + e.name +
+                                 ": a per-channel weight needs one scale / zero_point entry per "
+                                 "channel (" +
+                                 std::to_string(channels) + ")");
+        }
+      }
       std::int64_t qmin = 0, qmax = 0;
+      std::size_t channel = 0;
       auto one = [&](std::span<const float> vals) {
+        const tensor_override* o = ov == nullptr ? nullptr : &(*ov)[ov->size() == 1 ? 0 : channel];
+        ++channel;
+        const std::string where = "TensorQuantOverrides." + e.name;
         float lo = 0.0f, hi = 0.0f;
         if (!vals.empty()) {
           lo = *std::min_element(vals.begin(), vals.end());
           hi = *std::max_element(vals.begin(), vals.end());
         }
+        if (o && o->rmin)
+          lo = static_cast<float>(*o->rmin);
+        if (o && o->rmax)
+          hi = static_cast<float>(*o->rmax);
         // Per-channel signed weights are always symmetric (quark-spec §5.2).
         const bool sym =
             e.spec.symmetric ||
@@ -758,9 +1109,12 @@ model quantize_model(const model& in, const qconfig& cfg, calibration_data_reade
         if (e.spec.method == qz::act_method::distribution && is_fp8(e.type)) {
           p = qz::fp8_qparams_from_std(e.type, qz::population_std(vals), e.name);  // np.std
         } else {
-          p = qz::qparams_for(e.type, choice(e.spec), sym, lo, hi, true, e.name);
+          p = qz::qparams_for(e.type, choice(e.spec), sym, lo, hi, true, e.name,
+                              o && o->reduce_range.value_or(false));
         }
-        if (e.spec.weight_minmse && e.spec.pof2 && !vals.empty()) {
+        if (o && (o->rmin || o->rmax)) {
+          // TensorQuantOverrides rmin / rmax: the range is used as given, no search.
+        } else if (e.spec.weight_minmse && e.spec.pof2 && !vals.empty()) {
           // quark-spec §4.8: the five-candidate search of calib/pof2_calibrator.hpp on the
           // weight's (symmetric) clip grid.
           if (!sym) {
@@ -782,6 +1136,11 @@ model quantize_model(const model& in, const qconfig& cfg, calibration_data_reade
               .symmetry = sym ? range_symmetry::symmetric : range_symmetry::asymmetric}(vals);
           p.scale = *r.scale;
           p.zero_point = static_cast<std::int32_t>(*r.zero_point);
+        }
+        if (o && o->scale) {
+          p.scale = static_cast<float>(*o->scale);
+          p.zero_point = override_zero_point(*o->zero_point, e.type, where);
+          std::tie(p.qmin, p.qmax) = full_range(e.type);
         }
         e.scale.push_back(p.scale);
         e.zp.push_back(p.zero_point);
@@ -843,7 +1202,10 @@ model quantize_model(const model& in, const qconfig& cfg, calibration_data_reade
   bool blocked = false;
   std::set<dtype_id> types_used;
   auto add_init = [&](const std::string& name, const tensor& t) { m.set_initializer(name, t); };
-  for (const auto& [name, e] : acts) {
+  for (const auto& act : acts) {
+    // Named, not structured bindings: the lambdas below capture them (Clang 14).
+    const std::string& name = act.first;
+    const act_entry& e = act.second;
     const std::optional<std::size_t> prod = m.producer(name);
     const std::string s_name = name + "_scale";
     const std::string z_name = name + "_zero_point";
@@ -885,24 +1247,88 @@ model quantize_model(const model& in, const qconfig& cfg, calibration_data_reade
                               {e.params.zero_point},
                               -1});
     ++report.tensors_per_type[dtype_str(e.spec.type)];
+    // EnableDualQuantNodePairs (quark-spec §7.6): where the tensor's type differs from the type
+    // its producer outputs or a consumer reads, a second Q/DQ pair of that node's type (same
+    // calibrated range) sits between the node and the tensor's own pair.
+    auto additional_pair = [&](const std::string& src, const std::string& node_name,
+                               const tspec& spec) {
+      const std::string base = name + "_" + node_name + "_additional";
+      if (is_fp16(spec.type) || cast_form) {
+        throw not_implemented("quark.config.not_implemented",
+                              "EnableDualQuantNodePairs at tensor '" + name +
+                                  "' between bfloat16/float16 and another type is not "
+                                  "implemented yet");
+      }
+      const qp p = qz::qparams_for(spec.type, choice(spec), spec.symmetric, e.rmin, e.rmax, false,
+                                   name, false);
+      add_init(base + "_scale", scale_tensor({p.scale}, true));
+      add_init(base + "_zero_point", zero_point_tensor(spec.type, {p.zero_point}, true));
+      types_used.insert(spec.type);
+      sink.push_back(make_node("QuantizeLinear", base + "_QuantizeLinear",
+                               {src, base + "_scale", base + "_zero_point"},
+                               base + "_QuantizeLinear_Output", -1));
+      sink.push_back(
+          make_node("DequantizeLinear", base + "_DequantizeLinear",
+                    {base + "_QuantizeLinear_Output", base + "_scale", base + "_zero_point"},
+                    base + "_DequantizeLinear_Output", -1));
+      ++report.tensors_per_type[dtype_str(spec.type)];
+      report.tensors.push_back({base,
+                                "activation",
+                                dtype_str(spec.type),
+                                e.rmin,
+                                e.rmax,
+                                {p.scale},
+                                {p.zero_point},
+                                -1});
+      return base + "_DequantizeLinear_Output";
+    };
+    const bool dual = opt.enable_dual_quant_node_pairs && !e.from_initializer;
+    // The producer's own output type, when it differs.
+    std::optional<tspec> prod_spec;
+    if (dual && prod && node_quantized[*prod] && pl.nodes[*prod].output &&
+        pl.nodes[*prod].output->type != e.spec.type) {
+      prod_spec = pl.nodes[*prod].output;
+    }
+    // The consumers reading another type than the tensor's.
+    auto consumer_spec = [&](std::size_t c) -> std::optional<tspec> {
+      if (dual && node_quantized[c] && pl.nodes[c].input &&
+          pl.nodes[c].input->type != e.spec.type) {
+        return pl.nodes[c].input;
+      }
+      return std::nullopt;
+    };
     const bool is_output = graph_outputs.contains(name);
+    // The tensor the tensor's own QuantizeLinear reads (through the producer's pair if any).
+    auto q_input = [&](const std::string& src) {
+      return prod_spec ? additional_pair(src, nodes[*prod].name, *prod_spec) : src;
+    };
     if (opt.dedicated_qdq_pair) {
       std::size_t k = 0;
+      const std::string src = q_input(name);
       for (const std::size_t c : m.consumers(name)) {
         const std::string sfx = "_" + std::to_string(k++);
         const std::string q = name + "_QuantizeLinear_Output" + sfx;
         const std::string dq = name + "_DequantizeLinear_Output" + sfx;
-        emit(sfx, name, q, dq);
-        rewire_node[{c, name}] = dq;
+        emit(sfx, src, q, dq);
+        const auto cs = consumer_spec(c);
+        rewire_node[{c, name}] = cs ? additional_pair(dq, nodes[c].name, *cs) : dq;
       }
     } else if (is_output && prod) {
       const std::string src = name + "_QuantizeLinear_Input";
       rename_output[name] = src;
-      emit("", src, name + "_QuantizeLinear_Output", name);
+      emit("", q_input(src), name + "_QuantizeLinear_Output", name);
+      for (const std::size_t c : m.consumers(name)) {
+        if (const auto cs = consumer_spec(c))
+          rewire_node[{c, name}] = additional_pair(name, nodes[c].name, *cs);
+      }
     } else {
       const std::string dq = name + "_DequantizeLinear_Output";
-      emit("", name, name + "_QuantizeLinear_Output", dq);
+      emit("", q_input(name), name + "_QuantizeLinear_Output", dq);
       rewire[name] = dq;
+      for (const std::size_t c : m.consumers(name)) {
+        if (const auto cs = consumer_spec(c))
+          rewire_node[{c, name}] = additional_pair(dq, nodes[c].name, *cs);
+      }
     }
   }
   std::map<std::string, std::string> const_done;  // (name + kind) -> DQ output (shared weights)
@@ -971,6 +1397,32 @@ model quantize_model(const model& in, const qconfig& cfg, calibration_data_reade
   // Rebuild the node list: prologue, then each node followed by the Q/DQ of its outputs.
   std::vector<::onnx::NodeProto> out;
   out.reserve(static_cast<std::size_t>(g.node_size()) + prologue.size() * 2);
+  // UseQDQContribOps: the inserted Q/DQ nodes go to the com.microsoft domain (8/16-bit integer
+  // types, per tensor or per channel; other forms are not implemented with it yet).
+  if (opt.use_qdq_contrib_ops) {
+    for (const auto t : types_used) {
+      if (t != dtype_id::int8 && t != dtype_id::uint8 && t != dtype_id::int16 &&
+          t != dtype_id::uint16 && t != dtype_id::int32) {
+        throw not_implemented("quark.config.not_implemented",
+                              "UseQDQContribOps with " + type_name(t) + " is not implemented yet");
+      }
+    }
+    if (blocked) {
+      throw not_implemented("quark.config.not_implemented",
+                            "UseQDQContribOps with Group granularity is not implemented yet");
+    }
+  }
+  auto domain = [&](std::vector<::onnx::NodeProto>& list) {
+    if (opt.use_qdq_contrib_ops) {
+      for (auto& n : list) {
+        if (n.op_type() == "QuantizeLinear" || n.op_type() == "DequantizeLinear")
+          n.set_domain("com.microsoft");
+      }
+    }
+  };
+  domain(prologue);
+  for (auto& [i, list] : after)
+    domain(list);
   for (auto& n : prologue)
     out.push_back(std::move(n));
   const auto& old_nodes = g.node();
@@ -1031,12 +1483,17 @@ model quantize_model(const model& in, const qconfig& cfg, calibration_data_reade
       need = std::max<std::int64_t>(need, 13);
     if (is_fp8(t))
       need = std::max<std::int64_t>(need, 19);
-    if (t == dtype_id::int16 || t == dtype_id::uint16 || t == dtype_id::int4 ||
-        t == dtype_id::uint4)
+    // com.microsoft Q/DQ take 16-bit types at any opset (quark-spec §7.5).
+    if ((t == dtype_id::int16 || t == dtype_id::uint16) && !opt.use_qdq_contrib_ops)
+      need = 21;
+    if (t == dtype_id::int4 || t == dtype_id::uint4)
       need = 21;
   }
   if (blocked)
     need = 21;
+  if (opt.use_qdq_contrib_ops && (!acts.empty() || !consts.empty()) && !m.opset("com.microsoft")) {
+    m.set_opset("com.microsoft", 1);
+  }
   report.opset_before = m.opset("").value_or(1);
   if (!acts.empty() || !consts.empty()) {
     std::map<std::string, std::size_t> ranks;
@@ -1064,15 +1521,62 @@ model quantize_model(const model& in, const qconfig& cfg, calibration_data_reade
     if (m.ir_version() < ir)
       m.set_ir_version(ir);
   }
+  fix_shapes(m, opt.fix_shapes);
+  if (opt.fill_all_value_info) {
+    // FillAllValueInfo: ONNX shape inference writes value_info for every tensor it can type.
+    try {
+      ::onnx::shape_inference::InferShapes(proto(m));
+    } catch (const std::exception& e) {
+      throw frontend_error(
+          "quark.quantize.value_info",
+          std::string("FillAllValueInfo: ONNX shape inference failed: ") + e.what());
+    }
+  }
   m.validate();
 
-  // Evaluation against the float model (EvalMetrics / run.eval_samples).
+  // DebugMode: every node decision and every tensor's parameters, as notes of the summary.
+  if (opt.debug_mode) {
+    for (const std::size_t i : topo) {
+      const node_choice& c = pl.nodes[i];
+      report.notes.push_back(
+          "debug: node '" + nodes[i].name + "' (" + nodes[i].op_type + "): " +
+          (node_quantized[i]
+               ? std::string("quantized")
+               : "float" + (c.reason.empty() ? std::string() : " (" + c.reason + ")")));
+    }
+    for (const auto& t : report.tensors) {
+      std::ostringstream os;
+      os.precision(9);
+      os << "debug: " << t.role << " '" << t.name << "' " << t.type << " range [" << t.rmin << ", "
+         << t.rmax << "] scale " << (t.scale.empty() ? 0.0f : t.scale.front()) << " zero point "
+         << (t.zero_point.empty() ? 0 : t.zero_point.front())
+         << (t.scale.size() > 1 ? " (first of " + std::to_string(t.scale.size()) + ")" : "");
+      report.notes.push_back(os.str());
+    }
+  }
+
+  // Evaluation against the float model (EvalMetrics / run.eval_samples), on EvalDataReader's
+  // folder when given, else on the calibration data.
   std::size_t eval_n = run.eval_samples;
+  std::unique_ptr<npy_folder_reader> eval_reader;
+  if (opt.eval_data_dir) {
+    if (eval_n == 0 && opt.eval_metrics.empty()) {
+      report.notes.push_back("EvalDataReader is used only with EvalMetrics; no evaluation ran");
+    } else {
+      eval_reader = std::make_unique<npy_folder_reader>(*opt.eval_data_dir);
+      const auto ins = m.inputs();
+      if (ins.size() == 1)
+        eval_reader->set_single_input_name(ins.front().name);
+      if (eval_n == 0)
+        eval_n = eval_reader->size().value_or(0);
+    }
+  }
   if (eval_n == 0 && !opt.eval_metrics.empty())
     eval_n = cal.samples;
   if (eval_n > 0) {
-    reader.rewind();
-    report.eval = qz::compare_models(float_bytes, m.to_bytes(), m.base_dir(), reader, eval_n);
+    calibration_data_reader& er = eval_reader ? *eval_reader : reader;
+    er.rewind();
+    report.eval = qz::compare_models(float_bytes, m.to_bytes(), m.base_dir(), er, eval_n);
   }
   if (report_out)
     *report_out = std::move(report);

@@ -169,7 +169,11 @@ std::shared_ptr<graph> build_graph(const ::onnx::GraphProto& gp, int opset,
     for (const auto& a : np.attribute()) {
       n.attrs.emplace(a.name(), decode_attribute(a, opset, base_dir, visible, report));
     }
-    n.kernel = default_domain ? find_kernel(n.op) : nullptr;
+    // com.microsoft QuantizeLinear / DequantizeLinear (what UseQDQContribOps emits) have the
+    // ONNX semantics with the types of opset 21, so the default-domain kernels run them.
+    const bool contrib_qdq =
+        np.domain() == "com.microsoft" && (n.op == "QuantizeLinear" || n.op == "DequantizeLinear");
+    n.kernel = default_domain || contrib_qdq ? find_kernel(n.op) : nullptr;
     if (!n.kernel) {
       report.unsupported.push_back(default_domain ? n.op : np.domain() + ":" + n.op);
     }

@@ -89,12 +89,12 @@ inline minmax_partial minmax_reduce_portable(std::span<const float> x) noexcept 
     vf vmn[nv];
     vf vmx[nv];
     vi vnan[nv];
+    // Whole-vector initialisation (a scalar operand broadcasts): GCC 12 -O3 reports lane-wise
+    // stores into a fresh vector as maybe-uninitialized.
     for (std::size_t v = 0; v < nv; ++v) {
       vnan[v] = vi{};
-      for (std::size_t j = 0; j < vl; ++j) {
-        vmn[v][j] = std::numeric_limits<float>::infinity();
-        vmx[v][j] = -std::numeric_limits<float>::infinity();
-      }
+      vmn[v] = vf{} + std::numeric_limits<float>::infinity();
+      vmx[v] = vf{} - std::numeric_limits<float>::infinity();
     }
     const auto pos = static_cast<std::size_t>(p - base);
     for (std::size_t i0 = 0; i0 < m; i0 += observer_block) {

@@ -163,6 +163,17 @@ QUARK_ALWAYS_INLINE std::uint64_t count_nan16(__m512 v) noexcept {
   return static_cast<std::uint64_t>(__builtin_popcount(m));
 }
 
+/// Sum of the 16 unsigned 32-bit lanes of `v` (stored and added: GCC 12 reports
+/// _mm512_reduce_add_epi32 as reading an uninitialised value).
+QUARK_ALWAYS_INLINE std::uint64_t sum_lanes(__m512i v) noexcept {
+  alignas(64) std::uint32_t lanes[16];
+  _mm512_store_si512(lanes, v);
+  std::uint64_t s = 0;
+  for (const std::uint32_t x : lanes)
+    s += x;
+  return s;
+}
+
 /// Lane-wise min and max of two accumulator pairs, stored to `mn` / `mx` (16 floats each).
 QUARK_ALWAYS_INLINE void store_lanes(__m512 mn0, __m512 mn1, __m512 mx0, __m512 mx1, float* mn,
                                      float* mx) noexcept {
@@ -186,10 +197,13 @@ inline minmax_partial minmax_reduce_avx512(std::span<const float> x) noexcept {
   __m512 mx2 = mx0;
   __m512 mx3 = mx0;
   std::size_t i = 0;
+  __m512i nan_lanes = _mm512_setzero_si512();
+  const __m512i one = _mm512_set1_epi32(1);
+  // NaN lanes are flushed into the 64-bit count every nan_flush values (per-lane counts < 2^31).
+  constexpr std::size_t nan_flush = std::size_t{1} << 24;
   // 1. 1 KiB blocks, each prefetching the block a few KiB ahead.
   for (; i + observer_block <= n; i += observer_block) {
     prefetch_ahead(p, i * sizeof(float), bytes, observer_block * sizeof(float));
-    __mmask16 unord = 0;
     for (std::size_t k = i; k < i + observer_block; k += 64) {
       const __m512 a = _mm512_loadu_ps(p + k);
       const __m512 b = _mm512_loadu_ps(p + k + 16);
@@ -203,15 +217,22 @@ inline minmax_partial minmax_reduce_avx512(std::span<const float> x) noexcept {
       mx2 = max512(c, mx2);
       mn3 = min512(d, mn3);
       mx3 = max512(d, mx3);
-      // A lane is unordered when either operand is NaN.
-      unord = static_cast<__mmask16>(unord | _mm512_cmp_ps_mask(a, b, _CMP_UNORD_Q) |
-                                     _mm512_cmp_ps_mask(c, d, _CMP_UNORD_Q));
+      // NaN lanes of the four vectors, counted per lane (a masked add each).
+      nan_lanes =
+          _mm512_mask_add_epi32(nan_lanes, _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q), nan_lanes, one);
+      nan_lanes =
+          _mm512_mask_add_epi32(nan_lanes, _mm512_cmp_ps_mask(b, b, _CMP_UNORD_Q), nan_lanes, one);
+      nan_lanes =
+          _mm512_mask_add_epi32(nan_lanes, _mm512_cmp_ps_mask(c, c, _CMP_UNORD_Q), nan_lanes, one);
+      nan_lanes =
+          _mm512_mask_add_epi32(nan_lanes, _mm512_cmp_ps_mask(d, d, _CMP_UNORD_Q), nan_lanes, one);
     }
-    if (unord != 0) {
-      for (std::size_t k = i; k < i + observer_block; k += 16)
-        out.nan_count += count_nan16(_mm512_loadu_ps(p + k));
+    if ((i & (nan_flush - 1)) == 0) {
+      out.nan_count += sum_lanes(nan_lanes);
+      nan_lanes = _mm512_setzero_si512();
     }
   }
+  out.nan_count += sum_lanes(nan_lanes);
   // 2. Whole vectors of the tail.
   for (; i + 16 <= n; i += 16) {
     const __m512 a = _mm512_loadu_ps(p + i);

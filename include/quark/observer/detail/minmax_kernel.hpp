@@ -2,8 +2,8 @@
 // The min/max/NaN-count reduction behind minmax_observer. Two forms with the same result:
 // - portable: 16 independent lanes, so it maps to packed min/max without -ffast-math
 //   (`v < m ? v : m` has exactly the semantics of x86 MINPS: a NaN v keeps m);
-// - AVX-512 (when compiled for it): four accumulators of 16 lanes, NaNs detected with one
-//   compare per two vectors and counted only in the 1 KiB blocks that hold one.
+// - AVX-512 (when compiled for it): four accumulators of 16 lanes; NaN lanes counted by a
+//   self-compare and a masked add per vector into a 16-lane counter.
 // Both walk large inputs in 1 KiB blocks with a software prefetch a few KiB ahead: a single core
 // reads DRAM at full speed only with more misses in flight than the hardware prefetcher keeps.
 #pragma once

@@ -257,7 +257,7 @@ TEST_CASE("Int4 / UInt4: packed two per byte, opset 21, ORT runs them") {
     const auto s = static_cast<float>(2.0 * absmax / 15.0);
     const auto scale = floats_of(*find_init(q.model, "w_scale"));
     REQUIRE(scale.size() == 1u);
-    CHECK(scale[0] == doctest::Approx(s).epsilon(1e-6));
+    CHECK(scale[0] == doctest::Approx(static_cast<double>(s)).epsilon(1e-6));
     std::size_t bad = 0;
     for (std::size_t i = 0; i < w.size(); ++i) {
       const auto byte = static_cast<std::uint8_t>(t->raw_data()[i / 2]);

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <limits>
 #include <set>
 #include <string>
 
@@ -98,15 +99,23 @@ int main(int argc, char** argv) {
                     s);
       }
     }
-    if (cos.count == 0) {
+    if (cos.count + cos.undefined == 0) {
       std::cerr << "quark_evaluate: no matching .npy files in '" << baseline << "' and '"
                 << quantized << "'\n";
       return 1;
     }
     if (skipped)
       std::cerr << "quark_evaluate: " << skipped << " baseline file(s) have no quantized match\n";
-    std::printf("Files compared: %zu\n", cos.count);
-    std::printf("Mean cos similarity: %.4f\nMin cos similarity: %.4f\n", cos.mean(), cos.min);
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    std::printf("Files compared: %zu\n", cos.count + cos.undefined);
+    std::printf("Mean cos similarity: %.4f\nMin cos similarity: %.4f\n", cos.mean(),
+                cos.count ? cos.min : nan);
+    if (cos.undefined) {
+      std::printf(
+          "(cosine undefined for %zu file(s): an all-zero array; mean and min are over "
+          "the others)\n",
+          cos.undefined);
+    }
     std::printf("Mean l2 distance: %.4g\nMax l2 distance: %.4g\n", l2.mean(), l2.max);
     std::printf("Mean psnr: %.2f\nMin psnr: %.2f\n", psnr.mean(), psnr.min);
     std::printf("Mean ssim: %.4f\nMin ssim: %.4f\n", ssim.mean(), ssim.min);

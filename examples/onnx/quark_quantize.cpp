@@ -189,6 +189,12 @@ int main(int argc, char** argv) {
       std::printf("Evaluation against the float model (output 0, %zu samples):\n", e.samples);
       std::printf("Mean cos similarity: %.4f\nMin cos similarity: %.4f\n", e.cosine_mean,
                   e.cosine_min);
+      if (e.cosine_undefined) {
+        std::printf(
+            "(cosine undefined for %zu of %zu samples: an all-zero output; mean and min "
+            "are over the others)\n",
+            e.cosine_undefined, e.samples);
+      }
       std::printf("Mean l2 distance: %.4g\nMax l2 distance: %.4g\n", e.l2_mean, e.l2_max);
       std::printf("Mean psnr: %.2f\nMin psnr: %.2f\n", e.psnr_mean, e.psnr_min);
       std::printf("Mean ssim: %.4f\nMin ssim: %.4f\n", e.ssim_mean, e.ssim_min);

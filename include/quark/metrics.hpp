@@ -199,17 +199,26 @@ inline double ssim(std::span<const float> x, std::span<const float> y, std::size
 }
 
 /// Running mean / min / max of one metric over samples (the lines the evaluate tool prints).
+/// Running mean / min / max of per-sample metric values. A NaN value (a cosine with an all-zero
+/// output, a metric of an empty tensor) is counted in `undefined` and left out of the others, so
+/// one degenerate sample neither hides the rest (NaN mean) nor passes unnoticed.
 struct summary {
   double sum = 0.0;
   double min = std::numeric_limits<double>::infinity();
   double max = -std::numeric_limits<double>::infinity();
-  std::size_t count = 0;
+  std::size_t count = 0;      ///< defined values
+  std::size_t undefined = 0;  ///< NaN values
   void add(double v) noexcept {
+    if (std::isnan(v)) {
+      ++undefined;
+      return;
+    }
     sum += v;
     min = std::min(min, v);
     max = std::max(max, v);
     ++count;
   }
+  /// Mean of the defined values; NaN when there are none.
   double mean() const noexcept {
     return count ? sum / static_cast<double>(count) : std::numeric_limits<double>::quiet_NaN();
   }

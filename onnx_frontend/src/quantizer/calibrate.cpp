@@ -595,8 +595,9 @@ eval_report compare_models(const std::string& float_bytes, const std::string& qu
     ssim.add(metrics::ssim_global(x, y));
     ++r.samples;
   }
+  r.cosine_undefined = cos.undefined;
   r.cosine_mean = cos.mean();
-  r.cosine_min = cos.min;
+  r.cosine_min = cos.count ? cos.min : std::numeric_limits<double>::quiet_NaN();
   r.l2_mean = l2.mean();
   r.l2_max = l2.max;
   r.psnr_mean = psnr.mean();

@@ -51,6 +51,9 @@ struct tensor_report {
 /// Output-similarity metrics of the quantized model against the float model (output 0).
 struct eval_report {
   std::size_t samples = 0;
+  /// Samples whose cosine is undefined (an all-zero output of either model); the cosine mean and
+  /// min are over the other samples (NaN when none is left).
+  std::size_t cosine_undefined = 0;
   double cosine_mean = 0, cosine_min = 0, l2_mean = 0, l2_max = 0, psnr_mean = 0, psnr_min = 0,
          ssim_mean = 0, ssim_min = 0;
 };

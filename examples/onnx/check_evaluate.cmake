@@ -1,0 +1,33 @@
+# ctest driver for quark_evaluate (examples/onnx/CMakeLists.txt): builds a baseline and two
+# quantized folders from tests/metrics/data, runs the tool and checks its lines against the numpy
+# reference values of tests/metrics/data/metrics_reference.txt (rounded as the tool prints them).
+#   cmake -DTOOL=... -DDATA=... -DWORK=... -P check_evaluate.cmake
+file(REMOVE_RECURSE ${WORK})
+file(MAKE_DIRECTORY ${WORK}/base ${WORK}/quant ${WORK}/zero)
+foreach(name a b)
+  configure_file(${DATA}/metrics_x.npy ${WORK}/base/${name}.npy COPYONLY)
+  configure_file(${DATA}/metrics_y.npy ${WORK}/quant/${name}.npy COPYONLY)
+endforeach()
+configure_file(${DATA}/metrics_y.npy ${WORK}/zero/a.npy COPYONLY)
+configure_file(${DATA}/metrics_zero.npy ${WORK}/zero/b.npy COPYONLY)
+
+function(run_and_expect dir)
+  execute_process(COMMAND ${TOOL} --baseline ${WORK}/base --quantized ${WORK}/${dir}
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "quark_evaluate (${dir}) failed (${rc}): ${err}")
+  endif()
+  foreach(line IN LISTS ARGN)
+    string(FIND "${out}" "${line}" at)
+    if(at EQUAL -1)
+      message(FATAL_ERROR "quark_evaluate (${dir}): expected \"${line}\" in:\n${out}")
+    endif()
+  endforeach()
+endfunction()
+
+# numpy: cosine 0.99739629..., l2 225.124977..., psnr 26.2623254..., ssim 0.918177545...
+run_and_expect(quant "Files compared: 2" "Mean cos similarity: 0.9974" "Min cos similarity: 0.9974"
+               "Mean l2 distance: 225.1" "Mean psnr: 26.26" "Mean ssim: 0.9182")
+# One all-zero output: its cosine is undefined and reported, the mean is over the other file.
+run_and_expect(zero "Files compared: 2" "Mean cos similarity: 0.9974"
+               "cosine undefined for 1 file(s)")

@@ -24,6 +24,7 @@
 #include <quark/onnx/quantizer.hpp>
 #include <quark/onnx/runtime.hpp>
 
+#include "support/model_files.hpp"
 #include "support/ort.hpp"
 
 namespace fs = std::filesystem;
@@ -31,23 +32,6 @@ namespace qo = quark::onnx;
 using namespace quark::test;
 
 namespace {
-
-fs::path work_dir() {
-  const char* b = std::getenv("QUARK_BINARY_DIR");
-  const fs::path d = fs::path(b ? b : fs::temp_directory_path().string()) / "calib_methods_tests" /
-                     std::to_string(::getpid());
-  fs::create_directories(d);
-  return d;
-}
-
-std::vector<float> random_floats(std::size_t n, std::uint32_t seed, float lo, float hi) {
-  std::mt19937 g(seed);
-  std::uniform_real_distribution<float> u(lo, hi);
-  std::vector<float> v(n);
-  for (auto& x : v)
-    x = u(g);
-  return v;
-}
 
 /// Conv(3->8, 3x3, pad 1) -> Add(const) -> Conv(8->8, 1x1) -> Sigmoid on 1x3x96x96.
 ::onnx::ModelProto model() {

@@ -17,6 +17,7 @@
 #include <quark/onnx/presets.hpp>
 #include <quark/onnx/quantizer.hpp>
 
+#include "support/model_files.hpp"
 #include "support/ort.hpp"
 
 namespace fs = std::filesystem;
@@ -24,60 +25,6 @@ namespace qo = quark::onnx;
 using namespace quark::test;
 
 namespace {
-
-std::vector<float> random_floats(std::size_t n, std::uint32_t seed, float lo = -1.0f,
-                                 float hi = 1.0f) {
-  std::mt19937 g(seed);
-  std::uniform_real_distribution<float> u(lo, hi);
-  std::vector<float> v(n);
-  for (auto& x : v)
-    x = u(g);
-  return v;
-}
-
-fs::path work_dir() {
-  const char* b = std::getenv("QUARK_BINARY_DIR");
-  const fs::path d = fs::path(b ? b : fs::temp_directory_path().string()) /
-                     "quantizer_options_tests" / std::to_string(::getpid());
-  fs::create_directories(d);
-  return d;
-}
-
-/// conv1 -> relu1 -> conv2 -> add1(const) -> pool1 (MaxPool) -> sig1 (Sigmoid), opset 13.
-::onnx::ModelProto conv_model() {
-  model_builder b(13);
-  b.input("x", onnx_type::float32, {1, 3, 8, 8});
-  b.initializer("w1", onnx_type::float32, {4, 3, 3, 3}, random_floats(108, 1, -0.5f, 0.5f));
-  b.initializer("b1", onnx_type::float32, {4}, random_floats(4, 2, -0.1f, 0.1f));
-  b.initializer("w2", onnx_type::float32, {4, 4, 1, 1}, random_floats(16, 3, -0.8f, 0.8f));
-  b.initializer("b2", onnx_type::float32, {4}, random_floats(4, 4, -0.1f, 0.1f));
-  b.initializer("c", onnx_type::float32, {1, 4, 1, 1}, random_floats(4, 5, -0.3f, 0.3f));
-  b.node("Conv", {"x", "w1", "b1"}, {"c1"}, {attr_ints("pads", {1, 1, 1, 1})});
-  b.node("Relu", {"c1"}, {"r1"});
-  b.node("Conv", {"r1", "w2", "b2"}, {"c2"});
-  b.node("Add", {"c2", "c"}, {"a"});
-  b.node("MaxPool", {"a"}, {"p"},
-         {attr_ints("kernel_shape", {2, 2}), attr_ints("strides", {2, 2})});
-  b.node("Sigmoid", {"p"}, {"y"});
-  b.output("y", onnx_type::float32, {1, 4, 4, 4});
-  ::onnx::ModelProto m = b.build();
-  const char* names[] = {"conv1", "relu1", "conv2", "add1", "pool1", "sig1"};
-  for (int i = 0; i < m.graph().node_size(); ++i)
-    m.mutable_graph()->mutable_node(i)->set_name(names[i]);
-  return m;
-}
-
-qo::model to_model(const ::onnx::ModelProto& p) {
-  std::string bytes;
-  REQUIRE(p.SerializeToString(&bytes));
-  return qo::model::from_bytes(std::string_view(bytes));
-}
-
-::onnx::ModelProto to_proto(const qo::model& m) {
-  ::onnx::ModelProto p;
-  REQUIRE(p.ParseFromString(m.to_bytes()));
-  return p;
-}
 
 qo::calib_sample sample(std::uint32_t seed) {
   return {{"x", qo::tensor::from_floats({1, 3, 8, 8}, random_floats(192, seed))}};

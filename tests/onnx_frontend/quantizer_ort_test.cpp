@@ -14,6 +14,7 @@
 #include <quark/onnx/presets.hpp>
 #include <quark/onnx/quantizer.hpp>
 
+#include "support/model_files.hpp"
 #include "support/ort.hpp"
 
 namespace fs = std::filesystem;
@@ -21,56 +22,6 @@ namespace qo = quark::onnx;
 using namespace quark::test;
 
 namespace {
-
-fs::path work_dir() {
-  const char* b = std::getenv("QUARK_BINARY_DIR");
-  const fs::path d = fs::path(b ? b : fs::temp_directory_path().string()) / "quantizer_tests" /
-                     std::to_string(::getpid());
-  fs::create_directories(d);
-  return d;
-}
-
-std::vector<float> random_floats(std::size_t n, std::uint32_t seed, float lo = -1.0f,
-                                 float hi = 1.0f) {
-  std::mt19937 g(seed);
-  std::uniform_real_distribution<float> u(lo, hi);
-  std::vector<float> v(n);
-  for (auto& x : v)
-    x = u(g);
-  return v;
-}
-
-void save_proto(const ::onnx::ModelProto& m, const fs::path& p) {
-  std::ofstream f(p, std::ios::binary);
-  REQUIRE(m.SerializeToOstream(&f));
-}
-
-::onnx::ModelProto load_proto(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  ::onnx::ModelProto m;
-  REQUIRE(m.ParseFromIstream(&f));
-  return m;
-}
-
-/// Conv -> Relu -> Conv -> Add(const) -> MaxPool -> Sigmoid, opset 13.
-::onnx::ModelProto conv_model() {
-  model_builder b(13);
-  b.input("x", onnx_type::float32, {1, 3, 8, 8});
-  b.initializer("w1", onnx_type::float32, {4, 3, 3, 3}, random_floats(108, 1, -0.5f, 0.5f));
-  b.initializer("b1", onnx_type::float32, {4}, random_floats(4, 2, -0.1f, 0.1f));
-  b.initializer("w2", onnx_type::float32, {4, 4, 1, 1}, random_floats(16, 3, -0.8f, 0.8f));
-  b.initializer("b2", onnx_type::float32, {4}, random_floats(4, 4, -0.1f, 0.1f));
-  b.initializer("c", onnx_type::float32, {1, 4, 1, 1}, random_floats(4, 5, -0.3f, 0.3f));
-  b.node("Conv", {"x", "w1", "b1"}, {"c1"}, {attr_ints("pads", {1, 1, 1, 1})});
-  b.node("Relu", {"c1"}, {"r1"});
-  b.node("Conv", {"r1", "w2", "b2"}, {"c2"});
-  b.node("Add", {"c2", "c"}, {"a"});
-  b.node("MaxPool", {"a"}, {"p"},
-         {attr_ints("kernel_shape", {2, 2}), attr_ints("strides", {2, 2})});
-  b.node("Sigmoid", {"p"}, {"y"});
-  b.output("y", onnx_type::float32, {1, 4, 4, 4});
-  return b.build();
-}
 
 /// MatMul -> Add -> Softmax at opset 11 (the quantizer must raise the opset for 16-bit types).
 ::onnx::ModelProto matmul_model() {

@@ -18,6 +18,7 @@
 #include <quark/onnx/presets.hpp>
 #include <quark/onnx/quantizer.hpp>
 
+#include "support/model_files.hpp"
 #include "support/ort.hpp"
 
 namespace fs = std::filesystem;
@@ -31,21 +32,6 @@ fs::path model_path(const char* file) {
   const char* s = std::getenv("QUARK_SOURCE_DIR");
   const fs::path cache = c && *c ? fs::path(c) : fs::path(s ? s : ".") / ".cache";
   return cache / "models" / "ocr-models" / "assets" / file;
-}
-
-fs::path work_dir() {
-  const char* b = std::getenv("QUARK_BINARY_DIR");
-  const fs::path d = fs::path(b ? b : fs::temp_directory_path().string()) / "quantizer_paddleocr" /
-                     std::to_string(::getpid());
-  fs::create_directories(d);
-  return d;
-}
-
-::onnx::ModelProto load_proto(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  ::onnx::ModelProto m;
-  REQUIRE(m.ParseFromIstream(&f));
-  return m;
 }
 
 /// A synthetic "rendered text" image, normalised as PaddleOCR's preprocessing does

@@ -21,6 +21,7 @@
 #include <quark/onnx/presets.hpp>
 #include <quark/onnx/quantizer.hpp>
 
+#include "support/model_files.hpp"
 #include "support/ort.hpp"
 
 namespace fs = std::filesystem;
@@ -28,36 +29,6 @@ namespace qo = quark::onnx;
 using namespace quark::test;
 
 namespace {
-
-fs::path work_dir() {
-  const char* b = std::getenv("QUARK_BINARY_DIR");
-  const fs::path d = fs::path(b ? b : fs::temp_directory_path().string()) / "quantizer_passes" /
-                     std::to_string(::getpid());
-  fs::create_directories(d);
-  return d;
-}
-
-std::vector<float> random_floats(std::size_t n, std::uint32_t seed, float lo = -1.0f,
-                                 float hi = 1.0f) {
-  std::mt19937 g(seed);
-  std::uniform_real_distribution<float> u(lo, hi);
-  std::vector<float> v(n);
-  for (auto& x : v)
-    x = u(g);
-  return v;
-}
-
-void save_proto(const ::onnx::ModelProto& m, const fs::path& p) {
-  std::ofstream f(p, std::ios::binary);
-  REQUIRE(m.SerializeToOstream(&f));
-}
-
-::onnx::ModelProto load_proto(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  ::onnx::ModelProto m;
-  REQUIRE(m.ParseFromIstream(&f));
-  return m;
-}
 
 /// Adds BatchNormalization parameters `<p>_{s,b,m,v}` for `c` channels (positive variances).
 void bn_params(model_builder& b, const std::string& p, std::int64_t c, std::uint32_t seed) {

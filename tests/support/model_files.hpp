@@ -1,0 +1,107 @@
+// SPDX-License-Identifier: MIT
+// Helpers the quantizer tests share: a per-process scratch directory, seeded random data, ONNX
+// protobuf files on disk, conversions between the protobuf and quark::onnx::model, and the small
+// Conv model most option tests quantize.
+//
+//     using namespace quark::test;
+//     const auto dir = work_dir();               // $QUARK_BINARY_DIR/<test binary>/<pid>
+//     save_proto(conv_model(), dir / "f.onnx");
+//     const qo::model m = to_model(load_proto(dir / "f.onnx"));
+#pragma once
+
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <vector>
+
+#include <doctest/doctest.h>
+#include <onnx/onnx_pb.h>
+
+#include <quark/onnx/model.hpp>
+
+#include "support/ort.hpp"
+#include <unistd.h>
+
+namespace quark::test {
+
+/// A fresh directory for this test process: $QUARK_BINARY_DIR (or the system temp dir) / the test
+/// executable's name / the process id. Created on first use; never removed (ctest runs every
+/// TEST_CASE in its own process, so the pid keeps parallel cases apart).
+inline std::filesystem::path work_dir() {
+  namespace fs = std::filesystem;
+  const char* b = std::getenv("QUARK_BINARY_DIR");
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  const std::string suite = ec ? std::string("quark_tests") : exe.filename().string();
+  const fs::path d = fs::path(b ? b : fs::temp_directory_path().string()) / (suite + "_work") /
+                     std::to_string(::getpid());
+  fs::create_directories(d);
+  return d;
+}
+
+/// `n` floats uniform in [lo, hi) from std::mt19937 seeded with `seed` (deterministic per seed).
+inline std::vector<float> random_floats(std::size_t n, std::uint32_t seed, float lo = -1.0f,
+                                        float hi = 1.0f) {
+  std::mt19937 g(seed);
+  std::uniform_real_distribution<float> u(lo, hi);
+  std::vector<float> v(n);
+  for (auto& x : v)
+    x = u(g);
+  return v;
+}
+
+inline void save_proto(const ::onnx::ModelProto& m, const std::filesystem::path& p) {
+  std::ofstream f(p, std::ios::binary);
+  REQUIRE(m.SerializeToOstream(&f));
+}
+
+inline ::onnx::ModelProto load_proto(const std::filesystem::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  ::onnx::ModelProto m;
+  REQUIRE(m.ParseFromIstream(&f));
+  return m;
+}
+
+inline quark::onnx::model to_model(const ::onnx::ModelProto& p) {
+  std::string bytes;
+  REQUIRE(p.SerializeToString(&bytes));
+  return quark::onnx::model::from_bytes(std::string_view(bytes));
+}
+
+inline ::onnx::ModelProto to_proto(const quark::onnx::model& m) {
+  ::onnx::ModelProto p;
+  REQUIRE(p.ParseFromString(m.to_bytes()));
+  return p;
+}
+
+/// conv1 -> relu1 -> conv2 -> add1 (constant) -> pool1 (MaxPool 2x2) -> sig1 (Sigmoid) on
+/// x: 1x3x8x8, opset 13; tensors x, c1, r1, c2, a, p, y; weights w1, b1, w2, b2 and constant c.
+inline ::onnx::ModelProto conv_model() {
+  model_builder b(13);
+  b.input("x", onnx_type::float32, {1, 3, 8, 8});
+  b.initializer("w1", onnx_type::float32, {4, 3, 3, 3}, random_floats(108, 1, -0.5f, 0.5f));
+  b.initializer("b1", onnx_type::float32, {4}, random_floats(4, 2, -0.1f, 0.1f));
+  b.initializer("w2", onnx_type::float32, {4, 4, 1, 1}, random_floats(16, 3, -0.8f, 0.8f));
+  b.initializer("b2", onnx_type::float32, {4}, random_floats(4, 4, -0.1f, 0.1f));
+  b.initializer("c", onnx_type::float32, {1, 4, 1, 1}, random_floats(4, 5, -0.3f, 0.3f));
+  b.node("Conv", {"x", "w1", "b1"}, {"c1"}, {attr_ints("pads", {1, 1, 1, 1})});
+  b.node("Relu", {"c1"}, {"r1"});
+  b.node("Conv", {"r1", "w2", "b2"}, {"c2"});
+  b.node("Add", {"c2", "c"}, {"a"});
+  b.node("MaxPool", {"a"}, {"p"},
+         {attr_ints("kernel_shape", {2, 2}), attr_ints("strides", {2, 2})});
+  b.node("Sigmoid", {"p"}, {"y"});
+  b.output("y", onnx_type::float32, {1, 4, 4, 4});
+  ::onnx::ModelProto m = b.build();
+  const char* names[] = {"conv1", "relu1", "conv2", "add1", "pool1", "sig1"};
+  for (int i = 0; i < m.graph().node_size(); ++i)
+    m.mutable_graph()->mutable_node(i)->set_name(names[i]);
+  return m;
+}
+
+}  // namespace quark::test

@@ -1,0 +1,61 @@
+# ctest driver for quark_quantize's failure paths (examples/onnx/CMakeLists.txt), issue 7 "Bad
+# inputs": each case must exit non-zero, print a message naming the culprit on stderr and leave
+# no output file behind. A valid run first proves the harness can see a success.
+#   cmake -DTOOL=... -DDATA=tests/cli/data -DWORK=... -P check_cli.cmake
+file(REMOVE_RECURSE ${WORK})
+file(MAKE_DIRECTORY ${WORK})
+file(WRITE ${WORK}/unknown_key.json "{\"extra_options\": {\"Int32Bais\": false}}")
+file(COPY ${DATA}/conv.onnx DESTINATION ${WORK})
+file(SHA256 ${WORK}/conv.onnx model_hash)
+
+# expect(NAME EXIT_ZERO|EXIT_NONZERO OUT "stderr fragment" ... -- args...)
+function(expect name want out)
+  cmake_parse_arguments(PARSE_ARGV 3 E "" "" "MESSAGES;ARGS")
+  execute_process(COMMAND ${TOOL} ${E_ARGS} -q RESULT_VARIABLE rc OUTPUT_VARIABLE o
+                  ERROR_VARIABLE err)
+  if(want STREQUAL "EXIT_ZERO")
+    if(NOT rc EQUAL 0 OR NOT EXISTS ${out})
+      message(FATAL_ERROR "${name}: expected success and ${out}, got exit ${rc}: ${err}")
+    endif()
+    return()
+  endif()
+  if(rc EQUAL 0)
+    message(FATAL_ERROR "${name}: expected a non-zero exit, got 0")
+  endif()
+  if(EXISTS ${out})
+    message(FATAL_ERROR "${name}: ${out} was left behind")
+  endif()
+  foreach(m IN LISTS E_MESSAGES)
+    string(FIND "${err}" "${m}" at)
+    if(at EQUAL -1)
+      message(FATAL_ERROR "${name}: expected \"${m}\" on stderr, got:\n${err}")
+    endif()
+  endforeach()
+endfunction()
+
+set(model ${WORK}/conv.onnx)
+set(out ${WORK}/q.onnx)
+expect(valid EXIT_ZERO ${out} ARGS ${model} ${out} --preset A8W8 --calib-data ${DATA}/calib_ok)
+file(REMOVE ${out})
+expect(unsupported_op EXIT_NONZERO ${out} MESSAGES "quark.onnx.unsupported_op" "NoSuchOp"
+       ARGS ${DATA}/unsupported.onnx ${out} --preset A8W8 --random)
+expect(unknown_config_key EXIT_NONZERO ${out}
+       MESSAGES "quark.config.unknown_key" "Int32Bais" "did you mean \"Int32Bias\""
+       ARGS ${model} ${out} --config ${WORK}/unknown_key.json --random)
+expect(unknown_preset EXIT_NONZERO ${out} MESSAGES "quark.config.unknown_preset" "A8W9"
+       ARGS ${model} ${out} --preset A8W9 --random)
+expect(unknown_input_name EXIT_NONZERO ${out} MESSAGES "nope"
+       ARGS ${model} ${out} --preset A8W8 --random --shape nope:1x3x8x8)
+expect(wrong_calibration_shape EXIT_NONZERO ${out} MESSAGES "quark.calib_data.shape" "x"
+       ARGS ${model} ${out} --preset A8W8 --calib-data ${DATA}/calib_bad_shape)
+expect(missing_output_folder EXIT_NONZERO ${WORK}/missing/q.onnx
+       MESSAGES "quark.quantize.output_dir" "missing"
+       ARGS ${model} ${WORK}/missing/q.onnx --preset A8W8 --random)
+expect(output_is_input EXIT_NONZERO ${WORK}/none.onnx MESSAGES "is the input model" "refusing to overwrite"
+       ARGS ${model} ${model} --preset A8W8 --random)
+file(SHA256 ${model} after)
+if(NOT after STREQUAL model_hash)
+  message(FATAL_ERROR "output_is_input: the input model was modified")
+endif()
+expect(unknown_option EXIT_NONZERO ${out} MESSAGES "--no-such-flag"
+       ARGS ${model} ${out} --preset A8W8 --random --no-such-flag)

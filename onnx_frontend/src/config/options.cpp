@@ -252,8 +252,8 @@ std::vector<option_info> build_registry() {
   r.push_back(fixed("SaveAndRestore", cat::calibration, S, nul, nullptr, "None",
                     "A .json file that saves calibrated ranges, or restores them if it "
                     "exists."));
-  r.push_back(todo("ReplaceClip6Relu", cat::preprocessing, B, nonnull, false, "False", false,
-                   "Replace Clip(0, 6) by Relu (with CLE)."));
+  r.push_back(fixed("ReplaceClip6Relu", cat::preprocessing, B, nonnull, false, "False",
+                    "Replace Clip(0, 6) by Relu before CLE (only with algo_config cle)."));
   r.push_back(todo("CopySharedInit", cat::preprocessing, SL, nul, nullptr, "None", nullptr,
                    "Duplicate initializers shared by nodes of these op types."));
   r.push_back(todo("CopyBiasInit", cat::preprocessing, SL, nul,

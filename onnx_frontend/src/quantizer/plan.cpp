@@ -164,6 +164,7 @@ const std::set<std::string>& honoured_keys() {
       "EnableDualQuantNodePairs", "UseUnsignedReLU", "AlignEltwiseQuantType", "UseQDQContribOps",
       "InputNodes", "OutputNodes", "TensorQuantOverrides", "CalibPassthroughOpTypes",
       "AdjustBiasScale", "FixShapes", "EvalDataReader", "DebugMode", "FillAllValueInfo",
+      "ReplaceClip6Relu",
       // Accepted with any value, no effect in quark-cpp (docs/config.md says why): calibration
       // streams through the runtime's own thread pool and keeps memory flat, and nothing is
       // written to disk.
@@ -247,8 +248,10 @@ bool default_quantized_op(const std::string& op_type, bool npu_cnn) {
 plan make_plan(const qconfig& cfg, const std::vector<node_ref>& nodes,
                const subgraph_fn& subgraph) {
   cfg.validate();
-  if (!cfg.algo_config.empty()) {
-    not_impl("algo_config entry '" + std::string(to_string(cfg.algo_config.front().name)) + "'");
+  // CLE and bias correction are implemented (algorithms.hpp); the other algorithms are not yet.
+  for (const auto& a : cfg.algo_config) {
+    if (a.name != algo_name::cle && a.name != algo_name::bias_correction)
+      not_impl("algo_config entry '" + std::string(to_string(a.name)) + "'");
   }
   for (const auto& m : cfg.extra_options.entries()) {
     // Keys the registry marks not implemented only accept their inert value (checked when they

@@ -18,6 +18,7 @@
 #include <quark/onnx/quantizer.hpp>
 
 #include "io/proto_access.hpp"
+#include "quantizer/algorithms.hpp"
 #include "quantizer/calibrate.hpp"
 #include "quantizer/graph_passes.hpp"
 #include "quantizer/numerics.hpp"
@@ -554,26 +555,65 @@ std::pair<std::int64_t, std::int64_t> full_range(dtype_id t) {
 
 }  // namespace
 
-model quantize_model(const model& in, const qconfig& cfg, calibration_data_reader& reader,
-                     quantize_report* report_out, const quantize_run_options& run) {
-  quantize_report report;
-  // (a) constants -> initializers, on a copy.
-  model m = in;
+namespace {
+
+/// The float stage before calibration, on `m` (a copy of the input): (a) constants ->
+/// initializers, the graph passes (OptimizeModel, FoldBatchNorm; graph_passes.cpp),
+/// ReplaceClip6Relu, the plan (node selection and specs), then CLE (algo_cle.cpp), which changes
+/// initializers only, so the plan's node list stays valid.
+qz::plan prepare_float_model(model& m, const qconfig& cfg, const qz::algo_options& algos,
+                             std::vector<std::string>& notes) {
   m.constants_to_initializers();
-  // Pre-calibration graph optimisation (OptimizeModel, FoldBatchNorm; graph_passes.cpp).
   const qz::graph_pass_options passes = qz::read_pass_options(cfg);
   for (auto& note : qz::optimize_graph(m, passes))
-    report.notes.push_back("graph: " + note);
+    notes.push_back("graph: " + note);
+  if (algos.cle && algos.replace_clip6_relu) {
+    if (const std::size_t k = qz::replace_clip6_relu(m); k > 0)
+      notes.push_back("graph: ReplaceClip6Relu replaced " + std::to_string(k) + " Clip(0, 6)");
+  }
   const std::vector<node_info> nodes = m.nodes();
-  const std::vector<std::size_t> topo = m.topological_order();
   std::vector<qz::node_ref> refs;
   for (const auto& n : nodes)
     refs.push_back({n.name, n.op_type});
-  // Plan: node selection and specs.
   qz::plan pl = qz::make_plan(
       cfg, refs, [&](const auto& s, const auto& e) { return subgraph_mask(m, nodes, s, e); });
+  limit_to_input_output_nodes(m, nodes, pl.opt, pl.nodes);
+  if (algos.cle) {
+    std::set<std::string> quantized;
+    for (std::size_t i = 0; i < nodes.size(); ++i) {
+      if (pl.nodes[i].quantize)
+        quantized.insert(nodes[i].name);
+    }
+    const qz::cle_stats st = qz::cross_layer_equalize(
+        m, *algos.cle, [&](const std::string& n) { return quantized.contains(n); });
+    notes.push_back(
+        "cle: " + std::to_string(st.pairs) + " pairs, " + std::to_string(st.triples) +
+        " triples, " + std::to_string(st.steps) + " steps" +
+        (st.skipped > 0 ? ", " + std::to_string(st.skipped) + " patterns skipped" : std::string()));
+  }
+  return pl;
+}
+
+}  // namespace
+
+model equalize_model(const model& in, const qconfig& cfg, std::vector<std::string>* notes) {
+  model m = in;
+  std::vector<std::string> n;
+  prepare_float_model(m, cfg, qz::read_algo_options(cfg), n);
+  if (notes != nullptr)
+    *notes = std::move(n);
+  return m;
+}
+
+model quantize_model(const model& in, const qconfig& cfg, calibration_data_reader& reader,
+                     quantize_report* report_out, const quantize_run_options& run) {
+  quantize_report report;
+  model m = in;
+  const qz::algo_options algos = qz::read_algo_options(cfg);
+  qz::plan pl = prepare_float_model(m, cfg, algos, report.notes);
+  const std::vector<node_info> nodes = m.nodes();
+  const std::vector<std::size_t> topo = m.topological_order();
   const qz::settings& opt = pl.opt;
-  limit_to_input_output_nodes(m, nodes, opt, pl.nodes);
   std::set<std::string> inits;
   for (auto& n : m.initializer_names())
     inits.insert(n);
@@ -1452,7 +1492,7 @@ model quantize_model(const model& in, const qconfig& cfg, calibration_data_reade
     *g.add_node() = std::move(n);
   // RemoveQDQConvRelu and friends: activations whose every Q/DQ pair went are float again.
   {
-    const std::set<std::string> unquantized = qz::remove_qdq_pairs(m, passes);
+    const std::set<std::string> unquantized = qz::remove_qdq_pairs(m, qz::read_pass_options(cfg));
     std::erase_if(report.tensors, [&](const auto& t) {
       if (t.role != "activation" || !unquantized.contains(t.name))
         return false;
@@ -1533,6 +1573,17 @@ model quantize_model(const model& in, const qconfig& cfg, calibration_data_reade
     }
   }
   m.validate();
+
+  // Bias correction (algo_config "bias_correction", quark-spec §10.3): on the finished quantized
+  // model, against the float model calibration saw, on the calibration data again.
+  if (algos.bias_correction) {
+    const model fm = model::from_bytes(float_bytes, m.base_dir());
+    const qz::bias_correction_stats bc = qz::correct_bias(m, fm, reader, opt.calib_data_size);
+    report.notes.push_back(
+        "bias_correction: " + std::to_string(bc.corrected) + " biases corrected on " +
+        std::to_string(bc.samples) + " samples" +
+        (bc.skipped > 0 ? ", " + std::to_string(bc.skipped) + " nodes skipped" : std::string()));
+  }
 
   // DebugMode: every node decision and every tensor's parameters, as notes of the summary.
   if (opt.debug_mode) {

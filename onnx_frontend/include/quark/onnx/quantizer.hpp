@@ -86,6 +86,21 @@ struct quantize_run_options {
 model quantize_model(const model& in, const qconfig& cfg, calibration_data_reader& reader,
                      quantize_report* report = nullptr, const quantize_run_options& run = {});
 
+/// The float stage of quantize_model that precedes calibration, alone: constants become
+/// initializers, the graph passes run (OptimizeModel, FoldBatchNorm, ...), then, when
+/// cfg.algo_config has a "cle" entry, ReplaceClip6Relu (if set) and Cross-Layer Equalization of
+/// the Conv / Gemm nodes cfg quantizes (quark-spec §10.1, Quark's cle_transforms). Without
+/// ReplaceClip6Relu the result computes the same function as `in` up to float rounding.
+/// `notes` receives what was done ("cle: 3 pairs, 1 triple, 1 step").
+///
+/// ```cpp
+/// qconfig cfg = get_default_config("A8W8");
+/// cfg.algo_config.push_back({.name = algo_name::cle});
+/// model eq = equalize_model(m, cfg);
+/// ```
+model equalize_model(const model& in, const qconfig& cfg,
+                     std::vector<std::string>* notes = nullptr);
+
 /// File to file. The input is never overwritten ("quark.quantize.same_path"); the output is
 /// written atomically, so a failure leaves no output file.
 quantize_report quantize_model(const std::filesystem::path& model_in,

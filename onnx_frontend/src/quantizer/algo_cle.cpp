@@ -1,0 +1,575 @@
+// SPDX-License-Identifier: MIT
+// Cross-Layer Equalization and ReplaceClip6Relu (quark-spec §10.1; see algorithms.hpp).
+//
+// Where quark-cpp departs from Quark's code (docs/compatibility.md): a pattern whose weight or
+// bias initializer is shared with another node, whose head output is also a graph output, or
+// whose channel counts do not line up is skipped (Quark would rescale it anyway and change the
+// function); ReduceMean must keep the channel axis and Pad must not pad it (with a zero constant
+// or reflect / edge mode); Gemm heads are scaled along their own output axis (Quark reads the
+// tail's transB there); a Conv without a group attribute is group 1 for triples too; the
+// first pattern is applied once per pass (Quark's ordering applies it twice).
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "io/proto_access.hpp"
+#include "quantizer/algorithms.hpp"
+
+namespace quark::onnx::qz {
+
+namespace {
+
+using ::onnx::GraphProto;
+using ::onnx::NodeProto;
+
+struct graph_index {
+  std::map<std::string, std::vector<int>> consumers;
+  std::set<std::string> outputs;
+
+  explicit graph_index(const GraphProto& g) {
+    for (int i = 0; i < g.node_size(); ++i) {
+      for (const auto& x : g.node(i).input()) {
+        if (!x.empty())
+          consumers[x].push_back(i);
+      }
+    }
+    for (const auto& o : g.output())
+      outputs.insert(o.name());
+  }
+  std::size_t uses(const std::string& name) const {
+    auto it = consumers.find(name);
+    return (it == consumers.end() ? 0 : it->second.size()) + (outputs.contains(name) ? 1 : 0);
+  }
+  /// The single node reading `name`, -1 when it has several readers or is a graph output.
+  int only_consumer(const std::string& name) const {
+    auto it = consumers.find(name);
+    if (outputs.contains(name) || it == consumers.end() || it->second.size() != 1)
+      return -1;
+    return it->second.front();
+  }
+};
+
+const ::onnx::AttributeProto* find_attr(const NodeProto& n, const char* name) {
+  for (const auto& a : n.attribute()) {
+    if (a.name() == name)
+      return &a;
+  }
+  return nullptr;
+}
+
+std::int64_t attr_i(const NodeProto& n, const char* name, std::int64_t dflt) {
+  const auto* a = find_attr(n, name);
+  return a == nullptr ? dflt : a->i();
+}
+
+bool float_init(const model& m, const std::string& name) {
+  return !name.empty() && m.has_initializer(name) &&
+         m.initializer(name).type() == dtype_id::float32;
+}
+
+/// How a weighted node's weight is laid out.
+enum class layer_kind : std::uint8_t { dense_conv, depthwise_conv, gemm };
+
+/// A Conv / Gemm that CLE can rescale.
+struct layer {
+  int node = -1;
+  layer_kind kind = layer_kind::dense_conv;
+  bool trans_b = false;
+  std::string w, b;  ///< weight and bias initializers (b empty: none)
+  std::size_t out_ch = 0, in_ch = 0;
+};
+
+/// The layer view of node `i`, or nullopt when CLE cannot use it: a float weight initializer of
+/// rank >= 3 (Conv, group 1 or depthwise) or 2 (Gemm without transA), a per-channel float bias
+/// initializer or none, and neither shared with another node.
+std::optional<layer> as_layer(const model& m, const GraphProto& g, const graph_index& ix, int i) {
+  const NodeProto& n = g.node(i);
+  const std::string& op = n.op_type();
+  if ((op != "Conv" && op != "Gemm") || n.input_size() < 2 || n.output_size() != 1 ||
+      !float_init(m, n.input(1)) || ix.uses(n.input(1)) != 1)
+    return std::nullopt;
+  layer l;
+  l.node = i;
+  l.w = n.input(1);
+  const shape_t ws = m.initializer(l.w).shape();
+  if (op == "Conv") {
+    if (ws.size() < 3)
+      return std::nullopt;
+    const std::int64_t group = attr_i(n, "group", 1);
+    if (group == 1) {
+      l.kind = layer_kind::dense_conv;
+      l.out_ch = static_cast<std::size_t>(ws[0]);
+      l.in_ch = static_cast<std::size_t>(ws[1]);
+    } else if (ws[1] == 1 && group == ws[0]) {
+      l.kind = layer_kind::depthwise_conv;
+      l.out_ch = l.in_ch = static_cast<std::size_t>(ws[0]);
+    } else {
+      return std::nullopt;
+    }
+  } else {
+    if (ws.size() != 2 || attr_i(n, "transA", 0) != 0)
+      return std::nullopt;
+    l.kind = layer_kind::gemm;
+    l.trans_b = attr_i(n, "transB", 0) != 0;
+    l.out_ch = static_cast<std::size_t>(l.trans_b ? ws[0] : ws[1]);
+    l.in_ch = static_cast<std::size_t>(l.trans_b ? ws[1] : ws[0]);
+  }
+  if (n.input_size() >= 3 && !n.input(2).empty()) {
+    if (!float_init(m, n.input(2)) || ix.uses(n.input(2)) != 1 ||
+        m.initializer(n.input(2)).size() != l.out_ch)
+      return std::nullopt;
+    l.b = n.input(2);
+  }
+  return l;
+}
+
+/// Calls fn(channel, element index) for every weight element with its output channel.
+template <class F>
+void for_each_out(const layer& l, const tensor& w, F&& fn) {
+  const std::size_t n = w.size();
+  if (l.kind == layer_kind::gemm && !l.trans_b) {  // [K, N]: column n
+    for (std::size_t e = 0; e < n; ++e)
+      fn(e % l.out_ch, e);
+  } else {  // rows of the output channel
+    const std::size_t per = n / l.out_ch;
+    for (std::size_t e = 0; e < n; ++e)
+      fn(e / per, e);
+  }
+}
+
+/// Calls fn(channel, element index) for every weight element with its input channel.
+template <class F>
+void for_each_in(const layer& l, const tensor& w, F&& fn) {
+  const std::size_t n = w.size();
+  if (l.kind == layer_kind::depthwise_conv) {
+    const std::size_t per = n / l.in_ch;
+    for (std::size_t e = 0; e < n; ++e)
+      fn(e / per, e);
+  } else if (l.kind == layer_kind::dense_conv) {  // [O, I, k...]
+    const std::size_t k = n / (l.out_ch * l.in_ch);
+    for (std::size_t e = 0; e < n; ++e)
+      fn((e / k) % l.in_ch, e);
+  } else if (l.trans_b) {  // [N, K]: column k
+    for (std::size_t e = 0; e < n; ++e)
+      fn(e % l.in_ch, e);
+  } else {  // [K, N]: row k
+    for (std::size_t e = 0; e < n; ++e)
+      fn(e / l.out_ch, e);
+  }
+}
+
+std::vector<double> out_absmax(const layer& l, const tensor& w) {
+  std::vector<double> r(l.out_ch, 0.0);
+  const auto v = w.data<float>();
+  for_each_out(l, w, [&](std::size_t c, std::size_t e) {
+    r[c] = std::max(r[c], std::fabs(static_cast<double>(v[e])));
+  });
+  return r;
+}
+
+std::vector<double> in_absmax(const layer& l, const tensor& w) {
+  std::vector<double> r(l.in_ch, 0.0);
+  const auto v = w.data<float>();
+  for_each_in(l, w, [&](std::size_t c, std::size_t e) {
+    r[c] = std::max(r[c], std::fabs(static_cast<double>(v[e])));
+  });
+  return r;
+}
+
+/// w[e] *= s[channel] (or /= when `divide`), per output or input channel.
+void scale_weight(const layer& l, tensor& w, const std::vector<double>& s, bool by_out,
+                  bool divide) {
+  auto v = w.data<float>();
+  auto apply = [&](std::size_t c, std::size_t e) {
+    const double x = static_cast<double>(v[e]);
+    v[e] = static_cast<float>(divide ? x / s[c] : x * s[c]);
+  };
+  if (by_out)
+    for_each_out(l, w, apply);
+  else
+    for_each_in(l, w, apply);
+}
+
+void scale_bias(tensor& b, const std::vector<double>& s, bool divide) {
+  auto v = b.data<float>();
+  for (std::size_t c = 0; c < v.size(); ++c) {
+    const double x = static_cast<double>(v[c]);
+    v[c] = static_cast<float>(divide ? x / s[c] : x * s[c]);
+  }
+}
+
+double median(std::vector<double> v) {
+  if (v.empty())
+    return 0.0;
+  const std::size_t mid = v.size() / 2;
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid), v.end());
+  const double hi = v[mid];
+  if (v.size() % 2 == 1)
+    return hi;
+  const double lo = *std::max_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid));
+  return (lo + hi) / 2.0;
+}
+
+/// The head's per-channel range with the bias column appended (quark-spec §10.1, Quark's
+/// _combine_weight_and_bias): r0[c] = max(max|w_c|, |b_c| / shrink).
+std::vector<double> head_range_with_bias(const layer& l, const tensor& w, const tensor& b) {
+  const auto wv = w.data<float>();
+  const auto bv = b.data<float>();
+  const std::size_t n = w.size();
+  std::vector<std::size_t> nonzero(l.out_ch, 0);
+  std::vector<double> min_nonzero(l.out_ch, HUGE_VAL);
+  for_each_out(l, w, [&](std::size_t c, std::size_t e) {
+    const double a = std::fabs(static_cast<double>(wv[e]));
+    if (wv[e] != 0.0f) {
+      ++nonzero[c];
+      min_nonzero[c] = std::min(min_nonzero[c], a);
+    }
+  });
+  std::size_t total_nonzero = 0;
+  for (auto z : nonzero)
+    total_nonzero += z;
+  const bool any_zero = total_nonzero != n;
+  const std::size_t per = n / l.out_ch;
+  std::vector<double> bias_clamp(l.out_ch);
+  for (std::size_t c = 0; c < l.out_ch; ++c)
+    bias_clamp[c] = (any_zero && nonzero[c] == 0) ? 0.0 : static_cast<double>(bv[c]);
+  // factor = |bias| / |clamped weight|, element by element.
+  std::vector<double> factor(n);
+  double max_w = 0.0;
+  for_each_out(l, w, [&](std::size_t c, std::size_t e) {
+    double v = static_cast<double>(wv[e]);
+    if (any_zero) {
+      if (nonzero[c] == 0)
+        v = 1e-7;
+      else if (nonzero[c] != per && v == 0.0)
+        v = -min_nonzero[c];
+    }
+    if (std::fabs(v) < 1e-7)
+      v = 1e-7;
+    max_w = std::max(max_w, std::fabs(v));
+    factor[e] = std::fabs(bias_clamp[c]) / std::fabs(v);
+  });
+  double max_b = 0.0;
+  for (float x : bv)
+    max_b = std::max(max_b, std::fabs(static_cast<double>(x)));
+  double mean = 0.0;
+  for (double f : factor)
+    mean += f;
+  mean /= static_cast<double>(n);
+  const double med = median(std::move(factor));
+  double shrink;
+  if (max_b < 10.0 && max_b / max_w < 20.0)
+    shrink = (med > 100.0 || mean > 1000.0) ? 5.0 : 2.0;
+  else if (med > 30.0 || mean > 500.0)
+    shrink = 20.0;
+  else if (med > 15.0 || mean > 100.0)
+    shrink = 10.0;
+  else
+    shrink = 5.0;
+  std::vector<double> r = out_absmax(l, w);
+  for (std::size_t c = 0; c < l.out_ch; ++c)
+    r[c] = std::max(r[c], std::fabs(bias_clamp[c] / shrink));
+  return r;
+}
+
+struct pattern {
+  std::vector<layer> layers;  ///< 2 (pair) or 3 (Conv, depthwise Conv, Conv)
+};
+
+/// Is node `n` (reading `value` as its input 0) one CLE may pass through in a pair? Relu and
+/// LeakyRelu (positively homogeneous), ReduceMean over axes other than the channel axis, Pad that
+/// leaves the channel axis alone with a zero constant or reflect / edge mode.
+bool passes_channels(const model& m, const NodeProto& n, const std::string& value) {
+  if (n.input_size() < 1 || n.input(0) != value || n.output_size() != 1)
+    return false;
+  const std::string& op = n.op_type();
+  if (op == "Relu" || op == "LeakyRelu")
+    return true;
+  if (op == "ReduceMean") {
+    std::vector<std::int64_t> axes;
+    if (const auto* a = find_attr(n, "axes"))
+      axes.assign(a->ints().begin(), a->ints().end());
+    else if (n.input_size() >= 2 && !n.input(1).empty()) {
+      if (!m.has_initializer(n.input(1)))
+        return false;
+      const tensor t = m.initializer(n.input(1));
+      if (t.type() != dtype_id::int64)
+        return false;
+      for (auto x : t.data<std::int64_t>())
+        axes.push_back(x);
+    }
+    if (axes.empty())
+      return false;  // every axis, the channel axis included
+    return std::none_of(axes.begin(), axes.end(), [](std::int64_t a) { return a == 1; });
+  }
+  if (op == "Pad") {
+    const auto* mode = find_attr(n, "mode");
+    const std::string md = mode == nullptr ? "constant" : mode->s();
+    std::vector<std::int64_t> pads;
+    if (const auto* a = find_attr(n, "pads")) {
+      pads.assign(a->ints().begin(), a->ints().end());
+      const auto* v = find_attr(n, "value");
+      if (md == "constant" && v != nullptr && v->f() != 0.0f)
+        return false;
+    } else {
+      if (n.input_size() < 2 || !m.has_initializer(n.input(1)))
+        return false;
+      const tensor t = m.initializer(n.input(1));
+      if (t.type() != dtype_id::int64)
+        return false;
+      for (auto x : t.data<std::int64_t>())
+        pads.push_back(x);
+      if (n.input_size() >= 3 && !n.input(2).empty()) {
+        if (!float_init(m, n.input(2)))
+          return false;
+        const tensor v = m.initializer(n.input(2));
+        if (md == "constant" && v.size() >= 1 && v.data<float>()[0] != 0.0f)
+          return false;
+      }
+      if (n.input_size() >= 4 && !n.input(3).empty())
+        return false;  // axes input: not handled
+    }
+    if (md != "constant" && md != "reflect" && md != "edge")
+      return false;
+    const std::size_t r = pads.size() / 2;
+    return pads.size() % 2 == 0 && r >= 2 && pads[1] == 0 && pads[r + 1] == 0;
+  }
+  return false;
+}
+
+/// Follows single consumers from `i`'s output through nodes accepted by `through` and returns
+/// the first other node and the value it reads, or -1.
+template <class Through>
+std::pair<int, std::string> next_weighted(const GraphProto& g, const graph_index& ix, int i,
+                                          Through&& through) {
+  std::string value = g.node(i).output(0);
+  for (;;) {
+    const int c = ix.only_consumer(value);
+    if (c < 0)
+      return {-1, {}};
+    const NodeProto& n = g.node(c);
+    if (n.op_type() == "Conv" || n.op_type() == "Gemm")
+      return {c, value};
+    if (!through(n, value))
+      return {-1, {}};
+    value = n.output(0);
+  }
+}
+
+bool reads_as_data(const NodeProto& n, const std::string& value) {
+  return n.input_size() >= 1 && n.input(0) == value &&
+         std::count(n.input().begin(), n.input().end(), value) == 1;
+}
+
+/// The CLE patterns of the graph, in node order of their heads (pairs before triples).
+std::vector<pattern> find_patterns(const model& m,
+                                   const std::function<bool(const std::string&)>& quantized,
+                                   std::size_t& skipped) {
+  const GraphProto& g = proto(m).graph();
+  const graph_index ix(g);
+  std::vector<pattern> out;
+  auto is_q = [&](int i) { return quantized(g.node(i).name()); };
+  for (int i = 0; i < g.node_size(); ++i) {
+    const NodeProto& n = g.node(i);
+    if ((n.op_type() != "Conv" && n.op_type() != "Gemm") || !is_q(i))
+      continue;
+    // Pair: head -> (Relu | LeakyRelu | ReduceMean | Pad)* -> tail.
+    auto [t, value] = next_weighted(g, ix, i, [&](const NodeProto& x, const std::string& v) {
+      return passes_channels(m, x, v);
+    });
+    if (t >= 0 && is_q(t) && reads_as_data(g.node(t), value)) {
+      auto h = as_layer(m, g, ix, i);
+      auto tl = as_layer(m, g, ix, t);
+      if (h && tl && h->out_ch == tl->in_ch)
+        out.push_back(pattern{{*h, *tl}});
+      else
+        ++skipped;
+    }
+    // Triple: Conv(group 1) -> Relu* -> depthwise Conv -> Relu* -> Conv(group 1).
+    if (n.op_type() != "Conv")
+      continue;
+    auto relu_only = [&](const NodeProto& x, const std::string& v) {
+      return x.op_type() == "Relu" && x.input_size() == 1 && x.input(0) == v;
+    };
+    auto [d, dv] = next_weighted(g, ix, i, relu_only);
+    if (d < 0 || g.node(d).op_type() != "Conv" || !is_q(d) || !reads_as_data(g.node(d), dv))
+      continue;
+    auto [p, pv] = next_weighted(g, ix, d, relu_only);
+    if (p < 0 || g.node(p).op_type() != "Conv" || !is_q(p) || !reads_as_data(g.node(p), pv))
+      continue;
+    auto l0 = as_layer(m, g, ix, i);
+    auto l1 = as_layer(m, g, ix, d);
+    auto l2 = as_layer(m, g, ix, p);
+    if (!l0 || !l1 || !l2 || l0->kind != layer_kind::dense_conv ||
+        l1->kind != layer_kind::depthwise_conv || l2->kind != layer_kind::dense_conv)
+      continue;
+    if (l0->out_ch != l1->in_ch || l1->out_ch != l2->in_ch) {
+      ++skipped;
+      continue;
+    }
+    out.push_back(pattern{{*l0, *l1, *l2}});
+  }
+  return out;
+}
+
+using weight_store = std::map<std::string, tensor>;
+
+tensor& get(weight_store& s, const model& m, const std::string& name) {
+  auto it = s.find(name);
+  if (it == s.end())
+    it = s.emplace(name, m.initializer(name)).first;
+  return it->second;
+}
+
+void equalize_pair(const model& m, weight_store& s, const layer& h, const layer& t,
+                   const cle_options& o) {
+  tensor& hw = get(s, m, h.w);
+  tensor& tw = get(s, m, t.w);
+  std::vector<double> r0 = (o.scale_append_bias && !h.b.empty())
+                               ? head_range_with_bias(h, hw, get(s, m, h.b))
+                               : out_absmax(h, hw);
+  const std::vector<double> r1 = in_absmax(t, tw);
+  std::vector<double> scale(h.out_ch, 1.0);
+  for (std::size_t c = 0; c < h.out_ch; ++c) {
+    const double root = std::sqrt(r0[c] * r1[c]);
+    if (root != 0.0)
+      scale[c] = r1[c] / root;
+    if (o.scale_use_threshold && r0[c] + r1[c] < o.weight_threshold)
+      scale[c] = 1.0;
+  }
+  scale_weight(h, hw, scale, true, false);
+  if (!h.b.empty())
+    scale_bias(get(s, m, h.b), scale, false);
+  scale_weight(t, tw, scale, false, true);
+}
+
+void equalize_triple(const model& m, weight_store& s, const layer& l0, const layer& l1,
+                     const layer& l2) {
+  tensor& w0 = get(s, m, l0.w);
+  tensor& w1 = get(s, m, l1.w);
+  tensor& w2 = get(s, m, l2.w);
+  const std::vector<double> m0 = out_absmax(l0, w0);
+  const std::vector<double> m1 = out_absmax(l1, w1);
+  const std::vector<double> m2 = in_absmax(l2, w2);
+  const std::size_t c = l0.out_ch;
+  std::vector<double> s12(c, 1.0), s23(c, 1.0), s_dw(c, 1.0);
+  auto fix = [](double v) { return (std::isfinite(v) && v != 0.0) ? v : 1.0; };
+  for (std::size_t k = 0; k < c; ++k) {
+    const double g = std::cbrt(m0[k] * m1[k] * m2[k]);
+    s12[k] = fix(m0[k] / g);
+    s23[k] = fix(g / m2[k]);
+    s_dw[k] = s12[k] / s23[k];
+  }
+  scale_weight(l0, w0, s12, true, true);
+  if (!l0.b.empty())
+    scale_bias(get(s, m, l0.b), s12, true);
+  scale_weight(l1, w1, s_dw, true, false);
+  if (!l1.b.empty())
+    scale_bias(get(s, m, l1.b), s23, true);
+  scale_weight(l2, w2, s23, false, false);
+}
+
+bool allclose(const tensor& t, double target) {
+  if (t.type() != dtype_id::float32 || t.size() == 0)
+    return false;
+  for (float x : t.data<float>()) {
+    if (!(std::fabs(static_cast<double>(x) - target) <= 1e-8 + 1e-5 * std::fabs(target)))
+      return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::size_t replace_clip6_relu(model& m) {
+  GraphProto& g = *proto(m).mutable_graph();
+  std::size_t replaced = 0;
+  std::set<std::string> bounds;
+  for (auto& n : *g.mutable_node()) {
+    if (n.op_type() != "Clip" || !n.domain().empty() || n.input_size() < 1)
+      continue;
+    bool zero = false, six = false;
+    const auto* amin = find_attr(n, "min");
+    const auto* amax = find_attr(n, "max");
+    if (amin != nullptr || amax != nullptr) {  // opset < 11: attributes
+      zero = amin != nullptr && std::fabs(static_cast<double>(amin->f())) <= 1e-8;
+      six = amax != nullptr && std::fabs(static_cast<double>(amax->f()) - 6.0) <= 1e-8 + 6e-5;
+    } else if (n.input_size() >= 3 && m.has_initializer(n.input(1)) &&
+               m.has_initializer(n.input(2))) {
+      zero = allclose(m.initializer(n.input(1)), 0.0);
+      six = allclose(m.initializer(n.input(2)), 6.0);
+    }
+    if (!zero || !six)
+      continue;
+    for (int k = 1; k < n.input_size(); ++k)
+      bounds.insert(n.input(k));
+    const std::string x = n.input(0);
+    n.set_op_type("Relu");
+    n.clear_input();
+    n.add_input(x);
+    n.clear_attribute();
+    ++replaced;
+  }
+  const graph_index ix(g);
+  for (const auto& b : bounds) {
+    if (!b.empty() && ix.uses(b) == 0 && m.has_initializer(b))
+      m.remove_initializer(b);
+  }
+  return replaced;
+}
+
+cle_stats cross_layer_equalize(model& m, const cle_options& o,
+                               const std::function<bool(const std::string&)>& quantized) {
+  cle_stats st;
+  const std::vector<pattern> patterns = find_patterns(m, quantized, st.skipped);
+  for (const auto& p : patterns)
+    (p.layers.size() == 2 ? st.pairs : st.triples) += 1;
+  if (patterns.empty())
+    return st;
+  weight_store store;
+  std::set<std::string> weights;
+  for (const auto& p : patterns) {
+    for (const auto& l : p.layers)
+      weights.insert(l.w);
+  }
+  // The stop rule of quark-spec §10.1: diff = sum over the weights of mean |W_prev - W_new|.
+  double diff = 10.0;
+  int unchanged = 0;
+  while (diff > o.total_layer_diff_threshold && unchanged < 20) {
+    if (o.steps >= 0 && st.steps >= static_cast<std::size_t>(o.steps))
+      break;
+    std::map<std::string, std::vector<float>> prev;
+    for (const auto& w : weights) {
+      const auto v = get(store, m, w).data<float>();
+      prev.emplace(w, std::vector<float>(v.begin(), v.end()));
+    }
+    for (const auto& p : patterns) {
+      if (p.layers.size() == 2)
+        equalize_pair(m, store, p.layers[0], p.layers[1], o);
+      else
+        equalize_triple(m, store, p.layers[0], p.layers[1], p.layers[2]);
+    }
+    double now = 0.0;
+    for (const auto& w : weights) {
+      const auto v = store.at(w).data<float>();
+      const auto& before = prev.at(w);
+      double sum = 0.0;
+      for (std::size_t k = 0; k < v.size(); ++k)
+        sum += std::fabs(static_cast<double>(before[k]) - static_cast<double>(v[k]));
+      now += v.empty() ? 0.0 : sum / static_cast<double>(v.size());
+    }
+    if (std::fabs(diff - now) > 1e-9) {
+      unchanged = 0;
+      diff = now;
+    } else {
+      ++unchanged;
+    }
+    ++st.steps;
+  }
+  for (const auto& [name, t] : store)
+    m.set_initializer(name, t);
+  return st;
+}
+
+}  // namespace quark::onnx::qz

@@ -4,8 +4,9 @@
 // rule). The bin index comes from the uniform formula; the few values that fall within rounding
 // distance of an edge are re-checked against the stored edges, so the result is exact for any
 // edge vector close to uniform (linspace, or Quark's appended edges).
-// The positions of a block are computed in one vectorised pass (AVX-512 intrinsics when compiled
-// for it, else a form the compiler vectorises), then counted into four 32-bit tables in turn, so
+// The positions of a block are computed in one vectorised pass (AVX-512 intrinsics where the CPU
+// has AVX-512F, chosen at run time: they carry a target attribute, so any x86 build has them; else
+// a form the compiler vectorises), then counted into four 32-bit tables in turn, so
 // repeated bins do not wait on each other's stores; the input is prefetched a few KiB ahead.
 #pragma once
 
@@ -219,12 +220,156 @@ class count_tables_guard {
 /// 4 KiB block measured 1.0-1.3 in the same runs (docs/bench/calib.md).
 inline constexpr std::size_t histogram_prefetch_distance = 512;
 
-/// Which code computes the bin positions (the tests run both where both are compiled).
-enum class kernel_path : std::uint8_t { portable, avx512 };
-inline constexpr kernel_path best_kernel_path =
-    QUARK_OBSERVER_AVX512 ? kernel_path::avx512 : kernel_path::portable;
+/// Which code computes the bin positions: `automatic` is the AVX-512 form where the CPU has
+/// AVX-512F (observer_avx512_usable(), checked at run time), else the portable one; the tests
+/// run both explicitly where the CPU allows.
+enum class kernel_path : std::uint8_t { portable, avx512, automatic };
+
+/// Values per block of the binning kernels.
+inline constexpr std::size_t histogram_block = 1024;
+
+/// What every binning form derives from the edges: the uniform position formula, its
+/// tolerances (double and float), and the exact rule for flagged values.
+template <bin_transform T>
+struct bin_setup {
+  std::size_t n;
+  double lo;
+  double hi;
+  double norm;
+  std::int32_t last;
+  const double* e;
+  double tol_d;
+  float lo_f;
+  double tol_f;
+  bool use_float;
+
+  explicit bin_setup(std::span<const double> edges) noexcept
+      : n(edges.size() - 1),
+        lo(edges.front()),
+        hi(edges.back()),
+        norm(static_cast<double>(n) / (hi - lo)),
+        last(static_cast<std::int32_t>(n - 1)),
+        e(edges.data()),
+        lo_f(static_cast<float>(lo)) {
+    // Tolerances, in bins, of the double and float position formulas. The float one covers the
+    // rounding of lo, of the subtraction and of the product; it is used when it is small.
+    const double dev = edge_deviation(edges) + 1e-9;
+    const double span_bins = (std::fabs(lo) + std::fabs(hi)) * norm;
+    tol_d = dev + 8.0 * std::numeric_limits<double>::epsilon() * span_bins;
+    // Float error sources, in bins: lo -> lo_f; the subtraction (half an ulp of |v - lo_f| <= r);
+    // the rounding of norm and of the product (half an ulp of a position <= n each).
+    const double r = std::fmax(std::fabs(hi - static_cast<double>(lo_f)),
+                               std::fabs(lo - static_cast<double>(lo_f)));
+    const double half_ulp = 0.5 * static_cast<double>(std::numeric_limits<float>::epsilon());
+    tol_f = dev + std::fabs(lo - static_cast<double>(lo_f)) * norm +
+            2.0 * half_ulp * (r * norm + 2.0 * static_cast<double>(n)) + 1e-6;
+    use_float = n < (std::size_t{1} << 21) && tol_f < 0.01;
+  }
+
+  [[nodiscard]] std::int32_t sink() const noexcept { return static_cast<std::int32_t>(n); }
+
+  /// Exact bin of a value against the stored edges (numpy's rule), or the sink.
+  [[nodiscard]] std::int32_t exact(float raw) const noexcept {
+    const double v = bin_value<T>(raw);
+    if (!((v >= lo) & (v <= hi)))
+      return sink();  // outside, or NaN
+    auto i = static_cast<std::int32_t>(
+        std::fmin(std::fmax((v - lo) * norm, 0.0), static_cast<double>(last)));
+    while (i > 0 && v < e[i])
+      --i;
+    while (i < last && v >= e[i + 1])
+      ++i;
+    return i;
+  }
+};
+
+/// Folds a partial min/max/NaN count into `ext`.
+QUARK_ALWAYS_INLINE void merge_partial(minmax_partial& ext, const minmax_partial& part) noexcept {
+  ext.min = part.min < ext.min ? part.min : ext.min;
+  ext.max = part.max > ext.max ? part.max : ext.max;
+  ext.nan_count += part.nan_count;
+}
+
+/// A short tail (< one block): min/max, then the exact bin of every value into `t0`.
+template <bin_transform T>
+QUARK_ALWAYS_INLINE void count_tail(const bin_setup<T>& s, const float* p, std::size_t m,
+                                    std::uint32_t* t0, minmax_partial& ext) noexcept {
+  merge_partial(ext, minmax_reduce(std::span<const float>(p, m)));
+  for (std::size_t k = 0; k < m; ++k)
+    ++t0[s.exact(p[k])];
+}
+
+/// Portable positions of one full block into `idx` (float formula when its tolerance is small;
+/// the input is prefetched ahead line by line), exact bins for the flagged values, and the
+/// block's min/max folded into `ext`.
+template <bin_transform T>
+QUARK_ALWAYS_INLINE void positions_portable(const bin_setup<T>& s, const float* p,
+                                            std::size_t avail, std::int32_t* idx,
+                                            minmax_partial& ext) noexcept {
+  constexpr std::size_t block = histogram_block;
+  constexpr std::size_t sub = 16;
+  std::array<std::int32_t, block / sub> sub_any;
+  merge_partial(ext, minmax_reduce_portable(std::span<const float>(p, block)));
+  const auto n_f = static_cast<float>(s.n);
+  const auto norm_f = static_cast<float>(s.norm);
+  const auto tol_f = static_cast<float>(s.tol_f);
+  const auto n_d = static_cast<double>(s.n);
+  if (s.use_float) {
+    bin_positions<T, float, block, sub>(p, avail, histogram_prefetch_distance, s.lo_f, norm_f, n_f,
+                                        tol_f, idx, sub_any.data());
+  } else {
+    bin_positions<T, double, block, sub>(p, avail, histogram_prefetch_distance, s.lo, s.norm, n_d,
+                                         s.tol_d, idx, sub_any.data());
+  }
+  auto exact = [&s](float raw) { return s.exact(raw); };
+  for (std::size_t j = 0; j < block / sub; ++j) {
+    if (sub_any[j] == 0)
+      continue;
+    if (s.use_float) {
+      fix_flagged<T, float>(p + j * sub, sub, s.lo_f, norm_f, n_f, tol_f, idx + j * sub, exact);
+    } else {
+      fix_flagged<T, double>(p + j * sub, sub, s.lo, s.norm, n_d, s.tol_d, idx + j * sub, exact);
+    }
+  }
+}
+
+/// Counts one block of positions into the four tables in turn.
+QUARK_ALWAYS_INLINE void count_block(const std::int32_t* idx, std::uint32_t* t0, std::uint32_t* t1,
+                                     std::uint32_t* t2, std::uint32_t* t3) noexcept {
+  for (std::size_t k = 0; k < histogram_block; k += 4) {
+    ++t0[idx[k]];
+    ++t1[idx[k + 1]];
+    ++t2[idx[k + 2]];
+    ++t3[idx[k + 3]];
+  }
+}
+
+/// The portable form of histogram_count.
+template <bin_transform T>
+minmax_partial histogram_count_portable(std::span<const float> x, std::span<const double> edges,
+                                        count_tables& tables) {
+  constexpr std::size_t block = histogram_block;
+  const bin_setup<T> s(edges);
+  minmax_partial ext;
+  // Four count tables hide store-to-load latency; slot n of each is a sink for dropped values.
+  const std::size_t stride = s.n + 1;
+  std::uint32_t* t0 = tables.prepare(s.n);
+  alignas(64) std::array<std::int32_t, block> idx;
+  for (std::size_t b = 0; b < x.size(); b += block) {
+    const std::size_t m = std::min(block, x.size() - b);
+    const float* p = x.data() + b;
+    if (m < block) {
+      count_tail(s, p, m, t0, ext);
+      continue;
+    }
+    positions_portable(s, p, x.size() - b, idx.data(), ext);
+    count_block(idx.data(), t0, t0 + stride, t0 + 2 * stride, t0 + 3 * stride);
+  }
+  return ext;
+}
 
 #if QUARK_OBSERVER_AVX512
+QUARK_OBSERVER_AVX512_PUSH
 /// Constants of the float position formula, broadcast.
 struct avx512_positions {
   __m512 lo;
@@ -239,10 +384,10 @@ struct avx512_positions {
 /// in [0, bins) (which covers NaN, +-Inf and positions in (-1, 0): their fraction is negative);
 /// those lanes take `exact(v)`. Returns the number of NaN values (all of them are flagged).
 /// `avail` is the number of values readable from `p` (the prefetch stays inside them).
-template <bin_transform T, std::size_t M, class Exact>
-QUARK_ALWAYS_INLINE std::uint64_t bin_block_avx512(const float* p, std::size_t avail,
-                                                   const avx512_positions& c, std::int32_t* idx,
-                                                   __m512& mn, __m512& mx, Exact&& exact) noexcept {
+template <bin_transform T, std::size_t M, class Setup>
+QUARK_OBSERVER_TARGET_AVX512 QUARK_ALWAYS_INLINE std::uint64_t bin_block_avx512(
+    const float* p, std::size_t avail, const avx512_positions& c, std::int32_t* idx, __m512& mn,
+    __m512& mx, const Setup& s) noexcept {
   std::uint64_t nans = 0;
   for (std::size_t k = 0; k < M; k += 16) {
     if (k + histogram_prefetch_distance < avail)
@@ -265,143 +410,75 @@ QUARK_ALWAYS_INLINE std::uint64_t bin_block_avx512(const float* p, std::size_t a
         bad &= bad - 1;
         const float r = p[k + j];
         nans += static_cast<std::uint64_t>(r != r);
-        idx[k + j] = exact(r);
+        idx[k + j] = s.exact(r);
       }
     }
   }
   return nans;
 }
-#endif
 
-/// Counts the values of `x` (at most histogram_max_chunk of them) into `tables`, for the bins of
-/// `edges`, and returns the min/max/NaN count of the raw values, computed block by block while
-/// they are in L1 (one pass over memory). `tables.fold_into(counts)` then adds them to a
-/// histogram; `tables.clear()` drops them.
-template <bin_transform T, kernel_path Path = best_kernel_path>
-minmax_partial histogram_count(std::span<const float> x, std::span<const double> edges,
-                               count_tables& tables) {
-  constexpr std::size_t block = 1024;
-  const std::size_t n = edges.size() - 1;
-  const double lo = edges.front();
-  const double hi = edges.back();
-  const double norm = static_cast<double>(n) / (hi - lo);
-  const auto last = static_cast<std::int32_t>(n - 1);
-  const double* e = edges.data();
-  // 1. Tolerances, in bins, of the double and float position formulas. The float one covers the
-  //    rounding of lo, of the subtraction and of the product; it is used when it is small.
-  const double dev = edge_deviation(edges) + 1e-9;
-  const double span_bins = (std::fabs(lo) + std::fabs(hi)) * norm;
-  const double tol_d = dev + 8.0 * std::numeric_limits<double>::epsilon() * span_bins;
-  const auto lo_f = static_cast<float>(lo);
-  // Float error sources, in bins: lo -> lo_f; the subtraction (half an ulp of |v - lo_f| <= r);
-  // the rounding of norm and of the product (half an ulp of a position <= n each).
-  const double r = std::fmax(std::fabs(hi - static_cast<double>(lo_f)),
-                             std::fabs(lo - static_cast<double>(lo_f)));
-  const double half_ulp = 0.5 * static_cast<double>(std::numeric_limits<float>::epsilon());
-  const double tol_f = dev + std::fabs(lo - static_cast<double>(lo_f)) * norm +
-                       2.0 * half_ulp * (r * norm + 2.0 * static_cast<double>(n)) + 1e-6;
-  const bool use_float = n < (std::size_t{1} << 21) && tol_f < 0.01;
-
+/// The AVX-512 form of histogram_count (positions in 16 lanes when the float formula applies,
+/// else the portable positions compiled for AVX-512); call it only where
+/// observer_avx512_usable().
+template <bin_transform T>
+QUARK_OBSERVER_TARGET_AVX512 minmax_partial histogram_count_avx512(std::span<const float> x,
+                                                                   std::span<const double> edges,
+                                                                   count_tables& tables) {
+  constexpr std::size_t block = histogram_block;
+  const bin_setup<T> s(edges);
   minmax_partial ext;
-  // Four count tables hide store-to-load latency; slot n of each is a sink for dropped values.
-  const std::size_t stride = n + 1;
-  std::uint32_t* t0 = tables.prepare(n);
-  std::uint32_t* t1 = t0 + stride;
-  std::uint32_t* t2 = t1 + stride;
-  std::uint32_t* t3 = t2 + stride;
-  constexpr std::size_t sub = 16;
+  const std::size_t stride = s.n + 1;
+  std::uint32_t* t0 = tables.prepare(s.n);
   alignas(64) std::array<std::int32_t, block> idx;
-  std::array<std::int32_t, block / sub> sub_any;
-  const auto sink = static_cast<std::int32_t>(n);
-  // Exact bin of a flagged value against the stored edges (numpy's rule), or the sink.
-  auto exact = [&](float raw) -> std::int32_t {
-    const double v = bin_value<T>(raw);
-    if (!((v >= lo) & (v <= hi)))
-      return sink;  // outside, or NaN
-    auto i = static_cast<std::int32_t>(
-        std::fmin(std::fmax((v - lo) * norm, 0.0), static_cast<double>(last)));
-    while (i > 0 && v < e[i])
-      --i;
-    while (i < last && v >= e[i + 1])
-      ++i;
-    return i;
-  };
-  static_assert(Path == kernel_path::portable || QUARK_OBSERVER_AVX512,
-                "the AVX-512 path needs a target with AVX-512F");
-#if QUARK_OBSERVER_AVX512
-  const avx512_positions pos{_mm512_set1_ps(lo_f), _mm512_set1_ps(static_cast<float>(norm)),
-                             _mm512_set1_ps(static_cast<float>(tol_f)),
-                             _mm512_set1_ps(1.0f - static_cast<float>(tol_f)),
-                             _mm512_set1_epi32(static_cast<std::int32_t>(n))};
-#endif
+  const avx512_positions pos{_mm512_set1_ps(s.lo_f), _mm512_set1_ps(static_cast<float>(s.norm)),
+                             _mm512_set1_ps(static_cast<float>(s.tol_f)),
+                             _mm512_set1_ps(1.0f - static_cast<float>(s.tol_f)),
+                             _mm512_set1_epi32(static_cast<std::int32_t>(s.n))};
   for (std::size_t b = 0; b < x.size(); b += block) {
     const std::size_t m = std::min(block, x.size() - b);
     const float* p = x.data() + b;
     if (m < block) {
-      // Short tail: exact path for every value.
-      const minmax_partial part = minmax_reduce(std::span<const float>(p, m));
-      ext.min = part.min < ext.min ? part.min : ext.min;
-      ext.max = part.max > ext.max ? part.max : ext.max;
-      ext.nan_count += part.nan_count;
-      for (std::size_t k = 0; k < m; ++k)
-        ++t0[exact(p[k])];
+      count_tail(s, p, m, t0, ext);
       continue;
     }
-    // 2. Positions and extrema (float formula when its tolerance is small; the input is
-    //    prefetched ahead line by line), exact bins for the flagged values, then count into the
-    //    four tables in turn.
-#if QUARK_OBSERVER_AVX512
-    if (Path == kernel_path::avx512 && use_float) {
+    if (s.use_float) {
       __m512 mn = _mm512_set1_ps(std::numeric_limits<float>::infinity());
       __m512 mx = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
-      ext.nan_count += bin_block_avx512<T, block>(p, x.size() - b, pos, idx.data(), mn, mx, exact);
+      ext.nan_count += bin_block_avx512<T, block>(p, x.size() - b, pos, idx.data(), mn, mx, s);
       alignas(64) float lmn[16];
       alignas(64) float lmx[16];
       _mm512_store_ps(lmn, mn);
       _mm512_store_ps(lmx, mx);
       fold_lanes(lmn, lmx, ext);
-    } else
-#endif
-    {
-      const minmax_partial part = minmax_reduce_portable(std::span<const float>(p, m));
-      ext.min = part.min < ext.min ? part.min : ext.min;
-      ext.max = part.max > ext.max ? part.max : ext.max;
-      ext.nan_count += part.nan_count;
-      if (use_float) {
-        bin_positions<T, float, block, sub>(p, x.size() - b, histogram_prefetch_distance, lo_f,
-                                            static_cast<float>(norm), static_cast<float>(n),
-                                            static_cast<float>(tol_f), idx.data(), sub_any.data());
-      } else {
-        bin_positions<T, double, block, sub>(p, x.size() - b, histogram_prefetch_distance, lo, norm,
-                                             static_cast<double>(n), tol_d, idx.data(),
-                                             sub_any.data());
-      }
-      for (std::size_t j = 0; j < block / sub; ++j) {
-        if (sub_any[j] == 0)
-          continue;
-        if (use_float) {
-          fix_flagged<T, float>(p + j * sub, sub, lo_f, static_cast<float>(norm),
-                                static_cast<float>(n), static_cast<float>(tol_f),
-                                idx.data() + j * sub, exact);
-        } else {
-          fix_flagged<T, double>(p + j * sub, sub, lo, norm, static_cast<double>(n), tol_d,
-                                 idx.data() + j * sub, exact);
-        }
-      }
+    } else {
+      positions_portable(s, p, x.size() - b, idx.data(), ext);
     }
-    for (std::size_t k = 0; k < block; k += 4) {
-      ++t0[idx[k]];
-      ++t1[idx[k + 1]];
-      ++t2[idx[k + 2]];
-      ++t3[idx[k + 3]];
-    }
+    count_block(idx.data(), t0, t0 + stride, t0 + 2 * stride, t0 + 3 * stride);
   }
   return ext;
+}
+QUARK_OBSERVER_AVX512_POP
+#endif
+
+/// Counts the values of `x` (at most histogram_max_chunk of them) into `tables`, for the bins of
+/// `edges`, and returns the min/max/NaN count of the raw values, computed block by block while
+/// they are in L1 (one pass over memory). `tables.fold_into(counts)` then adds them to a
+/// histogram; `tables.clear()` drops them. Every path gives the same counts and extrema.
+template <bin_transform T, kernel_path Path = kernel_path::automatic>
+minmax_partial histogram_count(std::span<const float> x, std::span<const double> edges,
+                               count_tables& tables) {
+  static_assert(Path != kernel_path::avx512 || QUARK_OBSERVER_AVX512,
+                "the AVX-512 path is compiled for x86 with GCC or Clang only");
+#if QUARK_OBSERVER_AVX512
+  if (Path == kernel_path::avx512 || (Path == kernel_path::automatic && observer_avx512_usable()))
+    return histogram_count_avx512<T>(x, edges, tables);
+#endif
+  return histogram_count_portable<T>(x, edges, tables);
 }
 
 /// Adds the values of `x` to `counts` (size edges.size() - 1) and returns the min/max/NaN count
 /// of the raw values (histogram_count, then fold, per chunk of histogram_max_chunk values).
-template <bin_transform T, kernel_path Path = best_kernel_path>
+template <bin_transform T, kernel_path Path = kernel_path::automatic>
 minmax_partial histogram_add(std::span<const float> x, std::span<const double> edges,
                              std::span<std::uint64_t> counts) {
   count_tables& tables = thread_count_tables();

@@ -2,8 +2,10 @@
 // The min/max/NaN-count reduction behind minmax_observer. Two forms with the same result:
 // - portable: 16 independent lanes, so it maps to packed min/max without -ffast-math
 //   (`v < m ? v : m` has exactly the semantics of x86 MINPS: a NaN v keeps m);
-// - AVX-512 (when compiled for it): four accumulators of 16 lanes; NaN lanes counted by a
-//   self-compare and a masked add per vector into a 16-lane counter.
+// - AVX-512: four accumulators of 16 lanes; NaN lanes counted by a self-compare and a masked add
+//   per vector into a 16-lane counter. It carries a target attribute, so every x86-64 build
+//   compiles it (no -mavx512f needed) and minmax_reduce() picks it at run time when the CPU has
+//   AVX-512F (observer_avx512_usable()).
 // Both walk large inputs in 1 KiB blocks with a software prefetch a few KiB ahead: a single core
 // reads DRAM at full speed only with more misses in flight than the hardware prefetcher keeps.
 #pragma once
@@ -17,9 +19,22 @@
 #include <quark/config.hpp>
 #include <quark/detail/prefetch.hpp>
 
-#if defined(__AVX512F__)
+// QUARK_OBSERVER_AVX512: the AVX-512 forms are compiled (x86 with GCC or Clang, any -march);
+// they run only where observer_avx512_usable() says the CPU has AVX-512F.
+#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
 #define QUARK_OBSERVER_AVX512 1
+#define QUARK_OBSERVER_TARGET_AVX512 __attribute__((target("avx512f")))
+// GCC 12 at -O1 reports the intrinsics' own _mm512_undefined_*() (a self-initialised variable)
+// as maybe-uninitialized once they are inlined; the reports are false.
+#if defined(__GNUC__) && !defined(__clang__)
+#define QUARK_OBSERVER_AVX512_PUSH \
+  _Pragma("GCC diagnostic push") _Pragma("GCC diagnostic ignored \"-Wmaybe-uninitialized\"")
+#define QUARK_OBSERVER_AVX512_POP _Pragma("GCC diagnostic pop")
+#else
+#define QUARK_OBSERVER_AVX512_PUSH
+#define QUARK_OBSERVER_AVX512_POP
+#endif
 #else
 #define QUARK_OBSERVER_AVX512 0
 #endif
@@ -145,27 +160,38 @@ inline minmax_partial minmax_reduce_portable(std::span<const float> x) noexcept 
   return out;
 }
 
+/// True when the AVX-512 forms are compiled and the CPU runs AVX-512F (checked once).
+inline bool observer_avx512_usable() noexcept {
 #if QUARK_OBSERVER_AVX512
+  static const bool ok = __builtin_cpu_supports("avx512f") != 0;
+  return ok;
+#else
+  return false;
+#endif
+}
+
+#if QUARK_OBSERVER_AVX512
+QUARK_OBSERVER_AVX512_PUSH
 // GCC 12 reports -Wmaybe-uninitialized inside the unmasked AVX-512 intrinsics that pass
 // _mm512_undefined_*() through; the all-lanes zero-masked forms compile to the same instructions.
 /// Lane-wise MINPS: a NaN `v` keeps `m` (MINPS returns its second operand on NaN).
-QUARK_ALWAYS_INLINE __m512 min512(__m512 v, __m512 m) noexcept {
+QUARK_OBSERVER_TARGET_AVX512 QUARK_ALWAYS_INLINE __m512 min512(__m512 v, __m512 m) noexcept {
   return _mm512_maskz_min_ps(0xFFFF, v, m);
 }
 /// Lane-wise MAXPS, NaN as min512.
-QUARK_ALWAYS_INLINE __m512 max512(__m512 v, __m512 m) noexcept {
+QUARK_OBSERVER_TARGET_AVX512 QUARK_ALWAYS_INLINE __m512 max512(__m512 v, __m512 m) noexcept {
   return _mm512_maskz_max_ps(0xFFFF, v, m);
 }
 
 /// Number of NaN values among the 16 lanes of `v`.
-QUARK_ALWAYS_INLINE std::uint64_t count_nan16(__m512 v) noexcept {
+QUARK_OBSERVER_TARGET_AVX512 QUARK_ALWAYS_INLINE std::uint64_t count_nan16(__m512 v) noexcept {
   const auto m = static_cast<std::uint32_t>(_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q));
   return static_cast<std::uint64_t>(__builtin_popcount(m));
 }
 
 /// Sum of the 16 unsigned 32-bit lanes of `v` (stored and added: GCC 12 reports
 /// _mm512_reduce_add_epi32 as reading an uninitialised value).
-QUARK_ALWAYS_INLINE std::uint64_t sum_lanes(__m512i v) noexcept {
+QUARK_OBSERVER_TARGET_AVX512 QUARK_ALWAYS_INLINE std::uint64_t sum_lanes(__m512i v) noexcept {
   alignas(64) std::uint32_t lanes[16];
   _mm512_store_si512(lanes, v);
   std::uint64_t s = 0;
@@ -175,15 +201,17 @@ QUARK_ALWAYS_INLINE std::uint64_t sum_lanes(__m512i v) noexcept {
 }
 
 /// Lane-wise min and max of two accumulator pairs, stored to `mn` / `mx` (16 floats each).
-QUARK_ALWAYS_INLINE void store_lanes(__m512 mn0, __m512 mn1, __m512 mx0, __m512 mx1, float* mn,
-                                     float* mx) noexcept {
+QUARK_OBSERVER_TARGET_AVX512 QUARK_ALWAYS_INLINE void store_lanes(__m512 mn0, __m512 mn1,
+                                                                  __m512 mx0, __m512 mx1, float* mn,
+                                                                  float* mx) noexcept {
   _mm512_storeu_ps(mn, min512(mn1, mn0));
   _mm512_storeu_ps(mx, max512(mx1, mx0));
 }
 
 /// One pass over `x`, AVX-512 form; same result as minmax_reduce_portable except that the sign of
 /// a zero extremum may differ when both +0 and -0 occur (neither form specifies which it keeps).
-inline minmax_partial minmax_reduce_avx512(std::span<const float> x) noexcept {
+QUARK_OBSERVER_TARGET_AVX512 inline minmax_partial minmax_reduce_avx512(
+    std::span<const float> x) noexcept {
   minmax_partial out;
   const float* const p = x.data();
   const std::size_t n = x.size();
@@ -248,15 +276,17 @@ inline minmax_partial minmax_reduce_avx512(std::span<const float> x) noexcept {
   minmax_tail(p + i, n - i, out);
   return out;
 }
+QUARK_OBSERVER_AVX512_POP
 #endif
 
-/// One pass over `x`: NaN values are counted and do not affect min/max.
+/// One pass over `x`: NaN values are counted and do not affect min/max. The AVX-512 form where
+/// the CPU has it, else the portable one (the same result).
 inline minmax_partial minmax_reduce(std::span<const float> x) noexcept {
 #if QUARK_OBSERVER_AVX512
-  return minmax_reduce_avx512(x);
-#else
-  return minmax_reduce_portable(x);
+  if (observer_avx512_usable())
+    return minmax_reduce_avx512(x);
 #endif
+  return minmax_reduce_portable(x);
 }
 
 }  // namespace quark::detail

@@ -316,3 +316,57 @@ TEST_CASE(
   CHECK(g.stats().edges.size() > g_first_edges.size());
   CHECK(g.stats().counts == g_want);
 }
+
+TEST_CASE("histogram: observe_within bins only a batch inside the range, else leaves the state") {
+  // data_grow's 7 batches grow the range several times in every mode; each is observed twice,
+  // so the second time it lies inside. A batch either stays inside (observe_within must equal
+  // observe) or grows the range (false, state untouched); the extrema it reports are the
+  // batch's own either way (checked against a scalar loop).
+  const auto g = quark_test::data_grow();
+  std::vector<std::span<const float>> batches;
+  for (const auto b : quark_test::split(g, 7)) {
+    batches.push_back(b);
+    batches.push_back(b);
+  }
+  for (auto mode : {histogram_mode::absolute, histogram_mode::signed_symmetric,
+                    histogram_mode::signed_extend}) {
+    CAPTURE(static_cast<int>(mode));
+    histogram_observer ref{{.mode = mode,
+                            .num_bins = 64,
+                            .non_finite = mode == histogram_mode::signed_extend
+                                              ? quark::non_finite_policy::to_finite
+                                              : quark::non_finite_policy::reject_inf}};
+    histogram_observer h = ref;
+    int inside = 0;
+    int grew = 0;
+    for (std::size_t i = 0; i < batches.size(); ++i) {
+      const auto b = batches[i];
+      float lo = std::numeric_limits<float>::infinity();
+      float hi = -lo;
+      for (const float v : b) {
+        lo = std::min(lo, v);
+        hi = std::max(hi, v);
+      }
+      const histogram_observer before = h;
+      quark::detail::minmax_partial ext;
+      const bool ok = h.observe_within(b, ext);
+      ref.observe(b);
+      CHECK(ext.min == lo);
+      CHECK(ext.max == hi);
+      CHECK(ext.nan_count == 0u);
+      if (ok) {
+        ++inside;
+        CHECK(h.stats() == ref.stats());
+      } else {
+        CHECK(h.stats() == before.stats());
+        // The first batch of an empty histogram always reports false.
+        if (i > 0)
+          ++grew;
+        h.observe(b);
+        CHECK(h.stats() == ref.stats());
+      }
+    }
+    CHECK(inside > 0);
+    CHECK(grew > 0);
+  }
+}

@@ -103,33 +103,12 @@ class histogram_observer {
   /// Once the range is set, a batch that does not grow it is read from memory once.
   void observe(std::span<const float> x) {
     if (!data_.counts.empty()) {
-      // 1. Optimistic pass: count on the current edges into the thread's 32-bit tables and
-      //    collect the batch extrema; the counts are kept only if the range does not grow.
-      batch_extrema b{};
-      if (x.size() <= detail::histogram_max_chunk) {
-        detail::count_tables& tables = detail::thread_count_tables();
-        const detail::count_tables_guard guard(tables);  // drops the tables unless folded
-        b = summarize(x.size(), count_into(x, tables));
-        if (b.valid != 0 && !would_grow(b)) {
-          account(b, x.size());
-          tables.fold_into(data_.counts);
-          return;
-        }
-      } else {
-        std::vector<std::uint64_t> tmp(data_.counts.size(), 0);  // beyond one table chunk
-        b = summarize(x.size(), bin_into(x, tmp));
-        if (b.valid != 0 && !would_grow(b)) {
-          account(b, x.size());
-          for (std::size_t i = 0; i < tmp.size(); ++i)
-            data_.counts[i] += tmp[i];
-          return;
-        }
-      }
-      if (b.valid == 0) {
-        data_.range.nan_count += x.size();
+      // 1. Optimistic pass: count on the current edges (kept if the range does not grow).
+      detail::minmax_partial p;
+      if (observe_within(x, p))
         return;
-      }
       // 2. The batch grows the range: grow, then bin again on the new edges.
+      const batch_extrema b = summarize(x.size(), p);
       account(b, x.size());
       grow(b, x);
       bin_into(x, data_.counts);
@@ -144,6 +123,45 @@ class histogram_observer {
     account(b, x.size());
     grow(b, x);
     bin_into(x, data_.counts);
+  }
+
+  /// observe(x) when the histogram has a range and `x` does not grow it: the same state as
+  /// observe(x) afterwards, and true. Otherwise false and the state is unchanged. Either way
+  /// `extrema` receives the batch's raw min, max (NaN excluded) and NaN count, which is all the
+  /// growth of observe(x) depends on (after a first batch). One pass over `x`.
+  [[nodiscard]] bool observe_within(std::span<const float> x, detail::minmax_partial& extrema) {
+    if (data_.counts.empty()) {
+      extrema = detail::minmax_reduce(x);
+      return false;
+    }
+    batch_extrema b{};
+    if (x.size() <= detail::histogram_max_chunk) {
+      // Count into the thread's 32-bit tables, folded only if the range does not grow.
+      detail::count_tables& tables = detail::thread_count_tables();
+      const detail::count_tables_guard guard(tables);  // drops the tables unless folded
+      extrema = count_into(x, tables);
+      b = summarize(x.size(), extrema);
+      if (b.valid != 0 && !would_grow(b)) {
+        account(b, x.size());
+        tables.fold_into(data_.counts);
+        return true;
+      }
+    } else {
+      std::vector<std::uint64_t> tmp(data_.counts.size(), 0);  // beyond one table chunk
+      extrema = bin_into(x, tmp);
+      b = summarize(x.size(), extrema);
+      if (b.valid != 0 && !would_grow(b)) {
+        account(b, x.size());
+        for (std::size_t i = 0; i < tmp.size(); ++i)
+          data_.counts[i] += tmp[i];
+        return true;
+      }
+    }
+    if (b.valid == 0) {
+      data_.range.nan_count += x.size();
+      return true;
+    }
+    return false;
   }
 
   /// Adds another observer's histogram. Exact (counts add) when both have the same edges, which

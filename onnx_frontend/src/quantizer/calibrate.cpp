@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <limits>
 #include <memory>
@@ -172,18 +174,6 @@ std::size_t piece(std::size_t n, std::size_t parts, std::size_t k) {
   return n / parts * k + std::min(k, n % parts);
 }
 
-/// Observes piece k of `parts` of `x` into parts[k], on the runtime's threads.
-void observe_pieces(std::vector<histogram_observer>& partial, std::span<const float> x,
-                    const runtime& rt) {
-  const std::size_t parts = partial.size();
-  rt.parallel_for(parts, 1, [&](std::size_t b, std::size_t e) {
-    for (std::size_t k = b; k < e; ++k) {
-      const std::size_t lo = piece(x.size(), parts, k);
-      partial[k].observe(x.subspan(lo, piece(x.size(), parts, k + 1) - lo));
-    }
-  });
-}
-
 /// A histogram with the edges of `h` and no count.
 histogram_data zero_like(const histogram_data& h) {
   histogram_data z = h;
@@ -201,60 +191,73 @@ void merge_pieces(histogram_observer& h, histogram_data base,
   h = std::move(out);
 }
 
+/// Extrema of a batch: what the growth of a histogram depends on.
+struct extrema {
+  float lo = std::numeric_limits<float>::infinity();
+  float hi = -std::numeric_limits<float>::infinity();
+  float small = std::numeric_limits<float>::infinity();  ///< the smallest |x|
+  bool nan = false;
+};
+
 /// Bins `x` into `h` on the runtime's threads with exactly the counts, edges and range of
 /// h.observe(x). Usually (a batch inside the current range) each thread bins its piece into a
-/// zeroed histogram of the current edges and the pieces add up. A histogram's growth depends
-/// only on the batch's extrema (and, for the first |x| histogram, its smallest magnitude), so
-/// when the batch grows the range: (1) the extrema are reduced in parallel; (2) the histogram is
-/// grown by observing a scratch batch holding just those values, whose own counts are then taken
-/// out again; (3) every thread bins its piece on the grown edges, which no piece can grow.
+/// zeroed histogram of the current edges (histogram_observer::observe_within, one pass) and the
+/// pieces add up. A histogram's growth depends only on the batch's extrema (and, for the first
+/// |x| histogram, its smallest magnitude), so when the batch grows the range: (1) the extrema
+/// are those the optimistic pass returned (a first batch: reduced in parallel); (2) the
+/// histogram is grown by observing a scratch batch holding just those values, whose own counts
+/// are then taken out again; (3) every thread bins its piece on the grown edges, which no piece
+/// can grow.
 void observe_parallel(histogram_observer& h, std::span<const float> x, const runtime& rt) {
   const std::size_t parts = rt.threads();
+  std::vector<extrema> ex(parts);
+  auto piece_of = [&](std::size_t k) {
+    const std::size_t lo = piece(x.size(), parts, k);
+    return x.subspan(lo, piece(x.size(), parts, k + 1) - lo);
+  };
   if (!h.stats().empty()) {
     std::vector<histogram_observer> partial(parts,
                                             histogram_observer(h.options(), zero_like(h.stats())));
-    observe_pieces(partial, x, rt);
-    bool grew = false;
-    for (const histogram_observer& p : partial)
-      grew = grew || p.stats().edges != h.stats().edges;
-    if (!grew) {
+    std::vector<char> within(parts, 0);
+    rt.parallel_for(parts, 1, [&](std::size_t b, std::size_t e) {
+      for (std::size_t k = b; k < e; ++k) {
+        quark::detail::minmax_partial m;
+        within[k] = partial[k].observe_within(piece_of(k), m) ? 1 : 0;
+        ex[k].lo = m.min;
+        ex[k].hi = m.max;
+        ex[k].nan = m.nan_count > 0;
+      }
+    });
+    if (std::all_of(within.begin(), within.end(), [](char w) { return w != 0; })) {
       merge_pieces(h, h.stats(), partial);
       return;
     }
-  }
-  // (1) Extrema.
-  struct extrema {
-    float lo = std::numeric_limits<float>::infinity();
-    float hi = -std::numeric_limits<float>::infinity();
-    float small = std::numeric_limits<float>::infinity();  ///< the smallest |x|
-    bool nan = false;
-  };
-  std::vector<extrema> ex(parts);
-  const bool need_small = h.options().mode == histogram_mode::absolute && h.stats().empty();
-  rt.parallel_for(parts, 1, [&](std::size_t b, std::size_t e) {
-    for (std::size_t k = b; k < e; ++k) {
-      const std::size_t lo = piece(x.size(), parts, k);
-      const std::span<const float> c = x.subspan(lo, piece(x.size(), parts, k + 1) - lo);
-      minmax_observer mm{nan_policy::ignore};
-      mm.observe(c);
-      const range_stats st = mm.stats();
-      extrema r;
-      r.lo = st.min;
-      r.hi = st.max;
-      r.nan = st.nan_count > 0;
-      if (need_small) {
-        // Only |x| enters an absolute histogram, so the smallest magnitude stands for its value
-        // (a < m keeps m for NaN and lets the compiler vectorise the loop).
-        float m = std::numeric_limits<float>::infinity();
-        for (const float v : c) {
-          const float a = std::fabs(v);
-          m = a < m ? a : m;
+  } else {
+    // (1) Extrema of a first batch.
+    const bool need_small = h.options().mode == histogram_mode::absolute;
+    rt.parallel_for(parts, 1, [&](std::size_t b, std::size_t e) {
+      for (std::size_t k = b; k < e; ++k) {
+        const std::span<const float> c = piece_of(k);
+        const quark::detail::minmax_partial m = quark::detail::minmax_reduce(c);
+        extrema r;
+        r.lo = m.min;
+        r.hi = m.max;
+        r.nan = m.nan_count > 0;
+        if (need_small) {
+          // Only |x| enters an absolute histogram, so the smallest magnitude stands for its
+          // value (a < m keeps m for NaN and lets the compiler vectorise the loop).
+          float sm = std::numeric_limits<float>::infinity();
+          for (const float v : c) {
+            const float a = std::fabs(v);
+            sm = a < sm ? a : sm;
+          }
+          r.small = sm;
         }
-        r.small = m;
+        ex[k] = r;
       }
-      ex[k] = r;
-    }
-  });
+    });
+  }
+  const bool need_small = h.options().mode == histogram_mode::absolute && h.stats().empty();
   extrema all;
   for (const extrema& r : ex) {
     all.lo = std::fmin(all.lo, r.lo);
@@ -283,7 +286,10 @@ void observe_parallel(histogram_observer& h, std::span<const float> x, const run
   base.range = h.stats().range;
   // (3) Bin the pieces on the grown edges and add them up.
   std::vector<histogram_observer> partial(parts, histogram_observer(h.options(), zero_like(base)));
-  observe_pieces(partial, x, rt);
+  rt.parallel_for(parts, 1, [&](std::size_t b, std::size_t e) {
+    for (std::size_t k = b; k < e; ++k)
+      partial[k].observe(piece_of(k));
+  });
   merge_pieces(h, std::move(base), partial);
 }
 
@@ -478,6 +484,14 @@ calib_output calibrate(const std::string& model_bytes, const std::filesystem::pa
   for (const auto& [name, r] : requests)
     slots.emplace(name, make_slot(name, r, params));
   const std::size_t total = params.max_samples ? *params.max_samples : reader.size().value_or(0);
+  // QUARK_CALIB_PROFILE set: the time of each phase goes to stderr (docs/bench/quantizer.md).
+  using clock = std::chrono::steady_clock;
+  const bool profile = std::getenv("QUARK_CALIB_PROFILE") != nullptr;
+  const auto since = [](clock::time_point t) {
+    return std::chrono::duration<double>(clock::now() - t).count();
+  };
+  double observe_s = 0.0;
+  const clock::time_point t_first = clock::now();
   out.samples = for_each_sample(
       rt, reader, params.max_samples, slots, out.inputs,
       [&](std::string_view name, const tensor& t) {
@@ -490,8 +504,12 @@ calib_output calibrate(const std::string& model_bytes, const std::filesystem::pa
           params.progress(done, total);
       },
       [&](slot& s, std::span<const float> x) {
+        const clock::time_point t = profile ? clock::now() : clock::time_point{};
         observe_first(s, x, rt, params.parallel_min_elements);
+        if (profile)
+          observe_s += since(t);
       });
+  const double first_s = since(t_first);
   if (out.samples == 0) {
     throw frontend_error("quark.calib_data.empty", "the calibration data holds no sample");
   }
@@ -503,11 +521,14 @@ calib_output calibrate(const std::string& model_bytes, const std::filesystem::pa
       second = true;
     }
   }
+  const clock::time_point t_second = clock::now();
   if (second) {
     reader.rewind();
     for_each_sample(rt, reader, out.samples, slots, out.inputs, {}, {},
                     [&](slot& s, std::span<const float> x) { observe_second(s, x); });
   }
+  const double second_s = since(t_second);
+  const clock::time_point t_results = clock::now();
   for (auto& [name, s] : slots) {
     auto it = out.tensors.find(name);
     if (it == out.tensors.end() || it->second.type != dtype_id::float32)
@@ -536,6 +557,12 @@ calib_output calibrate(const std::string& model_bytes, const std::filesystem::pa
     } catch (const quark::error& e) {
       throw frontend_error(e.id(), "calibrating tensor '" + name + "': " + e.what());
     }
+  }
+  if (profile) {
+    std::fprintf(stderr,
+                 "calibration profile: %zu samples; pass 1 %.3f s (of which observers %.3f s); "
+                 "pass 2 %.3f s; calibrators %.3f s\n",
+                 out.samples, first_s, observe_s, second_s, since(t_results));
   }
   if (params.ranges_file) {
     std::ofstream os(*params.ranges_file);

@@ -158,10 +158,16 @@ TEST_CASE("the registry holds every seed 000 key exactly once") {
 }
 
 TEST_CASE("categories 2-6, 10 and 11 are implemented, 1, 7, 8 and 9 are not") {
-  // Category 1 keys the quantizer's graph passes honour (graph_passes.cpp; ReplaceClip6Relu:
-  // algo_cle.cpp).
-  const std::set<std::string_view> graph_passes = {"OptimizeModel", "FoldBatchNorm",
-                                                   "ReplaceClip6Relu"};
+  // Category 1 keys the quantizer's graph passes honour (graph_passes.cpp, conversions.cpp;
+  // ReplaceClip6Relu: algo_cle.cpp).
+  const std::set<std::string_view> graph_passes = {"OptimizeModel",
+                                                   "FoldBatchNorm",
+                                                   "ReplaceClip6Relu",
+                                                   "ConvertBNToConv",
+                                                   "ConvertClipToRelu",
+                                                   "ConvertSplitToSlice",
+                                                   "ConvertReduceMeanToGlobalAvgPool",
+                                                   "SplitLargeKernelPool"};
   for (const auto& info : option_registry()) {
     const int c = static_cast<int>(info.category);
     const bool in_scope = (c >= 2 && c <= 6) || c == 10 || c == 11;
@@ -311,12 +317,11 @@ TEST_CASE("value ranges and enumerated strings") {
 TEST_CASE("not-implemented keys: the inert value is accepted, anything else is an error") {
   option_map o;
   o.set("SimulateDPU", false);
-  o.set("ConvertBNToConv", false);
+  o.set("FuseGelu", false);
   o.set("OptimizeModel", false);
   CHECK(o.size() == 3);
-  const auto msg = error_of<quark::not_implemented>([&] { o.set("ConvertBNToConv", true); });
-  CHECK(msg.find("quark.config.not_implemented: ConvertBNToConv = true is not implemented yet") ==
-        0);
+  const auto msg = error_of<quark::not_implemented>([&] { o.set("FuseGelu", true); });
+  CHECK(msg.find("quark.config.not_implemented: FuseGelu = true is not implemented yet") == 0);
   CHECK(msg.find("Preprocessing") != std::string::npos);
   CHECK_THROWS_AS(o.set("UseMatMulNBits", true), quark::not_implemented);
   CHECK_THROWS_AS(o.set("MaxLoopNum", 7), quark::not_implemented);

@@ -60,8 +60,8 @@ TEST_CASE("every preset's specs and extra options") {
        cm::min_mse,
        {opt("ForceQuantizeNoInputCheck", true)},
        1},
-      // §8.2 line 929 (VINT8, PowerOfTwoMethod.MinMSE, QInt8/QInt8 -> XInt8Spec); ConvertBNToConv,
-      // ConvertClipToRelu, ConvertSplitToSlice, ReplaceClip6Relu are omitted (not implemented).
+      // §8.2 line 929 (VINT8, PowerOfTwoMethod.MinMSE, QInt8/QInt8 -> XInt8Spec), in its order;
+      // ReplaceClip6Relu is omitted (not implemented).
       {"VINT8",
        sn::xint8,
        true,
@@ -70,11 +70,12 @@ TEST_CASE("every preset's specs and extra options") {
        true,
        cm::min_mse,
        {opt("OptimizeModel", false), opt("ActivationSymmetric", true), opt("UseRandomData", true),
-        opt("ConvertSigmoidToHardSigmoid", false), opt("SplitLargeKernelPool", false),
-        opt("ConvertReduceMeanToGlobalAvgPool", false), opt("RemoveQDQConvClip", false),
-        opt("RemoveQDQConvPRelu", false), opt("RemoveQDQConvRelu", false),
-        opt("RemoveQDQConvLeakyRelu", false), opt("Int32Bias", false),
-        opt("DedicatedQDQPair", true), opt("QuantizeAllOpTypes", true)},
+        opt("ConvertBNToConv", true), opt("ConvertSigmoidToHardSigmoid", false),
+        opt("ConvertClipToRelu", true), opt("ConvertSplitToSlice", true),
+        opt("SplitLargeKernelPool", false), opt("ConvertReduceMeanToGlobalAvgPool", false),
+        opt("RemoveQDQConvClip", false), opt("RemoveQDQConvPRelu", false),
+        opt("RemoveQDQConvRelu", false), opt("RemoveQDQConvLeakyRelu", false),
+        opt("Int32Bias", false), opt("DedicatedQDQPair", true), opt("QuantizeAllOpTypes", true)},
        0},
       // §8.1 line 912 (AlignConcat True omitted: category 7).
       {"A8W8",
@@ -271,6 +272,19 @@ TEST_CASE("derived options of the NPU presets") {
   CHECK(v.get<bool>("EnableNPUCnn"));
   CHECK(v.get<bool>("DedicatedQDQPair"));
   CHECK(v.get<bool>("UseRandomData"));
+  // §9.1: ConvertBNToConv, ConvertSplitToSlice, ConvertReduceMeanToGlobalAvgPool and
+  // SplitLargeKernelPool default to True with enable_npu_cnn (VINT8 sets two of them False).
+  for (const char* k : {"ConvertBNToConv", "ConvertSplitToSlice",
+                        "ConvertReduceMeanToGlobalAvgPool", "SplitLargeKernelPool"}) {
+    CAPTURE(k);
+    CHECK(x.get<bool>(k));
+  }
+  CHECK(v.get<bool>("ConvertBNToConv"));
+  CHECK(v.get<bool>("ConvertClipToRelu"));
+  CHECK(v.get<bool>("ConvertSplitToSlice"));
+  CHECK(!v.get<bool>("ConvertReduceMeanToGlobalAvgPool"));
+  CHECK(!v.get<bool>("SplitLargeKernelPool"));
+  CHECK(!x.get<bool>("ConvertClipToRelu"));  // seed 000: default False, presets set it
   // A8W8: int32 bias, not NPU, Percentile range symmetric (§3.6), 2048 bins (§4.0).
   const auto a = get_default_config("A8W8").effective_options();
   CHECK(!a.get<bool>("EnableNPUCnn"));
@@ -279,6 +293,11 @@ TEST_CASE("derived options of the NPU presets") {
   CHECK(a.get<std::int64_t>("NumBins") == 2048);
   CHECK(!a.get<bool>("AddQDQPairToWeight"));
   CHECK(a.get<std::string>("WeightCalibrateMethod") == "MinMax");
+  CHECK(!a.get<bool>("ConvertBNToConv"));  // int8 / int8: plain QDQ, no NPU flag
+  CHECK(a.get<bool>("FoldRelu"));
+  // A16W8: int16 activations use the extended QDQ format (quark-spec §7.1), so §9.1's
+  // conversions default to True.
+  CHECK(get_default_config("A16W8").effective_options().get<bool>("ConvertBNToConv"));
   // BF16: float weights -> Q/DQ pair kept on weights, no int32 bias (§6.1, §7.3).
   const auto b = get_default_config("BF16").effective_options();
   CHECK(b.get<bool>("AddQDQPairToWeight"));
@@ -296,12 +315,12 @@ TEST_CASE("derived options of the NPU presets") {
 TEST_CASE("omitted settings are listed on the preset") {
   const auto* v = find_preset("VINT8");
   REQUIRE(v);
-  REQUIRE(v->omitted.size() == 4);
-  CHECK(v->omitted[0].key == "ConvertBNToConv");
+  REQUIRE(v->omitted.size() == 1);
+  CHECK(v->omitted[0].key == "ReplaceClip6Relu");
   CHECK(find_preset("A8W8")->omitted[0].key == "AlignConcat");
   // Setting an omitted option explicitly is a not_implemented error, never silently ignored.
-  auto c = get_default_config("VINT8");
-  CHECK_THROWS_AS(c.extra_options.set("ConvertBNToConv", true), quark::not_implemented);
+  auto c = get_default_config("A8W8");
+  CHECK_THROWS_AS(c.extra_options.set("AlignConcat", true), quark::not_implemented);
 }
 
 TEST_CASE("aliases and case") {

@@ -182,7 +182,7 @@ const std::set<std::string>& owned_elsewhere() {
 
 /// In-scope keys not implemented yet (docs/config.md §7.1 "Pending").
 const std::set<std::string>& pending() {
-  static const std::set<std::string> s = {"QuantizeFP16", "UseFP32Scale", "TensorsRangeFile"};
+  static const std::set<std::string> s = {"QuantizeFP16", "UseFP32Scale"};
   return s;
 }
 
@@ -195,6 +195,10 @@ TEST_CASE("audit: every extra option of categories 2-6, 10, 11 is honoured by th
   write_npy((dir / "eval" / "s0.npy").string(),
             npy_array::from(std::span<const float>(v), {1, 3, 8, 8}));
   const auto probes = probe_values(dir);
+  {
+    std::ofstream f(dir / "ranges_in.json");
+    f << R"({"tensors": {"r1": {"range": {"min": 0.0, "max": 2.0}}}})";
+  }
   std::set<std::string> rejected, errored;
   for (const auto& info : qo::option_registry()) {
     const int c = static_cast<int>(info.category);
@@ -642,4 +646,171 @@ TEST_CASE("pending keys at their default are accepted, otherwise rejected by nam
   CHECK_NOTHROW((void)quantize(cfg));
   cfg.extra_options.set("QuantizeFP16", true);
   CHECK(error_text([&] { (void)quantize(cfg); }).find("QuantizeFP16") != std::string::npos);
+}
+
+namespace {
+
+float float_init0(const qo::model& m, const std::string& name) {
+  REQUIRE_MESSAGE(m.has_initializer(name), name);
+  return m.initializer(name).data<float>()[0];
+}
+
+/// Every "<tensor>_scale" initializer of `m` (the activations' and weights' scales).
+std::map<std::string, std::vector<float>> scales(const qo::model& m) {
+  std::map<std::string, std::vector<float>> out;
+  for (const auto& n : m.initializer_names()) {
+    if (n.size() > 6 && n.compare(n.size() - 6, 6, "_scale") == 0) {
+      const auto t = m.initializer(n);
+      if (t.type() == quark::dtype_id::float32)
+        out[n] = std::vector<float>(t.data<float>().begin(), t.data<float>().end());
+    }
+  }
+  return out;
+}
+
+void write_text(const fs::path& p, const std::string& text) {
+  std::ofstream f(p);
+  f << text;
+}
+
+}  // namespace
+
+TEST_CASE("TensorsRangeFile: ranges from a SaveAndRestore file replace calibration") {
+  const fs::path dir = work_dir();
+  const fs::path saved = dir / "saved_ranges.json";
+  fs::remove(saved);
+  qo::qconfig cfg = qo::get_default_config("A8W8");
+  cfg.extra_options.set("OptimizeModel", false);
+  // Run 1 calibrates on samples(4) and saves its ranges.
+  qo::qconfig save_cfg = cfg;
+  save_cfg.extra_options.set("SaveAndRestore", saved.string());
+  qo::memory_reader r1(samples(4));
+  const qo::model a = qo::quantize_model(to_model(conv_model()), save_cfg, r1);
+  REQUIRE(fs::exists(saved));
+  // Other calibration data: three times larger inputs.
+  std::vector<qo::calib_sample> other;
+  for (std::uint32_t i = 0; i < 4; ++i) {
+    other.push_back(
+        {{"x", qo::tensor::from_floats({1, 3, 8, 8}, random_floats(192, 500 + i, -3.0f, 3.0f))}});
+  }
+  // Run 2 on the other data without the file: different scales (the check below can fail).
+  qo::memory_reader r2(other);
+  const qo::model b = qo::quantize_model(to_model(conv_model()), cfg, r2);
+  CHECK(scales(b) != scales(a));
+  // Run 3 on the other data with the file: every activation range comes from the file, so the
+  // model is the one of run 1, and one inference (types and shapes) is all that runs.
+  qo::qconfig file_cfg = cfg;
+  file_cfg.extra_options.set("TensorsRangeFile", saved.string());
+  qo::memory_reader r3(other);
+  qo::quantize_report rep;
+  const qo::model c = qo::quantize_model(to_model(conv_model()), file_cfg, r3, &rep);
+  CHECK(scales(c) == scales(a));
+  CHECK(c.to_bytes() == a.to_bytes());
+  CHECK(rep.calibration_samples == 1u);
+  check_runs(c);
+}
+
+TEST_CASE("TensorsRangeFile: a hand-written file covering one tensor") {
+  const fs::path dir = work_dir();
+  const fs::path file = dir / "r1_range.json";
+  write_text(file, R"({"tensors": {"r1": {"range": {"min": 0.0, "max": 4.0}}}})");
+  qo::qconfig cfg = qo::get_default_config("A8W8");
+  const qo::model plain = quantize(cfg);
+  cfg.extra_options.set("TensorsRangeFile", file.string());
+  const qo::model from_file = quantize(cfg);
+  std::set<std::string> differ;
+  // The same range given as a TensorQuantOverrides rmin / rmax gives the same r1 scale.
+  qo::qconfig ov = qo::get_default_config("A8W8");
+  auto entry = qo::option_value::object();
+  entry.set("rmin", 0.0);
+  entry.set("rmax", 4.0);
+  auto overrides = qo::option_value::object();
+  overrides.set("r1", qo::option_value::array({entry}));
+  ov.extra_options.set("TensorQuantOverrides", overrides);
+  const qo::model overridden = quantize(ov);
+  CHECK(float_init0(from_file, "r1_scale") == float_init0(overridden, "r1_scale"));
+  CHECK(float_init0(from_file, "r1_scale") != float_init0(plain, "r1_scale"));
+  // Tensors the file does not cover are calibrated as usual: only r1 and the int32 bias of the
+  // Conv reading it (scale = r1 scale x w2 scale) change.
+  auto sf = scales(from_file), sp = scales(plain);
+  for (const auto& kv : sp) {
+    const std::string name = kv.first;
+    CAPTURE(name);
+    REQUIRE(sf.contains(name));
+    if (sf.at(name) != kv.second)
+      differ.insert(name);
+  }
+  CHECK(differ == std::set<std::string>{"b2_scale", "r1_scale"});
+  CHECK(float_init0(from_file, "b2_scale") ==
+        float_init0(from_file, "r1_scale") * float_init0(from_file, "w2_scale"));
+  check_runs(from_file);
+}
+
+TEST_CASE("TensorsRangeFile: clear errors") {
+  const fs::path dir = work_dir();
+  auto error_for = [&](const std::string& file_name, const char* text) {
+    const fs::path p = dir / file_name;
+    if (text != nullptr)
+      write_text(p, text);
+    qo::qconfig cfg = qo::get_default_config("A8W8");
+    cfg.extra_options.set("TensorsRangeFile", p.string());
+    return error_text([&] { (void)quantize(cfg); });
+  };
+  std::string e = error_for("missing.json", nullptr);
+  CHECK(e.find("quark.calib.range_file") == 0);
+  CHECK(e.find("missing.json") != std::string::npos);
+  CHECK(e.find("no such file") != std::string::npos);
+  e = error_for("bad.json", R"({"tensors": {"r1": )");
+  CHECK(e.find("quark.calib.range_file") == 0);
+  CHECK(e.find("not valid JSON") != std::string::npos);
+  e = error_for("other.json", R"({"ranges": {}})");
+  CHECK(e.find("no \"tensors\" object") != std::string::npos);
+  e = error_for("unknown.json", R"({"tensors": {"nope": {"range": {"min": 0, "max": 1}}}})");
+  CHECK(e.find("quark.calib.range_file") == 0);
+  CHECK(e.find("tensor 'nope' is not a value of the model") != std::string::npos);
+  // NaN is written as the string "nan" (SaveAndRestore's JSON spelling of non-finite floats).
+  e = error_for("nan.json", R"({"tensors": {"r1": {"range": {"min": "nan", "max": 1}}}})");
+  CHECK(e.find("tensor 'r1' has a NaN range") != std::string::npos);
+  e = error_for("inf.json", R"({"tensors": {"r1": {"range": {"min": 0, "max": "inf"}}}})");
+  CHECK(e.find("tensor 'r1' has an infinite range") != std::string::npos);
+  e = error_for("reversed.json", R"({"tensors": {"r1": {"range": {"min": 2, "max": 1}}}})");
+  CHECK(e.find("tensor 'r1' has min 2") != std::string::npos);
+  e = error_for("noname.json", R"({"tensors": {"r1": {"range": {"max": 1}}}})");
+  CHECK(e.find("tensor 'r1': malformed range") != std::string::npos);
+}
+
+TEST_CASE("FoldRelu: a Relu whose output quantization already clamps at 0 is folded exactly") {
+  // A8W8 sets FoldRelu. With UseUnsignedReLU the Relu output r1 is asymmetric over [0, m]: its
+  // zero point is the lowest code, so QuantizeLinear maps every negative value to the code of 0
+  // and the Relu changes nothing after quantization: conv1 writes r1 directly.
+  qo::qconfig cfg = qo::get_default_config("A8W8");
+  cfg.extra_options.set("UseUnsignedReLU", true);
+  qo::quantize_report rep;
+  const qo::model folded = quantize(cfg, conv_model(), &rep);
+  const auto pf = to_proto(folded);
+  CHECK(find_node(pf, "relu1") == nullptr);
+  const auto* conv1 = find_node(pf, "conv1");
+  REQUIRE(conv1 != nullptr);
+  CHECK(conv1->output(0) == "r1");
+  CHECK(std::any_of(rep.notes.begin(), rep.notes.end(),
+                    [](const std::string& s) { return s.find("FoldRelu") != std::string::npos; }));
+  cfg.extra_options.set("FoldRelu", false);
+  const qo::model kept = quantize(cfg);
+  const auto pk = to_proto(kept);
+  REQUIRE(find_node(pk, "relu1") != nullptr);
+  // Symmetric Relu output (zero point 0): negative values keep negative codes, so the Relu is
+  // not redundant and stays even with FoldRelu.
+  const auto ps = to_proto(quantize(qo::get_default_config("A8W8")));
+  CHECK(find_node(ps, "relu1") != nullptr);
+  check_runs(folded);
+  if (!ort_available())
+    return;
+  // Oracle: ONNX Runtime gives bit-identical outputs with and without the Relu.
+  for (std::uint32_t s = 0; s < 3; ++s) {
+    const auto x = random_floats(192, 900 + s, -2.0f, 2.0f);
+    const auto in = npy_array::from(x, {1, 3, 8, 8});
+    const auto yf = run_ort(pf, {in}).begin()->second.values<float>();
+    const auto yk = run_ort(pk, {in}).begin()->second.values<float>();
+    CHECK(yf == yk);
+  }
 }

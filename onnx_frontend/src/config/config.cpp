@@ -436,6 +436,24 @@ option_map qconfig::effective_options() const {
   put("CalibOptimizeMem", !(act && act->calibration_method == calib_method::layerwise_percentile));
   put("UseFP32Scale", eff.get<bool>("QuantizeFP16"));
   put("FoldBatchNorm", eff.get<bool>("OptimizeModel"));
+  // quark-spec §9.1: these conversions default to true in the NPU-CNN and NPU-transformer flows
+  // and in the extended QDQ format (activations or weights of a type other than int8 / uint8),
+  // unless BF16QDQToCast or EnableVaimlBF16 is set.
+  {
+    auto int8_like = [](const std::optional<tensor_spec>& s) {
+      return s && (s->dtype == dtype_id::int8 || s->dtype == dtype_id::uint8) && !s->is_block();
+    };
+    auto on = [&](const char* k) {
+      const option_value* v = eff.find(k);
+      return v != nullptr && v->is_bool() && v->as_bool();
+    };
+    const bool extended = (act || w) && !(int8_like(act) && int8_like(w));
+    const bool convert = npu_cnn || on("EnableNPUTransformer") ||
+                         (extended && !on("BF16QDQToCast") && !on("EnableVaimlBF16"));
+    for (const char* k : {"ConvertBNToConv", "ConvertReduceMeanToGlobalAvgPool",
+                          "SplitLargeKernelPool", "ConvertSplitToSlice"})
+      put(k, convert);
+  }
   put("WeightCalibrateMethod",
       w && w->calibration_method == calib_method::min_mse ? "MinMSE" : "MinMax");
   return eff;

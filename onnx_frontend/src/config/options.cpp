@@ -192,16 +192,15 @@ std::vector<option_info> build_registry() {
                       "Histogram bins of the histogram-based calibration methods."));
   r.push_back(todo("ConvertOpsetVersion", cat::preprocessing, I, nul, nullptr, "None", nullptr,
                    "Convert the model to this opset before quantization."));
-  r.push_back(todo("ConvertBNToConv", cat::preprocessing, B, nonnull, nullptr,
-                   "True for the NPU and extended-QDQ flows, else False", false,
-                   "Convert BatchNormalization to Conv."));
-  r.push_back(todo("ConvertReduceMeanToGlobalAvgPool", cat::preprocessing, B, nonnull, nullptr,
-                   "as ConvertBNToConv", false, "Convert ReduceMean to GlobalAveragePool."));
-  r.push_back(todo("SplitLargeKernelPool", cat::preprocessing, B, nonnull, nullptr,
-                   "as ConvertBNToConv", false,
-                   "Split large-kernel global average pooling into several poolings."));
-  r.push_back(todo("ConvertSplitToSlice", cat::preprocessing, B, nonnull, nullptr,
-                   "as ConvertBNToConv", false, "Convert Split to Slice."));
+  r.push_back(context("ConvertBNToConv", cat::preprocessing, B, nonnull,
+                      "True for the NPU-CNN, NPU-transformer and extended-QDQ flows, else False",
+                      "Convert BatchNormalization to a depthwise Conv."));
+  r.push_back(context("ConvertReduceMeanToGlobalAvgPool", cat::preprocessing, B, nonnull,
+                      "as ConvertBNToConv", "Convert ReduceMean to GlobalAveragePool."));
+  r.push_back(context("SplitLargeKernelPool", cat::preprocessing, B, nonnull, "as ConvertBNToConv",
+                      "Split large-kernel global average pooling into two poolings."));
+  r.push_back(context("ConvertSplitToSlice", cat::preprocessing, B, nonnull, "as ConvertBNToConv",
+                      "Convert Split to Slice."));
   r.push_back(todo("FuseInstanceNorm", cat::preprocessing, B, nonnull, true, "True", false,
                    "Fuse a decomposed instance norm into InstanceNormalization."));
   r.push_back(todo("FuseL2Norm", cat::preprocessing, B, nonnull, true, "True", false,
@@ -210,8 +209,8 @@ std::vector<option_info> build_registry() {
                    "Fuse a decomposed Gelu."));
   r.push_back(todo("FuseLayerNorm", cat::preprocessing, B, nonnull, true, "True", false,
                    "Fuse a decomposed LayerNormalization."));
-  r.push_back(todo("ConvertClipToRelu", cat::preprocessing, B, nonnull, false, "False", false,
-                   "Convert Clip with min 0 to Relu."));
+  r.push_back(fixed("ConvertClipToRelu", cat::preprocessing, B, nonnull, false, "False",
+                    "Convert Clip with min 0 to Relu."));
   r.push_back(todo("SimulateDPU", cat::npu_adaptation, B, nonnull, true, "True", false,
                    "Replace some ops by their DPU approximations."));
   r.push_back(todo("ConvertLeakyReluToDPUVersion", cat::npu_adaptation, B, nonnull, true, "True",
@@ -359,7 +358,8 @@ std::vector<option_info> build_registry() {
   r.push_back(fixed("NumQuantizedBins", cat::calibration, I, nonnull, 128, "128",
                     "Entropy: number of quantized bins."));
   r.push_back(fixed("TensorsRangeFile", cat::calibration, S, nul, nullptr, "None",
-                    "A file of precomputed tensor ranges to use instead of calibrating."));
+                    "A file of precomputed tensor ranges (SaveAndRestore's format) used instead "
+                    "of calibrating those tensors."));
   r.push_back(fixed("InputNodes", cat::target_selection, SL, nonnull, option_value::array({}), "[]",
                     "Exclude every node before these nodes."));
   r.push_back(fixed("OutputNodes", cat::target_selection, SL, nonnull, option_value::array({}),

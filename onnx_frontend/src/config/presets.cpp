@@ -27,10 +27,7 @@ std::vector<preset_info> build_presets() {
   p.push_back({"VINT8",
                {},
                "Vitis AI INT8: XInt8Spec activations and weights with the Vitis AI extra options",
-               {{"ConvertBNToConv", true, rewrite_reason},
-                {"ConvertClipToRelu", true, rewrite_reason},
-                {"ConvertSplitToSlice", true, rewrite_reason},
-                {"ReplaceClip6Relu", true, rewrite_reason}}});
+               {{"ReplaceClip6Relu", true, rewrite_reason}}});
   p.push_back({"A8W8",
                {},
                "Int8Spec activations and weights (symmetric, float scales, Percentile)",
@@ -154,7 +151,10 @@ qconfig build(std::string_view name) {
     o.set("OptimizeModel", false);
     o.set("ActivationSymmetric", true);
     o.set("UseRandomData", true);
+    o.set("ConvertBNToConv", true);
     o.set("ConvertSigmoidToHardSigmoid", false);
+    o.set("ConvertClipToRelu", true);
+    o.set("ConvertSplitToSlice", true);
     o.set("SplitLargeKernelPool", false);
     o.set("ConvertReduceMeanToGlobalAvgPool", false);
     o.set("RemoveQDQConvClip", false);

@@ -6,9 +6,8 @@
 // runtime), Identity removal, BatchNormalization folded
 // into the Conv / ConvTranspose / Gemm before it (or into each Conv / ConvTranspose / Gemm
 // producer of a Concat on the channel axis), Conv / ConvTranspose followed by a Mul / Add with a
-// constant per-channel operand folded into the weight / bias, ConvertClipToRelu and
-// ConvertBNToConv. Each rewrite is exact in real arithmetic; in float32 it differs from the
-// original graph by rounding only.
+// constant per-channel operand folded into the weight / bias. Each rewrite is exact in real
+// arithmetic; in float32 it differs from the original graph by rounding only.
 //
 // After Q/DQ insertion (category 3 of the extra options): the Q/DQ pair between a producer and a
 // consumer of the listed op types is removed, so the consumer reads the producer's float output
@@ -39,14 +38,21 @@ struct graph_pass_options {
   bool remove_identity = true;   ///< OptimizeModel
   bool fuse_conv_affine = true;  ///< OptimizeModel: Conv + Mul / Add with constant operands
   bool fold_batch_norm = true;   ///< FoldBatchNorm (default: OptimizeModel)
-  bool clip_to_relu = false;     ///< ConvertClipToRelu
-  bool bn_to_conv = false;       ///< ConvertBNToConv (remaining BatchNormalization -> 1x1 Conv)
+  // Category-1 conversions (conversions.hpp), after the folds.
+  bool clip_to_relu = false;             ///< ConvertClipToRelu
+  bool bn_to_conv = false;               ///< ConvertBNToConv (remaining BatchNormalization)
+  bool split_to_slice = false;           ///< ConvertSplitToSlice
+  bool reduce_mean_to_gap = false;       ///< ConvertReduceMeanToGlobalAvgPool
+  bool split_large_kernel_pool = false;  ///< SplitLargeKernelPool
+  // After Q/DQ insertion.
+  bool fold_relu = false;  ///< FoldRelu (conversions.hpp)
   // After Q/DQ insertion: (producer op type, consumer op type) pairs whose Q/DQ is removed.
   std::set<std::pair<std::string, std::string>> remove_qdq_between;
 };
 
 /// The effective pass options of `cfg` (extra options OptimizeModel, FoldBatchNorm,
-/// ConvertClipToRelu, ConvertBNToConv, RemoveQDQConv*, RemoveQDQMulAdd, RemoveQDQInstanceNorm,
+/// ConvertClipToRelu, ConvertBNToConv, ConvertSplitToSlice, ConvertReduceMeanToGlobalAvgPool,
+/// SplitLargeKernelPool, FoldRelu, RemoveQDQConv*, RemoveQDQMulAdd, RemoveQDQInstanceNorm,
 /// RemoveQDQBetweenOps with their documented defaults).
 graph_pass_options read_pass_options(const qconfig& cfg);
 

@@ -19,6 +19,15 @@ graph_pass_options read_pass_options(const qconfig& cfg) {
   o.remove_identity = optimize;
   o.fuse_conv_affine = optimize;
   o.fold_batch_norm = get_bool("FoldBatchNorm", optimize);
+  // Category 1 (seed 000; effective_options() gives ConvertBNToConv, ConvertSplitToSlice,
+  // ConvertReduceMeanToGlobalAvgPool and SplitLargeKernelPool their context default: true in
+  // the NPU-CNN, NPU-transformer and extended-QDQ flows).
+  o.bn_to_conv = get_bool("ConvertBNToConv", false);
+  o.clip_to_relu = get_bool("ConvertClipToRelu", false);
+  o.split_to_slice = get_bool("ConvertSplitToSlice", false);
+  o.reduce_mean_to_gap = get_bool("ConvertReduceMeanToGlobalAvgPool", false);
+  o.split_large_kernel_pool = get_bool("SplitLargeKernelPool", false);
+  o.fold_relu = get_bool("FoldRelu", false);
   // Seed 000 category 3: QDQ between these producers and consumers is removed.
   auto pairs = [&](const char* key, bool dflt, std::initializer_list<const char*> producers,
                    std::initializer_list<const char*> consumers) {

@@ -164,7 +164,7 @@ const std::set<std::string>& honoured_keys() {
       "EnableDualQuantNodePairs", "UseUnsignedReLU", "AlignEltwiseQuantType", "UseQDQContribOps",
       "InputNodes", "OutputNodes", "TensorQuantOverrides", "CalibPassthroughOpTypes",
       "AdjustBiasScale", "FixShapes", "EvalDataReader", "DebugMode", "FillAllValueInfo",
-      "ReplaceClip6Relu",
+      "ReplaceClip6Relu", "TensorsRangeFile",
       // Accepted with any value, no effect in quark-cpp (docs/config.md says why): calibration
       // streams through the runtime's own thread pool and keeps memory flat, and nothing is
       // written to disk.
@@ -175,33 +175,24 @@ const std::set<std::string>& honoured_keys() {
 /// Keys the graph passes read (graph_passes.cpp, read_pass_options).
 bool graph_pass_key(const std::string& key) {
   static const std::set<std::string> s = {
-      "OptimizeModel",          "FoldBatchNorm",        "RemoveQDQConvClip", "RemoveQDQConvRelu",
-      "RemoveQDQConvLeakyRelu", "RemoveQDQConvPRelu",   "RemoveQDQConvGelu", "RemoveQDQMulAdd",
-      "RemoveQDQBetweenOps",    "RemoveQDQInstanceNorm"};
+      "OptimizeModel", "FoldBatchNorm", "RemoveQDQConvClip", "RemoveQDQConvRelu",
+      "RemoveQDQConvLeakyRelu", "RemoveQDQConvPRelu", "RemoveQDQConvGelu", "RemoveQDQMulAdd",
+      "RemoveQDQBetweenOps", "RemoveQDQInstanceNorm",
+      // conversions.cpp
+      "ConvertBNToConv", "ConvertClipToRelu", "ConvertSplitToSlice",
+      "ConvertReduceMeanToGlobalAvgPool", "SplitLargeKernelPool", "FoldRelu"};
   return s.contains(key);
 }
 
 /// Keys whose value only matters for graph rewrites quark-cpp does not perform yet; the presets
 /// set them, so they are accepted at the values the presets use (the summary lists them).
 bool accepted_preset_value(const std::string& key, const option_value& v) {
-  static const std::set<std::string> bool_keys = {"FoldRelu",
-                                                  "AlignSlice",
-                                                  "AlignConcat",
-                                                  "ConvertBNToConv",
-                                                  "ConvertClipToRelu",
-                                                  "ConvertSplitToSlice",
-                                                  "ReplaceClip6Relu",
-                                                  "SimplifyModel",
-                                                  "SplitLargeKernelPool",
-                                                  "ConvertSigmoidToHardSigmoid",
-                                                  "ConvertReduceMeanToGlobalAvgPool"};
+  static const std::set<std::string> bool_keys = {"AlignSlice", "AlignConcat", "SimplifyModel",
+                                                  "ConvertSigmoidToHardSigmoid"};
   if (bool_keys.contains(key) && v.is_bool())
     return true;
-  // Pending keys at the value that asks for nothing (their default): a float32 model, no range
-  // file.
-  if ((key == "QuantizeFP16" || key == "UseFP32Scale") && v == option_value(false))
-    return true;
-  return key == "TensorsRangeFile" && v.is_null();
+  // Pending keys at the value that asks for nothing (their default): a float32 model.
+  return (key == "QuantizeFP16" || key == "UseFP32Scale") && v == option_value(false);
 }
 
 /// FixShapes: "name:[d0,d1,...];name:[...]" (the registry checked the syntax).
@@ -316,6 +307,8 @@ plan make_plan(const qconfig& cfg, const std::vector<node_ref>& nodes,
     weight_minmse = v->as_string().find("MinMSE") != std::string::npos;
   if (const auto* v = eff.find("SaveAndRestore"); v && v->is_string())
     o.save_and_restore = v->as_string();
+  if (const auto* v = eff.find("TensorsRangeFile"); v && v->is_string())
+    o.tensors_range_file = v->as_string();
   if (const auto* v = eff.find("CalibDataSize"); v && !v->is_null()) {
     o.calib_data_size = option_cast<std::size_t>(*v, "CalibDataSize");
   }

@@ -94,10 +94,11 @@ struct settings {
   bool moving_average = false;                   ///< CalibMovingAverage
   double moving_average_constant = 0.01;         ///< CalibMovingAverageConstant
   std::vector<double> percentile_candidates{99.99, 99.999, 99.99999};  ///< PercentileCandidates
-  bool lwp_mse = false;                          ///< LWPMetric "mse" (else "mae")
-  bool minmse_most_common = false;               ///< MinMSEModePof2Scale "MostCommon" (else "All")
-  std::string minmse_float_mode = "Percentile";  ///< MinMSEModeFloatScale (weights)
-  std::optional<std::string> save_and_restore;   ///< SaveAndRestore: ranges file
+  bool lwp_mse = false;                           ///< LWPMetric "mse" (else "mae")
+  bool minmse_most_common = false;                ///< MinMSEModePof2Scale "MostCommon" (else "All")
+  std::string minmse_float_mode = "Percentile";   ///< MinMSEModeFloatScale (weights)
+  std::optional<std::string> save_and_restore;    ///< SaveAndRestore: ranges file
+  std::optional<std::string> tensors_range_file;  ///< TensorsRangeFile: precomputed ranges
   std::optional<std::size_t> calib_data_size;
   std::set<std::string> nodes_to_exclude_output;
   std::set<std::string> op_types_to_exclude_output;

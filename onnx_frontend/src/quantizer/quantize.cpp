@@ -20,10 +20,12 @@
 #include "io/proto_access.hpp"
 #include "quantizer/algorithms.hpp"
 #include "quantizer/calibrate.hpp"
+#include "quantizer/conversions.hpp"
 #include "quantizer/graph_passes.hpp"
 #include "quantizer/numerics.hpp"
 #include "quantizer/opset.hpp"
 #include "quantizer/plan.hpp"
+#include "quantizer/range_file.hpp"
 
 namespace quark::onnx {
 
@@ -559,8 +561,9 @@ namespace {
 
 /// The float stage before calibration, on `m` (a copy of the input): (a) constants ->
 /// initializers, the graph passes (OptimizeModel, FoldBatchNorm; graph_passes.cpp),
-/// ReplaceClip6Relu, the plan (node selection and specs), then CLE (algo_cle.cpp), which changes
-/// initializers only, so the plan's node list stays valid.
+/// ReplaceClip6Relu, the category-1 conversions (conversions.cpp), the plan (node selection and
+/// specs), then CLE (algo_cle.cpp), which changes initializers only, so the plan's node list stays
+/// valid.
 qz::plan prepare_float_model(model& m, const qconfig& cfg, const qz::algo_options& algos,
                              std::vector<std::string>& notes) {
   m.constants_to_initializers();
@@ -570,6 +573,23 @@ qz::plan prepare_float_model(model& m, const qconfig& cfg, const qz::algo_option
   if (algos.cle && algos.replace_clip6_relu) {
     if (const std::size_t k = qz::replace_clip6_relu(m); k > 0)
       notes.push_back("graph: ReplaceClip6Relu replaced " + std::to_string(k) + " Clip(0, 6)");
+  }
+  // Category-1 conversions (conversions.hpp) on the nodes whose converted form the quantizer
+  // would quantize (Quark's should_quantize_node): a plan of the graph as it would look.
+  if (passes.bn_to_conv || passes.clip_to_relu || passes.split_to_slice ||
+      passes.reduce_mean_to_gap || passes.split_large_kernel_pool) {
+    const std::vector<node_info> before = m.nodes();
+    std::vector<qz::node_ref> as_converted;
+    for (const auto& n : before) {
+      const std::string to = qz::converted_op_type(n.op_type, passes);
+      as_converted.push_back({n.name, to.empty() ? n.op_type : to});
+    }
+    const qz::plan pre = qz::make_plan(cfg, as_converted, [&](const auto& s, const auto& e) {
+      return subgraph_mask(m, before, s, e);
+    });
+    for (auto& note :
+         qz::convert_graph(m, passes, [&](std::size_t i) { return pre.nodes[i].quantize; }))
+      notes.push_back("graph: " + note);
   }
   const std::vector<node_info> nodes = m.nodes();
   std::vector<qz::node_ref> refs;
@@ -698,7 +718,48 @@ model quantize_model(const model& in, const qconfig& cfg, calibration_data_reade
     if (ins.size() == 1)
       folder->set_single_input_name(ins.front().name);
   }
-  const qz::calib_output cal = qz::calibrate(float_bytes, m.base_dir(), requests, reader, cp);
+  // TensorsRangeFile: the tensors it covers are not calibrated; their ranges come from the file.
+  std::map<std::string, qz::file_range> file_ranges;
+  if (opt.tensors_range_file) {
+    std::set<std::string> values;
+    for (const auto& gi : m.inputs())
+      values.insert(gi.name);
+    for (const auto& n : nodes)
+      values.insert(n.outputs.begin(), n.outputs.end());
+    file_ranges = qz::load_range_file(*opt.tensors_range_file, values);
+    bool covers_all = true;
+    for (auto it = requests.begin(); it != requests.end();) {
+      if (file_ranges.contains(it->first)) {
+        it = requests.erase(it);
+      } else {
+        covers_all = false;
+        ++it;
+      }
+    }
+    // One inference still gives every value's type and shape.
+    if (covers_all && !opt.save_and_restore)
+      cp.max_samples = 1;
+  }
+  qz::calib_output cal = qz::calibrate(float_bytes, m.base_dir(), requests, reader, cp);
+  for (const auto& [name, r] : file_ranges) {
+    auto it = cal.tensors.find(name);
+    if (it == cal.tensors.end() || it->second.type != dtype_id::float32) {
+      throw frontend_error("quark.calib.range_file",
+                           "TensorsRangeFile '" + *opt.tensors_range_file + "': tensor '" + name +
+                               "' is not a float32 activation of the model");
+    }
+    qz::tensor_facts& f = it->second;
+    f.calibrated = true;
+    f.rmin = r.rmin;
+    f.rmax = r.rmax;
+    f.pof2_position = r.pof2_position;
+    f.std_dev = 0.0;
+    f.warnings.clear();
+  }
+  if (!file_ranges.empty()) {
+    report.notes.push_back("calibration: " + std::to_string(file_ranges.size()) +
+                           " ranges from TensorsRangeFile '" + *opt.tensors_range_file + "'");
+  }
   report.calibration_samples = cal.samples;
   auto facts = [&](const std::string& n) -> const qz::tensor_facts* {
     auto it = cal.tensors.find(n);
@@ -1492,7 +1553,15 @@ model quantize_model(const model& in, const qconfig& cfg, calibration_data_reade
     *g.add_node() = std::move(n);
   // RemoveQDQConvRelu and friends: activations whose every Q/DQ pair went are float again.
   {
-    const std::set<std::string> unquantized = qz::remove_qdq_pairs(m, qz::read_pass_options(cfg));
+    const qz::graph_pass_options passes = qz::read_pass_options(cfg);
+    std::set<std::string> unquantized = qz::remove_qdq_pairs(m, passes);
+    if (passes.fold_relu) {
+      std::size_t folded = 0;
+      unquantized.merge(qz::fold_relu(m, folded));
+      if (folded > 0)
+        report.notes.push_back("graph: Relu folded into its producer (FoldRelu): " +
+                               std::to_string(folded));
+    }
     std::erase_if(report.tensors, [&](const auto& t) {
       if (t.role != "activation" || !unquantized.contains(t.name))
         return false;

@@ -116,9 +116,10 @@ std::vector<option_info> build_registry() {
                     "only)."));
   r.push_back(fixed("QuantizeFP16", cat::scale_and_type, B, nonnull, false,
                     "False (the quantizer enables it for float16 models)",
-                    "The input model is float16; scales are float16."));
+                    "The input model is float16; it is quantized through a float32 copy and "
+                    "stays float16."));
   r.push_back(context("UseFP32Scale", cat::scale_and_type, B, nonnull, "= QuantizeFP16",
-                      "Convert float16 scales to float32 after quantization (needs "
+                      "Float32 scales (with Casts) instead of float16 ones (needs "
                       "QuantizeFP16)."));
   r.push_back(fixed("UseUnsignedReLU", cat::calibration, B, nonnull, false, "False",
                     "Quantize the outputs of ReLU and Clip(min=0) asymmetrically."));

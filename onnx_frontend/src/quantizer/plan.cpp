@@ -191,7 +191,8 @@ bool accepted_preset_value(const std::string& key, const option_value& v) {
                                                   "ConvertSigmoidToHardSigmoid"};
   if (bool_keys.contains(key) && v.is_bool())
     return true;
-  // Pending keys at the value that asks for nothing (their default): a float32 model.
+  // QuantizeFP16 / UseFP32Scale: quantize_model takes float16 models (and QuantizeFP16 = true)
+  // to fp16_model.cpp, which removes both keys; here they can only be false.
   return (key == "QuantizeFP16" || key == "UseFP32Scale") && v == option_value(false);
 }
 

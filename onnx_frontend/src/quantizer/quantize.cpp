@@ -21,6 +21,7 @@
 #include "quantizer/algorithms.hpp"
 #include "quantizer/calibrate.hpp"
 #include "quantizer/conversions.hpp"
+#include "quantizer/fp16_model.hpp"
 #include "quantizer/graph_passes.hpp"
 #include "quantizer/numerics.hpp"
 #include "quantizer/opset.hpp"
@@ -625,8 +626,25 @@ model equalize_model(const model& in, const qconfig& cfg, std::vector<std::strin
   return m;
 }
 
+namespace {
+
+model quantize_float32_model(const model& in, const qconfig& cfg, calibration_data_reader& reader,
+                             quantize_report* report_out, const quantize_run_options& run);
+
+}  // namespace
+
 model quantize_model(const model& in, const qconfig& cfg, calibration_data_reader& reader,
                      quantize_report* report_out, const quantize_run_options& run) {
+  // QuantizeFP16 (fp16_model.cpp): a float16 model is quantized through a float32 copy.
+  if (qz::float16_path(in, cfg))
+    return qz::quantize_float16_model(in, cfg, reader, report_out, run, &quantize_float32_model);
+  return quantize_float32_model(in, cfg, reader, report_out, run);
+}
+
+namespace {
+
+model quantize_float32_model(const model& in, const qconfig& cfg, calibration_data_reader& reader,
+                             quantize_report* report_out, const quantize_run_options& run) {
   quantize_report report;
   model m = in;
   const qz::algo_options algos = qz::read_algo_options(cfg);
@@ -1703,6 +1721,8 @@ model quantize_model(const model& in, const qconfig& cfg, calibration_data_reade
   return m;
 }
 
+}  // namespace
+
 std::unique_ptr<calibration_data_reader> default_reader(const std::filesystem::path& model_path,
                                                         const qconfig& cfg,
                                                         std::optional<std::uint64_t> seed) {
@@ -1718,7 +1738,10 @@ std::unique_ptr<calibration_data_reader> default_reader(const model& m, const qc
   }
   std::vector<input_signature> ins;
   for (const auto& v : m.inputs()) {
-    const auto t = dtype_from_onnx(v.elem_type);
+    auto t = dtype_from_onnx(v.elem_type);
+    // A float16 model is calibrated through its float32 copy (QuantizeFP16): float32 samples.
+    if (t == dtype_id::float16)
+      t = dtype_id::float32;
     ins.push_back({v.name, t ? *t : dtype_id::float32, v.shape});
   }
   random_data_options ro;

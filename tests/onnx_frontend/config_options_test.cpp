@@ -167,7 +167,13 @@ TEST_CASE("categories 2-6, 10 and 11 are implemented, 1, 7, 8 and 9 are not") {
                                                    "ConvertClipToRelu",
                                                    "ConvertSplitToSlice",
                                                    "ConvertReduceMeanToGlobalAvgPool",
-                                                   "SplitLargeKernelPool"};
+                                                   "SplitLargeKernelPool",
+                                                   "CLEBalanceMethod",
+                                                   "CLESteps",
+                                                   "CLEWeightThreshold",
+                                                   "CLEScaleAppendBias",
+                                                   "CLEScaleUseThreshold",
+                                                   "CLETotalLayerDiffThreshold"};
   for (const auto& info : option_registry()) {
     const int c = static_cast<int>(info.category);
     const bool in_scope = (c >= 2 && c <= 6) || c == 10 || c == 11;

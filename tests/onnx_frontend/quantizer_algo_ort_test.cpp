@@ -406,6 +406,26 @@ TEST_CASE("ReplaceClip6Relu: Clip(0, 6) becomes Relu before CLE, only with CLE")
   CHECK(n2.back() == "cle: 0 pairs, 0 triples, 0 steps");
 }
 
+TEST_CASE("legacy extra options CLE* tune the cle entry; without one they are a conflict") {
+  const auto fm = conv_relu_conv();
+  qo::qconfig cfg = cle_config();
+  cfg.extra_options.set("CLEWeightThreshold", 6.0);
+  check_values(weights(qo::equalize_model(to_model(fm), cfg), "w0"),
+               {4, -1, 0.25f, 0.125f, -3, 1.5f}, 1e-6);
+  cfg.extra_options.set("CLESteps", -1);
+  std::vector<std::string> notes;
+  qo::equalize_model(to_model(fm), cfg, &notes);
+  CHECK(notes.back() == "cle: 1 pairs, 0 triples, 2 steps");
+  // A parameter of the entry wins over its legacy option.
+  qo::qconfig both = cle_config(obj({{"cle_weight_threshold", 0.5}}));
+  both.extra_options.set("CLEWeightThreshold", 6.0);
+  check_values(weights(qo::equalize_model(to_model(fm), both), "w0"), {2, -0.5f, 1, 0.5f, -3, 1.5f},
+               1e-6);
+  qo::qconfig no_cle = qo::get_default_config("A8W8");
+  no_cle.extra_options.set("CLESteps", 2);
+  CHECK(error_id([&] { qo::equalize_model(to_model(fm), no_cle); }) == "quark.config.conflict");
+}
+
 TEST_CASE("algo_config: other algorithms are still refused, bad CLE parameters named") {
   const auto fm = conv_relu_conv();
   qo::qconfig sq = qo::get_default_config("A8W8");
@@ -521,13 +541,19 @@ TEST_CASE("bias correction matches the numpy-derived vectors (data/gen_bias_corr
       CHECK(t.scale.front() == 1.0f);
   }
   CHECK(int_biases(q0) == before);
-  // With it: the generator's vectors, within one unit of float rounding.
+  // With it: the generator's vectors, within one unit of float rounding. Quark's legacy option
+  // BiasCorrection = True asks for the same thing.
+  qo::qconfig legacy = cfg;
+  legacy.extra_options.set("BiasCorrection", true);
+  qo::quantize_report rl;
+  const auto ql = quantize(legacy, "bc_legacy", rl);
   cfg.algo_config.push_back({.name = qo::algo_name::bias_correction});
   qo::quantize_report r1;
   const auto q1 = quantize(cfg, "bc_on", r1);
   CHECK(std::find(r1.notes.begin(), r1.notes.end(),
                   "bias_correction: 2 biases corrected on 4 samples") != r1.notes.end());
   const auto got = int_biases(q1);
+  CHECK(int_biases(ql) == got);
   REQUIRE(got.size() == want.size());
   for (const auto& kv : want) {
     const std::string name = kv.first;

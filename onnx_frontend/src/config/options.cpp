@@ -375,6 +375,23 @@ std::vector<option_info> build_registry() {
                     "Emit com.microsoft Q/DQ instead of the default domain."));
   r.push_back(fixed("LogSeverityLevel", cat::debug_and_eval, I, nonnull, 1, "1",
                     "0 debug, 1 info, 2 warning, 3 error, 4 fatal."));
+  // Legacy names of CLEConfig / BiasCorrectionConfig (quark-spec §10.1, §10.3): the CLE* keys
+  // tune CLE when algo_config has a "cle" entry; BiasCorrection enables bias correction.
+  r.push_back(fixed("CLEBalanceMethod", cat::preprocessing, S, nonnull, "max", "\"max\"",
+                    "CLE balance method (= CLEConfig cle_balance_method; only \"max\")."));
+  r.push_back(fixed("CLESteps", cat::preprocessing, I, nonnull, 1, "1",
+                    "CLE passes, -1: until the stop rule (= CLEConfig cle_steps)."));
+  r.push_back(fixed("CLEWeightThreshold", cat::preprocessing, N, nonnull, 0.5, "0.5",
+                    "CLE leaves channels with r0 + r1 below this alone (= cle_weight_threshold)."));
+  r.push_back(fixed("CLEScaleAppendBias", cat::preprocessing, B, nonnull, true, "True",
+                    "CLE counts the shrunk bias in the head's range (= cle_scale_append_bias)."));
+  r.push_back(fixed("CLEScaleUseThreshold", cat::preprocessing, B, nonnull, true, "True",
+                    "CLE applies CLEWeightThreshold (= cle_scale_use_threshold)."));
+  r.push_back(fixed("CLETotalLayerDiffThreshold", cat::preprocessing, N, nonnull, 1.9e-7, "1.9e-7",
+                    "CLE stop rule: summed mean weight change (= "
+                    "cle_total_layer_diff_threshold)."));
+  r.push_back(fixed("BiasCorrection", cat::bias, B, nonnull, false, "False",
+                    "Bias correction after quantization (= algo_config bias_correction)."));
   r.push_back(todo("BFPAttributes", cat::block_formats, ty::object, nul, nullptr, "None", nullptr,
                    "Legacy BFP attributes; set the block fields of the spec instead."));
   r.push_back(todo("MXAttributes", cat::block_formats, ty::object, nul, nullptr, "None", nullptr,

@@ -164,7 +164,9 @@ const std::set<std::string>& honoured_keys() {
       "EnableDualQuantNodePairs", "UseUnsignedReLU", "AlignEltwiseQuantType", "UseQDQContribOps",
       "InputNodes", "OutputNodes", "TensorQuantOverrides", "CalibPassthroughOpTypes",
       "AdjustBiasScale", "FixShapes", "EvalDataReader", "DebugMode", "FillAllValueInfo",
-      "ReplaceClip6Relu", "TensorsRangeFile",
+      "ReplaceClip6Relu", "CLEBalanceMethod", "CLESteps", "CLEWeightThreshold",
+      "CLEScaleAppendBias", "CLEScaleUseThreshold", "CLETotalLayerDiffThreshold", "BiasCorrection",
+      "TensorsRangeFile",
       // Accepted with any value, no effect in quark-cpp (docs/config.md says why): calibration
       // streams through the runtime's own thread pool and keeps memory flat, and nothing is
       // written to disk.

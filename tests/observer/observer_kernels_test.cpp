@@ -164,6 +164,32 @@ TEST_CASE("minmax kernel: every form equals the scalar oracle (NaN, Inf, odd len
   CHECK(p.max == -inf);
 }
 
+TEST_CASE("abs_min_reduce equals a scalar smallest-magnitude loop (NaN ignored, -0, odd lengths)") {
+  for (const std::size_t n : {0u, 1u, 15u, 16u, 17u, 255u, 1000u, 4097u, 70001u}) {
+    CAPTURE(n);
+    for (const double nan_rate : {0.0, 1e-3, 0.3}) {
+      auto v = noisy(n, static_cast<unsigned>(n) + 5u, nan_rate, 1e-4);
+      float want = inf;
+      for (const float x : v) {
+        if (!std::isnan(x))
+          want = std::min(want, std::fabs(x));
+      }
+      CHECK(quark::detail::abs_min_reduce(v) == want);
+      if (n > 20) {
+        // The smallest magnitude at the last position, negative: every lane and the tail see it.
+        v.back() = -1e-30f;
+        CHECK(quark::detail::abs_min_reduce(v) == 1e-30f);
+        v[n / 2] = -0.0f;
+        const float z = quark::detail::abs_min_reduce(v);
+        CHECK(z == 0.0f);
+        CHECK_FALSE(std::signbit(z));
+      }
+    }
+  }
+  const std::vector<float> all_nan(100, qnan);
+  CHECK(quark::detail::abs_min_reduce(all_nan) == inf);
+}
+
 TEST_CASE("histogram kernel: every form follows numpy's bin rule on the stored edges") {
   // Linspace edges of several ranges (one far from 0, so the double formula is used), and
   // Quark's appended edges (equal widths added one by one, not exactly uniform).
@@ -205,6 +231,35 @@ TEST_CASE("histogram kernel: a heavy single bin and all-NaN blocks") {
   }
   std::fill(x.begin() + 2048, x.begin() + 4096, qnan);
   const auto e = quark::detail::linspace_edges(0.0, 14.0, 2048);
+  check_histograms<kernel_path::portable>(e, x);
+#if QUARK_OBSERVER_AVX512
+  if (quark::detail::observer_avx512_usable())
+    check_histograms<kernel_path::avx512>(e, x);
+#endif
+  check_histograms<kernel_path::automatic>(e, x);
+}
+
+TEST_CASE("histogram kernel: runs of equal values on and next to edges, and outside the range") {
+  // The kernels remember the last value that took the exact path; runs of such values (on an
+  // edge, one float below it, outside the range, +0 / -0, NaN) interleaved with ordinary ones
+  // must still follow numpy's rule value by value.
+  const auto e = quark::detail::linspace_edges(0.0, 14.0, 2048);
+  const float on_edge = static_cast<float>(e[1024]);
+  const float below_edge = std::nextafter(static_cast<float>(e[700]), -inf);
+  const float specials[] = {0.0f, -0.0f, on_edge, below_edge, -1.0f, 20.0f, qnan, -on_edge};
+  std::mt19937 g(77);
+  std::uniform_real_distribution<float> u(0.0f, 14.0f);
+  std::uniform_int_distribution<int> pick(0, 7);
+  std::uniform_int_distribution<int> run(1, 300);
+  std::vector<float> x;
+  while (x.size() < 60000) {
+    const float s = specials[pick(g)];
+    const int r = run(g);
+    for (int i = 0; i < r; ++i)
+      x.push_back(s);
+    for (int i = 0; i < run(g) / 10; ++i)
+      x.push_back(u(g));
+  }
   check_histograms<kernel_path::portable>(e, x);
 #if QUARK_OBSERVER_AVX512
   if (quark::detail::observer_avx512_usable())

@@ -341,11 +341,7 @@ class histogram_observer {
     const double amax =
         std::fmax(std::fabs(static_cast<double>(p.min)), std::fabs(static_cast<double>(p.max)));
     if (data_.counts.empty()) {
-      float amin = std::numeric_limits<float>::infinity();
-      for (const float v : x) {
-        const float a = std::fabs(v);
-        amin = a < amin ? a : amin;  // NaN never replaces amin
-      }
+      const float amin = detail::abs_min_reduce(x);  // NaN ignored
       create(static_cast<double>(amin), amax);
       return;
     }

@@ -243,16 +243,9 @@ void observe_parallel(histogram_observer& h, std::span<const float> x, const run
         r.lo = m.min;
         r.hi = m.max;
         r.nan = m.nan_count > 0;
-        if (need_small) {
-          // Only |x| enters an absolute histogram, so the smallest magnitude stands for its
-          // value (a < m keeps m for NaN and lets the compiler vectorise the loop).
-          float sm = std::numeric_limits<float>::infinity();
-          for (const float v : c) {
-            const float a = std::fabs(v);
-            sm = a < sm ? a : sm;
-          }
-          r.small = sm;
-        }
+        // Only |x| enters an absolute histogram, so the smallest magnitude stands for its value.
+        if (need_small)
+          r.small = quark::detail::abs_min_reduce(c);
         ex[k] = r;
       }
     });

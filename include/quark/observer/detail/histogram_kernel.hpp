@@ -321,7 +321,17 @@ QUARK_ALWAYS_INLINE void positions_portable(const bin_setup<T>& s, const float* 
     bin_positions<T, double, block, sub>(p, avail, histogram_prefetch_distance, s.lo, s.norm, n_d,
                                          s.tol_d, idx, sub_any.data());
   }
-  auto exact = [&s](float raw) { return s.exact(raw); };
+  // The last flagged value and its bin: runs of an equal value on an edge (the zeros of a ReLU
+  // output) take the exact path once per block. Equal floats have the same bin, NaN equals none.
+  float memo_v = std::numeric_limits<float>::quiet_NaN();
+  std::int32_t memo_i = 0;
+  auto exact = [&s, &memo_v, &memo_i](float raw) {
+    if (raw == memo_v)
+      return memo_i;
+    memo_i = s.exact(raw);
+    memo_v = raw;
+    return memo_i;
+  };
   for (std::size_t j = 0; j < block / sub; ++j) {
     if (sub_any[j] == 0)
       continue;
@@ -384,10 +394,14 @@ struct avx512_positions {
 /// in [0, bins) (which covers NaN, +-Inf and positions in (-1, 0): their fraction is negative);
 /// those lanes take `exact(v)`. Returns the number of NaN values (all of them are flagged).
 /// `avail` is the number of values readable from `p` (the prefetch stays inside them).
+/// `memo_v` / `memo_i` hold the last flagged non-NaN value and its exact bin (in every lane):
+/// a lane equal to it takes that bin without the scalar path. Equal floats have the same bin
+/// (+0 and -0 included), so this is exact; it matters for data with many equal values on an
+/// edge, e.g. the zeros of a ReLU output on an |x| histogram that starts at 0.
 template <bin_transform T, std::size_t M, class Setup>
 QUARK_OBSERVER_TARGET_AVX512 QUARK_ALWAYS_INLINE std::uint64_t bin_block_avx512(
     const float* p, std::size_t avail, const avx512_positions& c, std::int32_t* idx, __m512& mn,
-    __m512& mx, const Setup& s) noexcept {
+    __m512& mx, const Setup& s, __m512& memo_v, __m512i& memo_i) noexcept {
   std::uint64_t nans = 0;
   for (std::size_t k = 0; k < M; k += 16) {
     if (k + histogram_prefetch_distance < avail)
@@ -397,11 +411,14 @@ QUARK_OBSERVER_TARGET_AVX512 QUARK_ALWAYS_INLINE std::uint64_t bin_block_avx512(
     mx = max512(v, mx);
     const __m512 w = T == bin_transform::absolute ? _mm512_abs_ps(v) : v;
     const __m512 f = _mm512_mul_ps(_mm512_sub_ps(w, c.lo), c.norm);
-    const __m512i i = _mm512_maskz_cvttps_epi32(0xFFFF, f);
+    __m512i i = _mm512_maskz_cvttps_epi32(0xFFFF, f);
     const __m512 frac = _mm512_sub_ps(f, _mm512_maskz_cvtepi32_ps(0xFFFF, i));
     __mmask16 ok = _mm512_cmplt_epu32_mask(i, c.bins);
     ok = _mm512_mask_cmp_ps_mask(ok, frac, c.tol, _CMP_GE_OQ);
     ok = _mm512_mask_cmp_ps_mask(ok, frac, c.tol_hi, _CMP_LE_OQ);
+    const __mmask16 same = _mm512_cmp_ps_mask(v, memo_v, _CMP_EQ_OQ);
+    i = _mm512_mask_mov_epi32(i, same, memo_i);
+    ok = static_cast<__mmask16>(ok | same);
     _mm512_store_si512(idx + k, i);
     if (ok != 0xFFFF) [[unlikely]] {
       auto bad = static_cast<std::uint32_t>(static_cast<__mmask16>(~ok));
@@ -410,7 +427,12 @@ QUARK_OBSERVER_TARGET_AVX512 QUARK_ALWAYS_INLINE std::uint64_t bin_block_avx512(
         bad &= bad - 1;
         const float r = p[k + j];
         nans += static_cast<std::uint64_t>(r != r);
-        idx[k + j] = s.exact(r);
+        const std::int32_t bin = s.exact(r);
+        idx[k + j] = bin;
+        if (r == r) {
+          memo_v = _mm512_set1_ps(r);
+          memo_i = _mm512_set1_epi32(bin);
+        }
       }
     }
   }
@@ -434,6 +456,8 @@ QUARK_OBSERVER_TARGET_AVX512 minmax_partial histogram_count_avx512(std::span<con
                              _mm512_set1_ps(static_cast<float>(s.tol_f)),
                              _mm512_set1_ps(1.0f - static_cast<float>(s.tol_f)),
                              _mm512_set1_epi32(static_cast<std::int32_t>(s.n))};
+  __m512 memo_v = _mm512_set1_ps(std::numeric_limits<float>::quiet_NaN());  // equals nothing
+  __m512i memo_i = _mm512_setzero_si512();
   for (std::size_t b = 0; b < x.size(); b += block) {
     const std::size_t m = std::min(block, x.size() - b);
     const float* p = x.data() + b;
@@ -444,7 +468,8 @@ QUARK_OBSERVER_TARGET_AVX512 minmax_partial histogram_count_avx512(std::span<con
     if (s.use_float) {
       __m512 mn = _mm512_set1_ps(std::numeric_limits<float>::infinity());
       __m512 mx = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
-      ext.nan_count += bin_block_avx512<T, block>(p, x.size() - b, pos, idx.data(), mn, mx, s);
+      ext.nan_count +=
+          bin_block_avx512<T, block>(p, x.size() - b, pos, idx.data(), mn, mx, s, memo_v, memo_i);
       alignas(64) float lmn[16];
       alignas(64) float lmx[16];
       _mm512_store_ps(lmn, mn);

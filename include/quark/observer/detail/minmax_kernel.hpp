@@ -10,6 +10,7 @@
 // reads DRAM at full speed only with more misses in flight than the hardware prefetcher keeps.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -158,6 +159,43 @@ inline minmax_partial minmax_reduce_portable(std::span<const float> x) noexcept 
   // 3. Tail.
   minmax_tail(p, n, out);
   return out;
+}
+
+/// The smallest |v| over `x` (NaN ignored; +Inf when `x` holds no number), in vectors of the
+/// target's width like minmax_reduce_portable (a scalar `a < m ? a : m` loop is a serial chain).
+inline float abs_min_reduce(std::span<const float> x) noexcept {
+  constexpr std::size_t lanes = 16;
+  float m = std::numeric_limits<float>::infinity();
+  std::size_t i = 0;
+#if defined(__GNUC__)
+  using vf = float __attribute__((vector_size(portable_vector_bytes)));
+  using vu = std::uint32_t __attribute__((vector_size(portable_vector_bytes)));
+  constexpr std::size_t vl = portable_vector_bytes / sizeof(float);
+  constexpr std::size_t nv = lanes / vl;
+  vf vm[nv];
+  for (std::size_t v = 0; v < nv; ++v)
+    vm[v] = vf{} + std::numeric_limits<float>::infinity();
+  const vu mask = vu{} + 0x7fffffffu;
+  for (; i + lanes <= x.size(); i += lanes) {
+    for (std::size_t v = 0; v < nv; ++v) {
+      vu bits;
+      std::memcpy(&bits, x.data() + i + v * vl, sizeof(bits));
+      bits &= mask;
+      vf a;
+      std::memcpy(&a, &bits, sizeof(a));
+      vm[v] = a < vm[v] ? a : vm[v];  // a NaN a keeps the minimum
+    }
+  }
+  for (std::size_t v = 0; v < nv; ++v) {
+    for (std::size_t j = 0; j < vl; ++j)
+      m = vm[v][j] < m ? vm[v][j] : m;
+  }
+#endif
+  for (; i < x.size(); ++i) {
+    const float a = std::fabs(x[i]);
+    m = a < m ? a : m;
+  }
+  return m;
 }
 
 /// True when the AVX-512 forms are compiled and the CPU runs AVX-512F (checked once).

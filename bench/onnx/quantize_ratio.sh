@@ -3,8 +3,14 @@
 # Issue 7 "Performance": time and peak memory of quantizing PP-OCRv4 det with N calibration
 # samples at 640x640, as a ratio to N plain inferences (and one inference's peak RSS) of the same
 # quark_quantize binary in the same run. Prints the load average before and after, since the
-# machine is shared.
+# machine is shared. Each quantize run also prints its calibration phases (QUARK_CALIB_PROFILE).
 #   bench/onnx/quantize_ratio.sh build/release/examples/onnx/quark_quantize [N] [PRESET...]
+# RUNS=3 repeats the whole measurement (each run prints its own ratios).
+# The two builds docs/bench/quantizer.md reports (configure once, then build one target):
+#   default:  cmake --preset release
+#             cmake --build build/release --target quark_quantize -j2
+#   native:   cmake --preset release -B build/release-native -DQUARK_NATIVE=ON
+#             cmake --build build/release-native --target quark_quantize -j2
 set -eu
 Q=${1:?usage: quantize_ratio.sh QUARK_QUANTIZE [N] [PRESET...]}
 N=${2:-32}
@@ -19,20 +25,23 @@ ARGS="--random --shape x:1x3x640x640 -q --no-summary"
 run() {
   label=$1
   shift
-  /usr/bin/time -f "%e %M" -o "$OUT/time" "$@" >/dev/null
+  QUARK_CALIB_PROFILE=1 /usr/bin/time -f "%e %M" -o "$OUT/time" "$@" >/dev/null 2>"$OUT/err"
   echo "$label $(cat "$OUT/time")"
 }
 
-echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
-one=$(run infer1 "$Q" "$M" "$OUT/o.onnx" $ARGS --samples 1 --infer-only 1)
-all=$(run inferN "$Q" "$M" "$OUT/o.onnx" $ARGS --samples "$N" --infer-only "$N")
-echo "$one"
-echo "$all"
-for p in $PRESETS; do
-  r=$(run "$p" "$Q" "$M" "$OUT/q.onnx" --preset "$p" $ARGS --samples "$N")
-  echo "$r"
-  echo "$one $all $r" | awk -v n="$N" '{
-    printf "%s: time %.2fx of %d inferences (target 1.5x), peak RSS %.2fx of one inference (target 2x)\n",
-           $7, $8 / $5, n, $9 / $3 }'
+for i in $(seq "${RUNS:-1}"); do
+  echo "run $i, load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+  one=$(run infer1 "$Q" "$M" "$OUT/o.onnx" $ARGS --samples 1 --infer-only 1)
+  all=$(run inferN "$Q" "$M" "$OUT/o.onnx" $ARGS --samples "$N" --infer-only "$N")
+  echo "$one"
+  echo "$all"
+  for p in $PRESETS; do
+    r=$(run "$p" "$Q" "$M" "$OUT/q.onnx" --preset "$p" $ARGS --samples "$N")
+    echo "$r"
+    sed -n 's/^calibration profile: /  phases: /p' "$OUT/err"
+    echo "$one $all $r" | awk -v n="$N" '{
+      printf "%s: time %.2fx of %d inferences (target 1.5x), peak RSS %.2fx of one inference (target 2x)\n",
+             $7, $8 / $5, n, $9 / $3 }'
+  done
+  echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 done
-echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -23,6 +23,7 @@
 
 #include "io/proto_access.hpp"
 #include "quantizer/algorithms.hpp"
+#include "quantizer/numerics.hpp"
 
 namespace quark::onnx::qz {
 
@@ -122,6 +123,32 @@ std::pair<std::int64_t, std::int64_t> int_range(dtype_id t) {
     default:
       return {INT32_MIN, INT32_MAX};
   }
+}
+
+/// `v` quantized to the integer type `t` by quark::quantize with `scale` / `zero_point` (one
+/// value: per tensor; else per channel along axis 0). The full range of `t` bounds the codes.
+tensor requantize(const std::vector<float>& v, dtype_id t, const std::vector<float>& scale,
+                  const std::vector<std::int64_t>& zero_point) {
+  tensor out(t, {static_cast<std::int64_t>(v.size())});
+  const std::size_t dims[1] = {v.size()};
+  const tensor_shape shape{std::span<const std::size_t>(dims)};
+  const granularity g = scale.size() == 1 ? granularity{per_tensor{}} : granularity{per_channel{0}};
+  quark::visit_dtype(t, [&](auto id) {
+    using D = typename decltype(id)::type;
+    if constexpr (integral_data_type<D>) {
+      std::vector<zero_point_t<D>> z;
+      for (const auto x : zero_point)
+        z.push_back(static_cast<zero_point_t<D>>(x));
+      if (z.empty())
+        z.assign(scale.size(), zero_point_t<D>{});
+      tensor_qparams<D> p{scale, z, g};
+      const auto [lo, hi] = int_range(t);
+      p.qmin = lo;
+      p.qmax = hi;
+      quark::quantize<D>(shape, std::span<const float>(v), p, out.data<D>());
+    }
+  });
+  return out;
 }
 
 }  // namespace
@@ -322,29 +349,15 @@ bias_correction_stats correct_bias(model& qm, const model& float_model,
     double k = 1.0;
     if (max_d > max_b / 256.0 && max_d > 0.1)
       k = (max_b / 256.0) / max_d;
-    for (std::size_t i = 0; i < c; ++i) {
-      const double b = bf[i] + k * d[i];
-      if (!br.quantized) {
-        data.data<float>()[i] = static_cast<float>(b);
-        continue;
-      }
-      // quark-spec §1.3: division in float32, round half to even, + zero point, saturate.
-      const double q = static_cast<double>(std::nearbyint(static_cast<float>(b) / scale_of(i))) +
-                       static_cast<double>(zp_of(i));
-      const auto [lo, hi] = int_range(br.type);
-      const auto v = static_cast<std::int64_t>(
-          std::clamp(q, static_cast<double>(lo), static_cast<double>(hi)));
-      switch (br.type) {
-        case dtype_id::int8:
-          data.data<std::int8_t>()[i] = static_cast<std::int8_t>(v);
-          break;
-        case dtype_id::int16:
-          data.data<std::int16_t>()[i] = static_cast<std::int16_t>(v);
-          break;
-        default:
-          data.data<std::int32_t>()[i] = static_cast<std::int32_t>(v);
-          break;
-      }
+    std::vector<float> b_new(c);
+    for (std::size_t i = 0; i < c; ++i)
+      b_new[i] = static_cast<float>(bf[i] + k * d[i]);
+    if (!br.quantized) {
+      std::copy(b_new.begin(), b_new.end(), data.data<float>().begin());
+    } else {
+      // quark::quantize (quark-spec §1.3: division in float32, round half to even, + zero point,
+      // saturation) with the bias's own scale and zero point, per tensor or per channel.
+      data = requantize(b_new, br.type, br.scale, br.zero_point);
     }
     qm.set_initializer(br.data, data);
     ++st.corrected;

@@ -61,7 +61,7 @@ TEST_CASE("every preset's specs and extra options") {
        {opt("ForceQuantizeNoInputCheck", true)},
        1},
       // §8.2 line 929 (VINT8, PowerOfTwoMethod.MinMSE, QInt8/QInt8 -> XInt8Spec), in its order;
-      // ReplaceClip6Relu is omitted (not implemented).
+      // ReplaceClip6Relu is omitted (it acts only with algo_config cle, which VINT8 leaves off).
       {"VINT8",
        sn::xint8,
        true,

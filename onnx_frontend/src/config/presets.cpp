@@ -11,8 +11,10 @@ namespace quark::onnx {
 
 namespace {
 
-constexpr std::string_view rewrite_reason =
-    "graph rewrite (category 1) not implemented yet; the model is quantized without it";
+constexpr std::string_view clip6_reason =
+    "acts only together with algo_config cle, which Quark's legacy API runs by default "
+    "(include_cle) and quark-cpp's presets do not; set both explicitly to follow Quark (it turns "
+    "the Clip(0, 6) of a hardswish into Relu)";
 constexpr std::string_view npu_reason = "NPU position alignment (category 7) not implemented yet";
 
 std::vector<preset_info> build_presets() {
@@ -27,7 +29,7 @@ std::vector<preset_info> build_presets() {
   p.push_back({"VINT8",
                {},
                "Vitis AI INT8: XInt8Spec activations and weights with the Vitis AI extra options",
-               {{"ReplaceClip6Relu", true, rewrite_reason}}});
+               {{"ReplaceClip6Relu", true, clip6_reason}}});
   p.push_back({"A8W8",
                {},
                "Int8Spec activations and weights (symmetric, float scales, Percentile)",

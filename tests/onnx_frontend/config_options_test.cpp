@@ -159,7 +159,8 @@ TEST_CASE("the registry holds every seed 000 key exactly once") {
 
 TEST_CASE("categories 2-6, 10 and 11 are implemented, 1, 7, 8 and 9 are not") {
   // Category 1 keys the quantizer's graph passes honour (graph_passes.cpp, conversions.cpp;
-  // ReplaceClip6Relu: algo_cle.cpp).
+  // ReplaceClip6Relu: algo_cle.cpp), and the category 8 key the block-spec quantizer honours
+  // (RefineBlockAxis, quantize.cpp).
   const std::set<std::string_view> graph_passes = {"OptimizeModel",
                                                    "FoldBatchNorm",
                                                    "ReplaceClip6Relu",
@@ -173,7 +174,8 @@ TEST_CASE("categories 2-6, 10 and 11 are implemented, 1, 7, 8 and 9 are not") {
                                                    "CLEWeightThreshold",
                                                    "CLEScaleAppendBias",
                                                    "CLEScaleUseThreshold",
-                                                   "CLETotalLayerDiffThreshold"};
+                                                   "CLETotalLayerDiffThreshold",
+                                                   "RefineBlockAxis"};
   for (const auto& info : option_registry()) {
     const int c = static_cast<int>(info.category);
     const bool in_scope = (c >= 2 && c <= 6) || c == 10 || c == 11;

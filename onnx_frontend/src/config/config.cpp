@@ -413,6 +413,7 @@ option_map qconfig::effective_options() const {
   put("AddQDQPairToWeight",
       w && (w->dtype == dtype_id::float16 || w->dtype == dtype_id::bfloat16 || w->is_block()));
   put("MatMulConstBOnly", eff.get<bool>("EnableNPUTransformer"));
+  put("RefineBlockAxis", a_block || (w && w->is_block()));
   bool range_symmetric = false;
   if (act) {
     switch (act->calibration_method) {

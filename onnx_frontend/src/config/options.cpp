@@ -286,9 +286,9 @@ std::vector<option_info> build_registry() {
                    "Clip activations to the bfloat16 range before quantizing."));
   r.push_back(todo("BF16QDQToCast", cat::block_formats, B, nonnull, false, "False", false,
                    "Replace bfloat16 Q/DQ pairs by Casts."));
-  r.push_back(todo("RefineBlockAxis", cat::block_formats, B, nonnull, nullptr,
-                   "True when a BFP/MX spec is used, else False", false,
-                   "Move BFP/MX block axes onto the reduction dimension."));
+  r.push_back(context("RefineBlockAxis", cat::block_formats, B, nonnull,
+                      "True when a BFP/MX spec is used, else False",
+                      "Move BFP/MX block axes onto the reduction dimension."));
   r.push_back(fixed("FixShapes", cat::runtime, S, nul, nullptr, "None",
                     "Fix input/output shapes: \"name:[1,224,224,3];out:[1,1000]\"."));
   r.push_back(fixed("FoldRelu", cat::qdq_management, B, nonnull, false, "False",

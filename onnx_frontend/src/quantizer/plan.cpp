@@ -59,13 +59,60 @@ bool is_fp8(dtype_id t) {
          t == dtype_id::float8_e5m2 || t == dtype_id::float8_e5m2fnuz;
 }
 
+/// A block spec: one com.amd.quark fused node per tensor (quark-spec §7.5), attributes from the
+/// spec's block parameters (BFP16Spec: the op defaults; MX*: Quark's parameter blocks, §8).
+tspec resolve_block(const tensor_spec& s) {
+  tspec t;
+  t.type = dtype_id::float32;  // the fused node reads and writes float
+  t.method = act_method::none;
+  t.axis = s.axis;
+  block_op b;
+  std::string label(spec_class_name(s.name));
+  if (label.ends_with("Spec"))
+    label.resize(label.size() - 4);
+  b.label = label;
+  b.block_size = s.block.block_size;
+  b.rounding_mode = s.block.rounding_mode;
+  if (s.block.method == block_method::ocp_mx) {
+    b.op = "MXQuantizeDequantize";
+    switch (s.name) {
+      case spec_name::mxfp8_e5m2:
+        b.element_dtype = "fp8_e5m2";
+        break;
+      case spec_name::mxfp8_e4m3:
+        b.element_dtype = "fp8_e4m3";
+        break;
+      case spec_name::mxfp6_e3m2:
+        b.element_dtype = "fp6_e3m2";
+        break;
+      case spec_name::mxfp6_e2m3:
+        b.element_dtype = "fp6_e2m3";
+        break;
+      case spec_name::mxfp4_e2m1:
+        b.element_dtype = "fp4_e2m1";
+        break;
+      default:
+        b.element_dtype = "int8";
+        break;
+    }
+  } else {
+    b.op = "BFPQuantizeDequantize";
+    b.bfp_method = s.block.method == block_method::to_bfp ? "to_bfp" : "to_bfp_prime";
+    b.bit_width = s.block.bit_width;
+    b.sub_block_size = s.block.sub_block_size;
+    b.sub_block_shift_bits = s.block.sub_block_shift_bits;
+  }
+  t.block = std::move(b);
+  return t;
+}
+
 /// A tensor spec as the quantizer applies it. `activation`: input_tensors / output_tensors
 /// (quantized by QuantizeLinear at run time), else a weight or bias (stored quantized).
 tspec resolve(const tensor_spec& s, const char* role, bool activation) {
   tspec t;
   const std::string where = std::string(role) + " spec " + std::string(spec_class_name(s.name));
   if (s.is_block())
-    not_impl(where + " (block formats BFP16 / MX are not quantized yet)");
+    return resolve_block(s);
   const bool fp16 = s.dtype == dtype_id::float16 || s.dtype == dtype_id::bfloat16;
   switch (s.dtype) {
     case dtype_id::int8:
@@ -166,7 +213,7 @@ const std::set<std::string>& honoured_keys() {
       "AdjustBiasScale", "FixShapes", "EvalDataReader", "DebugMode", "FillAllValueInfo",
       "ReplaceClip6Relu", "CLEBalanceMethod", "CLESteps", "CLEWeightThreshold",
       "CLEScaleAppendBias", "CLEScaleUseThreshold", "CLETotalLayerDiffThreshold", "BiasCorrection",
-      "TensorsRangeFile",
+      "TensorsRangeFile", "RefineBlockAxis",
       // Accepted with any value, no effect in quark-cpp (docs/config.md says why): calibration
       // streams through the runtime's own thread pool and keeps memory flat, and nothing is
       // written to disk.
@@ -451,6 +498,16 @@ plan make_plan(const qconfig& cfg, const std::vector<node_ref>& nodes,
     c.quantize = c.input || c.output || c.weight;
     if (!c.quantize)
       c.reason = "no spec";
+  }
+  // RefineBlockAxis (quark-spec §7.7): on by default when a block spec is used.
+  {
+    bool any_block = false;
+    for (const auto& c : p.nodes) {
+      for (const auto* t : {&c.input, &c.output, &c.weight, &c.bias})
+        any_block = any_block || (*t && (*t)->block);
+    }
+    const option_value* v = cfg.extra_options.find("RefineBlockAxis");
+    o.refine_block_axis = v && !v->is_null() ? option_cast<bool>(*v, "RefineBlockAxis") : any_block;
   }
   return p;
 }

@@ -38,6 +38,21 @@ enum class act_method : std::uint8_t {
   layerwise_percentile,  ///< LayerWiseMethod.LayerWisePercentile
 };
 
+/// A block spec (BFP16, MX4/6/9, OCP MX): the com.amd.quark fused quantize-dequantize op that
+/// replaces the Q/DQ pair, with its attributes (quark-spec §1.7-§1.10, §7.5).
+struct block_op {
+  std::string op;             ///< "BFPQuantizeDequantize" or "MXQuantizeDequantize"
+  std::string label;          ///< the spec's short name for reports: "BFP16", "MX9", "MXINT8", ...
+  std::string bfp_method;     ///< BFP: "to_bfp" / "to_bfp_prime"
+  std::string element_dtype;  ///< MX: "int8", "fp8_e4m3", ...
+  std::int64_t block_size = 0;
+  std::int64_t bit_width = 0;
+  std::int64_t sub_block_size = 0;
+  std::int64_t sub_block_shift_bits = 0;
+  std::int64_t rounding_mode = 0;
+  friend bool operator==(const block_op&, const block_op&) = default;
+};
+
 /// A resolved tensor spec.
 struct tspec {
   dtype_id type = dtype_id::int8;
@@ -52,6 +67,8 @@ struct tspec {
   bool per_channel = false;
   int group_size = 0;  ///< > 0: per-group (blocked) weights along the group axis
   std::optional<int> axis;
+  /// Block specs: quantized by one fused node, no calibration (type float32, method none).
+  std::optional<block_op> block;
   friend bool operator==(const tspec&, const tspec&) = default;
 };
 
@@ -121,6 +138,7 @@ struct settings {
   bool debug_mode = false;                    ///< DebugMode
   bool fill_all_value_info = false;           ///< FillAllValueInfo
   int log_severity = 1;                       ///< LogSeverityLevel
+  bool refine_block_axis = false;  ///< RefineBlockAxis (default: true when a block spec is used)
 };
 
 struct plan {

@@ -19,6 +19,7 @@
 
 #include "io/proto_access.hpp"
 #include "quantizer/algorithms.hpp"
+#include "quantizer/block_nodes.hpp"
 #include "quantizer/calibrate.hpp"
 #include "quantizer/conversions.hpp"
 #include "quantizer/fp16_model.hpp"
@@ -730,6 +731,13 @@ model quantize_float32_model(const model& in, const qconfig& cfg, calibration_da
   if (opt.save_and_restore)
     cp.ranges_file = *opt.save_and_restore;
   cp.max_samples = opt.calib_data_size;
+  // Block specs need no range: when nothing else does, one sample gives the tensor types.
+  const bool any_block = std::any_of(pl.nodes.begin(), pl.nodes.end(), [](const node_choice& c) {
+    return (c.input && c.input->block) || (c.output && c.output->block) ||
+           (c.weight && c.weight->block);
+  });
+  if (any_block && requests.empty())
+    cp.max_samples = 1;
   cp.progress = run.progress;
   if (auto* folder = dynamic_cast<npy_folder_reader*>(&reader)) {
     const auto ins = m.inputs();
@@ -1087,7 +1095,9 @@ model quantize_float32_model(const model& in, const qconfig& cfg, calibration_da
     act_entry& e = acts.at(name);
     if (!e.done) {
       e.done = true;
-      if (e.fixed) {
+      if (e.spec.block) {
+        // A fused block node: no scale or zero point.
+      } else if (e.fixed) {
         e.params = *e.fixed;
       } else if (!e.share_from.empty() && acts.contains(e.share_from)) {
         e.params = params_of(e.share_from);
@@ -1122,12 +1132,19 @@ model quantize_float32_model(const model& in, const qconfig& cfg, calibration_da
       e.rmin = v.empty() ? 0.0f : *std::min_element(v.begin(), v.end());
       e.rmax = v.empty() ? 0.0f : *std::max_element(v.begin(), v.end());
       const node_info& n = nodes[e.node];
+      if (e.spec.block && !(e.is_bias && e.type == dtype_id::int32)) {
+        // A fused block node on the float initializer (AddQDQPairToWeight forced); only the
+        // shape is needed (block axis).
+        e.param_shape = w.shape();
+        continue;
+      }
       if (e.is_bias && e.type == dtype_id::int32) {
         // (e) int32 bias: scale = input scale x weight scale (x Gemm beta), zero point 0.
         auto in_it = acts.find(n.inputs[0]);
         auto w_it = weight_of_node.find({n.name, e.node});
-        if (in_it == acts.end() || w_it == weight_of_node.end()) {
-          e.type = dtype_id::undefined;  // input or weight stays float: keep the bias float
+        if (in_it == acts.end() || w_it == weight_of_node.end() || in_it->second.spec.block) {
+          // Input or weight stays float (or has no scale: a block spec): keep the bias float.
+          e.type = dtype_id::undefined;
           continue;
         }
         if (w_it->second->block > 0) {
@@ -1330,6 +1347,7 @@ model quantize_float32_model(const model& in, const qconfig& cfg, calibration_da
     const std::string z_name = name + "_zero_point";
     const bool cast_form = is_fp16(e.spec.type);
     const bool scaled = cast_form && e.params.scale != 1.0f;
+    const std::optional<qz::block_op>& block = e.spec.block;
     if (cast_form && e.params.zero_point != 0) {
       throw not_implemented("quark.quantize.type",
                             "activation '" + name + "': asymmetric scaled " +
@@ -1337,19 +1355,34 @@ model quantize_float32_model(const model& in, const qconfig& cfg, calibration_da
                                 " needs a non-zero float zero point, which only Quark's custom "
                                 "QuantizeLinear carries; use a symmetric spec");
     }
-    if (!cast_form || scaled)
+    if (!block && (!cast_form || scaled))
       add_init(s_name, scale_tensor({e.params.scale}, true));
-    if (!cast_form)
+    if (!block && !cast_form)
       add_init(z_name, zero_point_tensor(e.spec.type, {e.params.zero_point}, true));
-    types_used.insert(e.spec.type);
+    if (!block)
+      types_used.insert(e.spec.type);
     auto& sink = prod ? after[*prod] : prologue;
     // One Q/DQ pair (or its Cast form) from `in`: `q` the quantized value, `dq` the result.
     const std::string& tname = name;  // Clang 14: lambdas cannot capture structured bindings
     const dtype_id ttype = e.spec.type;
+    const tspec& tspec_ = e.spec;
+    // `readers`: the consumers the pair serves (block axis, RefineBlockAxis).
     auto emit = [&](const std::string& sfx, const std::string& from, const std::string& q,
-                    const std::string& dq) {
+                    const std::string& dq, const std::vector<std::size_t>& readers) {
       const std::string qn = tname + "_QuantizeLinear" + sfx;
       const std::string dqn = tname + "_DequantizeLinear" + sfx;
+      if (block) {
+        // One fused com.amd.quark node instead of the pair (quark-spec §7.5).
+        std::optional<std::size_t> rank;  // known for initializers (constant inputs)
+        for (const auto& t : g.initializer()) {
+          if (t.name() == tname)
+            rank = static_cast<std::size_t>(t.dims_size());
+        }
+        const std::int64_t axis =
+            qz::block_axis(m, nodes, tname, readers, tspec_, opt.refine_block_axis, rank);
+        sink.push_back(qz::make_block_node(*block, tname + "_" + block->op + sfx, from, dq, axis));
+        return;
+      }
       if (cast_form) {
         emit_cast_pair(sink, qn, dqn, from, q, dq, ttype, s_name, scaled);
         return;
@@ -1357,21 +1390,23 @@ model quantize_float32_model(const model& in, const qconfig& cfg, calibration_da
       sink.push_back(make_node("QuantizeLinear", qn, {from, s_name, z_name}, q, -1));
       sink.push_back(make_node("DequantizeLinear", dqn, {q, s_name, z_name}, dq, -1));
     };
-    report.tensors.push_back({name,
-                              "activation",
-                              dtype_str(e.spec.type),
-                              e.rmin,
-                              e.rmax,
-                              {e.params.scale},
-                              {e.params.zero_point},
-                              -1});
-    ++report.tensors_per_type[dtype_str(e.spec.type)];
+    const std::string type_label = block ? block->label : dtype_str(e.spec.type);
+    report.tensors.push_back(
+        {name, "activation", type_label, e.rmin, e.rmax,
+         block ? std::vector<float>{} : std::vector<float>{e.params.scale},
+         block ? std::vector<std::int64_t>{} : std::vector<std::int64_t>{e.params.zero_point}, -1});
+    ++report.tensors_per_type[type_label];
     // EnableDualQuantNodePairs (quark-spec §7.6): where the tensor's type differs from the type
     // its producer outputs or a consumer reads, a second Q/DQ pair of that node's type (same
     // calibrated range) sits between the node and the tensor's own pair.
     auto additional_pair = [&](const std::string& src, const std::string& node_name,
                                const tspec& spec) {
       const std::string base = name + "_" + node_name + "_additional";
+      if (block || spec.block) {
+        throw not_implemented("quark.config.not_implemented",
+                              "EnableDualQuantNodePairs at tensor '" + name +
+                                  "' with a BFP/MX block spec is not implemented yet");
+      }
       if (is_fp16(spec.type) || cast_form) {
         throw not_implemented("quark.config.not_implemented",
                               "EnableDualQuantNodePairs at tensor '" + name +
@@ -1428,21 +1463,21 @@ model quantize_float32_model(const model& in, const qconfig& cfg, calibration_da
         const std::string sfx = "_" + std::to_string(k++);
         const std::string q = name + "_QuantizeLinear_Output" + sfx;
         const std::string dq = name + "_DequantizeLinear_Output" + sfx;
-        emit(sfx, src, q, dq);
+        emit(sfx, src, q, dq, {c});
         const auto cs = consumer_spec(c);
         rewire_node[{c, name}] = cs ? additional_pair(dq, nodes[c].name, *cs) : dq;
       }
     } else if (is_output && prod) {
       const std::string src = name + "_QuantizeLinear_Input";
       rename_output[name] = src;
-      emit("", q_input(src), name + "_QuantizeLinear_Output", name);
+      emit("", q_input(src), name + "_QuantizeLinear_Output", name, m.consumers(name));
       for (const std::size_t c : m.consumers(name)) {
         if (const auto cs = consumer_spec(c))
           rewire_node[{c, name}] = additional_pair(name, nodes[c].name, *cs);
       }
     } else {
       const std::string dq = name + "_DequantizeLinear_Output";
-      emit("", q_input(name), name + "_QuantizeLinear_Output", dq);
+      emit("", q_input(name), name + "_QuantizeLinear_Output", dq, m.consumers(name));
       rewire[name] = dq;
       for (const std::size_t c : m.consumers(name)) {
         if (const auto cs = consumer_spec(c))
@@ -1456,6 +1491,25 @@ model quantize_float32_model(const model& in, const qconfig& cfg, calibration_da
     if (e.type == dtype_id::undefined)
       continue;
     const std::string key = e.name + (e.is_bias ? "#b" : "#w") + std::to_string(e.node);
+    if (e.spec.block && e.type != dtype_id::int32) {
+      // A fused block node on the float initializer (AddQDQPairToWeight is forced, quark-spec
+      // §7.3); rank <= 1 tensors (biases) block along axis 0 (§7.5).
+      if (const_done.contains(e.name)) {
+        rewire_node[{e.node, e.name}] = const_done[e.name];
+        continue;
+      }
+      const qz::block_op& b = *e.spec.block;
+      const std::string dq = e.name + "_" + b.op + "_Output";
+      const std::int64_t axis = qz::block_axis(m, nodes, e.name, {e.node}, e.spec,
+                                               opt.refine_block_axis, e.param_shape.size());
+      prologue.push_back(qz::make_block_node(b, e.name + "_" + b.op, e.name, dq, axis));
+      const_done[e.name] = dq;
+      rewire_node[{e.node, e.name}] = dq;
+      ++report.tensors_per_type[b.label];
+      report.tensors.push_back(
+          {e.name, e.is_bias ? "bias" : "weight", b.label, e.rmin, e.rmax, {}, {}, axis});
+      continue;
+    }
     const bool per_channel = e.axis >= 0;
     per_axis = per_axis || per_channel;
     blocked = blocked || e.block > 0;
@@ -1618,11 +1672,17 @@ model quantize_float32_model(const model& in, const qconfig& cfg, calibration_da
   }
   if (blocked)
     need = 21;
+  for (const auto& n : g.node()) {
+    if (n.domain() == qz::block_domain) {
+      m.ensure_opset(qz::block_domain, qz::block_domain_version);
+      break;
+    }
+  }
   if (opt.use_qdq_contrib_ops && (!acts.empty() || !consts.empty()) && !m.opset("com.microsoft")) {
     m.set_opset("com.microsoft", 1);
   }
   report.opset_before = m.opset("").value_or(1);
-  if (!acts.empty() || !consts.empty()) {
+  if (!types_used.empty()) {  // some Q/DQ (fused block nodes need no default-domain opset)
     std::map<std::string, std::size_t> ranks;
     for (const auto& [name, f] : cal.tensors)
       ranks[name] = f.shape.size();

@@ -21,6 +21,7 @@ const registry_map& registry() {
     register_quant(m);
     register_rnn(m);
     register_control(m);
+    register_quark_ops(m);
     return m;
   }();
   return r;

@@ -26,8 +26,10 @@ void register_resize(registry_map& r);
 void register_quant(registry_map& r);
 void register_rnn(registry_map& r);
 void register_control(registry_map& r);
+void register_quark_ops(registry_map& r);  ///< keys "com.amd.quark:<op>"
 
-/// The kernel of `op` in the default domain, or nullptr.
+/// The kernel of `op` in the default domain ("com.amd.quark:<op>" for Quark's custom ops), or
+/// nullptr.
 kernel_fn find_kernel(std::string_view op);
 std::vector<std::string> registered_ops();
 

@@ -87,7 +87,8 @@ class runtime {
   /// Number of threads parallel_for and the kernels use (the calling thread included).
   unsigned threads() const noexcept;
 
-  /// Operator types the runtime implements (default ONNX domain), sorted.
+  /// Operator types the runtime implements, sorted: default-domain ops as "Conv", others as
+  /// "domain:Op" ("com.amd.quark:BFPQuantizeDequantize"), as model::unsupported_ops spells them.
   static std::vector<std::string> supported_ops();
 
  private:

@@ -21,12 +21,16 @@ OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
 ARGS="--random --shape x:1x3x640x640 -q --no-summary"
 
-# run LABEL CMD...: prints "LABEL <seconds> <peak KB>" (wall time and max RSS of the process).
+# run LABEL CMD...: prints "LABEL <wall s> <peak KB> <cpu s>" (wall time, max RSS and user +
+# system CPU time of the process). On a loaded machine the process gets a varying share of the
+# cores, so the CPU-time ratio is printed beside the wall-time one (the target is wall time, idle).
 run() {
   label=$1
   shift
-  QUARK_CALIB_PROFILE=1 /usr/bin/time -f "%e %M" -o "$OUT/time" "$@" >/dev/null 2>"$OUT/err"
-  echo "$label $(cat "$OUT/time")"
+  QUARK_CALIB_PROFILE=1 /usr/bin/time -f "%e %M %U %S" -o "$OUT/time" "$@" >/dev/null 2>"$OUT/err"
+  set -- $(cat "$OUT/time")
+  echo "$label $1 $2 $(echo "$3 $4" | awk '{ printf "%.2f", $1 + $2 }')"
+  return 0
 }
 
 for i in $(seq "${RUNS:-1}"); do
@@ -40,8 +44,8 @@ for i in $(seq "${RUNS:-1}"); do
     echo "$r"
     sed -n 's/^calibration profile: /  phases: /p' "$OUT/err"
     echo "$one $all $r" | awk -v n="$N" '{
-      printf "%s: time %.2fx of %d inferences (target 1.5x), peak RSS %.2fx of one inference (target 2x)\n",
-             $7, $8 / $5, n, $9 / $3 }'
+      printf "%s: time %.2fx of %d inferences (target 1.5x; CPU time %.2fx), peak RSS %.2fx of one inference (target 2x)\n",
+             $9, $10 / $6, n, $12 / $8, $11 / $3 }'
   done
   echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 done

@@ -445,6 +445,40 @@ TEST_CASE(
     CHECK(quark::to_float(y[i]) == quark::to_float(hy[i]));
 }
 
+TEST_CASE(
+    "runtime: a fused node computing in place (its input's last reader) on NCHW along "
+    "axis 1 equals the header") {
+  const std::vector<float> x = random_floats(2 * 40 * 3 * 5, 81, -4.0f, 4.0f);
+  const std::vector<std::int64_t> shape = {2, 40, 3, 5};
+  quark::mx_op_attributes fp8;
+  fp8.element_dtype = "fp8_e4m3";
+  quark::bfp_op_attributes mx6;
+  mx6.bfp_method = "to_bfp_prime";
+  mx6.bit_width = 13;
+  mx6.block_size = 16;
+  for (const bool mx : {false, true}) {
+    CAPTURE(mx);
+    model_builder b(13, 8);
+    b.opset("com.amd.quark", 1);
+    b.input("x", onnx_type::float32, shape);
+    b.node("Neg", {"x"}, {"n"});  // a value the fused node may overwrite
+    if (mx) {
+      b.node("MXQuantizeDequantize", {"n"}, {"y"}, {attr_string("element_dtype", "fp8_e4m3")},
+             "com.amd.quark");
+    } else {
+      b.node("BFPQuantizeDequantize", {"n"}, {"y"},
+             {attr_string("bfp_method", "to_bfp_prime"), attr_int("bit_width", 13),
+              attr_int("block_size", 16)},
+             "com.amd.quark");
+    }
+    b.output("y", onnx_type::float32, shape);
+    std::vector<float> neg(x.size());
+    std::transform(x.begin(), x.end(), neg.begin(), [](float v) { return -v; });
+    const auto expect = mx ? mx_fq(neg, shape, fp8, 1) : bfp_fq(neg, shape, mx6, 1);
+    CHECK(run_ours(to_model(b.build()), "x", {2, 40, 3, 5}, x, "y") == expect);
+  }
+}
+
 TEST_CASE("runtime: bad com.amd.quark attributes name the node and the attribute") {
   struct bad {
     const char* op;

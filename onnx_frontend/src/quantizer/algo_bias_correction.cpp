@@ -225,7 +225,7 @@ bias_correction_stats correct_bias(model& qm, const model& float_model,
     }
     t.end = v;
     t.rt = std::make_unique<runtime>(sub_model(fp, *fit->second, chain, t.rt_out),
-                                     runtime_options{.threads = 1, .tune_malloc = false});
+                                     runtime_options{.threads = 0, .tune_malloc = false});
     targets.push_back(std::move(t));
   }
   if (targets.empty())

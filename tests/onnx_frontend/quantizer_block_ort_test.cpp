@@ -520,3 +520,45 @@ TEST_CASE("runtime: bad com.amd.quark attributes name the node and the attribute
   CHECK_THROWS_WITH_AS(qo::runtime(to_model(b.build())),
                        doctest::Contains("com.amd.quark:ExtendedLSTM"), qo::frontend_error);
 }
+
+TEST_CASE("PaddleOCR cls with the BFP16 and MXINT8 presets runs in our runtime") {
+  const char* c = std::getenv("QUARK_DATA_CACHE");
+  const char* s = std::getenv("QUARK_SOURCE_DIR");
+  const std::filesystem::path cache =
+      c && *c ? std::filesystem::path(c) : std::filesystem::path(s ? s : ".") / ".cache";
+  const auto file =
+      cache / "models" / "ocr-models" / "assets" / "ch_ppocr_mobile_v2.0_cls_infer.onnx";
+  if (!std::filesystem::exists(file)) {
+    MESSAGE("PaddleOCR cls model not found (scripts/fetch-models.sh): skipped");
+    return;
+  }
+  const qo::model m = qo::model::load(file);
+  // Floors just under what these random [0, 1) samples give (regression guards; the text-image
+  // figures are in docs/bench/quantizer.md, "Block formats").
+  const std::pair<const char*, double> presets[] = {{"BFP16", 0.995}, {"MXINT8", 0.99}};
+  for (const auto& entry : presets) {
+    const std::string name = entry.first;
+    const double min_cos = entry.second;
+    CAPTURE(name);
+    std::vector<qo::calib_sample> samples;
+    for (std::uint32_t k = 0; k < 3; ++k) {
+      samples.push_back(
+          {{"x", qo::tensor::from_floats({1, 3, 48, 192},
+                                         random_floats(3 * 48 * 192, 90 + k, 0.0f, 1.0f))}});
+    }
+    qo::memory_reader reader(std::move(samples));
+    qo::quantize_report report;
+    qo::quantize_run_options run;
+    run.eval_samples = 3;
+    const qo::model q = qo::quantize_model(m, qo::get_default_config(name), reader, &report, run);
+    CHECK(report.calibration_samples == 1);
+    CHECK(report.tensors_per_type.size() == 1);
+    CHECK(report.tensors_per_type.at(name == "BFP16" ? "BFP16" : "MXInt8") > 100);
+    REQUIRE(report.eval);
+    MESSAGE(name << " cls cosine mean " << report.eval->cosine_mean << " min "
+                 << report.eval->cosine_min);
+    CHECK(report.eval->cosine_mean >= min_cos);
+    const auto p = to_proto(q);
+    CHECK(opset_of(p, "com.amd.quark") == 1);
+  }
+}

@@ -194,7 +194,7 @@ TEST_CASE(
   const auto ort_y = ort.begin()->second.values<float>();
   REQUIRE(ort_y.size() == y_ref.size());
   for (std::size_t i = 0; i < y_ref.size(); ++i)
-    CHECK(y_ref[i] == doctest::Approx(ort_y[i]).epsilon(1e-5));
+    CHECK(y_ref[i] == doctest::Approx(static_cast<double>(ort_y[i])).epsilon(1e-5));
 }
 
 TEST_CASE("RefineBlockAxis false: every fused node blocks along axis 1 (the op default)") {

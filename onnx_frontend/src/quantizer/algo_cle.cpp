@@ -15,6 +15,7 @@
 
 #include "io/proto_access.hpp"
 #include "quantizer/algorithms.hpp"
+#include "quantizer/graph_util.hpp"
 
 namespace quark::onnx::qz {
 
@@ -22,46 +23,6 @@ namespace {
 
 using ::onnx::GraphProto;
 using ::onnx::NodeProto;
-
-struct graph_index {
-  std::map<std::string, std::vector<int>> consumers;
-  std::set<std::string> outputs;
-
-  explicit graph_index(const GraphProto& g) {
-    for (int i = 0; i < g.node_size(); ++i) {
-      for (const auto& x : g.node(i).input()) {
-        if (!x.empty())
-          consumers[x].push_back(i);
-      }
-    }
-    for (const auto& o : g.output())
-      outputs.insert(o.name());
-  }
-  std::size_t uses(const std::string& name) const {
-    auto it = consumers.find(name);
-    return (it == consumers.end() ? 0 : it->second.size()) + (outputs.contains(name) ? 1 : 0);
-  }
-  /// The single node reading `name`, -1 when it has several readers or is a graph output.
-  int only_consumer(const std::string& name) const {
-    auto it = consumers.find(name);
-    if (outputs.contains(name) || it == consumers.end() || it->second.size() != 1)
-      return -1;
-    return it->second.front();
-  }
-};
-
-const ::onnx::AttributeProto* find_attr(const NodeProto& n, const char* name) {
-  for (const auto& a : n.attribute()) {
-    if (a.name() == name)
-      return &a;
-  }
-  return nullptr;
-}
-
-std::int64_t attr_i(const NodeProto& n, const char* name, std::int64_t dflt) {
-  const auto* a = find_attr(n, name);
-  return a == nullptr ? dflt : a->i();
-}
 
 bool float_init(const model& m, const std::string& name) {
   return !name.empty() && m.has_initializer(name) &&
@@ -345,9 +306,10 @@ std::pair<int, std::string> next_weighted(const GraphProto& g, const graph_index
                                           Through&& through) {
   std::string value = g.node(i).output(0);
   for (;;) {
-    const int c = ix.only_consumer(value);
-    if (c < 0)
+    const auto only = ix.only_consumer(value);
+    if (!only)
       return {-1, {}};
+    const int c = *only;
     const NodeProto& n = g.node(c);
     if (n.op_type() == "Conv" || n.op_type() == "Gemm")
       return {c, value};

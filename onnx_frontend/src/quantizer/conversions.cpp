@@ -13,6 +13,7 @@
 
 #include "io/proto_access.hpp"
 #include "quantizer/graph_passes.hpp"
+#include "quantizer/graph_util.hpp"
 
 namespace quark::onnx::qz {
 
@@ -21,19 +22,6 @@ namespace {
 using ::onnx::AttributeProto;
 using ::onnx::GraphProto;
 using ::onnx::NodeProto;
-
-const AttributeProto* find_attr(const NodeProto& n, const char* name) {
-  for (const auto& a : n.attribute()) {
-    if (a.name() == name)
-      return &a;
-  }
-  return nullptr;
-}
-
-std::int64_t attr_i(const NodeProto& n, const char* name, std::int64_t dflt) {
-  const auto* a = find_attr(n, name);
-  return a != nullptr ? a->i() : dflt;
-}
 
 void add_ints(NodeProto& n, const char* name, const std::vector<std::int64_t>& v) {
   auto* a = n.add_attribute();

@@ -9,6 +9,7 @@
 #include <quark/onnx/config.hpp>
 
 #include "io/proto_access.hpp"
+#include "quantizer/graph_util.hpp"
 
 namespace quark::onnx::qz {
 
@@ -23,14 +24,6 @@ int elem_type(const ::onnx::ValueInfoProto& v) {
 
 void set_elem_type(::onnx::ValueInfoProto& v, int t) {
   v.mutable_type()->mutable_tensor_type()->set_elem_type(t);
-}
-
-::onnx::AttributeProto* find_attr(::onnx::NodeProto& n, const char* name) {
-  for (auto& a : *n.mutable_attribute()) {
-    if (a.name() == name)
-      return &a;
-  }
-  return nullptr;
 }
 
 bool qdq_op(const ::onnx::NodeProto& n, const char* op) {

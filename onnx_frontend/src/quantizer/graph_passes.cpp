@@ -9,6 +9,7 @@
 #include <quark/onnx/runtime.hpp>
 
 #include "io/proto_access.hpp"
+#include "quantizer/graph_util.hpp"
 
 namespace quark::onnx::qz {
 
@@ -16,54 +17,6 @@ namespace {
 
 using ::onnx::GraphProto;
 using ::onnx::NodeProto;
-
-/// Who produces and who reads each value of the main graph.
-struct graph_index {
-  std::map<std::string, int> producer;
-  std::map<std::string, std::vector<int>> consumers;
-  std::set<std::string> outputs;
-
-  explicit graph_index(const GraphProto& g) {
-    for (int i = 0; i < g.node_size(); ++i) {
-      const NodeProto& n = g.node(i);
-      for (const auto& o : n.output())
-        producer[o] = i;
-      for (const auto& x : n.input()) {
-        if (!x.empty())
-          consumers[x].push_back(i);
-      }
-    }
-    for (const auto& o : g.output())
-      outputs.insert(o.name());
-  }
-  std::size_t uses(const std::string& name) const {
-    auto it = consumers.find(name);
-    return (it == consumers.end() ? 0 : it->second.size()) + (outputs.contains(name) ? 1 : 0);
-  }
-  /// The single node reading `name` (nullopt if it has several readers or is a graph output).
-  std::optional<int> only_consumer(const std::string& name) const {
-    auto it = consumers.find(name);
-    if (outputs.contains(name) || it == consumers.end() || it->second.size() != 1)
-      return std::nullopt;
-    return it->second.front();
-  }
-};
-
-std::int64_t attr_i(const NodeProto& n, const char* name, std::int64_t dflt) {
-  for (const auto& a : n.attribute()) {
-    if (a.name() == name)
-      return a.i();
-  }
-  return dflt;
-}
-
-float attr_f(const NodeProto& n, const char* name, float dflt) {
-  for (const auto& a : n.attribute()) {
-    if (a.name() == name)
-      return a.f();
-  }
-  return dflt;
-}
 
 void set_attr_f(NodeProto& n, const char* name, float v) {
   for (auto& a : *n.mutable_attribute()) {

@@ -7,17 +7,11 @@
 
 #include <quark/onnx/error.hpp>
 
+#include "quantizer/graph_util.hpp"
+
 namespace quark::onnx::qz {
 
 namespace {
-
-const ::onnx::AttributeProto* find_attr(const ::onnx::NodeProto& n, const std::string& name) {
-  for (const auto& a : n.attribute()) {
-    if (a.name() == name)
-      return &a;
-  }
-  return nullptr;
-}
 
 void drop_attr(::onnx::NodeProto& n, const std::string& name) {
   auto* as = n.mutable_attribute();

@@ -1,0 +1,79 @@
+// SPDX-License-Identifier: MIT
+// PRIVATE: small graph and attribute queries shared by the quantizer's graph rewrites
+// (graph_passes.cpp, conversions.cpp, algo_cle.cpp, opset.cpp, fp16_model.cpp).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <onnx/onnx_pb.h>
+
+namespace quark::onnx::qz {
+
+/// Who produces and who reads each value of one graph (node indices into `g.node()`), and which
+/// values are graph outputs. A snapshot: rebuild it after editing the graph.
+struct graph_index {
+  std::map<std::string, int> producer;
+  std::map<std::string, std::vector<int>> consumers;
+  std::set<std::string> outputs;
+
+  explicit graph_index(const ::onnx::GraphProto& g) {
+    for (int i = 0; i < g.node_size(); ++i) {
+      const ::onnx::NodeProto& n = g.node(i);
+      for (const auto& o : n.output())
+        producer[o] = i;
+      for (const auto& x : n.input()) {
+        if (!x.empty())
+          consumers[x].push_back(i);
+      }
+    }
+    for (const auto& o : g.output())
+      outputs.insert(o.name());
+  }
+  /// How many node inputs read `name`, plus one if it is a graph output.
+  std::size_t uses(const std::string& name) const {
+    auto it = consumers.find(name);
+    return (it == consumers.end() ? 0 : it->second.size()) + (outputs.contains(name) ? 1 : 0);
+  }
+  /// The single node reading `name` (nullopt if it has several readers or is a graph output).
+  std::optional<int> only_consumer(const std::string& name) const {
+    auto it = consumers.find(name);
+    if (outputs.contains(name) || it == consumers.end() || it->second.size() != 1)
+      return std::nullopt;
+    return it->second.front();
+  }
+};
+
+/// The attribute `name` of `n`, or nullptr.
+inline const ::onnx::AttributeProto* find_attr(const ::onnx::NodeProto& n, std::string_view name) {
+  for (const auto& a : n.attribute()) {
+    if (a.name() == name)
+      return &a;
+  }
+  return nullptr;
+}
+inline ::onnx::AttributeProto* find_attr(::onnx::NodeProto& n, std::string_view name) {
+  for (auto& a : *n.mutable_attribute()) {
+    if (a.name() == name)
+      return &a;
+  }
+  return nullptr;
+}
+
+/// Integer / float attribute `name` of `n`, or `dflt` when absent.
+inline std::int64_t attr_i(const ::onnx::NodeProto& n, std::string_view name, std::int64_t dflt) {
+  const auto* a = find_attr(n, name);
+  return a == nullptr ? dflt : a->i();
+}
+inline float attr_f(const ::onnx::NodeProto& n, std::string_view name, float dflt) {
+  const auto* a = find_attr(n, name);
+  return a == nullptr ? dflt : a->f();
+}
+
+}  // namespace quark::onnx::qz

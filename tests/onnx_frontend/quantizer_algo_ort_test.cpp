@@ -66,43 +66,6 @@ void check_values(const std::vector<float>& got, const std::vector<float>& want,
   }
 }
 
-/// ORT on the original and the equalized model, our runtime on the equalized one: every output
-/// agrees within `tol` relative to its largest magnitude.
-void check_same_function(const ::onnx::ModelProto& a, const ::onnx::ModelProto& b,
-                         const qo::shape_t& shape, double tol = 1e-5) {
-  if (!ort_available()) {
-    MESSAGE("skipped ORT comparison: " << ort_unavailable_reason());
-    return;
-  }
-  const std::vector<float> x = random_floats(qo::element_count(shape), 99, -2.0f, 2.0f);
-  const std::vector<std::size_t> dims(shape.begin(), shape.end());
-  const auto ra = run_ort(a, {npy_array::from(x, dims)});
-  const auto rb = run_ort(b, {npy_array::from(x, dims)});
-  const fs::path p = work_dir() / "check.onnx";
-  save_proto(b, p);
-  const qo::calib_sample s{{a.graph().input(0).name(), qo::tensor::from_floats(shape, x)}};
-  const auto ours = qo::run_model(p, s);
-  REQUIRE(ra.size() == rb.size());
-  for (const auto& kv : ra) {
-    const std::string name = kv.first;
-    CAPTURE(name);
-    const auto fa = kv.second.values<float>();
-    const auto fb = rb.at(name).values<float>();
-    const auto fo = ours.at(name).data<float>();
-    REQUIRE(fa.size() == fb.size());
-    REQUIRE(fa.size() == fo.size());
-    double peak = 0.0, err_ort = 0.0, err_ours = 0.0;
-    for (std::size_t i = 0; i < fa.size(); ++i) {
-      peak = std::max(peak, std::fabs(static_cast<double>(fa[i])));
-      err_ort = std::max(err_ort, std::fabs(static_cast<double>(fa[i] - fb[i])));
-      err_ours = std::max(err_ours, std::fabs(static_cast<double>(fa[i] - fo[i])));
-    }
-    CHECK(peak > 0.1);
-    CHECK(err_ort <= tol * peak);
-    CHECK(err_ours <= tol * peak);
-  }
-}
-
 /// Conv(1x1, 2 -> 3, no bias) -> Relu -> Conv(1x1, 3 -> 2). Head ranges per output channel
 /// r0 = (4, 0.25, 1), tail ranges per input channel r1 = (1, 4, 9).
 ::onnx::ModelProto conv_relu_conv() {

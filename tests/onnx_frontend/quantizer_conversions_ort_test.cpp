@@ -174,15 +174,6 @@ void check_converted(const ::onnx::ModelProto& original, const ::onnx::ModelProt
   }
 }
 
-/// BatchNormalization parameters `<p>_{s,b,m,v}` for `c` channels (positive variances).
-void bn_params(model_builder& b, const std::string& p, std::int64_t c, std::uint32_t seed) {
-  const auto n = static_cast<std::size_t>(c);
-  b.initializer(p + "_s", onnx_type::float32, {c}, random_floats(n, seed, 0.5f, 2.0f));
-  b.initializer(p + "_b", onnx_type::float32, {c}, random_floats(n, seed + 1, -0.5f, 0.5f));
-  b.initializer(p + "_m", onnx_type::float32, {c}, random_floats(n, seed + 2, -0.5f, 0.5f));
-  b.initializer(p + "_v", onnx_type::float32, {c}, random_floats(n, seed + 3, 0.1f, 2.0f));
-}
-
 const ::onnx::NodeProto* node_named(const ::onnx::ModelProto& m, const std::string& name) {
   for (const auto& n : m.graph().node()) {
     if (n.name() == name)

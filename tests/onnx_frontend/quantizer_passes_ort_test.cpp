@@ -30,15 +30,6 @@ using namespace quark::test;
 
 namespace {
 
-/// Adds BatchNormalization parameters `<p>_{s,b,m,v}` for `c` channels (positive variances).
-void bn_params(model_builder& b, const std::string& p, std::int64_t c, std::uint32_t seed) {
-  const auto n = static_cast<std::size_t>(c);
-  b.initializer(p + "_s", onnx_type::float32, {c}, random_floats(n, seed, 0.5f, 2.0f));
-  b.initializer(p + "_b", onnx_type::float32, {c}, random_floats(n, seed + 1, -0.5f, 0.5f));
-  b.initializer(p + "_m", onnx_type::float32, {c}, random_floats(n, seed + 2, -0.5f, 0.5f));
-  b.initializer(p + "_v", onnx_type::float32, {c}, random_floats(n, seed + 3, 0.1f, 2.0f));
-}
-
 /// Every fold of OptimizeModel in one chain (opset 11, as PaddleOCR's det):
 /// Conv(bias) -> BN -> Relu -> Conv(no bias) -> Mul(scalar) -> Add([1,8,1,1]) -> Identity
 /// -> ConvTranspose(group 2, no bias) -> Add([1,4,1,1]) -> BN -> y, plus a Concat of two Convs
@@ -119,40 +110,6 @@ qo::qconfig float_only(const char* preset) {
   qo::memory_reader reader(calib);
   qo::quantize_model(dir / (tag + "_in.onnx"), dir / (tag + "_out.onnx"), cfg, reader);
   return load_proto(dir / (tag + "_out.onnx"));
-}
-
-/// ORT on both models, our runtime on the optimised one: every output agrees within `tol`
-/// (relative to the output's largest magnitude).
-void check_same_function(const ::onnx::ModelProto& a, const ::onnx::ModelProto& b,
-                         const qo::shape_t& shape, double tol) {
-  const std::vector<float> x = random_floats(qo::element_count(shape), 99, -2.0f, 2.0f);
-  const std::vector<std::size_t> dims(shape.begin(), shape.end());
-  const auto ra = run_ort(a, {npy_array::from(x, dims)});
-  const auto rb = run_ort(b, {npy_array::from(x, dims)});
-  const fs::path p = work_dir() / "check.onnx";
-  save_proto(b, p);
-  const qo::calib_sample s{{a.graph().input(0).name(), qo::tensor::from_floats(shape, x)}};
-  const auto ours = qo::run_model(p, s);
-  REQUIRE(ra.size() == rb.size());
-  for (const auto& kv : ra) {
-    const std::string name = kv.first;  // (no structured binding: CAPTURE is a lambda)
-    const auto& va = kv.second;
-    CAPTURE(name);
-    const auto fa = va.values<float>();
-    const auto fb = rb.at(name).values<float>();
-    const auto fo = ours.at(name).data<float>();
-    REQUIRE(fa.size() == fb.size());
-    REQUIRE(fa.size() == fo.size());
-    double peak = 0.0, err_ort = 0.0, err_ours = 0.0;
-    for (std::size_t i = 0; i < fa.size(); ++i) {
-      peak = std::max(peak, std::fabs(static_cast<double>(fa[i])));
-      err_ort = std::max(err_ort, std::fabs(static_cast<double>(fa[i] - fb[i])));
-      err_ours = std::max(err_ours, std::fabs(static_cast<double>(fa[i] - fo[i])));
-    }
-    CHECK(peak > 0.1);
-    CHECK(err_ort <= tol * peak);
-    CHECK(err_ours <= tol * peak);
-  }
 }
 
 std::size_t quantize_nodes_reading(const ::onnx::ModelProto& m, const std::string& x) {

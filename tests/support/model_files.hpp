@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // Helpers the quantizer tests share: a per-process scratch directory, seeded random data, ONNX
 // protobuf files on disk, conversions between the protobuf and quark::onnx::model, and the small
-// Conv model most option tests quantize.
+// Conv model most option tests quantize, BatchNormalization parameters, and the "same function"
+// check of rewritten models (ORT on both, quark-cpp's runtime on the rewrite).
 //
 //     using namespace quark::test;
 //     const auto dir = work_dir();               // $QUARK_BINARY_DIR/<test binary>/<pid>
@@ -9,6 +10,8 @@
 //     const qo::model m = to_model(load_proto(dir / "f.onnx"));
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
@@ -23,6 +26,7 @@
 #include <onnx/onnx_pb.h>
 
 #include <quark/onnx/model.hpp>
+#include <quark/onnx/quantizer.hpp>
 
 #include "support/ort.hpp"
 #include <unistd.h>
@@ -102,6 +106,55 @@ inline ::onnx::ModelProto conv_model() {
   for (int i = 0; i < m.graph().node_size(); ++i)
     m.mutable_graph()->mutable_node(i)->set_name(names[i]);
   return m;
+}
+
+/// BatchNormalization parameters `<p>_{s,b,m,v}` for `c` channels (positive variances).
+inline void bn_params(model_builder& b, const std::string& p, std::int64_t c, std::uint32_t seed) {
+  const auto n = static_cast<std::size_t>(c);
+  b.initializer(p + "_s", onnx_type::float32, {c}, random_floats(n, seed, 0.5f, 2.0f));
+  b.initializer(p + "_b", onnx_type::float32, {c}, random_floats(n, seed + 1, -0.5f, 0.5f));
+  b.initializer(p + "_m", onnx_type::float32, {c}, random_floats(n, seed + 2, -0.5f, 0.5f));
+  b.initializer(p + "_v", onnx_type::float32, {c}, random_floats(n, seed + 3, 0.1f, 2.0f));
+}
+
+/// A rewritten model `b` computes the same function as `a`: ORT on both and quark-cpp's runtime on
+/// `b`, one seeded input of `shape` in [-2, 2), every output within `tol` of `a`'s relative to its
+/// largest magnitude (which must exceed 0.1, so an all-zero output cannot pass). Skipped with a
+/// message when ONNX Runtime is not installed.
+inline void check_same_function(const ::onnx::ModelProto& a, const ::onnx::ModelProto& b,
+                                const quark::onnx::shape_t& shape, double tol = 1e-5) {
+  namespace qo = quark::onnx;
+  if (!ort_available()) {
+    MESSAGE("skipped ORT comparison: " << ort_unavailable_reason());
+    return;
+  }
+  const std::vector<float> x = random_floats(qo::element_count(shape), 99, -2.0f, 2.0f);
+  const std::vector<std::size_t> dims(shape.begin(), shape.end());
+  const auto ra = run_ort(a, {npy_array::from(x, dims)});
+  const auto rb = run_ort(b, {npy_array::from(x, dims)});
+  const std::filesystem::path p = work_dir() / "check.onnx";
+  save_proto(b, p);
+  const qo::calib_sample s{{a.graph().input(0).name(), qo::tensor::from_floats(shape, x)}};
+  const auto ours = qo::run_model(p, s);
+  REQUIRE(ra.size() == rb.size());
+  for (const auto& kv : ra) {
+    const std::string name = kv.first;  // (no structured binding: CAPTURE is a lambda)
+    CAPTURE(name);
+    const auto fa = kv.second.values<float>();
+    const auto fb = rb.at(name).values<float>();
+    const auto fo = ours.at(name).data<float>();
+    REQUIRE(fa.size() == fb.size());
+    REQUIRE(fa.size() == fo.size());
+    double peak = 0.0, err_ort = 0.0, err_ours = 0.0;
+    for (std::size_t i = 0; i < fa.size(); ++i) {
+      peak = std::max(peak, std::fabs(static_cast<double>(fa[i])));
+      err_ort = std::max(err_ort, std::fabs(static_cast<double>(fa[i] - fb[i])));
+      err_ours = std::max(err_ours, std::fabs(static_cast<double>(fa[i] - fo[i])));
+    }
+    CHECK(peak > 0.1);
+    CHECK(err_ort <= tol * peak);
+    CHECK(err_ours <= tol * peak);
+  }
 }
 
 }  // namespace quark::test

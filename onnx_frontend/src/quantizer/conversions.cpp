@@ -211,13 +211,11 @@ struct converter {
     // the ONNX operator's own default is what the float model computes).
     const auto* ea = find_attr(n, "epsilon");
     const double eps = ea != nullptr ? static_cast<double>(ea->f()) : 1e-5;
+    const channel_affine f = batchnorm_affine(p[0], p[1], p[2], p[3], eps);
     std::vector<float> w(c), b(c);
     for (std::size_t i = 0; i < c; ++i) {
-      const double mul = static_cast<double>(p[0].data<float>()[i]) /
-                         std::sqrt(static_cast<double>(p[3].data<float>()[i]) + eps);
-      w[i] = static_cast<float>(mul);
-      b[i] = static_cast<float>(static_cast<double>(p[1].data<float>()[i]) -
-                                static_cast<double>(p[2].data<float>()[i]) * mul);
+      w[i] = static_cast<float>(f.a[i]);
+      b[i] = static_cast<float>(f.b[i]);
     }
     const auto ci = static_cast<std::int64_t>(c);
     const bool two_d = s->size() == 4;

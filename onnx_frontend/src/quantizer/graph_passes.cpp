@@ -64,10 +64,6 @@ std::string fresh_name(const model& m, const std::string& base) {
 }
 
 /// The affine map y[c] = a[c] * x[c] + b[c] applied per output channel of a weighted node.
-struct channel_affine {
-  std::vector<double> a, b;
-};
-
 /// Output channels of the Conv / ConvTranspose / Gemm `n` (from its weight), 0 if unknown.
 std::size_t out_channels(const model& m, const NodeProto& n) {
   if (n.input_size() < 2 || !float_init(m, n.input(1)))
@@ -300,14 +296,7 @@ bool fold_sweep(model& m, const graph_pass_options& o, std::map<std::string, int
       if (sc.size() != channels || bb.size() != channels || mean.size() != channels ||
           var.size() != channels)
         continue;
-      const double eps = static_cast<double>(attr_f(n, "epsilon", 1e-5f));
-      for (std::size_t c = 0; c < channels; ++c) {
-        const double s = static_cast<double>(sc.data<float>()[c]) /
-                         std::sqrt(static_cast<double>(var.data<float>()[c]) + eps);
-        f.a.push_back(s);
-        f.b.push_back(static_cast<double>(bb.data<float>()[c]) -
-                      static_cast<double>(mean.data<float>()[c]) * s);
-      }
+      f = batchnorm_affine(sc, bb, mean, var, static_cast<double>(attr_f(n, "epsilon", 1e-5f)));
     } else {
       const auto v = per_channel_values(m.initializer(cname), rank, channels);
       if (!v)

@@ -3,6 +3,7 @@
 // (graph_passes.cpp, conversions.cpp, algo_cle.cpp, opset.cpp, fp16_model.cpp).
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -13,6 +14,8 @@
 #include <vector>
 
 #include <onnx/onnx_pb.h>
+
+#include <quark/onnx/tensor.hpp>
 
 namespace quark::onnx::qz {
 
@@ -74,6 +77,29 @@ inline std::int64_t attr_i(const ::onnx::NodeProto& n, std::string_view name, st
 inline float attr_f(const ::onnx::NodeProto& n, std::string_view name, float dflt) {
   const auto* a = find_attr(n, name);
   return a == nullptr ? dflt : a->f();
+}
+
+/// Per-channel y = a x + b.
+struct channel_affine {
+  std::vector<double> a, b;
+};
+
+/// The affine map an inference-mode BatchNormalization applies per channel, in double:
+/// a = scale / sqrt(var + eps), b = bias - mean * a. The four float32 tensors have one value per
+/// channel (the caller checks their sizes).
+inline channel_affine batchnorm_affine(const tensor& scale, const tensor& bias, const tensor& mean,
+                                       const tensor& var, double eps) {
+  channel_affine f;
+  const std::size_t c = scale.size();
+  f.a.resize(c);
+  f.b.resize(c);
+  for (std::size_t i = 0; i < c; ++i) {
+    f.a[i] = static_cast<double>(scale.data<float>()[i]) /
+             std::sqrt(static_cast<double>(var.data<float>()[i]) + eps);
+    f.b[i] = static_cast<double>(bias.data<float>()[i]) -
+             static_cast<double>(mean.data<float>()[i]) * f.a[i];
+  }
+  return f;
 }
 
 }  // namespace quark::onnx::qz

@@ -1,7 +1,12 @@
 // SPDX-License-Identifier: MIT
 // QuantizeLinear / DequantizeLinear with ONNX semantics: per-tensor, per-axis and blocked
 // (opset 21) scales. The numbers come from quark::convert (round half to even, saturate).
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <type_traits>
 
 #include <quark/core/concepts.hpp>
 #include <quark/dtype/convert.hpp>
@@ -74,6 +79,71 @@ float as_float(T v) {
   }
 }
 
+/// QuantizeLinear of one value v = x / scale to an 8- or 16-bit integer type with zero point
+/// `z`. Equal to the general form, convert<T>(float(convert<int32>(v)) + z): NaN gives
+/// round(NaN) = 0, so z saturated; values beyond +-2^30 saturate T either way, so v is clamped
+/// there first, where truncation to int32 is exact; round half to even then comes from the exact
+/// fraction v - trunc(v); and for |round(v)| <= 2^30 and |z| < 2^16 the float sum of the general
+/// form saturates exactly when the integer sum does.
+template <class T>
+QUARK_ALWAYS_INLINE T quantize_small_int(float v, std::int32_t z) noexcept {
+  float w = v != v ? 0.0f : v;
+  w = w < -0x1p30f ? -0x1p30f : w;
+  w = w > 0x1p30f ? 0x1p30f : w;
+  const auto t = static_cast<std::int32_t>(w);   // toward zero, exact
+  const float frac = w - static_cast<float>(t);  // exact, in (-1, 1)
+  const float af = frac < 0.0f ? -frac : frac;
+  const bool away = af > 0.5f || (af == 0.5f && (t & 1) != 0);
+  std::int32_t q = (away ? (w < 0.0f ? t - 1 : t + 1) : t) + z;
+  constexpr auto lo = static_cast<std::int32_t>(std::numeric_limits<T>::min());
+  constexpr auto hi = static_cast<std::int32_t>(std::numeric_limits<T>::max());
+  q = q < lo ? lo : q;
+  q = q > hi ? hi : q;
+  return static_cast<T>(q);
+}
+
+#if defined(__GNUC__)
+/// quantize_small_int on x[0, n) / sc, 8 values at a time in GCC vector types (the compiler does
+/// not vectorise the scalar form: under -ftrapping-math it keeps float -> int conversions behind
+/// the branches); the same operations lane by lane, so the same codes.
+template <class T>
+void quantize_small_int_n(const float* QUARK_RESTRICT x, T* QUARK_RESTRICT out, std::size_t n,
+                          float sc, std::int32_t z) noexcept {
+  using vf = float __attribute__((vector_size(32)));
+  using vi = std::int32_t __attribute__((vector_size(32)));
+  constexpr auto lo = static_cast<std::int32_t>(std::numeric_limits<T>::min());
+  constexpr auto hi = static_cast<std::int32_t>(std::numeric_limits<T>::max());
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    vf v;
+    std::memcpy(&v, x + i, sizeof(v));
+    v = v / sc;
+    vf w = v != v ? vf{} : v;
+    w = w < -0x1p30f ? vf{} - 0x1p30f : w;
+    w = w > 0x1p30f ? vf{} + 0x1p30f : w;
+    const vi t = __builtin_convertvector(w, vi);
+    const vf frac = w - __builtin_convertvector(t, vf);
+    const vf af = frac < 0.0f ? -frac : frac;
+    const vi away = (af > 0.5f) | ((af == 0.5f) & -(t & 1));  // -1: round away from 0
+    const vi step = w < 0.0f ? vi{} - 1 : vi{} + 1;
+    vi q = t + (step & away) + z;
+    q = q < lo ? vi{} + lo : q;
+    q = q > hi ? vi{} + hi : q;
+    for (std::size_t j = 0; j < 8; ++j)
+      out[i + j] = static_cast<T>(q[j]);
+  }
+  for (; i < n; ++i)
+    out[i] = quantize_small_int<T>(x[i] / sc, z);
+}
+#else
+template <class T>
+void quantize_small_int_n(const float* x, T* out, std::size_t n, float sc,
+                          std::int32_t z) noexcept {
+  for (std::size_t i = 0; i < n; ++i)
+    out[i] = quantize_small_int<T>(x[i] / sc, z);
+}
+#endif
+
 void k_quantize(kernel_context& c) {
   const tensor& x = float_input(c, 0);
   const tensor& scale = float_input(c, 1);
@@ -95,22 +165,47 @@ void k_quantize(kernel_context& c) {
   quark::visit_dtype(out_type, [&](auto id) {
     using T = typename decltype(id)::type;
     if constexpr (quark::quantized_type<T>) {
-      auto dst = out.data<T>();
+      T* dst = out.data<T>().data();
       const T* pz = zp ? zp->data<T>().data() : nullptr;
-      for (std::size_t i = 0; i < dst.size(); ++i) {
-        const std::size_t s = map(i);
-        const float v = px[i] / ps[s];
-        if constexpr (quark::integral_data_type<T>) {
-          // round(x / scale) first, then add the zero point, then saturate (ONNX order).
-          const auto r = quark::convert<std::int32_t, quark::policies::onnx_quantize>(v);
-          const float z = pz ? as_float(pz[s]) : 0.0f;
-          dst[i] = quark::convert<T, quark::policies::onnx_quantize>(static_cast<float>(r) + z);
+      // Elements [b, e), all with scale index s.
+      auto run = [&](std::size_t b, std::size_t e, std::size_t s) {
+        const float sc = ps[s];
+        const float z = pz ? as_float(pz[s]) : 0.0f;
+        const float* QUARK_RESTRICT src = px;
+        T* QUARK_RESTRICT out_p = dst;
+        if constexpr (std::is_same_v<T, std::int8_t> || std::is_same_v<T, std::uint8_t> ||
+                      std::is_same_v<T, std::int16_t> || std::is_same_v<T, std::uint16_t>) {
+          quantize_small_int_n<T>(src + b, out_p + b, e - b, sc, static_cast<std::int32_t>(z));
         } else {
-          const float z = pz ? as_float(pz[s]) : 0.0f;
-          dst[i] = saturate ? quark::convert<T, quark::policies::onnx_saturate>(v + z)
-                            : quark::convert<T, quark::policies::onnx_no_saturate>(v + z);
+          for (std::size_t i = b; i < e; ++i) {
+            const float v = src[i] / sc;
+            if constexpr (quark::integral_data_type<T>) {
+              // round(x / scale) first, then add the zero point, then saturate (ONNX order).
+              const auto r = quark::convert<std::int32_t, quark::policies::onnx_quantize>(v);
+              out_p[i] =
+                  quark::convert<T, quark::policies::onnx_quantize>(static_cast<float>(r) + z);
+            } else {
+              out_p[i] = saturate ? quark::convert<T, quark::policies::onnx_saturate>(v + z)
+                                  : quark::convert<T, quark::policies::onnx_no_saturate>(v + z);
+            }
+          }
         }
-      }
+      };
+      // Elements are independent: pieces on the pool, each split where the scale index changes.
+      c.pool.parallel_for(x.size(), 1 << 15, [&](std::size_t b, std::size_t e) {
+        if (map.k == scale_map::kind::tensor) {
+          run(b, e, 0);
+        } else if (map.k == scale_map::kind::axis) {
+          for (std::size_t i = b; i < e;) {
+            const std::size_t end = std::min(e, (i / map.inner + 1) * map.inner);
+            run(i, end, map(i));
+            i = end;
+          }
+        } else {
+          for (std::size_t i = b; i < e; ++i)
+            run(i, i + 1, map(i));
+        }
+      });
     } else {
       c.fail("quark.onnx.runtime", "cannot quantize to " + std::string(dtype_name(out_type)));
     }
@@ -132,11 +227,13 @@ void k_dequantize(kernel_context& c) {
     using T = typename decltype(id)::type;
     auto src = x.data<T>();
     const T* pz = zp ? zp->data<T>().data() : nullptr;
-    for (std::size_t i = 0; i < src.size(); ++i) {
-      const std::size_t s = map(i);
-      const float z = pz ? as_float(pz[s]) : 0.0f;
-      dst[i] = (as_float(src[i]) - z) * ps[s];
-    }
+    c.pool.parallel_for(src.size(), 1 << 15, [&](std::size_t b, std::size_t e) {
+      for (std::size_t i = b; i < e; ++i) {
+        const std::size_t s = map(i);
+        const float z = pz ? as_float(pz[s]) : 0.0f;
+        dst[i] = (as_float(src[i]) - z) * ps[s];
+      }
+    });
   });
   c.out(0) = std::move(out);
 }

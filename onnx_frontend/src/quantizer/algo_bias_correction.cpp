@@ -238,7 +238,9 @@ bias_correction_stats correct_bias(model& qm, const model& float_model,
   }
   runtime qrt(qm);
   reader.rewind();
-  std::map<std::string, tensor> held;
+  // The captured input of each pending target, already as the sub-model's feeds (one copy,
+  // shared by the targets that read it).
+  std::map<std::string, std::map<std::string, tensor>> held;
   std::map<std::string, std::size_t> pending;
   while (!max_samples || st.samples < *max_samples) {
     std::optional<calib_sample> s = reader.next();
@@ -249,8 +251,11 @@ bias_correction_stats correct_bias(model& qm, const model& float_model,
       pending[name] = ks.size();
     qrt.run(*s, [&](std::string_view name, const tensor& value) {
       const std::string key(name);
-      if (by_input.contains(key))
-        held.insert_or_assign(key, value);
+      if (by_input.contains(key)) {
+        std::map<std::string, tensor> feeds;
+        feeds.emplace("bc_x", value);
+        held.insert_or_assign(key, std::move(feeds));
+      }
       auto e = by_end.find(key);
       if (e == by_end.end())
         return;
@@ -259,9 +264,7 @@ bias_correction_stats correct_bias(model& qm, const model& float_model,
         auto h = held.find(t.input);
         if (h == held.end())
           continue;
-        std::map<std::string, tensor> feeds;
-        feeds.emplace("bc_x", h->second);
-        const auto out = t.rt->run(feeds);
+        const auto out = t.rt->run(h->second);
         const tensor& f = out.at(t.rt_out);
         if (f.shape() != value.shape() || f.type() != dtype_id::float32 ||
             value.type() != dtype_id::float32 || (f.rank() != 4 && f.rank() != 2)) {
@@ -272,13 +275,21 @@ bias_correction_stats correct_bias(model& qm, const model& float_model,
               f.rank() == 4 ? f.size() / (c * static_cast<std::size_t>(f.shape()[0])) : 1;
           if (t.sum.empty())
             t.sum.assign(c, 0.0);
-          const auto fv = f.data<float>();
-          const auto qv = value.data<float>();
-          for (std::size_t e2 = 0; e2 < fv.size(); ++e2) {
-            const std::size_t ch = (e2 / inner) % c;
-            t.sum[ch] += static_cast<double>(fv[e2]) - static_cast<double>(qv[e2]);
+          const float* fv = f.data<float>().data();
+          const float* qv = value.data<float>().data();
+          // Element order (image, channel, position): each channel's sum adds its elements in
+          // the order of the flat index, without a division per element.
+          const std::size_t images = f.size() / (c * inner);
+          for (std::size_t img = 0; img < images; ++img) {
+            for (std::size_t ch = 0; ch < c; ++ch) {
+              double acc = t.sum[ch];
+              const std::size_t at = (img * c + ch) * inner;
+              for (std::size_t j = at; j < at + inner; ++j)
+                acc += static_cast<double>(fv[j]) - static_cast<double>(qv[j]);
+              t.sum[ch] = acc;
+            }
           }
-          t.count += static_cast<double>(fv.size() / c);
+          t.count += static_cast<double>(f.size() / c);
         }
         if (--pending[t.input] == 0)
           held.erase(t.input);

@@ -1672,6 +1672,12 @@ model quantize_float32_model(const model& in, const qconfig& cfg, calibration_da
   }
   if (blocked)
     need = 21;
+  if (algos.auto_mp) {  // the types auto mixed precision may write (after calibration)
+    for (const auto t : qz::auto_mp_types(*algos.auto_mp)) {
+      if ((t == dtype_id::int16 || t == dtype_id::uint16) && !opt.use_qdq_contrib_ops)
+        need = 21;
+    }
+  }
   for (const auto& n : g.node()) {
     if (n.domain() == qz::block_domain) {
       m.ensure_opset(qz::block_domain, qz::block_domain_version);
@@ -1730,6 +1736,13 @@ model quantize_float32_model(const model& in, const qconfig& cfg, calibration_da
         "bias_correction: " + std::to_string(bc.corrected) + " biases corrected on " +
         std::to_string(bc.samples) + " samples" +
         (bc.skipped > 0 ? ", " + std::to_string(bc.skipped) + " nodes skipped" : std::string()));
+  }
+
+  // Auto mixed precision (algo_config "auto_mixprecision", quark-spec §10.10; algo_auto_mp.cpp):
+  // some target nodes' Q/DQ change type, measured against the float model.
+  if (algos.auto_mp) {
+    const model fm = model::from_bytes(float_bytes, m.base_dir());
+    qz::report_auto_mp(report, qz::auto_mixed_precision(m, fm, reader, *algos.auto_mp));
   }
 
   // DebugMode: every node decision and every tensor's parameters, as notes of the summary.

@@ -1,0 +1,853 @@
+// SPDX-License-Identifier: MIT
+// Auto mixed precision (quark-spec §10.10; see algorithms.hpp and docs/quantizer.md).
+//
+// A module is one node of target_op_type whose inputs come out of DequantizeLinear nodes (Quark's
+// subgraph per compute node). Mixing a module switches the Q/DQ of its input 0 (activation), 1
+// (weight) and 2 (bias) to the target types, as Quark's "replace" does: the scale becomes
+// scale * (source code span / target code span) (a power-of-two scale stays a power of two), the
+// zero point is mapped the same way, and a constant is quantized again. Quark remaps the stored
+// integers; quark-cpp quantizes the float weight of the float model with the new scale, so a
+// wider type gains precision. An int32 bias keeps its type and takes scale = input scale *
+// weight scale again. With dual_quant_nodes the activation keeps its pair and a second pair of
+// the target type is inserted before the node (Quark's "insert").
+//
+// Selection (Quark's auto_mixprecision): with target_tensors, the named tensors' pairs change and
+// nothing is measured; with target_indices / exclude_indices the listed (or all other) modules
+// change; otherwise every candidate is measured alone (average L2 of output output_index against
+// the float model over the samples, or the top-1 loss), sorted ascending, and applied in that
+// order: num_target modules, or while the metric stays within the target (lowering). When the
+// target types are wider than the model's (raising, a quark-cpp extension), the same order puts
+// the most helpful module first and modules are applied until the metric meets the target.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <numeric>
+#include <set>
+#include <sstream>
+
+#include <quark/onnx/runtime.hpp>
+
+#include "io/proto_access.hpp"
+#include "quantizer/algorithms.hpp"
+
+namespace quark::onnx::qz {
+
+namespace {
+
+using ::onnx::GraphProto;
+using ::onnx::NodeProto;
+
+struct code_range {
+  std::int64_t lo = 0, hi = 0;
+};
+
+code_range range_of(dtype_id t) {
+  switch (t) {
+    case dtype_id::int8:
+      return {-128, 127};
+    case dtype_id::uint8:
+      return {0, 255};
+    case dtype_id::int16:
+      return {-32768, 32767};
+    case dtype_id::uint16:
+      return {0, 65535};
+    case dtype_id::int32:
+      return {std::numeric_limits<std::int32_t>::min(), std::numeric_limits<std::int32_t>::max()};
+    case dtype_id::uint32:
+      return {0, std::numeric_limits<std::uint32_t>::max()};
+    default:
+      return {0, 0};
+  }
+}
+
+bool integer_type(dtype_id t) {
+  return range_of(t).hi > 0;
+}
+
+int bits_of(dtype_id t) {
+  switch (t) {
+    case dtype_id::int8:
+    case dtype_id::uint8:
+      return 8;
+    case dtype_id::int16:
+    case dtype_id::uint16:
+      return 16;
+    default:
+      return 32;
+  }
+}
+
+std::string type_str(dtype_id t) {
+  return std::string(dtype_name(t));
+}
+
+std::vector<float> floats_of(const tensor& t) {
+  const auto d = t.data<float>();
+  return {d.begin(), d.end()};
+}
+
+std::vector<std::int64_t> ints_of(const tensor& t) {
+  std::vector<std::int64_t> out;
+  quark::visit_dtype(t.type(), [&](auto id) {
+    using D = typename decltype(id)::type;
+    if constexpr (std::is_integral_v<D>) {
+      for (const auto v : t.data<D>())
+        out.push_back(static_cast<std::int64_t>(v));
+    }
+  });
+  return out;
+}
+
+/// An integer tensor of type `t` and `shape` holding `v` (already in range).
+tensor int_tensor(dtype_id t, const shape_t& shape, const std::vector<std::int64_t>& v) {
+  tensor out(t, shape);
+  quark::visit_dtype(t, [&](auto id) {
+    using D = typename decltype(id)::type;
+    if constexpr (std::is_integral_v<D>) {
+      auto d = out.data<D>();
+      for (std::size_t i = 0; i < v.size() && i < d.size(); ++i)
+        d[i] = static_cast<D>(v[i]);
+    }
+  });
+  return out;
+}
+
+tensor float_tensor(const shape_t& shape, const std::vector<float>& v) {
+  tensor out(dtype_id::float32, shape);
+  auto d = out.data<float>();
+  for (std::size_t i = 0; i < v.size() && i < d.size(); ++i)
+    d[i] = v[i];
+  return out;
+}
+
+bool power_of_two(float s) {
+  int e = 0;
+  return s > 0.0f && std::frexp(s, &e) == 0.5f;
+}
+
+/// Quark's scale rule: scale * (source span / target span); a power-of-two scale stays one.
+std::vector<float> derive_scale(const std::vector<float>& s, dtype_id from, dtype_id to) {
+  const code_range a = range_of(from), b = range_of(to);
+  const double ratio = static_cast<double>(a.hi - a.lo) / static_cast<double>(b.hi - b.lo);
+  std::vector<float> out;
+  for (const float x : s) {
+    const auto y = static_cast<float>(static_cast<double>(x) * ratio);
+    out.push_back(power_of_two(x) ? std::exp2(std::nearbyint(std::log2(y))) : y);
+  }
+  return out;
+}
+
+/// The zero point (or any code) mapped from `from`'s span onto `to`'s, rounded half to even.
+std::int64_t map_code(std::int64_t z, dtype_id from, dtype_id to) {
+  const code_range a = range_of(from), b = range_of(to);
+  const double ratio = static_cast<double>(b.hi - b.lo) / static_cast<double>(a.hi - a.lo);
+  const double v =
+      std::nearbyint(static_cast<double>(z - a.lo) * ratio) + static_cast<double>(b.lo);
+  return std::clamp(static_cast<std::int64_t>(v), b.lo, b.hi);
+}
+
+/// round(x / s) + z, clamped to `t`'s range; per channel along `axis` when s has several values.
+std::vector<std::int64_t> quantize_floats(const std::vector<float>& x, const shape_t& shape,
+                                          const std::vector<float>& s,
+                                          const std::vector<std::int64_t>& z, std::int64_t axis,
+                                          dtype_id t) {
+  const code_range r = range_of(t);
+  std::size_t inner = 1, channels = 1;
+  if (s.size() > 1 && axis >= 0 && static_cast<std::size_t>(axis) < shape.size()) {
+    channels = static_cast<std::size_t>(shape[static_cast<std::size_t>(axis)]);
+    for (std::size_t d = static_cast<std::size_t>(axis) + 1; d < shape.size(); ++d)
+      inner *= static_cast<std::size_t>(shape[d]);
+  }
+  std::vector<std::int64_t> out(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const std::size_t c = s.size() > 1 ? (i / inner) % channels : 0;
+    const double q = std::nearbyint(static_cast<double>(x[i]) / static_cast<double>(s[c])) +
+                     static_cast<double>(z.empty() ? 0 : z[c < z.size() ? c : 0]);
+    out[i] = static_cast<std::int64_t>(
+        std::clamp(q, static_cast<double>(r.lo), static_cast<double>(r.hi)));
+  }
+  return out;
+}
+
+std::int64_t int_attr(const NodeProto& n, const char* name, std::int64_t fallback) {
+  for (const auto& a : n.attribute()) {
+    if (a.name() == name)
+      return a.i();
+  }
+  return fallback;
+}
+
+/// One Q/DQ on an input of a module's node (indices into the graph's nodes).
+struct pair_ref {
+  int dq = -1;
+  int q = -1;             ///< QuantizeLinear feeding the DQ, -1 when folded into a constant
+  bool constant = false;  ///< the DQ reads an integer initializer
+  std::string report_name;
+};
+
+struct module {
+  int node = -1;
+  std::string name;
+  std::optional<pair_ref> act, weight, bias;
+  bool shared = false;  ///< input 0 has other readers
+};
+
+std::string report_name_of(const NodeProto& dq) {
+  const std::string& n = dq.name();
+  const auto k = n.rfind("_DequantizeLinear");
+  return k == std::string::npos ? n : n.substr(0, k);
+}
+
+class mixer {
+ public:
+  mixer(const model& qm, const model& fm, const auto_mp_options& o) : base_(qm), fm_(fm), o_(o) {
+    const GraphProto& g = proto(base_).graph();
+    std::map<std::string, int> producer;
+    std::map<std::string, int> readers;
+    for (int i = 0; i < g.node_size(); ++i) {
+      for (const auto& out : g.node(i).output())
+        producer[out] = i;
+      for (const auto& in : g.node(i).input())
+        ++readers[in];
+    }
+    for (const auto& out : g.output())
+      ++readers[out.name()];
+    std::set<std::string> inits;
+    for (const auto& t : g.initializer())
+      inits.insert(t.name());
+    auto pair_at = [&](const NodeProto& n, int slot) -> std::optional<pair_ref> {
+      if (slot >= n.input_size() || n.input(slot).empty())
+        return std::nullopt;
+      auto it = producer.find(n.input(slot));
+      if (it == producer.end() || g.node(it->second).op_type() != "DequantizeLinear" ||
+          g.node(it->second).input_size() < 3 || int_attr(g.node(it->second), "block_size", 0) != 0)
+        return std::nullopt;
+      pair_ref p;
+      p.dq = it->second;
+      const NodeProto& dq = g.node(p.dq);
+      p.report_name = report_name_of(dq);
+      if (inits.contains(dq.input(0))) {
+        p.constant = true;
+      } else if (auto q = producer.find(dq.input(0));
+                 q != producer.end() && g.node(q->second).op_type() == "QuantizeLinear") {
+        p.q = q->second;
+      } else {
+        return std::nullopt;
+      }
+      return p;
+    };
+    const std::set<std::string> ops(o.target_op_types.begin(), o.target_op_types.end());
+    for (int i = 0; i < g.node_size(); ++i) {
+      const NodeProto& n = g.node(i);
+      if (!ops.contains(n.op_type()))
+        continue;
+      module m;
+      m.node = i;
+      m.name = n.name();
+      m.act = pair_at(n, 0);
+      m.weight = pair_at(n, 1);
+      m.bias = pair_at(n, 2);
+      if (m.act && m.act->constant)
+        m.act.reset();
+      if (!m.act && !m.weight)
+        continue;
+      m.shared = !n.input(0).empty() && readers[n.input(0)] != 1;
+      mods_.push_back(std::move(m));
+    }
+    for (const auto& n : proto(fm_).graph().node())
+      float_nodes_[n.name()] = &n;
+  }
+
+  const std::vector<module>& modules() const { return mods_; }
+
+  /// The types a module's pairs have now and would take.
+  dtype_id type_of(const model& m, const pair_ref& p) const {
+    const NodeProto& dq = proto(m).graph().node(p.dq);
+    return m.initializer(dq.input(2)).type();
+  }
+  dtype_id act_target(const module& md) const {
+    return o_.act_type && md.act ? *o_.act_type
+                                 : (md.act ? type_of(base_, *md.act) : dtype_id::undefined);
+  }
+  dtype_id weight_target(const module& md) const {
+    return o_.weight_type && md.weight
+               ? *o_.weight_type
+               : (md.weight ? type_of(base_, *md.weight) : dtype_id::undefined);
+  }
+  dtype_id bias_target(const module& md) const {
+    if (!md.bias)
+      return dtype_id::undefined;
+    if (o_.bias_type)
+      return *o_.bias_type;
+    const dtype_id now = type_of(base_, *md.bias);
+    if (now == dtype_id::int32 || now == dtype_id::uint32)
+      return now;  // Int32Bias: the bias keeps its type, its scale follows input and weight
+    return weight_target(md);
+  }
+  /// Whether mixing the module changes anything.
+  bool would_change(const module& md) const {
+    return (md.act && act_target(md) != type_of(base_, *md.act)) ||
+           (md.weight && weight_target(md) != type_of(base_, *md.weight));
+  }
+
+  /// The quantized model with the modules `chosen` mixed; `out` receives what changed. With
+  /// `only`, just the pairs of those tensors change (target_tensors).
+  model apply(const std::vector<std::size_t>& chosen, std::vector<auto_mp_change>* out,
+              const std::set<std::string>* only = nullptr) const {
+    model t = base_;
+    std::vector<auto_mp_change> changes;
+    std::set<int> retyped;  // DQ nodes whose type changed
+    struct insertion {
+      int after = -1;
+      std::vector<NodeProto> nodes;
+    };
+    std::vector<insertion> inserts;
+    std::map<int, std::vector<float>> act_scale;  // module node -> scale of its (new) input pair
+    for (const std::size_t k : chosen) {
+      const module& md = mods_[k];
+      if (only != nullptr) {
+        // Quark's target_tensors: the named pairs take the activation target type.
+        const dtype_id to = o_.act_type ? *o_.act_type : *o_.weight_type;
+        for (const auto& [p, slot] : {std::pair{md.act, 0}, std::pair{md.weight, 1}}) {
+          if (p && only->contains(p->report_name) &&
+              retype(t, *p, slot == 1 && o_.weight_type ? *o_.weight_type : to, md, slot,
+                     p->constant ? "weight" : "activation", changes))
+            retyped.insert(p->dq);
+        }
+        continue;
+      }
+      if (md.act && act_target(md) != type_of(t, *md.act)) {
+        if (o_.dual_quant_nodes)
+          inserts.push_back({md.act->dq, dual_pair(t, md, changes, act_scale[md.node])});
+        else if (retype(t, *md.act, act_target(md), md, 0, "activation", changes))
+          retyped.insert(md.act->dq);
+      }
+      if (md.weight && weight_target(md) != type_of(t, *md.weight) &&
+          retype(t, *md.weight, weight_target(md), md, 1,
+                 md.weight->constant ? "weight" : "activation", changes))
+        retyped.insert(md.weight->dq);
+      if (md.bias) {
+        const dtype_id bt = bias_target(md);
+        if (bt != dtype_id::int32 && bt != dtype_id::uint32 && bt != type_of(t, *md.bias))
+          retype(t, *md.bias, bt, md, 2, "bias", changes);
+      }
+    }
+    // An int32 bias follows its node's input and weight scales (every node reading a changed
+    // pair, chosen or not).
+    for (const module& md : mods_) {
+      if (!md.bias || !md.weight || type_of(t, *md.bias) != dtype_id::int32)
+        continue;
+      const bool dual = act_scale.contains(md.node);
+      if (!dual && !(md.act && retyped.contains(md.act->dq)) && !retyped.contains(md.weight->dq))
+        continue;
+      const std::vector<float> sa =
+          dual ? act_scale.at(md.node)
+               : (md.act ? floats_of(t.initializer(proto(t).graph().node(md.act->dq).input(1)))
+                         : std::vector<float>{});
+      if (sa.size() != 1)
+        continue;
+      const std::vector<float> sw =
+          floats_of(t.initializer(proto(t).graph().node(md.weight->dq).input(1)));
+      std::vector<float> sb;
+      for (const float w : sw)
+        sb.push_back(sa.front() * w);
+      rescale_bias(t, md, sb, changes);
+    }
+    // Dual pairs go right after the pair they follow (descending, so indices stay valid).
+    std::sort(inserts.begin(), inserts.end(),
+              [](const insertion& a, const insertion& b) { return a.after > b.after; });
+    GraphProto& g = *proto(t).mutable_graph();
+    for (const auto& ins : inserts) {
+      ::google::protobuf::RepeatedPtrField<NodeProto> nodes;
+      for (int i = 0; i < g.node_size(); ++i) {
+        *nodes.Add() = g.node(i);
+        if (i == ins.after) {
+          for (const auto& n : ins.nodes)
+            *nodes.Add() = n;
+        }
+      }
+      g.mutable_node()->Swap(&nodes);
+    }
+    if (out != nullptr)
+      *out = std::move(changes);
+    return t;
+  }
+
+ private:
+  std::string fresh(const model& t, const std::string& base) const {
+    std::string name = base + "_mp";
+    for (int k = 1; t.has_initializer(name); ++k)
+      name = base + "_mp" + std::to_string(k);
+    return name;
+  }
+
+  /// The float value of a module's input `slot` in the float model (same node name), if any.
+  std::optional<tensor> float_input(const module& md, int slot) const {
+    auto it = float_nodes_.find(md.name);
+    if (it == float_nodes_.end() || slot >= it->second->input_size())
+      return std::nullopt;
+    const std::string& name = it->second->input(slot);
+    if (!fm_.has_initializer(name))
+      return std::nullopt;
+    tensor v = fm_.initializer(name);
+    if (v.type() != dtype_id::float32)
+      return std::nullopt;
+    return v;
+  }
+
+  /// Switches a pair to type `to` (Quark's "replace"). Returns whether it changed.
+  bool retype(model& t, const pair_ref& p, dtype_id to, const module& md, int slot,
+              const char* role, std::vector<auto_mp_change>& changes) const {
+    GraphProto& g = *proto(t).mutable_graph();
+    NodeProto& dq = *g.mutable_node(p.dq);
+    const tensor s0 = t.initializer(dq.input(1));
+    const tensor z0 = t.initializer(dq.input(2));
+    const dtype_id from = z0.type();
+    if (from == to || !integer_type(from) || !integer_type(to))
+      return false;
+    const std::vector<float> s = derive_scale(floats_of(s0), from, to);
+    std::vector<std::int64_t> z;
+    for (const auto v : ints_of(z0))
+      z.push_back(map_code(v, from, to));
+    const std::string sn = fresh(t, dq.input(1)), zn = fresh(t, dq.input(2));
+    t.set_initializer(sn, float_tensor(s0.shape(), s));
+    t.set_initializer(zn, int_tensor(to, z0.shape(), z));
+    const std::string old_s = dq.input(1), old_z = dq.input(2);
+    dq.set_input(1, sn);
+    dq.set_input(2, zn);
+    std::string retyped_value;
+    if (p.q >= 0) {
+      NodeProto& q = *g.mutable_node(p.q);
+      if (q.input_size() >= 3 && q.input(1) == old_s && q.input(2) == old_z) {
+        q.set_input(1, sn);
+        q.set_input(2, zn);
+      } else if (q.input_size() >= 3) {
+        const tensor qs = t.initializer(q.input(1));
+        const tensor qz = t.initializer(q.input(2));
+        std::vector<std::int64_t> qzv;
+        for (const auto v : ints_of(qz))
+          qzv.push_back(map_code(v, from, to));
+        const std::string qsn = fresh(t, q.input(1)), qzn = fresh(t, q.input(2));
+        t.set_initializer(qsn, float_tensor(qs.shape(), derive_scale(floats_of(qs), from, to)));
+        t.set_initializer(qzn, int_tensor(to, qz.shape(), qzv));
+        q.set_input(1, qsn);
+        q.set_input(2, qzn);
+      }
+      retyped_value = q.output(0);
+    } else {
+      // A folded constant: quantized again from the float model (else its codes are remapped).
+      const tensor data = t.initializer(dq.input(0));
+      std::vector<std::int64_t> codes;
+      if (auto f = float_input(md, slot); f && f->size() == data.size()) {
+        codes = quantize_floats(floats_of(*f), data.shape(), s, z, int_attr(dq, "axis", 1), to);
+      } else {
+        for (const auto v : ints_of(data))
+          codes.push_back(map_code(v, from, to));
+      }
+      const std::string dn = fresh(t, dq.input(0));
+      t.set_initializer(dn, int_tensor(to, data.shape(), codes));
+      dq.set_input(0, dn);
+      retyped_value = dn;
+    }
+    drop_value_info(g, retyped_value);
+    changes.push_back({p.report_name, role, md.name, from, to, s, z, false});
+    return true;
+  }
+
+  /// Quark's "insert": a second pair of the target type after the activation's pair, read by
+  /// this node only. Returns the new nodes; `scale` receives the new scale.
+  std::vector<NodeProto> dual_pair(model& t, const module& md, std::vector<auto_mp_change>& changes,
+                                   std::vector<float>& scale) const {
+    GraphProto& g = *proto(t).mutable_graph();
+    const NodeProto& dq = g.node(md.act->dq);
+    const tensor s0 = t.initializer(dq.input(1));
+    const tensor z0 = t.initializer(dq.input(2));
+    const dtype_id from = z0.type(), to = act_target(md);
+    scale = derive_scale(floats_of(s0), from, to);
+    std::vector<std::int64_t> z;
+    for (const auto v : ints_of(z0))
+      z.push_back(map_code(v, from, to));
+    const std::string base = md.act->report_name + "_" + md.name + "_mixed";
+    t.set_initializer(base + "_scale", float_tensor(s0.shape(), scale));
+    t.set_initializer(base + "_zero_point", int_tensor(to, z0.shape(), z));
+    std::vector<NodeProto> nodes(2);
+    nodes[0].set_op_type("QuantizeLinear");
+    nodes[0].set_name(base + "_QuantizeLinear");
+    nodes[0].add_input(dq.output(0));
+    nodes[0].add_input(base + "_scale");
+    nodes[0].add_input(base + "_zero_point");
+    nodes[0].add_output(base + "_QuantizeLinear_Output");
+    nodes[1].set_op_type("DequantizeLinear");
+    nodes[1].set_name(base + "_DequantizeLinear");
+    nodes[1].add_input(base + "_QuantizeLinear_Output");
+    nodes[1].add_input(base + "_scale");
+    nodes[1].add_input(base + "_zero_point");
+    nodes[1].add_output(base + "_DequantizeLinear_Output");
+    if (!dq.domain().empty()) {
+      nodes[0].set_domain(dq.domain());
+      nodes[1].set_domain(dq.domain());
+    }
+    g.mutable_node(md.node)->set_input(0, base + "_DequantizeLinear_Output");
+    changes.push_back({base, "activation", md.name, from, to, scale, z, true});
+    return nodes;
+  }
+
+  void rescale_bias(model& t, const module& md, const std::vector<float>& sb,
+                    std::vector<auto_mp_change>& changes) const {
+    GraphProto& g = *proto(t).mutable_graph();
+    NodeProto& dq = *g.mutable_node(md.bias->dq);
+    const tensor data = t.initializer(dq.input(0));
+    const auto f = float_input(md, 2);
+    if (!f || f->size() != data.size())
+      return;  // no float bias to quantize again: left as it is
+    const std::vector<std::int64_t> z(sb.size(), 0);
+    const std::vector<std::int64_t> codes =
+        quantize_floats(floats_of(*f), data.shape(), sb, z, 0, dtype_id::int32);
+    const std::string sn = fresh(t, dq.input(1)), zn = fresh(t, dq.input(2)),
+                      dn = fresh(t, dq.input(0));
+    const shape_t shape =
+        sb.size() == 1 ? shape_t{} : shape_t{static_cast<std::int64_t>(sb.size())};
+    t.set_initializer(sn, float_tensor(shape, sb));
+    t.set_initializer(zn, int_tensor(dtype_id::int32, shape, z));
+    t.set_initializer(dn, int_tensor(dtype_id::int32, data.shape(), codes));
+    dq.set_input(0, dn);
+    dq.set_input(1, sn);
+    dq.set_input(2, zn);
+    bool has_axis = false;
+    for (auto& a : *dq.mutable_attribute()) {
+      if (a.name() == "axis") {
+        a.set_i(0);
+        has_axis = true;
+      }
+    }
+    if (sb.size() > 1 && !has_axis) {
+      auto* a = dq.add_attribute();
+      a->set_name("axis");
+      a->set_type(::onnx::AttributeProto::INT);
+      a->set_i(0);
+    }
+    changes.push_back(
+        {md.bias->report_name, "bias", md.name, dtype_id::int32, dtype_id::int32, sb, z, false});
+  }
+
+  static void drop_value_info(GraphProto& g, const std::string& name) {
+    auto* vi = g.mutable_value_info();
+    for (int i = vi->size() - 1; i >= 0; --i) {
+      if (vi->Get(i).name() == name)
+        vi->DeleteSubrange(i, 1);
+    }
+  }
+
+  const model& base_;
+  const model& fm_;
+  const auto_mp_options& o_;
+  std::vector<module> mods_;
+  std::map<std::string, const NodeProto*> float_nodes_;
+};
+
+/// The metric of a quantized model against the float model on the cached samples.
+class evaluator {
+ public:
+  evaluator(const model& float_model, calibration_data_reader& reader, const auto_mp_options& o)
+      : o_(o) {
+    reader.rewind();
+    while (samples_.size() < o.data_size) {
+      auto s = reader.next();
+      if (!s)
+        break;
+      samples_.push_back(std::move(*s));
+    }
+    if (samples_.empty()) {
+      throw frontend_error("quark.calib.empty_input",
+                           "auto_mixprecision: the calibration data reader gave no sample");
+    }
+    ref_ = outputs(float_model);
+  }
+
+  std::size_t samples() const { return samples_.size(); }
+
+  double measure(const model& m) const { return score(outputs(m)); }
+
+ private:
+  std::vector<tensor> outputs(const model& m) const {
+    const runtime rt(m);
+    if (o_.output_index >= rt.outputs().size()) {
+      throw config_error(
+          "quark.config.value",
+          "algo_config auto_mixprecision.output_index: " + std::to_string(o_.output_index) +
+              " but the model has " + std::to_string(rt.outputs().size()) + " output(s)");
+    }
+    const std::string name = rt.outputs()[o_.output_index].name;
+    std::vector<tensor> out;
+    for (const auto& s : samples_) {
+      auto r = rt.run(s);
+      tensor v = std::move(r.at(name));
+      if (v.type() != dtype_id::float32) {
+        throw frontend_error("quark.quantize.auto_mp",
+                             "auto_mixprecision: output '" + name + "' is not float32");
+      }
+      out.push_back(std::move(v));
+    }
+    return out;
+  }
+
+  double score(const std::vector<tensor>& q) const {
+    double total = 0.0;
+    std::size_t rows_total = 0;
+    for (std::size_t i = 0; i < q.size(); ++i) {
+      const auto a = ref_[i].data<float>();
+      const auto b = q[i].data<float>();
+      if (a.size() != b.size()) {
+        throw frontend_error("quark.quantize.auto_mp",
+                             "auto_mixprecision: the quantized output has another size");
+      }
+      if (o_.top1_acc_target) {
+        // Top-1 along the last axis of each row; the float model's choice is the reference.
+        const std::size_t last =
+            ref_[i].shape().empty() ? 1 : static_cast<std::size_t>(ref_[i].shape().back());
+        for (std::size_t r = 0; last > 0 && r + last <= a.size(); r += last) {
+          const auto fa = std::max_element(a.begin() + static_cast<std::ptrdiff_t>(r),
+                                           a.begin() + static_cast<std::ptrdiff_t>(r + last));
+          const auto fb = std::max_element(b.begin() + static_cast<std::ptrdiff_t>(r),
+                                           b.begin() + static_cast<std::ptrdiff_t>(r + last));
+          if (fa - a.begin() != fb - b.begin())
+            total += 1.0;
+          ++rows_total;
+        }
+      } else {
+        double sum = 0.0;
+        for (std::size_t k = 0; k < a.size(); ++k) {
+          const float d = a[k] - b[k];
+          sum += static_cast<double>(d) * static_cast<double>(d);
+        }
+        total += std::sqrt(sum);
+      }
+    }
+    if (o_.top1_acc_target)
+      return rows_total == 0 ? 0.0
+                             : std::round(total / static_cast<double>(rows_total) * 1e4) / 1e4;
+    return total / static_cast<double>(q.size());
+  }
+
+  const auto_mp_options& o_;
+  std::vector<calib_sample> samples_;
+  std::vector<tensor> ref_;
+};
+
+std::string fmt(double v) {
+  std::ostringstream os;
+  os.precision(6);
+  os << v;
+  return os.str();
+}
+
+}  // namespace
+
+auto_mp_result auto_mixed_precision(model& qm, const model& float_model,
+                                    calibration_data_reader& reader, const auto_mp_options& o) {
+  auto_mp_result r;
+  r.notes = o.notes;
+  const mixer mx(qm, float_model, o);
+  const std::vector<module>& mods = mx.modules();
+  r.modules = mods.size();
+  const char* metric_name = o.top1_acc_target ? "top-1 loss" : "average L2";
+
+  // target_tensors: the named tensors' pairs change, nothing is measured.
+  std::vector<std::size_t> chosen;
+  std::vector<auto_mp_change> changes;
+  const std::set<std::string> only(o.target_tensors.begin(), o.target_tensors.end());
+  if (!o.target_tensors.empty()) {
+    for (const auto& name : o.target_tensors) {
+      bool found = false;
+      for (std::size_t k = 0; k < mods.size(); ++k) {
+        const module& md = mods[k];
+        const bool act = md.act && md.act->report_name == name;
+        const bool w = md.weight && md.weight->report_name == name;
+        if (act || w) {
+          found = true;
+          if (std::find(chosen.begin(), chosen.end(), k) == chosen.end())
+            chosen.push_back(k);
+        }
+      }
+      if (!found) {
+        throw config_error("quark.config.value",
+                           "algo_config auto_mixprecision.target_tensors: '" + name +
+                               "' is not a quantized input of a target_op_type node");
+      }
+    }
+  } else if (!o.target_indices.empty() || !o.exclude_indices.empty()) {
+    for (const auto& [list, key] : {std::pair{&o.target_indices, "target_indices"},
+                                    std::pair{&o.exclude_indices, "exclude_indices"}}) {
+      for (const std::size_t i : *list) {
+        if (i >= mods.size()) {
+          throw config_error("quark.config.value",
+                             std::string("algo_config auto_mixprecision.") + key + ": index " +
+                                 std::to_string(i) + " but the model has " +
+                                 std::to_string(mods.size()) + " target nodes");
+        }
+      }
+    }
+    if (!o.target_indices.empty()) {
+      chosen = o.target_indices;
+    } else {
+      for (std::size_t k = 0; k < mods.size(); ++k) {
+        if (std::find(o.exclude_indices.begin(), o.exclude_indices.end(), k) ==
+            o.exclude_indices.end())
+          chosen.push_back(k);
+      }
+    }
+  }
+  const evaluator ev(float_model, reader, o);
+  r.samples = ev.samples();
+  r.metric_before = ev.measure(qm);
+  auto within = [&](double m) {
+    return o.top1_acc_target ? m <= *o.top1_acc_target : (!o.l2_target || m <= *o.l2_target);
+  };
+  auto has_target = static_cast<bool>(o.top1_acc_target) || static_cast<bool>(o.l2_target);
+
+  if (chosen.empty() && o.target_tensors.empty() && o.target_indices.empty() &&
+      o.exclude_indices.empty()) {
+    // Candidates: modules whose types would change, input 0 not shared when so asked.
+    std::vector<std::size_t> cand;
+    for (std::size_t k = 0; k < mods.size(); ++k) {
+      if (!mx.would_change(mods[k]))
+        continue;
+      if (o.no_input_qdq_shared && mods[k].shared) {
+        ++r.shared_skipped;
+        continue;
+      }
+      cand.push_back(k);
+    }
+    r.candidates = cand.size();
+    if (!cand.empty()) {
+      const module& first = mods[cand.front()];
+      const dtype_id now =
+          first.act && o.act_type ? mx.type_of(qm, *first.act) : mx.type_of(qm, *first.weight);
+      const dtype_id to = first.act && o.act_type ? *o.act_type : *o.weight_type;
+      r.raised = bits_of(to) > bits_of(now);
+    }
+    r.notes.push_back("auto_mixprecision: " + std::to_string(cand.size()) + " of " +
+                      std::to_string(mods.size()) + " target nodes are candidates (" +
+                      std::to_string(r.shared_skipped) + " skipped: shared input), " +
+                      std::to_string(r.samples) + " samples, " + metric_name + " " +
+                      fmt(r.metric_before) + " before");
+    const bool top1_already_failed = !r.raised && o.top1_acc_target && o.num_target == 0 &&
+                                     *o.top1_acc_target <= r.metric_before;
+    const bool nothing_to_do = r.raised && has_target && within(r.metric_before);
+    if (top1_already_failed) {
+      r.notes.push_back("auto_mixprecision: the top-1 loss " + fmt(r.metric_before) +
+                        " already reaches top1_acc_target; nothing changed (as in Quark)");
+      cand.clear();
+    }
+    if (nothing_to_do) {
+      r.notes.push_back("auto_mixprecision: the target is met already; nothing raised");
+      cand.clear();
+    }
+    // Sensitivity: each candidate alone.
+    std::vector<std::pair<std::size_t, double>> scored;
+    for (const std::size_t k : cand)
+      scored.emplace_back(k, ev.measure(mx.apply({k}, nullptr)));
+    std::stable_sort(scored.begin(), scored.end(),
+                     [](const auto& a, const auto& b) { return a.second < b.second; });
+    for (std::size_t i = 0; i < scored.size(); ++i) {
+      if (i < 10 || i + 3 >= scored.size()) {
+        r.notes.push_back("auto_mixprecision: rank " + std::to_string(i) + ": " +
+                          mods[scored[i].first].name + " alone -> " + metric_name + " " +
+                          fmt(scored[i].second));
+      }
+    }
+    double now = r.metric_before;
+    for (const auto& sc : scored) {
+      const std::size_t k = sc.first;
+      std::vector<std::size_t> trial = chosen;
+      trial.push_back(k);
+      const std::string verb = r.raised ? "raised" : "lowered";
+      if (!r.raised && o.num_target > 0) {
+        chosen = trial;  // Quark: num_target decides, the metric is not checked
+        if (chosen.size() >= o.num_target)
+          break;
+        continue;
+      }
+      const double m = ev.measure(mx.apply(trial, nullptr));
+      if (!r.raised && !within(m)) {
+        r.notes.push_back("auto_mixprecision: " + mods[k].name + " would take the " + metric_name +
+                          " to " + fmt(m) + ", over the target: stop");
+        break;
+      }
+      chosen = trial;
+      r.notes.push_back("auto_mixprecision: step " + std::to_string(chosen.size()) + ": " +
+                        mods[k].name + " " + verb + ", " + metric_name + " " + fmt(now) + " -> " +
+                        fmt(m));
+      now = m;
+      if (r.raised &&
+          ((has_target && within(m)) || (o.num_target > 0 && chosen.size() >= o.num_target)))
+        break;
+    }
+  } else {
+    r.candidates = chosen.size();
+    if (!chosen.empty()) {
+      const module& first = mods[chosen.front()];
+      const dtype_id now = first.act && o.act_type ? mx.type_of(qm, *first.act)
+                                                   : (first.weight ? mx.type_of(qm, *first.weight)
+                                                                   : dtype_id::undefined);
+      const dtype_id to =
+          first.act && o.act_type ? *o.act_type : (o.weight_type ? *o.weight_type : now);
+      r.raised = bits_of(to) > bits_of(now);
+    }
+  }
+  model out = mx.apply(chosen, &changes, o.target_tensors.empty() ? nullptr : &only);
+  r.metric_after = ev.measure(out);
+  for (const std::size_t k : chosen)
+    r.changed.push_back(mods[k].name);
+  r.tensors = std::move(changes);
+  std::string names;
+  for (std::size_t i = 0; i < r.changed.size(); ++i)
+    names += (i ? ", " : "") + r.changed[i];
+  r.notes.push_back(
+      "auto_mixprecision: " + std::to_string(r.changed.size()) + " of " +
+      std::to_string(mods.size()) + " target nodes " + (r.raised ? "raised" : "lowered") +
+      " to activation " + (o.act_type ? type_str(*o.act_type) : std::string("(unchanged)")) +
+      ", weight " + (o.weight_type ? type_str(*o.weight_type) : std::string("(unchanged)")) + "; " +
+      metric_name + " " + fmt(r.metric_before) + " -> " + fmt(r.metric_after) +
+      (names.empty() ? "" : " (" + names + ")"));
+  qm = std::move(out);
+  return r;
+}
+
+void report_auto_mp(quantize_report& report, const auto_mp_result& r) {
+  for (const auto& c : r.tensors) {
+    if (c.added) {
+      report.tensors.push_back(
+          {c.tensor, c.role, type_str(c.to), 0.0f, 0.0f, c.scale, c.zero_point, -1});
+      ++report.tensors_per_type[type_str(c.to)];
+      continue;
+    }
+    for (auto& t : report.tensors) {
+      if (t.name != c.tensor || t.role != c.role)
+        continue;
+      if (t.type != type_str(c.to)) {
+        if (auto it = report.tensors_per_type.find(t.type);
+            it != report.tensors_per_type.end() && it->second > 0)
+          --it->second;
+        ++report.tensors_per_type[type_str(c.to)];
+      }
+      t.type = type_str(c.to);
+      t.scale = c.scale;
+      t.zero_point = c.zero_point;
+      break;
+    }
+  }
+  report.notes.insert(report.notes.end(), r.notes.begin(), r.notes.end());
+}
+
+std::vector<dtype_id> auto_mp_types(const auto_mp_options& o) {
+  std::vector<dtype_id> out;
+  for (const auto& t : {o.act_type, o.weight_type, o.bias_type}) {
+    if (t)
+      out.push_back(*t);
+  }
+  return out;
+}
+
+}  // namespace quark::onnx::qz

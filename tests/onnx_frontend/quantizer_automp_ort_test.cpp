@@ -1,0 +1,379 @@
+// SPDX-License-Identifier: MIT
+// Auto mixed precision (algo_config "auto_mixprecision", quark-spec §10.10; algo_auto_mp.cpp).
+//
+// The fixture is a chain of four 1x1 convolutions whose one sensitive tensor is known by
+// construction: conv A multiplies channel 1 by 1000 (per-channel weights keep that exact), conv B
+// reads only channel 0 of A's output. B's input therefore has a 1000x wider range than the values
+// B uses: one int8 step of that tensor (~7.9) swallows them, int16 (~0.03) keeps them; the inputs
+// of A, C and D span about 1. The algorithm must pick exactly B's input, in both directions:
+//  * A8W8 (per-channel weights) + act_target_quant_type QInt16 raises B alone (l2_target,
+//    top1_acc_target, num_target 1);
+//  * A16W8 + act_target_quant_type QInt8 lowers A, C and D and keeps B (l2_target, num_target 3).
+// The metric the quantizer reports equals the average L2 computed from ONNX Runtime 1.30's outputs
+// of the float and the produced model on the same samples; every produced model runs in ORT and
+// agrees with our runtime; the Q/DQ types in the file are checked directly; bad parameters are
+// errors naming the parameter.
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include <doctest/doctest.h>
+
+// support/ort.hpp first: inside quark::test, "onnx::" must find ::onnx, not quark::onnx.
+#include <quark/metrics.hpp>
+#include <quark/onnx/config.hpp>
+#include <quark/onnx/model.hpp>
+#include <quark/onnx/presets.hpp>
+#include <quark/onnx/quantizer.hpp>
+
+#include "support/model_files.hpp"
+#include "support/ort.hpp"
+
+namespace fs = std::filesystem;
+namespace qo = quark::onnx;
+using namespace quark::test;
+
+namespace {
+
+constexpr std::size_t n_samples = 4;
+const std::vector<std::int64_t> x_shape{1, 2, 4, 4};
+
+/// x -> A (diag(1, 1000)) -> a -> B (reads channel 0 only) -> b -> C -> c -> D -> y.
+::onnx::ModelProto chain() {
+  model_builder b(13);
+  b.input("x", onnx_type::float32, x_shape);
+  auto conv = [&](const char* name, const char* in, const char* out, std::vector<float> w,
+                  std::vector<float> bias) {
+    const std::string wn = std::string(name) + "_w", bn = std::string(name) + "_b";
+    b.initializer(wn, onnx_type::float32, {2, 2, 1, 1}, std::move(w));
+    b.initializer(bn, onnx_type::float32, {2}, std::move(bias));
+    b.node("Conv", {in, wn, bn}, {out});
+  };
+  conv("A", "x", "a", {1, 0, 0, 1000}, {0.1f, -0.2f});
+  conv("B", "a", "b", {1, 0, 0.5f, 0}, {0.05f, 0.0f});
+  conv("C", "b", "c", {0.7f, 0.3f, -0.4f, 0.9f}, {0.0f, 0.1f});
+  conv("D", "c", "y", {1, 1, 1, -1}, {0.0f, 0.0f});
+  b.output("y", onnx_type::float32, x_shape);
+  ::onnx::ModelProto m = b.build();
+  for (int i = 0; i < 4; ++i)
+    m.mutable_graph()->mutable_node(i)->set_name(std::string(1, static_cast<char>('A' + i)));
+  return m;
+}
+
+std::vector<float> sample(std::uint32_t k) {
+  return random_floats(32, 700 + k, -1.0f, 1.0f);
+}
+
+std::vector<qo::calib_sample> samples() {
+  std::vector<qo::calib_sample> out;
+  for (std::uint32_t k = 0; k < n_samples; ++k)
+    out.push_back({{"x", qo::tensor::from_floats(x_shape, sample(k))}});
+  return out;
+}
+
+qo::option_value obj(std::initializer_list<std::pair<const char*, qo::option_value>> kv) {
+  qo::option_value::object_type o;
+  for (const auto& [k, v] : kv)
+    o.push_back(qo::option_member{k, v});
+  return qo::option_value(std::move(o));
+}
+
+/// `preset` with per-channel weights and an auto_mixprecision entry.
+qo::qconfig mp_config(const char* preset, qo::option_value params) {
+  qo::qconfig cfg = qo::get_default_config(preset);
+  cfg.global_config.weight->quant_granularity = qo::granularity::channel;
+  cfg.algo_config.push_back(
+      {.name = qo::algo_name::auto_mixprecision, .params = std::move(params)});
+  return cfg;
+}
+
+struct result {
+  ::onnx::ModelProto model;
+  qo::quantize_report report;
+  fs::path path;
+};
+
+result quantize(const qo::qconfig& cfg, const std::string& tag) {
+  const fs::path dir = work_dir();
+  save_proto(chain(), dir / "chain.onnx");
+  qo::memory_reader reader(samples());
+  result r;
+  r.path = dir / ("chain_" + tag + ".onnx");
+  r.report = qo::quantize_model(dir / "chain.onnx", r.path, cfg, reader);
+  r.model = load_proto(r.path);
+  return r;
+}
+
+/// Element type of the zero point of the DequantizeLinear that feeds node `node`'s input `slot`.
+int input_type(const ::onnx::ModelProto& m, const std::string& node, int slot) {
+  std::map<std::string, const ::onnx::NodeProto*> producer;
+  for (const auto& n : m.graph().node())
+    producer[n.output(0)] = &n;
+  for (const auto& n : m.graph().node()) {
+    if (n.name() != node)
+      continue;
+    const auto* dq = producer.count(n.input(slot)) ? producer.at(n.input(slot)) : nullptr;
+    REQUIRE(dq != nullptr);
+    REQUIRE(dq->op_type() == "DequantizeLinear");
+    for (const auto& t : m.graph().initializer()) {
+      if (t.name() == dq->input(2))
+        return t.data_type();
+    }
+  }
+  FAIL("node or zero point not found: " << node);
+  return 0;
+}
+
+/// The last auto_mixprecision summary note: "... <metric> <before> -> <after> (...)".
+std::pair<double, double> reported_metric(const qo::quantize_report& r) {
+  for (auto it = r.notes.rbegin(); it != r.notes.rend(); ++it) {
+    if (it->find("target nodes lowered") == std::string::npos &&
+        it->find("target nodes raised") == std::string::npos)
+      continue;
+    const auto semi = it->find("; ");
+    const auto arrow = it->find(" -> ", semi);
+    REQUIRE(arrow != std::string::npos);
+    const std::string before = it->substr(0, arrow);
+    const auto sp = before.rfind(' ');
+    const double b = std::stod(before.substr(sp + 1));
+    std::istringstream rest(it->substr(arrow + 4));
+    double a = 0;
+    rest >> a;
+    return {b, a};
+  }
+  FAIL("no auto_mixprecision summary note");
+  return {0, 0};
+}
+
+std::vector<std::string> changed_nodes(const qo::quantize_report& r) {
+  for (auto it = r.notes.rbegin(); it != r.notes.rend(); ++it) {
+    const auto open = it->find(" (");
+    if (it->find("auto_mixprecision: ") != 0 || it->find("target nodes ") == std::string::npos)
+      continue;
+    std::vector<std::string> out;
+    if (open == std::string::npos || it->back() != ')')
+      return out;
+    std::string list = it->substr(it->rfind(" (") + 2);
+    list.pop_back();
+    std::istringstream is(list);
+    std::string name;
+    while (std::getline(is, name, ',')) {
+      while (!name.empty() && name.front() == ' ')
+        name.erase(name.begin());
+      out.push_back(name);
+    }
+    return out;
+  }
+  return {};
+}
+
+/// Average L2 between ORT's outputs of the float model and of `q` over the calibration samples
+/// (quark-spec §11.1: Euclidean norm of the difference, averaged over samples); also checks that
+/// our runtime agrees with ORT on `q`.
+double ort_l2(const result& q) {
+  const auto fm = chain();
+  const std::vector<std::size_t> dims(x_shape.begin(), x_shape.end());
+  double sum = 0.0;
+  for (std::uint32_t k = 0; k < n_samples; ++k) {
+    const std::vector<float> x = sample(k);
+    const auto f = run_ort(fm, {npy_array::from(x, dims)}).at("y").values<float>();
+    const auto y = run_ort(q.model, {npy_array::from(x, dims)}).at("y").values<float>();
+    REQUIRE(f.size() == y.size());
+    double s = 0.0;
+    for (std::size_t i = 0; i < f.size(); ++i) {
+      const double d = static_cast<double>(f[i]) - static_cast<double>(y[i]);
+      s += d * d;
+    }
+    sum += std::sqrt(s);
+    const auto ours = qo::run_model(q.path, {{"x", qo::tensor::from_floats(x_shape, x)}});
+    const auto o = ours.at("y").data<float>();
+    REQUIRE(o.size() == y.size());
+    for (std::size_t i = 0; i < y.size(); ++i) {
+      CAPTURE(i);
+      CHECK(std::fabs(o[i] - y[i]) <= 1e-4f * std::max(1.0f, std::fabs(y[i])));
+    }
+  }
+  return sum / n_samples;
+}
+
+std::string error_of(auto&& f) {
+  try {
+    f();
+  } catch (const quark::error& e) {
+    return std::string(e.id()) + ": " + e.what();
+  }
+  return "none";
+}
+
+constexpr int i8 = onnx_type::int8;
+constexpr int i16 = onnx_type::int16;
+
+}  // namespace
+
+TEST_CASE("auto MP raises exactly the sensitive tensor (A8W8 + act_target_quant_type QInt16)") {
+  if (!ort_available()) {
+    MESSAGE("skipped: " << ort_unavailable_reason());
+    return;
+  }
+  // Default l2_target 0.5.
+  const result q = quantize(mp_config("A8W8", obj({{"act_target_quant_type", "QInt16"}})), "raise");
+  CHECK(changed_nodes(q.report) == std::vector<std::string>{"B"});
+  CHECK(input_type(q.model, "A", 0) == i8);
+  CHECK(input_type(q.model, "B", 0) == i16);
+  CHECK(input_type(q.model, "C", 0) == i8);
+  CHECK(input_type(q.model, "D", 0) == i8);
+  CHECK(input_type(q.model, "B", 1) == i8);  // weights keep their type (no weight target)
+  CHECK(q.model.opset_import(0).version() >= 21);
+  const auto [before, after] = reported_metric(q.report);
+  MESSAGE("raise: average L2 " << before << " -> " << after);
+  CHECK(before > 0.5);
+  CHECK(after <= 0.5);
+  const double l2 = ort_l2(q);
+  CHECK(after == doctest::Approx(l2).epsilon(1e-3));
+  // The summary counts one int16 activation.
+  CHECK(q.report.tensors_per_type.at("int16") == 1);
+
+  SUBCASE("num_target 1 and top1_acc_target 0 pick the same node") {
+    const result n = quantize(
+        mp_config("A8W8", obj({{"act_target_quant_type", "QInt16"}, {"num_target", 1}})), "n1");
+    CHECK(changed_nodes(n.report) == std::vector<std::string>{"B"});
+    const result t = quantize(mp_config("A8W8", obj({{"act_target_quant_type", "QInt16"},
+                                                     {"l2_target", nullptr},
+                                                     {"top1_acc_target", 0.0}})),
+                              "top1");
+    CHECK(changed_nodes(t.report) == std::vector<std::string>{"B"});
+    CHECK(reported_metric(t.report).second == 0.0);
+    CHECK(input_type(t.model, "B", 0) == i16);
+    ort_l2(t);
+  }
+  SUBCASE("target_tensors and target_indices change what they name, unmeasured") {
+    const result tt =
+        quantize(mp_config("A8W8", obj({{"act_target_quant_type", "QInt16"},
+                                        {"target_tensors", qo::option_value::array({"c"})}})),
+                 "tensors");
+    CHECK(input_type(tt.model, "D", 0) == i16);
+    CHECK(input_type(tt.model, "B", 0) == i8);
+    ort_l2(tt);
+    const result ti =
+        quantize(mp_config("A8W8", obj({{"act_target_quant_type", "QInt16"},
+                                        {"target_indices", qo::option_value::array({0, 2})}})),
+                 "indices");
+    CHECK(changed_nodes(ti.report) == std::vector<std::string>{"A", "C"});
+    CHECK(input_type(ti.model, "A", 0) == i16);
+    CHECK(input_type(ti.model, "B", 0) == i8);
+    CHECK(input_type(ti.model, "C", 0) == i16);
+    ort_l2(ti);
+  }
+}
+
+TEST_CASE("auto MP lowers all but the sensitive tensor (A16W8 + act_target_quant_type QInt8)") {
+  if (!ort_available()) {
+    MESSAGE("skipped: " << ort_unavailable_reason());
+    return;
+  }
+  const result q = quantize(mp_config("A16W8", obj({{"act_target_quant_type", "QInt8"}})), "lower");
+  auto names = changed_nodes(q.report);
+  std::sort(names.begin(), names.end());
+  CHECK(names == std::vector<std::string>{"A", "C", "D"});
+  CHECK(input_type(q.model, "A", 0) == i8);
+  CHECK(input_type(q.model, "B", 0) == i16);
+  CHECK(input_type(q.model, "C", 0) == i8);
+  CHECK(input_type(q.model, "D", 0) == i8);
+  const auto [before, after] = reported_metric(q.report);
+  MESSAGE("lower: average L2 " << before << " -> " << after);
+  CHECK(after <= 0.5);
+  CHECK(after == doctest::Approx(ort_l2(q)).epsilon(1e-3));
+
+  SUBCASE("num_target 3: the three least sensitive, whatever the metric") {
+    const result n = quantize(
+        mp_config(
+            "A16W8",
+            obj({{"act_target_quant_type", "QInt8"}, {"l2_target", nullptr}, {"num_target", 3}})),
+        "lower3");
+    auto nn = changed_nodes(n.report);
+    std::sort(nn.begin(), nn.end());
+    CHECK(nn == std::vector<std::string>{"A", "C", "D"});
+  }
+  SUBCASE("exclude_indices [1]: every other node lowered, unmeasured") {
+    const result e =
+        quantize(mp_config("A16W8", obj({{"act_target_quant_type", "QInt8"},
+                                         {"exclude_indices", qo::option_value::array({1})}})),
+                 "exclude");
+    CHECK(changed_nodes(e.report) == std::vector<std::string>{"A", "C", "D"});
+    CHECK(input_type(e.model, "B", 0) == i16);
+  }
+  SUBCASE("dual_quant_nodes: a second int8 pair after the int16 one") {
+    const result d = quantize(
+        mp_config("A16W8", obj({{"act_target_quant_type", "QInt8"}, {"dual_quant_nodes", true}})),
+        "dual");
+    // Each lowered node reads an int8 pair whose input is the int16 pair's output.
+    CHECK(input_type(d.model, "A", 0) == i8);
+    CHECK(input_type(d.model, "B", 0) == i16);
+    int pairs = 0;
+    for (const auto& n : d.model.graph().node())
+      pairs += n.op_type() == "QuantizeLinear" ? 1 : 0;
+    CHECK(pairs == 5 + 3);  // x, a, b, c, y at int16, plus three int8 pairs
+    CHECK(reported_metric(d.report).second == doctest::Approx(ort_l2(d)).epsilon(1e-3));
+  }
+  SUBCASE("weights too: weight_target_quant_type QInt16 from A8W8 re-quantizes the weights") {
+    // Raising with num_target and no metric target: the num_target most helpful nodes.
+    const result w = quantize(mp_config("A8W8", obj({{"act_target_quant_type", "QInt16"},
+                                                     {"weight_target_quant_type", "QInt16"},
+                                                     {"l2_target", nullptr},
+                                                     {"num_target", 4}})),
+                              "weights16");
+    for (const char* n : {"A", "B", "C", "D"}) {
+      CAPTURE(std::string(n));
+      CHECK(input_type(w.model, n, 0) == i16);
+      CHECK(input_type(w.model, n, 1) == i16);
+      CHECK(input_type(w.model, n, 2) == onnx_type::int32);
+    }
+    // Every input int16 (the output y keeps its int8 pair): far closer than the int8 model.
+    const auto [b, a] = reported_metric(w.report);
+    CHECK(a < b / 10);
+    CHECK(a == doctest::Approx(ort_l2(w)).epsilon(1e-3));
+  }
+}
+
+TEST_CASE("auto MP: bad parameters are errors naming the parameter") {
+  const fs::path dir = work_dir();
+  save_proto(chain(), dir / "chain.onnx");
+  auto run = [&](qo::option_value params) {
+    return error_of([&] {
+      qo::memory_reader reader(samples());
+      qo::quantize_model(dir / "chain.onnx", dir / "bad.onnx", mp_config("A8W8", params), reader);
+    });
+  };
+  const std::string unknown = run(obj({{"act_target_quant_type", "QInt7"}}));
+  CHECK(unknown.find("quark.config.value") == 0);
+  CHECK(unknown.find("act_target_quant_type") != std::string::npos);
+  const std::string none = run(obj({{"weight_target_quant_type", nullptr}}));
+  CHECK(none.find("act_target_quant_type or weight_target_quant_type") != std::string::npos);
+  const std::string both_null = run(obj(
+      {{"act_target_quant_type", "QInt16"}, {"l2_target", nullptr}, {"top1_acc_target", nullptr}}));
+  CHECK(both_null.find("quark.config.value") == 0);
+  CHECK(both_null.find("l2_target") != std::string::npos);
+  const std::string negative = run(obj({{"act_target_quant_type", "QInt16"}, {"num_target", -1}}));
+  CHECK(negative.find("quark.config.value") == 0);
+  CHECK(negative.find("num_target") != std::string::npos);
+  const std::string index = run(
+      obj({{"act_target_quant_type", "QInt16"}, {"target_indices", qo::option_value::array({9})}}));
+  CHECK(index.find("target_indices") != std::string::npos);
+  const std::string tensor = run(obj(
+      {{"act_target_quant_type", "QInt16"}, {"target_tensors", qo::option_value::array({"zz"})}}));
+  CHECK(tensor.find("target_tensors") != std::string::npos);
+  CHECK(run(obj({{"act_target_quant_type", "QInt16"}, {"output_index", 3}})).find("output_index") !=
+        std::string::npos);
+  CHECK(run(obj({{"act_target_quant_type", "QBFP"}})).find("quark.config.not_implemented") == 0);
+  CHECK(run(obj({{"act_target_quant_type", "QInt16"}, {"auto_mix_use_fast_ft", true}}))
+            .find("quark.config.not_implemented") == 0);
+  CHECK(run(obj({{"act_target_quant_type", "QInt16"}, {"evaluate_function", "f"}}))
+            .find("quark.config.not_implemented") == 0);
+  CHECK(run(obj({{"act_target_quant_type", "QInt32"}})).find("act_target_quant_type") !=
+        std::string::npos);
+  // No file is left behind.
+  CHECK(!fs::exists(dir / "bad.onnx"));
+}

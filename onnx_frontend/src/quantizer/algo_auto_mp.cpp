@@ -260,6 +260,7 @@ class mixer {
   }
 
   const std::vector<module>& modules() const { return mods_; }
+  std::size_t widened_biases() const { return widened_; }
 
   /// The types a module's pairs have now and would take.
   dtype_id type_of(const model& m, const pair_ref& p) const {
@@ -270,10 +271,14 @@ class mixer {
     return o_.act_type && md.act ? *o_.act_type
                                  : (md.act ? type_of(base_, *md.act) : dtype_id::undefined);
   }
+  /// Input 1's target: the weight type for a constant, the activation type for an activation
+  /// (Add / Mul / MatMul with two activations; Quark gives it the weight type).
   dtype_id weight_target(const module& md) const {
-    return o_.weight_type && md.weight
-               ? *o_.weight_type
-               : (md.weight ? type_of(base_, *md.weight) : dtype_id::undefined);
+    if (!md.weight)
+      return dtype_id::undefined;
+    if (!md.weight->constant)
+      return o_.act_type ? *o_.act_type : type_of(base_, *md.weight);
+    return o_.weight_type ? *o_.weight_type : type_of(base_, *md.weight);
   }
   dtype_id bias_target(const module& md) const {
     if (!md.bias)
@@ -295,6 +300,7 @@ class mixer {
   /// `only`, just the pairs of those tensors change (target_tensors).
   model apply(const std::vector<std::size_t>& chosen, std::vector<auto_mp_change>* out,
               const std::set<std::string>* only = nullptr) const {
+    widened_ = 0;
     model t = base_;
     std::vector<auto_mp_change> changes;
     std::set<int> retyped;  // DQ nodes whose type changed
@@ -493,7 +499,7 @@ class mixer {
     return nodes;
   }
 
-  void rescale_bias(model& t, const module& md, const std::vector<float>& sb,
+  void rescale_bias(model& t, const module& md, std::vector<float> sb,
                     std::vector<auto_mp_change>& changes) const {
     GraphProto& g = *proto(t).mutable_graph();
     NodeProto& dq = *g.mutable_node(md.bias->dq);
@@ -501,9 +507,24 @@ class mixer {
     const auto f = float_input(md, 2);
     if (!f || f->size() != data.size())
       return;  // no float bias to quantize again: left as it is
+    // A bias whose codes would pass the int32 range (int16 input and weight scales make tiny
+    // products) takes the smallest scale that holds it: exact in Q/DQ, noted as a deviation from
+    // scale = input scale * weight scale.
+    const std::vector<float> fb = floats_of(*f);
+    const std::size_t per = sb.size() > 1 ? fb.size() / sb.size() : fb.size();
+    for (std::size_t c = 0; c < sb.size(); ++c) {
+      double m = 0.0;
+      for (std::size_t i = c * per; i < (c + 1) * per && i < fb.size(); ++i)
+        m = std::max(m, std::fabs(static_cast<double>(fb[i])));
+      const double need = m / 2147483520.0;
+      if (static_cast<double>(sb[c]) < need) {
+        sb[c] = static_cast<float>(need);
+        ++widened_;
+      }
+    }
     const std::vector<std::int64_t> z(sb.size(), 0);
     const std::vector<std::int64_t> codes =
-        quantize_floats(floats_of(*f), data.shape(), sb, z, 0, dtype_id::int32);
+        quantize_floats(fb, data.shape(), sb, z, 0, dtype_id::int32);
     const std::string sn = fresh(t, dq.input(1)), zn = fresh(t, dq.input(2)),
                       dn = fresh(t, dq.input(0));
     const shape_t shape =
@@ -539,6 +560,7 @@ class mixer {
     }
   }
 
+  mutable std::size_t widened_ = 0;  ///< bias scales widened to hold the int32 codes (last apply)
   const model& base_;
   const model& fm_;
   const auto_mp_options& o_;
@@ -798,6 +820,11 @@ auto_mp_result auto_mixed_precision(model& qm, const model& float_model,
   }
   model out = mx.apply(chosen, &changes, o.target_tensors.empty() ? nullptr : &only);
   r.metric_after = ev.measure(out);
+  if (mx.widened_biases() > 0) {
+    r.notes.push_back("auto_mixprecision: " + std::to_string(mx.widened_biases()) +
+                      " int32 bias channels take a wider scale than input scale * weight scale "
+                      "(their codes would pass the int32 range)");
+  }
   for (const std::size_t k : chosen)
     r.changed.push_back(mods[k].name);
   r.tensors = std::move(changes);

@@ -159,7 +159,7 @@ void k_quantize(kernel_context& c) {
   const scale_map map = make_scale_map(c, x, scale);
   if (zp && zp->size() != scale.size())
     c.fail("quark.onnx.shape", "zero point and scale differ");
-  tensor out(out_type, x.shape());
+  tensor out(out_type, x.shape(), uninitialized);  // every element is written below
   const float* px = x.data<float>().data();
   const float* ps = scale.data<float>().data();
   quark::visit_dtype(out_type, [&](auto id) {
@@ -220,18 +220,34 @@ void k_dequantize(kernel_context& c) {
   if (zp && zp->type() != x.type())
     c.fail("quark.onnx.runtime", "zero point type differs from x");
   const scale_map map = make_scale_map(c, x, scale);
-  tensor out(dtype_id::float32, x.shape());
+  tensor out(dtype_id::float32, x.shape(), uninitialized);  // every element is written below
   const float* ps = scale.data<float>().data();
   float* dst = out.data<float>().data();
   quark::visit_dtype(x.type(), [&](auto id) {
     using T = typename decltype(id)::type;
     auto src = x.data<T>();
     const T* pz = zp ? zp->data<T>().data() : nullptr;
+    // Elements [b, e), all with scale index s (restrict: the loop vectorises).
+    auto run = [&](std::size_t b, std::size_t e, std::size_t s) {
+      const float sc = ps[s];
+      const float z = pz ? as_float(pz[s]) : 0.0f;
+      const T* QUARK_RESTRICT in = src.data();
+      float* QUARK_RESTRICT out_p = dst;
+      for (std::size_t i = b; i < e; ++i)
+        out_p[i] = (as_float(in[i]) - z) * sc;
+    };
     c.pool.parallel_for(src.size(), 1 << 15, [&](std::size_t b, std::size_t e) {
-      for (std::size_t i = b; i < e; ++i) {
-        const std::size_t s = map(i);
-        const float z = pz ? as_float(pz[s]) : 0.0f;
-        dst[i] = (as_float(src[i]) - z) * ps[s];
+      if (map.k == scale_map::kind::tensor) {
+        run(b, e, 0);
+      } else if (map.k == scale_map::kind::axis) {
+        for (std::size_t i = b; i < e;) {
+          const std::size_t end = std::min(e, (i / map.inner + 1) * map.inner);
+          run(i, end, map(i));
+          i = end;
+        }
+      } else {
+        for (std::size_t i = b; i < e; ++i)
+          run(i, i + 1, map(i));
       }
     });
   });

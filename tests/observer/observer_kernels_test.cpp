@@ -267,3 +267,34 @@ TEST_CASE("histogram kernel: runs of equal values on and next to edges, and outs
 #endif
   check_histograms<kernel_path::automatic>(e, x);
 }
+
+TEST_CASE("histogram kernel: zeros inside a bin, on an edge, outside the range, and +-0") {
+  // The AVX-512 form counts zeros apart (one bin for +0 and -0, taken from the stored edges):
+  // 0 strictly inside a bin, on the first edge, on a middle edge, outside the range (dropped),
+  // with 30% zeros of both signs among ordinary values, NaN and +-Inf, every transform.
+  const std::pair<double, double> ranges[] = {{-3e-5, 7e-5}, {0.0, 9.5},   {-12.0, 12.0},
+                                              {0.1, 0.7},    {-0.7, -0.1}, {-5.0, 3.3}};
+  std::mt19937 g(123);
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  for (const auto& r : ranges) {
+    for (const std::size_t bins : {std::size_t{7}, std::size_t{2048}}) {
+      const auto e = quark::detail::linspace_edges(r.first, r.second, bins);
+      CAPTURE(e.front());
+      CAPTURE(e.back());
+      auto x = edge_data(e, 20000, 9);
+      for (float& v : x) {
+        const double p = u(g);
+        if (p < 0.15)
+          v = 0.0f;
+        else if (p < 0.3)
+          v = -0.0f;
+      }
+      check_histograms<kernel_path::portable>(e, x);
+#if QUARK_OBSERVER_AVX512
+      if (quark::detail::observer_avx512_usable())
+        check_histograms<kernel_path::avx512>(e, x);
+#endif
+      check_histograms<kernel_path::automatic>(e, x);
+    }
+  }
+}

@@ -387,40 +387,55 @@ struct avx512_positions {
   __m512 tol;
   __m512 tol_hi;  ///< 1 - tol
   __m512i bins;
+  __m512i table;  ///< lane j counts into table j % 4: its offset (j % 4) * (bins + 1)
 };
 
-/// Positions of `M` values (float formula) into `idx`, and the raw values' min/max into `mn` /
-/// `mx`. A lane is exact unless its fraction lies within `tol` of an integer or its index is not
+/// The offsets of the four count tables, lane j on table j % 4.
+QUARK_OBSERVER_TARGET_AVX512 inline __m512i table_offsets(std::size_t stride) noexcept {
+  const auto s = static_cast<std::int32_t>(stride);
+  return _mm512_setr_epi32(0, s, 2 * s, 3 * s, 0, s, 2 * s, 3 * s, 0, s, 2 * s, 3 * s, 0, s, 2 * s,
+                           3 * s);
+}
+
+/// Positions of `M` values (float formula), and the raw values' min/max into `mn` / `mx`.
+/// Zeros (+0 and -0, whatever the edges: they all have the bin of 0) are only counted, into
+/// `zeros`; the positions of the other values are appended to `idx` in order and their number
+/// is returned. The count loop (one table increment per value) is the slow part of the kernel;
+/// after a ReLU about half the values are 0, and they cost one popcount per 16 lanes instead.
+/// A lane is exact unless its fraction lies within `tol` of an integer or its index is not
 /// in [0, bins) (which covers NaN, +-Inf and positions in (-1, 0): their fraction is negative);
-/// those lanes take `exact(v)`. Returns the number of NaN values (all of them are flagged).
+/// those lanes take `exact(v)`; `nans` receives the number of NaN values (all flagged).
 /// `avail` is the number of values readable from `p` (the prefetch stays inside them).
 /// `memo_v` / `memo_i` hold the last flagged non-NaN value and its exact bin (in every lane):
 /// a lane equal to it takes that bin without the scalar path. Equal floats have the same bin
-/// (+0 and -0 included), so this is exact; it matters for data with many equal values on an
-/// edge, e.g. the zeros of a ReLU output on an |x| histogram that starts at 0.
+/// (+0 and -0 included), so this is exact; it matters for runs of an equal value on an edge.
 template <bin_transform T, std::size_t M, class Setup>
-QUARK_OBSERVER_TARGET_AVX512 QUARK_ALWAYS_INLINE std::uint64_t bin_block_avx512(
+QUARK_OBSERVER_TARGET_AVX512 QUARK_ALWAYS_INLINE std::size_t bin_block_avx512(
     const float* p, std::size_t avail, const avx512_positions& c, std::int32_t* idx, __m512& mn,
-    __m512& mx, const Setup& s, __m512& memo_v, __m512i& memo_i) noexcept {
-  std::uint64_t nans = 0;
+    __m512& mx, const Setup& s, __m512& memo_v, __m512i& memo_i, std::uint64_t& zeros,
+    std::uint64_t& nans) noexcept {
+  std::size_t w = 0;
+  const __m512 zero = _mm512_setzero_ps();
   for (std::size_t k = 0; k < M; k += 16) {
     if (k + histogram_prefetch_distance < avail)
       prefetch_read(p + k + histogram_prefetch_distance);
     const __m512 v = _mm512_loadu_ps(p + k);
     mn = min512(v, mn);  // a NaN v keeps mn
     mx = max512(v, mx);
-    const __m512 w = T == bin_transform::absolute ? _mm512_abs_ps(v) : v;
-    const __m512 f = _mm512_mul_ps(_mm512_sub_ps(w, c.lo), c.norm);
+    const __m512 a = T == bin_transform::absolute ? _mm512_abs_ps(v) : v;
+    const __m512 f = _mm512_mul_ps(_mm512_sub_ps(a, c.lo), c.norm);
     __m512i i = _mm512_maskz_cvttps_epi32(0xFFFF, f);
     const __m512 frac = _mm512_sub_ps(f, _mm512_maskz_cvtepi32_ps(0xFFFF, i));
     __mmask16 ok = _mm512_cmplt_epu32_mask(i, c.bins);
     ok = _mm512_mask_cmp_ps_mask(ok, frac, c.tol, _CMP_GE_OQ);
     ok = _mm512_mask_cmp_ps_mask(ok, frac, c.tol_hi, _CMP_LE_OQ);
+    const __mmask16 is_zero = _mm512_cmp_ps_mask(v, zero, _CMP_EQ_OQ);
     const __mmask16 same = _mm512_cmp_ps_mask(v, memo_v, _CMP_EQ_OQ);
     i = _mm512_mask_mov_epi32(i, same, memo_i);
-    ok = static_cast<__mmask16>(ok | same);
-    _mm512_store_si512(idx + k, i);
+    ok = static_cast<__mmask16>(ok | same | is_zero);
     if (ok != 0xFFFF) [[unlikely]] {
+      alignas(64) std::int32_t lanes[16];
+      _mm512_store_si512(lanes, i);
       auto bad = static_cast<std::uint32_t>(static_cast<__mmask16>(~ok));
       while (bad != 0) {
         const auto j = static_cast<std::size_t>(__builtin_ctz(bad));
@@ -428,15 +443,35 @@ QUARK_OBSERVER_TARGET_AVX512 QUARK_ALWAYS_INLINE std::uint64_t bin_block_avx512(
         const float r = p[k + j];
         nans += static_cast<std::uint64_t>(r != r);
         const std::int32_t bin = s.exact(r);
-        idx[k + j] = bin;
+        lanes[j] = bin;
         if (r == r) {
           memo_v = _mm512_set1_ps(r);
           memo_i = _mm512_set1_epi32(bin);
         }
       }
+      i = _mm512_load_si512(lanes);
     }
+    const auto keep = static_cast<__mmask16>(~is_zero);
+    i = _mm512_add_epi32(i, c.table);
+    _mm512_storeu_si512(idx + w, _mm512_maskz_compress_epi32(keep, i));
+    w += static_cast<std::size_t>(__builtin_popcount(static_cast<std::uint32_t>(keep)));
+    zeros += static_cast<std::uint64_t>(16 - __builtin_popcount(static_cast<std::uint32_t>(keep)));
   }
-  return nans;
+  return w;
+}
+
+/// Counts `m` entries of the four tables (entry = table offset + position).
+QUARK_ALWAYS_INLINE void count_entries(const std::int32_t* idx, std::size_t m,
+                                       std::uint32_t* t) noexcept {
+  std::size_t k = 0;
+  for (; k + 4 <= m; k += 4) {
+    ++t[idx[k]];
+    ++t[idx[k + 1]];
+    ++t[idx[k + 2]];
+    ++t[idx[k + 3]];
+  }
+  for (; k < m; ++k)
+    ++t[idx[k]];
 }
 
 /// The AVX-512 form of histogram_count (positions in 16 lanes when the float formula applies,
@@ -451,13 +486,16 @@ QUARK_OBSERVER_TARGET_AVX512 minmax_partial histogram_count_avx512(std::span<con
   minmax_partial ext;
   const std::size_t stride = s.n + 1;
   std::uint32_t* t0 = tables.prepare(s.n);
-  alignas(64) std::array<std::int32_t, block> idx;
-  const avx512_positions pos{_mm512_set1_ps(s.lo_f), _mm512_set1_ps(static_cast<float>(s.norm)),
+  alignas(64) std::array<std::int32_t, block + 16> idx;  // + 16: the last compressed store
+  const avx512_positions pos{_mm512_set1_ps(s.lo_f),
+                             _mm512_set1_ps(static_cast<float>(s.norm)),
                              _mm512_set1_ps(static_cast<float>(s.tol_f)),
                              _mm512_set1_ps(1.0f - static_cast<float>(s.tol_f)),
-                             _mm512_set1_epi32(static_cast<std::int32_t>(s.n))};
+                             _mm512_set1_epi32(static_cast<std::int32_t>(s.n)),
+                             table_offsets(stride)};
   __m512 memo_v = _mm512_set1_ps(std::numeric_limits<float>::quiet_NaN());  // equals nothing
   __m512i memo_i = _mm512_setzero_si512();
+  std::uint64_t zeros = 0;  // at most histogram_max_chunk: fits a table entry
   for (std::size_t b = 0; b < x.size(); b += block) {
     const std::size_t m = std::min(block, x.size() - b);
     const float* p = x.data() + b;
@@ -468,18 +506,21 @@ QUARK_OBSERVER_TARGET_AVX512 minmax_partial histogram_count_avx512(std::span<con
     if (s.use_float) {
       __m512 mn = _mm512_set1_ps(std::numeric_limits<float>::infinity());
       __m512 mx = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
-      ext.nan_count +=
-          bin_block_avx512<T, block>(p, x.size() - b, pos, idx.data(), mn, mx, s, memo_v, memo_i);
+      const std::size_t w = bin_block_avx512<T, block>(p, x.size() - b, pos, idx.data(), mn, mx, s,
+                                                       memo_v, memo_i, zeros, ext.nan_count);
       alignas(64) float lmn[16];
       alignas(64) float lmx[16];
       _mm512_store_ps(lmn, mn);
       _mm512_store_ps(lmx, mx);
       fold_lanes(lmn, lmx, ext);
+      count_entries(idx.data(), w, t0);
     } else {
       positions_portable(s, p, x.size() - b, idx.data(), ext);
+      count_block(idx.data(), t0, t0 + stride, t0 + 2 * stride, t0 + 3 * stride);
     }
-    count_block(idx.data(), t0, t0 + stride, t0 + 2 * stride, t0 + 3 * stride);
   }
+  if (zeros != 0)
+    t0[s.exact(0.0f)] += static_cast<std::uint32_t>(zeros);
   return ext;
 }
 QUARK_OBSERVER_AVX512_POP

@@ -125,8 +125,9 @@ std::pair<std::int64_t, std::int64_t> int_range(dtype_id t) {
   }
 }
 
-/// `v` quantized to the integer type `t` by quark::quantize with `scale` / `zero_point` (one
-/// value: per tensor; else per channel along axis 0). The full range of `t` bounds the codes.
+}  // namespace
+
+// Declared in algorithms.hpp (fast finetune re-quantizes biases the same way).
 tensor requantize(const std::vector<float>& v, dtype_id t, const std::vector<float>& scale,
                   const std::vector<std::int64_t>& zero_point) {
   tensor out(t, {static_cast<std::int64_t>(v.size())});
@@ -150,8 +151,6 @@ tensor requantize(const std::vector<float>& v, dtype_id t, const std::vector<flo
   });
   return out;
 }
-
-}  // namespace
 
 bias_correction_stats correct_bias(model& qm, const model& float_model,
                                    calibration_data_reader& reader,

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <string_view>
 
+#include <quark/core/error.hpp>
 #include <quark/onnx/config.hpp>
 
 #include "quantizer/algorithms.hpp"
@@ -137,6 +138,112 @@ auto_mp_options read_auto_mp(const algo_entry& e) {
   return o;
 }
 
+[[noreturn]] void bad(const std::string& where, const std::string& what) {
+  throw config_error("quark.config.value", "algo_config " + where + ": " + what);
+}
+
+[[noreturn]] void unsupported(const std::string& where, const std::string& what) {
+  throw quark::not_implemented("quark.config.not_implemented",
+                               "algo_config " + where + ": " + what);
+}
+
+/// AdaRoundConfig / AdaQuantConfig parameters (quark-spec §10.5), validated.
+finetune_options read_finetune(const algo_entry& e) {
+  finetune_options f;
+  const std::string entry(to_string(e.name));
+  f.adaquant = e.name == algo_name::adaquant;
+  auto p = [&](const char* key) { return algo_param(e, key); };
+  auto where = [&](const char* key) { return entry + "." + key; };
+  auto count = [&](const char* key, std::int64_t lo) -> std::size_t {
+    const std::int64_t v = p(key).as_int();
+    if (v < lo)
+      bad(where(key), "must be >= " + std::to_string(lo) + ", got " + std::to_string(v));
+    return static_cast<std::size_t>(v);
+  };
+  const std::string algorithm = p("algorithm").as_string();
+  if (algorithm != entry) {
+    bad(where("algorithm"), "\"" + algorithm + "\" does not match the entry (the " + entry +
+                                " entry runs \"" + entry + "\")");
+  }
+  for (const char* dev : {"optim_device", "infer_device"}) {
+    const std::string d = p(dev).as_string();
+    if (d != "cpu")
+      unsupported(where(dev), "\"" + d + "\": quark-cpp fine-tunes on the CPU only (\"cpu\")");
+  }
+  if (const option_value v = p("fixed_seed"); !v.is_null()) {
+    if (v.as_int() < 0)
+      bad(where("fixed_seed"), "must be >= 0, got " + std::to_string(v.as_int()));
+    f.fixed_seed = static_cast<std::uint64_t>(v.as_int());
+  }
+  if (const option_value v = p("data_size"); !v.is_null())
+    f.data_size = count("data_size", 1);
+  f.batch_size = count("batch_size", 1);
+  f.num_batches = count("num_batches", 1);
+  f.num_iterations = count("num_iterations", 0);
+  f.learning_rate = p("learning_rate").as_number();
+  if (!(f.learning_rate > 0.0) || !std::isfinite(f.learning_rate))
+    bad(where("learning_rate"), "must be a finite number > 0");
+  f.early_stop = p("early_stop").as_bool();
+  if (const option_value v = p("output_index"); !v.is_null() && v.as_int() != 0) {
+    bad(where("output_index"),
+        "must be 0 or null (the fine-tuned Conv / Gemm / MatMul have one output), got " +
+            std::to_string(v.as_int()));
+  }
+  if (!p("lr_adjust").is_null())
+    unsupported(where("lr_adjust"), "a learning-rate schedule is not implemented yet (use null)");
+  const option_value types = p("target_op_type");
+  for (const auto& t : types.as_array()) {
+    const std::string& op = t.as_string();
+    if (op != "Conv" && op != "ConvTranspose" && op != "Gemm" && op != "MatMul" &&
+        op != "InstanceNormalization" && op != "LayerNormalization") {
+      bad(where("target_op_type"),
+          "\"" + op +
+              "\" is not a module type (Conv, ConvTranspose, Gemm, MatMul, InstanceNormalization, "
+              "LayerNormalization)");
+    }
+    f.target_op_type.push_back(op);
+  }
+  if (p("selective_update").as_bool())
+    unsupported(where("selective_update"), "true is not implemented yet");
+  f.update_bias = p("update_bias").as_bool();
+  if (f.update_bias && !f.adaquant)
+    bad(where("update_bias"), "AdaRound learns roundings only; update_bias needs adaquant");
+  if (p("output_qdq").as_bool())
+    unsupported(where("output_qdq"),
+                "true (the output's QDQ inside the module) is not implemented yet");
+  f.drop_ratio = p("drop_ratio").as_number();
+  if (!(f.drop_ratio >= 0.0 && f.drop_ratio <= 1.0))
+    bad(where("drop_ratio"), "must be in [0, 1]");
+  const std::int64_t mem = p("mem_opt_level").as_int();
+  if (mem < 0 || mem > 2)
+    bad(where("mem_opt_level"), "must be 0, 1 or 2, got " + std::to_string(mem));
+  f.log_period = count("log_period", 1);
+  if (!p("ref_model_path").is_null())
+    unsupported(where("ref_model_path"), "a separate reference model is not implemented yet");
+  f.reg_param = p("reg_param").as_number();
+  if (!(f.reg_param >= 0.0) || !std::isfinite(f.reg_param))
+    bad(where("reg_param"), "must be a finite number >= 0");
+  const option_value beta = p("beta_range");
+  if (beta.as_array().size() != 2)
+    bad(where("beta_range"), "must be two numbers (start, end)");
+  f.beta_start = beta.as_array()[0].as_number();
+  f.beta_end = beta.as_array()[1].as_number();
+  if (!(f.beta_start > 0.0 && f.beta_end > 0.0) || !std::isfinite(f.beta_start) ||
+      !std::isfinite(f.beta_end))
+    bad(where("beta_range"), "both values must be finite numbers > 0");
+  f.warm_start = p("warm_start").as_number();
+  if (!(f.warm_start >= 0.0 && f.warm_start <= 1.0))
+    bad(where("warm_start"), "must be in [0, 1]");
+  if (p("num_workers").as_int() < 1)
+    bad(where("num_workers"), "must be >= 1");
+  if (p("use_gds").as_bool())
+    unsupported(where("use_gds"), "GPUDirect Storage needs a GPU; quark-cpp runs on the CPU");
+  // pin_memory, num_workers, parallel, mem_opt_level, cache_dir, dynamic_batch,
+  // select_max_mem_layer: validated above or by the table; nothing to do on one CPU process that
+  // holds one module's data at a time.
+  return f;
+}
+
 }  // namespace
 
 algo_options read_algo_options(const qconfig& cfg) {
@@ -181,6 +288,8 @@ algo_options read_algo_options(const qconfig& cfg) {
       a.bias_correction = true;
     } else if (e.name == algo_name::auto_mixprecision) {
       a.auto_mp = read_auto_mp(e);
+    } else if (e.name == algo_name::adaround || e.name == algo_name::adaquant) {
+      a.finetune = read_finetune(e);
     }
   }
   if (!has_cle) {

@@ -13,6 +13,12 @@
 // its Relu / Clip) and the quantized chain, on the quantized model's own inputs over the
 // calibration data, is added to the bias (damped), which is then re-quantized.
 //
+// Fast finetune (algo_finetune.cpp, §10.5): AdaRound / AdaQuant on the quantized model, one
+// Conv / Gemm / MatMul at a time, after quantization and before bias correction. The module's
+// inputs come from the quantized model, its target is the float model's output of the same node;
+// AdaRound learns whether each weight rounds down or up, AdaQuant learns the float weight behind
+// the fake quantizer. A module keeps the new integers only if its reconstruction error improved.
+//
 //     const qz::algo_options a = qz::read_algo_options(cfg);
 //     if (a.cle && a.replace_clip6_relu) qz::replace_clip6_relu(m);
 //     ... plan ...
@@ -61,12 +67,35 @@ struct auto_mp_options {
   std::vector<std::string> notes;  ///< decisions taken while reading (l2_target dropped, ...)
 };
 
+/// AdaRoundConfig / AdaQuantConfig (quark-spec §10.5). Parameters that do nothing on a CPU
+/// (pin_memory, num_workers, parallel, mem_opt_level, cache_dir, log_period, dynamic_batch,
+/// select_max_mem_layer) are validated and otherwise ignored; see docs/config.md.
+struct finetune_options {
+  bool adaquant = false;                    ///< false: AdaRound
+  std::optional<std::uint64_t> fixed_seed;  ///< nullopt: a random seed
+  std::optional<std::size_t> data_size;     ///< samples at most (nullopt: all)
+  std::size_t batch_size = 1;               ///< samples per mini-batch
+  std::size_t num_batches = 1;              ///< the module data is num_batches * batch_size samples
+  std::size_t num_iterations = 1000;
+  double learning_rate = 0.1;
+  bool early_stop = false;
+  std::size_t log_period = 100;             ///< early stop window
+  std::vector<std::string> target_op_type;  ///< node types to fine-tune
+  bool update_bias = false;                 ///< AdaQuant: the bias is trained too
+  double drop_ratio = 1.0;   ///< share of module inputs taken from the quantized model
+  double reg_param = 0.01;   ///< AdaRound rounding regulariser weight
+  double beta_start = 20.0;  ///< beta_range[0]
+  double beta_end = 2.0;     ///< beta_range[1]
+  double warm_start = 0.2;   ///< share of iterations without the regulariser
+};
+
 /// The algorithms a configuration asks for.
 struct algo_options {
-  std::optional<cle_options> cle;          ///< algo_config "cle"
-  bool replace_clip6_relu = false;         ///< ReplaceClip6Relu (only with CLE, as in Quark)
-  bool bias_correction = false;            ///< algo_config "bias_correction"
-  std::optional<auto_mp_options> auto_mp;  ///< algo_config "auto_mixprecision"
+  std::optional<cle_options> cle;            ///< algo_config "cle"
+  bool replace_clip6_relu = false;           ///< ReplaceClip6Relu (only with CLE, as in Quark)
+  bool bias_correction = false;              ///< algo_config "bias_correction"
+  std::optional<auto_mp_options> auto_mp;    ///< algo_config "auto_mixprecision"
+  std::optional<finetune_options> finetune;  ///< algo_config "adaround" / "adaquant"
 };
 
 /// Reads algo_config and the extra options that go with it. The configuration is validated.
@@ -139,5 +168,40 @@ void report_auto_mp(quantize_report& report, const auto_mp_result& r);
 
 /// The integer types auto mixed precision may write (the opset must carry them).
 std::vector<dtype_id> auto_mp_types(const auto_mp_options& o);
+
+/// `v` quantized to the integer type `t` (int8 / int16 / int32) with `scale` / `zero_point`
+/// through quark::quantize (one scale: per tensor; else per channel along axis 0); the full range
+/// of `t` bounds the codes. Used for biases.
+tensor requantize(const std::vector<float>& v, dtype_id t, const std::vector<float>& scale,
+                  const std::vector<std::int64_t>& zero_point);
+
+struct finetune_stats {
+  std::size_t improved = 0;   ///< modules whose weights changed
+  std::size_t unchanged = 0;  ///< fine-tuned but not better than round-to-nearest: kept as it was
+  std::size_t samples = 0;
+  std::vector<std::string> skipped;  ///< "node (reason)" for targets left alone
+  double loss_before = 0.0;          ///< sum over modules of the reconstruction error
+  double loss_after = 0.0;
+  double collect_seconds = 0.0;  ///< running the models for the module data
+  double train_seconds = 0.0;    ///< Gram matrices and the optimisation
+};
+
+/// AdaRound / AdaQuant on the quantized model `qm` against `float_model` (the float model the
+/// quantizer started from), on at most `max_samples` samples of `reader` (rewound first).
+finetune_stats fast_finetune(model& qm, const model& float_model, calibration_data_reader& reader,
+                             const finetune_options& o, std::optional<std::size_t> max_samples);
+
+/// One line for the quantize report: modules improved / unchanged / skipped, losses.
+std::string finetune_note(const finetune_options& o, const finetune_stats& s);
+
+// The AdaRound formulas (quark-spec §10.5), exposed for the tests.
+inline constexpr double adaround_gamma = -0.1;
+inline constexpr double adaround_zeta = 1.1;
+/// Rectified sigmoid h(alpha) = clamp(sigmoid(alpha) (zeta - gamma) + gamma, 0, 1).
+double adaround_h(double alpha);
+/// The alpha with h(alpha) = frac (frac in [0, 1)): -log((zeta - gamma) / (frac - gamma) - 1).
+double adaround_alpha_init(double frac);
+/// Beta of iteration `it` of `n`: cosine from `start` to `end` after the warm start.
+double adaround_beta(std::size_t it, std::size_t n, double warm_start, double start, double end);
 
 }  // namespace quark::onnx::qz

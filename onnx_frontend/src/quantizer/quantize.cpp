@@ -1727,8 +1727,14 @@ model quantize_float32_model(const model& in, const qconfig& cfg, calibration_da
   }
   m.validate();
 
-  // Bias correction (algo_config "bias_correction", quark-spec §10.3): on the finished quantized
-  // model, against the float model calibration saw, on the calibration data again.
+  // Fast finetune (algo_config "adaround" / "adaquant", quark-spec §10.5), then bias correction
+  // (§10.3): on the finished quantized model, against the float model calibration saw.
+  if (algos.finetune) {
+    const model fm = model::from_bytes(float_bytes, m.base_dir());
+    const qz::finetune_stats ft =
+        qz::fast_finetune(m, fm, reader, *algos.finetune, opt.calib_data_size);
+    report.notes.push_back(qz::finetune_note(*algos.finetune, ft));
+  }
   if (algos.bias_correction) {
     const model fm = model::from_bytes(float_bytes, m.base_dir());
     const qz::bias_correction_stats bc = qz::correct_bias(m, fm, reader, opt.calib_data_size);

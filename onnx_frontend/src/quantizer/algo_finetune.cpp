@@ -1,0 +1,990 @@
+// SPDX-License-Identifier: MIT
+// Fast finetune: AdaRound and AdaQuant (quark-spec §10.5; see algorithms.hpp).
+//
+// A module is one quantized Conv / Gemm / MatMul of the quantized model whose weight is an integer
+// initializer behind a DequantizeLinear (per tensor or per channel). Modules are fine-tuned one at
+// a time in graph order, each on the quantized model as it stands (earlier modules already
+// updated): the quantized model runs on the samples and the module's input is taken as it is
+// produced (mixed element-wise with the float model's input when drop_ratio < 1); the float model
+// gives the target, the node's own float output. The module computes Y = W X + b with X the
+// im2col matrix of the input (Conv, grouped and depthwise included) or the input rows (Gemm,
+// MatMul), so the reconstruction loss (quark-spec §10.5: squared error summed over the output
+// channels, averaged over the other axes) is quadratic in [W b]:
+//
+//     L = (tr(Wt G Wt^T) - 2 tr(Wt C^T) + e) / P,  G = Xt Xt^T, C = T Xt^T, e = ||T||^2,
+//
+// with Xt = X plus a row of ones and P the number of output positions. Per sample either G, C, e
+// are kept (when that is cheaper per iteration) or Xt and T themselves; the GEMMs are Eigen's.
+//
+// AdaRound: Wq = s (clamp(floor(w / s) + h(alpha) + zp, qmin, qmax) - zp) with the rectified
+// sigmoid h, alpha initialised to the fractional part, the rounding regulariser after the warm
+// start with beta annealed by cosine, Adam on alpha, hard rounding (alpha >= 0) at the end.
+// AdaQuant: Wq = fake_quant(w) with the straight-through gradient inside the clip range, Adam on
+// w (and the bias with update_bias); the final integers come from quark::quantize with the
+// weight's own scale and zero point, so they are what the quantizer would write for that float
+// weight. The clip bounds are Quark's weight bounds (signed types: the symmetric table). The new
+// integers replace the old ones only when the module's reconstruction error over all its samples
+// is lower than with the round-to-nearest weights.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <numbers>
+#include <numeric>
+#include <random>
+#include <set>
+#include <sstream>
+
+// GCC 12 reports false maybe-uninitialized warnings inside Eigen's packet code (runtime/gemm.cpp).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#include <Eigen/Core>
+
+#include <quark/onnx/runtime.hpp>
+#include <quark/scale/qrange.hpp>
+
+#include "io/proto_access.hpp"
+#include "quantizer/algorithms.hpp"
+#include "quantizer/graph_util.hpp"
+#include "quantizer/numerics.hpp"
+
+namespace quark::onnx::qz {
+
+double adaround_h(double alpha) {
+  const double sig = 1.0 / (1.0 + std::exp(-alpha));
+  return std::clamp(sig * (adaround_zeta - adaround_gamma) + adaround_gamma, 0.0, 1.0);
+}
+
+double adaround_alpha_init(double frac) {
+  return -std::log((adaround_zeta - adaround_gamma) / (frac - adaround_gamma) - 1.0);
+}
+
+double adaround_beta(std::size_t it, std::size_t n, double warm_start, double start, double end) {
+  const double warm = warm_start * static_cast<double>(n);
+  const double rel = (static_cast<double>(it) - warm) / (static_cast<double>(n) - warm);
+  return end + 0.5 * (start - end) * (1.0 + std::cos(std::numbers::pi * rel));
+}
+
+namespace {
+
+using ::onnx::GraphProto;
+using ::onnx::NodeProto;
+using mat = Eigen::MatrixXd;
+using Eigen::Index;
+
+Index ix(std::size_t v) {
+  return static_cast<Index>(v);
+}
+
+enum class op_kind : std::uint8_t { conv, gemm, matmul };
+
+/// Where the weight of a module lives and how its elements map onto the GEMM.
+struct module {
+  int node = -1;  ///< in the quantized graph
+  std::string name;
+  op_kind kind = op_kind::conv;
+  std::string input, output;  ///< node input 0 / output 0 (same names in both models)
+  std::string float_input;    ///< input 0 of the float node
+  std::string float_output;   ///< output 0 of the float node (a graph output keeps its name in
+                              ///< the float model only)
+  std::string weight_q;       ///< integer initializer behind the DequantizeLinear
+  dtype_id wtype = dtype_id::int8;
+  shape_t wshape;
+  std::vector<float> w;             ///< float weight (float model)
+  std::vector<double> scale, zp;    ///< per element
+  std::int64_t qmin = 0, qmax = 0;  ///< Quark's weight clip bounds
+  std::vector<float> scale_param;   ///< as stored (for quark::quantize)
+  std::vector<std::int64_t> zp_param;
+  std::int64_t axis = -1;  ///< per-channel axis, -1 per tensor
+  // bias
+  bool bias_quantized = false;
+  std::string bias_data;  ///< initializer holding the bias ("" without one)
+  dtype_id bias_type = dtype_id::float32;
+  std::vector<float> bias_scale;
+  std::vector<std::int64_t> bias_zp;
+  std::vector<double> bias;  ///< dequantized bias, per output channel (zeros without one)
+  // GEMM view
+  std::size_t groups = 1, cout_g = 0, k_g = 0;
+  std::vector<std::size_t> flat;  ///< (g, o, k) -> element of the weight
+  // Conv geometry (1-D convolutions use kh = 1)
+  std::size_t cin_g = 0, kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1;
+  std::string auto_pad = "NOTSET";
+  std::int64_t pt = 0, pl = 0, pb = 0, pr = 0;
+  bool one_d = false;
+};
+
+/// One sample of one module: per group either (G, C) with e, or (Xt, T).
+struct sample_data {
+  std::vector<mat> a;  ///< G or Xt
+  std::vector<mat> b;  ///< C or T
+  double e = 0.0;
+  double positions = 0.0;
+};
+
+std::int64_t int_value(const tensor& t, std::size_t i) {
+  std::int64_t v = 0;
+  quark::visit_dtype(t.type(), [&](auto id) {
+    using D = typename decltype(id)::type;
+    if constexpr (std::is_integral_v<D> && !std::is_same_v<D, bool>)
+      v = static_cast<std::int64_t>(t.data<D>()[i]);
+  });
+  return v;
+}
+
+bool finetunable_type(dtype_id t) {
+  return t == dtype_id::int8 || t == dtype_id::uint8 || t == dtype_id::int16 ||
+         t == dtype_id::uint16;
+}
+
+std::pair<std::int64_t, std::int64_t> weight_clip(dtype_id t) {
+  std::pair<std::int64_t, std::int64_t> r{0, 0};
+  quark::visit_dtype(t, [&](auto id) {
+    using D = typename decltype(id)::type;
+    if constexpr (integral_data_type<D>) {
+      const int_range q = quant_range<D>(range_table::symmetric);
+      r = {q.min, q.max};
+    }
+  });
+  return r;
+}
+
+/// Builds the module of quantized node `i`, or returns the reason it is left alone.
+std::string describe(const model& qm, const model& fm, const GraphProto& g, int i,
+                     const std::map<std::string, int>& producer,
+                     const std::map<std::string, std::vector<int>>& consumers,
+                     const std::map<std::string, const NodeProto*>& float_by_name, module& m) {
+  const NodeProto& n = g.node(i);
+  m.node = i;
+  m.name = n.name().empty() ? n.output(0) : n.name();
+  m.kind = n.op_type() == "Conv"   ? op_kind::conv
+           : n.op_type() == "Gemm" ? op_kind::gemm
+                                   : op_kind::matmul;
+  if (n.input_size() < 2 || n.output_size() < 1 || qm.has_initializer(n.input(0)))
+    return "no activation input";
+  m.input = n.input(0);
+  m.output = n.output(0);
+  auto pit = producer.find(n.input(1));
+  if (pit == producer.end() || g.node(pit->second).op_type() != "DequantizeLinear")
+    return "weight not quantized";
+  const NodeProto& dq = g.node(pit->second);
+  if (dq.input_size() < 2 || !qm.has_initializer(dq.input(0)) || !qm.has_initializer(dq.input(1)))
+    return "weight not quantized";
+  if (consumers.at(dq.input(0)).size() != 1 || consumers.at(n.input(1)).size() != 1)
+    return "shared weight";
+  if (attr_i(dq, "block_size", 0) != 0)
+    return "blocked weight";
+  const tensor wq = qm.initializer(dq.input(0));
+  if (!finetunable_type(wq.type()))
+    return std::string(dtype_name(wq.type())) + " weight";
+  m.weight_q = dq.input(0);
+  m.wtype = wq.type();
+  m.wshape = wq.shape();
+  const tensor sc = qm.initializer(dq.input(1));
+  if (sc.type() != dtype_id::float32)
+    return "scale not float32";
+  m.scale_param.assign(sc.data<float>().begin(), sc.data<float>().end());
+  if (dq.input_size() >= 3 && !dq.input(2).empty()) {
+    if (!qm.has_initializer(dq.input(2)))
+      return "zero point not constant";
+    const tensor z = qm.initializer(dq.input(2));
+    for (std::size_t k = 0; k < z.size(); ++k)
+      m.zp_param.push_back(int_value(z, k));
+  }
+  const std::size_t rank = m.wshape.size();
+  if (m.scale_param.size() > 1) {
+    std::int64_t ax = attr_i(dq, "axis", 1);
+    if (ax < 0)
+      ax += static_cast<std::int64_t>(rank);
+    if (ax < 0 || ax >= static_cast<std::int64_t>(rank) ||
+        static_cast<std::size_t>(m.wshape[static_cast<std::size_t>(ax)]) != m.scale_param.size())
+      return "scale shape";
+    m.axis = ax;
+  }
+  if (!m.zp_param.empty() && m.zp_param.size() != m.scale_param.size())
+    return "zero point shape";
+  // Float node (same name; else same output) and weight.
+  auto fit = float_by_name.find(n.name());
+  if (n.name().empty() || fit == float_by_name.end())
+    fit = float_by_name.find(m.output);
+  if (fit == float_by_name.end() || fit->second->op_type() != n.op_type())
+    return "no float counterpart";
+  const NodeProto& fnode = *fit->second;
+  m.float_input = fnode.input(0);
+  m.float_output = fnode.output(0);
+  if (fnode.input_size() < 2 || !fm.has_initializer(fnode.input(1)))
+    return "float weight not found";
+  const tensor wf = fm.initializer(fnode.input(1));
+  if (wf.type() != dtype_id::float32 || wf.shape() != m.wshape)
+    return "float weight not found";
+  m.w.assign(wf.data<float>().begin(), wf.data<float>().end());
+  const std::size_t count = m.w.size();
+  m.scale.resize(count);
+  m.zp.resize(count);
+  std::size_t inner = 1;
+  if (m.axis >= 0) {
+    for (std::size_t d = static_cast<std::size_t>(m.axis) + 1; d < rank; ++d)
+      inner *= static_cast<std::size_t>(m.wshape[d]);
+  }
+  for (std::size_t e = 0; e < count; ++e) {
+    const std::size_t c =
+        m.axis < 0
+            ? 0
+            : (e / inner) % static_cast<std::size_t>(m.wshape[static_cast<std::size_t>(m.axis)]);
+    m.scale[e] = static_cast<double>(m.scale_param[c]);
+    m.zp[e] = m.zp_param.empty() ? 0.0 : static_cast<double>(m.zp_param[c]);
+  }
+  std::tie(m.qmin, m.qmax) = weight_clip(m.wtype);
+
+  // GEMM view.
+  std::size_t cout = 0;
+  if (m.kind == op_kind::conv) {
+    if (rank != 4 && rank != 3)
+      return "Conv of rank " + std::to_string(rank);
+    m.one_d = rank == 3;
+    m.groups = static_cast<std::size_t>(attr_i(n, "group", 1));
+    cout = static_cast<std::size_t>(m.wshape[0]);
+    if (m.groups == 0 || cout % m.groups != 0)
+      return "group";
+    m.cout_g = cout / m.groups;
+    m.cin_g = static_cast<std::size_t>(m.wshape[1]);
+    m.kh = m.one_d ? 1 : static_cast<std::size_t>(m.wshape[2]);
+    m.kw = static_cast<std::size_t>(m.wshape[m.one_d ? 2 : 3]);
+    auto ints = [&](const char* key) {
+      std::vector<std::int64_t> v;
+      if (const auto* a = find_attr(n, key))
+        v.assign(a->ints().begin(), a->ints().end());
+      return v;
+    };
+    const auto strides = ints("strides");
+    const auto dil = ints("dilations");
+    const auto pads = ints("pads");
+    const std::size_t sp = m.one_d ? 1 : 2;
+    if ((!strides.empty() && strides.size() != sp) || (!dil.empty() && dil.size() != sp) ||
+        (!pads.empty() && pads.size() != 2 * sp))
+      return "Conv attributes";
+    auto at = [&](const std::vector<std::int64_t>& v, std::size_t k) {
+      return static_cast<std::size_t>(v.empty() ? 1 : v[k]);
+    };
+    if (m.one_d) {
+      m.sw = at(strides, 0);
+      m.dw = at(dil, 0);
+      if (!pads.empty()) {
+        m.pl = pads[0];
+        m.pr = pads[1];
+      }
+    } else {
+      m.sh = at(strides, 0);
+      m.sw = at(strides, 1);
+      m.dh = at(dil, 0);
+      m.dw = at(dil, 1);
+      if (!pads.empty()) {
+        m.pt = pads[0];
+        m.pl = pads[1];
+        m.pb = pads[2];
+        m.pr = pads[3];
+      }
+    }
+    if (const auto* a = find_attr(n, "auto_pad"))
+      m.auto_pad = a->s();
+    m.k_g = m.cin_g * m.kh * m.kw;
+    m.flat.resize(m.groups * m.cout_g * m.k_g);
+    std::iota(m.flat.begin(), m.flat.end(), std::size_t{0});
+  } else {
+    if (rank != 2)
+      return "weight of rank " + std::to_string(rank);
+    const bool trans_b = m.kind == op_kind::gemm && attr_i(n, "transB", 0) != 0;
+    if (m.kind == op_kind::gemm &&
+        (attr_i(n, "transA", 0) != 0 || attr_f(n, "alpha", 1.0f) != 1.0f ||
+         attr_f(n, "beta", 1.0f) != 1.0f))
+      return "Gemm with transA / alpha / beta";
+    const auto r0 = static_cast<std::size_t>(m.wshape[0]);
+    const auto r1 = static_cast<std::size_t>(m.wshape[1]);
+    cout = trans_b ? r0 : r1;
+    m.k_g = trans_b ? r1 : r0;
+    m.cout_g = cout;
+    m.flat.resize(cout * m.k_g);
+    for (std::size_t o = 0; o < cout; ++o) {
+      for (std::size_t k = 0; k < m.k_g; ++k)
+        m.flat[o * m.k_g + k] = trans_b ? o * m.k_g + k : k * cout + o;
+    }
+  }
+  // Bias.
+  m.bias.assign(cout, 0.0);
+  if (m.kind != op_kind::matmul && n.input_size() >= 3 && !n.input(2).empty()) {
+    const std::string& bv = n.input(2);
+    auto bp = producer.find(bv);
+    if (bp != producer.end() && g.node(bp->second).op_type() == "DequantizeLinear") {
+      const NodeProto& bdq = g.node(bp->second);
+      if (bdq.input_size() < 2 || !qm.has_initializer(bdq.input(0)) ||
+          !qm.has_initializer(bdq.input(1)))
+        return "bias not constant";
+      m.bias_quantized = true;
+      m.bias_data = bdq.input(0);
+      const tensor bs = qm.initializer(bdq.input(1));
+      if (bs.type() != dtype_id::float32)
+        return "bias scale not float32";
+      m.bias_scale.assign(bs.data<float>().begin(), bs.data<float>().end());
+      if (bdq.input_size() >= 3 && !bdq.input(2).empty()) {
+        if (!qm.has_initializer(bdq.input(2)))
+          return "bias zero point not constant";
+        const tensor z = qm.initializer(bdq.input(2));
+        for (std::size_t k = 0; k < z.size(); ++k)
+          m.bias_zp.push_back(int_value(z, k));
+      }
+    } else if (qm.has_initializer(bv)) {
+      m.bias_data = bv;
+    } else {
+      return "bias not constant";
+    }
+    const tensor b = qm.initializer(m.bias_data);
+    m.bias_type = b.type();
+    if (b.size() != cout)
+      return "bias shape";
+    if (m.bias_quantized) {
+      if (b.type() != dtype_id::int32 && b.type() != dtype_id::int16 && b.type() != dtype_id::int8)
+        return "bias type";
+      if (m.bias_scale.size() != 1 && m.bias_scale.size() != cout)
+        return "bias scale shape";
+      for (std::size_t c = 0; c < cout; ++c) {
+        const std::size_t k = m.bias_scale.size() == 1 ? 0 : c;
+        const double z = m.bias_zp.empty()
+                             ? 0.0
+                             : static_cast<double>(m.bias_zp[std::min(k, m.bias_zp.size() - 1)]);
+        m.bias[c] =
+            (static_cast<double>(int_value(b, c)) - z) * static_cast<double>(m.bias_scale[k]);
+      }
+    } else {
+      if (b.type() != dtype_id::float32)
+        return "bias type";
+      for (std::size_t c = 0; c < cout; ++c)
+        m.bias[c] = static_cast<double>(b.data<float>()[c]);
+    }
+  }
+  return {};
+}
+
+/// Xt (per group, (k_g + 1) x P with a last row of ones) and T (cout_g x P) of one sample.
+/// Returns false when the shapes do not fit the module.
+bool make_matrices(const module& m, const tensor& x, const tensor& t, std::vector<mat>& xs,
+                   std::vector<mat>& ts) {
+  if (x.type() != dtype_id::float32 || t.type() != dtype_id::float32)
+    return false;
+  const auto xv = x.data<float>();
+  const auto tv = t.data<float>();
+  xs.assign(m.groups, mat());
+  ts.assign(m.groups, mat());
+  if (m.kind != op_kind::conv) {
+    const std::size_t k = m.k_g, cout = m.cout_g;
+    if (x.rank() < 1 || static_cast<std::size_t>(x.shape().back()) != k || t.rank() < 1 ||
+        static_cast<std::size_t>(t.shape().back()) != cout)
+      return false;
+    const std::size_t rows = k == 0 ? 0 : x.size() / k;
+    if (t.size() != rows * cout)
+      return false;
+    mat& X = xs[0];
+    X.resize(ix(k + 1), ix(rows));
+    for (std::size_t r = 0; r < rows; ++r) {
+      for (std::size_t c = 0; c < k; ++c)
+        X(ix(c), ix(r)) = static_cast<double>(xv[r * k + c]);
+      X(ix(k), ix(r)) = 1.0;
+    }
+    mat& T = ts[0];
+    T.resize(ix(cout), ix(rows));
+    for (std::size_t r = 0; r < rows; ++r) {
+      for (std::size_t o = 0; o < cout; ++o)
+        T(ix(o), ix(r)) = static_cast<double>(tv[r * cout + o]);
+    }
+    return true;
+  }
+  const std::size_t want_rank = m.one_d ? 3 : 4;
+  if (x.rank() != want_rank || t.rank() != want_rank)
+    return false;
+  const auto n = static_cast<std::size_t>(x.shape()[0]);
+  const auto cin = static_cast<std::size_t>(x.shape()[1]);
+  const std::size_t ih = m.one_d ? 1 : static_cast<std::size_t>(x.shape()[2]);
+  const auto iw = static_cast<std::size_t>(x.shape()[want_rank - 1]);
+  const std::size_t oh = m.one_d ? 1 : static_cast<std::size_t>(t.shape()[2]);
+  const auto ow = static_cast<std::size_t>(t.shape()[want_rank - 1]);
+  if (cin != m.cin_g * m.groups || static_cast<std::size_t>(t.shape()[0]) != n ||
+      static_cast<std::size_t>(t.shape()[1]) != m.cout_g * m.groups)
+    return false;
+  // Begin pads (auto_pad SAME_* derives them from the output size, as ONNX does).
+  auto begin_pad = [&](std::size_t in, std::size_t out, std::size_t k, std::size_t s, std::size_t d,
+                       std::int64_t explicit_pad) -> std::int64_t {
+    if (m.auto_pad == "VALID")
+      return 0;
+    if (m.auto_pad == "SAME_UPPER" || m.auto_pad == "SAME_LOWER") {
+      const std::int64_t total =
+          std::max<std::int64_t>(0, static_cast<std::int64_t>((out - 1) * s + (k - 1) * d + 1) -
+                                        static_cast<std::int64_t>(in));
+      return m.auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+    }
+    return explicit_pad;
+  };
+  const std::int64_t pt = m.one_d ? 0 : begin_pad(ih, oh, m.kh, m.sh, m.dh, m.pt);
+  const std::int64_t pl = begin_pad(iw, ow, m.kw, m.sw, m.dw, m.pl);
+  if (m.auto_pad == "NOTSET") {
+    // The output size must follow from the explicit pads.
+    auto out_size = [](std::size_t in, std::int64_t p0, std::int64_t p1, std::size_t k,
+                       std::size_t s, std::size_t d) {
+      const std::int64_t span =
+          static_cast<std::int64_t>(in) + p0 + p1 - static_cast<std::int64_t>((k - 1) * d + 1);
+      return span < 0 ? std::int64_t{-1} : span / static_cast<std::int64_t>(s) + 1;
+    };
+    if ((!m.one_d && out_size(ih, m.pt, m.pb, m.kh, m.sh, m.dh) != static_cast<std::int64_t>(oh)) ||
+        out_size(iw, m.pl, m.pr, m.kw, m.sw, m.dw) != static_cast<std::int64_t>(ow))
+      return false;
+  }
+  const std::size_t p_count = n * oh * ow;
+  for (std::size_t gi = 0; gi < m.groups; ++gi) {
+    mat& X = xs[gi];
+    X.setZero(ix(m.k_g + 1), ix(p_count));
+    for (std::size_t b = 0; b < n; ++b) {
+      for (std::size_t cl = 0; cl < m.cin_g; ++cl) {
+        const float* plane = xv.data() + (b * cin + gi * m.cin_g + cl) * ih * iw;
+        for (std::size_t i = 0; i < m.kh; ++i) {
+          for (std::size_t j = 0; j < m.kw; ++j) {
+            const std::size_t row = (cl * m.kh + i) * m.kw + j;
+            for (std::size_t y = 0; y < oh; ++y) {
+              const std::int64_t yy = static_cast<std::int64_t>(y * m.sh + i * m.dh) - pt;
+              if (yy < 0 || yy >= static_cast<std::int64_t>(ih))
+                continue;
+              const float* line = plane + static_cast<std::size_t>(yy) * iw;
+              const std::size_t col0 = (b * oh + y) * ow;
+              for (std::size_t xo = 0; xo < ow; ++xo) {
+                const std::int64_t xx = static_cast<std::int64_t>(xo * m.sw + j * m.dw) - pl;
+                if (xx >= 0 && xx < static_cast<std::int64_t>(iw))
+                  X(ix(row), ix(col0 + xo)) =
+                      static_cast<double>(line[static_cast<std::size_t>(xx)]);
+              }
+            }
+          }
+        }
+      }
+    }
+    X.row(ix(m.k_g)).setOnes();
+    mat& T = ts[gi];
+    T.resize(ix(m.cout_g), ix(p_count));
+    for (std::size_t b = 0; b < n; ++b) {
+      for (std::size_t o = 0; o < m.cout_g; ++o) {
+        const float* plane = tv.data() + (b * m.cout_g * m.groups + gi * m.cout_g + o) * oh * ow;
+        for (std::size_t p = 0; p < oh * ow; ++p)
+          T(ix(o), ix(b * oh * ow + p)) = static_cast<double>(plane[p]);
+      }
+    }
+  }
+  return true;
+}
+
+/// Loss and gradient of the module with weights+bias `wt` (per group cout_g x (k_g + 1)) over the
+/// samples `batch`.
+double loss_and_grad(const std::vector<sample_data>& data, bool gram,
+                     const std::vector<std::size_t>& batch, const std::vector<mat>& wt,
+                     std::vector<mat>* grad) {
+  double loss = 0.0, positions = 0.0;
+  if (grad != nullptr) {
+    for (std::size_t gi = 0; gi < wt.size(); ++gi)
+      (*grad)[gi].setZero(wt[gi].rows(), wt[gi].cols());
+  }
+  mat tmp;
+  for (const std::size_t s : batch) {
+    const sample_data& d = data[s];
+    positions += d.positions;
+    for (std::size_t gi = 0; gi < wt.size(); ++gi) {
+      if (gram) {
+        tmp.noalias() = wt[gi] * d.a[gi];
+        loss += tmp.cwiseProduct(wt[gi]).sum() - 2.0 * wt[gi].cwiseProduct(d.b[gi]).sum();
+        if (grad != nullptr)
+          (*grad)[gi] += tmp - d.b[gi];
+      } else {
+        tmp.noalias() = wt[gi] * d.a[gi];
+        tmp -= d.b[gi];
+        loss += tmp.squaredNorm();
+        if (grad != nullptr)
+          (*grad)[gi].noalias() += tmp * d.a[gi].transpose();
+      }
+    }
+    if (gram)
+      loss += d.e;
+  }
+  if (positions <= 0.0)
+    return 0.0;
+  if (grad != nullptr) {
+    for (auto& gm : *grad)
+      gm *= 2.0 / positions;
+  }
+  return std::max(loss, 0.0) / positions;
+}
+
+/// Adam (torch defaults: betas 0.9 / 0.999, eps 1e-8, bias-corrected).
+struct adam {
+  std::vector<double> m, v;
+  std::size_t t = 0;
+  double lr = 1e-3;
+  void init(std::size_t n, double rate) {
+    m.assign(n, 0.0);
+    v.assign(n, 0.0);
+    t = 0;
+    lr = rate;
+  }
+  void step(std::vector<double>& p, const std::vector<double>& g) {
+    ++t;
+    const double b1 = 0.9, b2 = 0.999, eps = 1e-8;
+    const double c1 = 1.0 - std::pow(b1, static_cast<double>(t));
+    const double c2 = 1.0 - std::pow(b2, static_cast<double>(t));
+    for (std::size_t i = 0; i < p.size(); ++i) {
+      m[i] = b1 * m[i] + (1.0 - b1) * g[i];
+      v[i] = b2 * v[i] + (1.0 - b2) * g[i] * g[i];
+      p[i] -= lr * (m[i] / c1) / (std::sqrt(v[i] / c2) + eps);
+    }
+  }
+};
+
+/// Quantizes the float weight `w` with the module's parameters through quark::quantize.
+std::vector<std::int64_t> quantize_weight(const module& m, const std::vector<float>& w) {
+  std::vector<std::int64_t> out(w.size());
+  std::vector<std::size_t> dims;
+  for (const auto d : m.wshape)
+    dims.push_back(static_cast<std::size_t>(d));
+  const tensor_shape shape{std::span<const std::size_t>(dims)};
+  const granularity gran =
+      m.axis < 0 ? granularity{per_tensor{}} : granularity{per_channel{m.axis}};
+  quark::visit_dtype(m.wtype, [&](auto id) {
+    using D = typename decltype(id)::type;
+    if constexpr (integral_data_type<D> && std::is_integral_v<D>) {
+      std::vector<zero_point_t<D>> z;
+      for (const auto v : m.zp_param)
+        z.push_back(static_cast<zero_point_t<D>>(v));
+      tensor_qparams<D> p{m.scale_param, z, gran};
+      p.qmin = m.qmin;
+      p.qmax = m.qmax;
+      std::vector<D> q(w.size());
+      quark::quantize<D>(shape, std::span<const float>(w), p, std::span<D>(q));
+      for (std::size_t i = 0; i < q.size(); ++i)
+        out[i] = static_cast<std::int64_t>(q[i]);
+    }
+  });
+  return out;
+}
+
+tensor int_tensor(dtype_id t, const shape_t& shape, const std::vector<std::int64_t>& v) {
+  tensor out(t, shape);
+  quark::visit_dtype(t, [&](auto id) {
+    using D = typename decltype(id)::type;
+    if constexpr (std::is_integral_v<D> && !std::is_same_v<D, bool>) {
+      auto d = out.data<D>();
+      for (std::size_t i = 0; i < v.size(); ++i)
+        d[i] = static_cast<D>(v[i]);
+    }
+  });
+  return out;
+}
+
+/// [W b] per group from dequantized weights `wq` (per element) and the bias `b`.
+void fill_wt(const module& m, const std::vector<double>& wq, const std::vector<double>& b,
+             std::vector<mat>& wt) {
+  wt.resize(m.groups);
+  for (std::size_t gi = 0; gi < m.groups; ++gi) {
+    mat& W = wt[gi];
+    W.resize(ix(m.cout_g), ix(m.k_g + 1));
+    for (std::size_t o = 0; o < m.cout_g; ++o) {
+      const std::size_t base = (gi * m.cout_g + o) * m.k_g;
+      for (std::size_t k = 0; k < m.k_g; ++k)
+        W(ix(o), ix(k)) = wq[m.flat[base + k]];
+      W(ix(o), ix(m.k_g)) = b[gi * m.cout_g + o];
+    }
+  }
+}
+
+std::vector<double> dequantize(const module& m, const std::vector<std::int64_t>& q) {
+  std::vector<double> out(q.size());
+  for (std::size_t i = 0; i < q.size(); ++i)
+    out[i] = (static_cast<double>(q[i]) - m.zp[i]) * m.scale[i];
+  return out;
+}
+
+struct module_result {
+  double before = 0.0, after = 0.0;
+  bool improved = false;
+};
+
+/// Fine-tunes one module on its data; writes the new integers into `qm` when they are better.
+module_result train(model& qm, const module& m, const std::vector<sample_data>& data, bool gram,
+                    const finetune_options& o, std::mt19937_64& rng) {
+  module_result r;
+  const std::size_t count = m.w.size();
+  std::vector<std::size_t> all(data.size());
+  std::iota(all.begin(), all.end(), std::size_t{0});
+  std::vector<std::int64_t> q0(count);
+  {
+    const tensor t = qm.initializer(m.weight_q);
+    for (std::size_t i = 0; i < count; ++i)
+      q0[i] = int_value(t, i);
+  }
+  std::vector<mat> wt, grad(m.groups);
+  fill_wt(m, dequantize(m, q0), m.bias, wt);
+  r.before = loss_and_grad(data, gram, all, wt, nullptr);
+
+  const std::size_t n_it = o.num_iterations;
+  const auto warm_iters =
+      static_cast<std::size_t>(std::ceil(o.warm_start * static_cast<double>(n_it)));
+  const std::size_t bs = std::min(o.batch_size, data.size());
+  std::vector<std::size_t> perm = all, batch(bs);
+  auto draw = [&] {
+    std::shuffle(perm.begin(), perm.end(), rng);
+    std::copy_n(perm.begin(), bs, batch.begin());
+  };
+  // Early stop: after the warm start, the mean loss of each window of log_period iterations must
+  // fall below the previous window's, else training stops.
+  double window_sum = 0.0, last_window = std::numeric_limits<double>::infinity();
+  std::size_t window_n = 0;
+  auto stop_now = [&](std::size_t it, double loss) {
+    if (!o.early_stop || it < warm_iters)
+      return false;
+    window_sum += loss;
+    if (++window_n < o.log_period)
+      return false;
+    const double mean = window_sum / static_cast<double>(window_n);
+    window_sum = 0.0;
+    window_n = 0;
+    const bool stop = mean >= last_window;
+    last_window = mean;
+    return stop;
+  };
+
+  std::vector<std::int64_t> q_new(count);
+  std::vector<double> bias_new = m.bias;
+  std::vector<double> wq(count), g(count);
+  if (!o.adaquant) {
+    // AdaRound.
+    std::vector<double> base(count), alpha(count);
+    for (std::size_t i = 0; i < count; ++i) {
+      const float v = m.w[i] / static_cast<float>(m.scale[i]);  // float32 division, as quantize
+      base[i] = std::floor(static_cast<double>(v));
+      alpha[i] = adaround_alpha_init(static_cast<double>(v) - base[i]);
+    }
+    adam opt;
+    opt.init(count, o.learning_rate);
+    std::vector<double> h(count), inside(count), dh(count);
+    for (std::size_t it = 0; it < n_it; ++it) {
+      draw();
+      for (std::size_t i = 0; i < count; ++i) {
+        const double sig = 1.0 / (1.0 + std::exp(-alpha[i]));
+        const double raw = sig * (adaround_zeta - adaround_gamma) + adaround_gamma;
+        h[i] = std::clamp(raw, 0.0, 1.0);
+        dh[i] = raw > 0.0 && raw < 1.0 ? sig * (1.0 - sig) * (adaround_zeta - adaround_gamma) : 0.0;
+        const double v = base[i] + h[i] + m.zp[i];
+        inside[i] =
+            v >= static_cast<double>(m.qmin) && v <= static_cast<double>(m.qmax) ? 1.0 : 0.0;
+        wq[i] =
+            (std::clamp(v, static_cast<double>(m.qmin), static_cast<double>(m.qmax)) - m.zp[i]) *
+            m.scale[i];
+      }
+      fill_wt(m, wq, m.bias, wt);
+      double loss = loss_and_grad(data, gram, batch, wt, &grad);
+      for (std::size_t gi = 0; gi < m.groups; ++gi) {
+        for (std::size_t oc = 0; oc < m.cout_g; ++oc) {
+          const std::size_t b0 = (gi * m.cout_g + oc) * m.k_g;
+          for (std::size_t k = 0; k < m.k_g; ++k)
+            g[m.flat[b0 + k]] = grad[gi](ix(oc), ix(k));
+        }
+      }
+      const bool reg = it >= warm_iters;
+      const double beta =
+          reg ? adaround_beta(it, n_it, o.warm_start, o.beta_start, o.beta_end) : 0.0;
+      for (std::size_t i = 0; i < count; ++i) {
+        double gh = g[i] * m.scale[i] * inside[i];
+        if (reg) {
+          const double u = 2.0 * h[i] - 1.0;
+          const double au = std::fabs(u);
+          loss += o.reg_param * (1.0 - std::pow(au, beta));
+          if (au > 0.0)
+            gh += o.reg_param * (-beta * std::pow(au, beta - 1.0) * (u > 0.0 ? 2.0 : -2.0));
+        }
+        g[i] = gh * dh[i];
+      }
+      opt.step(alpha, g);
+      if (stop_now(it, loss))
+        break;
+    }
+    for (std::size_t i = 0; i < count; ++i) {
+      const double v = base[i] + (alpha[i] >= 0.0 ? 1.0 : 0.0) + m.zp[i];
+      q_new[i] = static_cast<std::int64_t>(
+          std::clamp(v, static_cast<double>(m.qmin), static_cast<double>(m.qmax)));
+    }
+  } else {
+    // AdaQuant.
+    std::vector<double> w(m.w.begin(), m.w.end());
+    std::vector<float> wf(count);
+    adam opt, opt_b;
+    opt.init(count, o.learning_rate);
+    const bool train_bias = o.update_bias && !m.bias_data.empty();
+    opt_b.init(bias_new.size(), o.learning_rate);
+    std::vector<double> gb(bias_new.size());
+    for (std::size_t it = 0; it < n_it; ++it) {
+      draw();
+      for (std::size_t i = 0; i < count; ++i)
+        wf[i] = static_cast<float>(w[i]);
+      const std::vector<std::int64_t> q = quantize_weight(m, wf);
+      for (std::size_t i = 0; i < count; ++i)
+        wq[i] = (static_cast<double>(q[i]) - m.zp[i]) * m.scale[i];
+      fill_wt(m, wq, bias_new, wt);
+      const double loss = loss_and_grad(data, gram, batch, wt, &grad);
+      for (std::size_t gi = 0; gi < m.groups; ++gi) {
+        for (std::size_t oc = 0; oc < m.cout_g; ++oc) {
+          const std::size_t b0 = (gi * m.cout_g + oc) * m.k_g;
+          for (std::size_t k = 0; k < m.k_g; ++k)
+            g[m.flat[b0 + k]] = grad[gi](ix(oc), ix(k));
+          gb[gi * m.cout_g + oc] = grad[gi](ix(oc), ix(m.k_g));
+        }
+      }
+      // Straight-through estimator: the gradient passes where w / s + zp is inside the clip range.
+      for (std::size_t i = 0; i < count; ++i) {
+        const double v = w[i] / m.scale[i] + m.zp[i];
+        if (v < static_cast<double>(m.qmin) - 0.5 || v > static_cast<double>(m.qmax) + 0.5)
+          g[i] = 0.0;
+      }
+      opt.step(w, g);
+      if (train_bias)
+        opt_b.step(bias_new, gb);
+      if (stop_now(it, loss))
+        break;
+    }
+    for (std::size_t i = 0; i < count; ++i)
+      wf[i] = static_cast<float>(w[i]);
+    q_new = quantize_weight(m, wf);
+  }
+
+  // The bias as it would be stored.
+  tensor bias_t;
+  std::vector<double> bias_eval = m.bias;
+  const bool new_bias = o.adaquant && o.update_bias && !m.bias_data.empty();
+  if (new_bias) {
+    std::vector<float> bf(bias_new.begin(), bias_new.end());
+    if (m.bias_quantized) {
+      bias_t = requantize(bf, m.bias_type, m.bias_scale, m.bias_zp);
+      for (std::size_t c = 0; c < bf.size(); ++c) {
+        const std::size_t k = m.bias_scale.size() == 1 ? 0 : c;
+        const double z = m.bias_zp.empty()
+                             ? 0.0
+                             : static_cast<double>(m.bias_zp[std::min(k, m.bias_zp.size() - 1)]);
+        bias_eval[c] =
+            (static_cast<double>(int_value(bias_t, c)) - z) * static_cast<double>(m.bias_scale[k]);
+      }
+    } else {
+      bias_t = tensor(dtype_id::float32, {static_cast<std::int64_t>(bf.size())});
+      std::copy(bf.begin(), bf.end(), bias_t.data<float>().begin());
+      for (std::size_t c = 0; c < bf.size(); ++c)
+        bias_eval[c] = static_cast<double>(bf[c]);
+    }
+  }
+  fill_wt(m, dequantize(m, q_new), bias_eval, wt);
+  r.after = loss_and_grad(data, gram, all, wt, nullptr);
+  if (r.after < r.before) {
+    r.improved = true;
+    qm.set_initializer(m.weight_q, int_tensor(m.wtype, m.wshape, q_new));
+    if (new_bias) {
+      if (m.bias_quantized) {
+        qm.set_initializer(m.bias_data, bias_t);
+      } else {
+        const tensor old = qm.initializer(m.bias_data);
+        tensor nb(dtype_id::float32, old.shape());
+        std::copy(bias_t.data<float>().begin(), bias_t.data<float>().end(),
+                  nb.data<float>().begin());
+        qm.set_initializer(m.bias_data, nb);
+      }
+    }
+  } else {
+    r.after = r.before;
+  }
+  return r;
+}
+
+}  // namespace
+
+std::string finetune_note(const finetune_options& o, const finetune_stats& s) {
+  std::ostringstream os;
+  os.precision(4);
+  os << (o.adaquant ? "adaquant: " : "adaround: ") << s.improved << " modules improved, "
+     << s.unchanged << " kept (not better than round-to-nearest) on " << s.samples
+     << " samples; reconstruction error " << s.loss_before << " -> " << s.loss_after << "; "
+     << s.collect_seconds << " s running the models, " << s.train_seconds << " s training";
+  if (!s.skipped.empty()) {
+    os << "; skipped: ";
+    for (std::size_t i = 0; i < s.skipped.size(); ++i)
+      os << (i > 0 ? ", " : "") << s.skipped[i];
+  }
+  return os.str();
+}
+
+finetune_stats fast_finetune(model& qm, const model& float_model, calibration_data_reader& reader,
+                             const finetune_options& o, std::optional<std::size_t> max_samples) {
+  finetune_stats st;
+  // The samples: num_batches * batch_size at most (and data_size, CalibDataSize).
+  std::size_t want = o.num_batches * o.batch_size;
+  if (o.data_size)
+    want = std::min(want, *o.data_size);
+  if (max_samples)
+    want = std::min(want, *max_samples);
+  std::vector<calib_sample> samples;
+  reader.rewind();
+  while (samples.size() < want) {
+    std::optional<calib_sample> s = reader.next();
+    if (!s)
+      break;
+    samples.push_back(std::move(*s));
+  }
+  st.samples = samples.size();
+  if (samples.empty())
+    return st;
+
+  const std::set<std::string> types(o.target_op_type.begin(), o.target_op_type.end());
+  const ::onnx::ModelProto& fp = proto(float_model);
+  // Float nodes by name and by output 0 (the graph passes keep both).
+  std::map<std::string, const NodeProto*> float_by_name;
+  for (const auto& n : fp.graph().node()) {
+    if (n.output_size() >= 1)
+      float_by_name.emplace(n.output(0), &n);
+  }
+  for (const auto& n : fp.graph().node()) {
+    if (!n.name().empty())
+      float_by_name[n.name()] = &n;
+  }
+  std::vector<module> modules;
+  {
+    const GraphProto& g = proto(qm).graph();
+    std::map<std::string, int> producer;
+    std::map<std::string, std::vector<int>> consumers;
+    for (int i = 0; i < g.node_size(); ++i) {
+      for (const auto& out : g.node(i).output())
+        producer[out] = i;
+      for (const auto& x : g.node(i).input()) {
+        if (!x.empty())
+          consumers[x].push_back(i);
+      }
+    }
+    for (int i = 0; i < g.node_size(); ++i) {
+      const NodeProto& n = g.node(i);
+      if (!n.domain().empty() || !types.contains(n.op_type()))
+        continue;
+      const bool dq_input = std::any_of(n.input().begin(), n.input().end(), [&](const auto& x) {
+        auto it = producer.find(x);
+        return it != producer.end() && g.node(it->second).op_type() == "DequantizeLinear" &&
+               qm.has_initializer(g.node(it->second).input(0));
+      });
+      const std::string label = (n.name().empty() ? n.output(0) : n.name()) + " (" + n.op_type();
+      if (n.op_type() != "Conv" && n.op_type() != "Gemm" && n.op_type() != "MatMul") {
+        if (dq_input)
+          st.skipped.push_back(label + ": not implemented yet)");
+        continue;
+      }
+      if (!dq_input)
+        continue;  // not quantized: nothing to fine-tune
+      module m;
+      const std::string why =
+          describe(qm, float_model, g, i, producer, consumers, float_by_name, m);
+      if (!why.empty()) {
+        st.skipped.push_back(label + ": " + why + ")");
+        continue;
+      }
+      modules.push_back(std::move(m));
+    }
+  }
+  if (modules.empty())
+    return st;
+
+  std::mt19937_64 rng(o.fixed_seed ? *o.fixed_seed : std::random_device{}());
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  const runtime frt(float_model, runtime_options{.threads = 0, .tune_malloc = false});
+  for (const module& m : modules) {
+    // Module data, one sample at a time: quantized input (mixed with the float one under
+    // drop_ratio < 1), float output.
+    const auto tr = std::chrono::steady_clock::now();
+    const runtime qrt(qm, runtime_options{.threads = 0, .tune_malloc = false});
+    st.collect_seconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - tr).count();
+    std::vector<sample_data> data;
+    bool gram = true, ok = true;
+    std::vector<mat> xs, ts;
+    for (std::size_t s = 0; s < samples.size() && ok; ++s) {
+      const auto t0 = std::chrono::steady_clock::now();
+      tensor xq, xf, tf;
+      qrt.run(samples[s], [&](std::string_view name, const tensor& v) {
+        if (name == m.input)
+          xq = v;
+      });
+      frt.run(samples[s], [&](std::string_view name, const tensor& v) {
+        if (name == m.float_output)
+          tf = v;
+        else if (o.drop_ratio < 1.0 && name == m.float_input)
+          xf = v;
+      });
+      if (o.drop_ratio < 1.0) {
+        if (xf.shape() != xq.shape() || xf.type() != dtype_id::float32 ||
+            xq.type() != dtype_id::float32) {
+          ok = false;
+          break;
+        }
+        auto qv = xq.data<float>();
+        const auto fv = xf.data<float>();
+        for (std::size_t e = 0; e < qv.size(); ++e) {
+          if (!(unit(rng) < o.drop_ratio))
+            qv[e] = fv[e];
+        }
+      }
+      const auto t1 = std::chrono::steady_clock::now();
+      st.collect_seconds += std::chrono::duration<double>(t1 - t0).count();
+      if (!make_matrices(m, xq, tf, xs, ts)) {
+        ok = false;
+        break;
+      }
+      sample_data d;
+      d.positions = static_cast<double>(xs[0].cols());
+      if (s == 0) {
+        // Per iteration: Gram form ~ (k + 1)^2, direct form ~ 2 (k + 1) P per sample.
+        const double k1 = static_cast<double>(m.k_g + 1);
+        gram = k1 < 2.0 * d.positions;
+      }
+      for (std::size_t gi = 0; gi < m.groups; ++gi) {
+        if (gram) {
+          mat G(ix(m.k_g + 1), ix(m.k_g + 1));
+          G.setZero();
+          G.selfadjointView<Eigen::Lower>().rankUpdate(xs[gi]);
+          G.triangularView<Eigen::StrictlyUpper>() = G.transpose();
+          d.a.push_back(std::move(G));
+          d.b.push_back(ts[gi] * xs[gi].transpose());
+          d.e += ts[gi].squaredNorm();
+        } else {
+          d.a.push_back(std::move(xs[gi]));
+          d.b.push_back(std::move(ts[gi]));
+        }
+      }
+      data.push_back(std::move(d));
+      st.train_seconds +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
+    }
+    if (!ok) {
+      st.skipped.push_back(m.name + " (" +
+                           std::string(m.kind == op_kind::conv   ? "Conv"
+                                       : m.kind == op_kind::gemm ? "Gemm"
+                                                                 : "MatMul") +
+                           ": input / output shapes)");
+      continue;
+    }
+    const auto t2 = std::chrono::steady_clock::now();
+    const module_result r = train(qm, m, data, gram, o, rng);
+    st.train_seconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t2).count();
+    st.loss_before += r.before;
+    st.loss_after += r.after;
+    if (r.improved)
+      ++st.improved;
+    else
+      ++st.unchanged;
+  }
+  return st;
+}
+
+}  // namespace quark::onnx::qz

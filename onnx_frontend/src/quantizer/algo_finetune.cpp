@@ -115,6 +115,9 @@ struct module {
   bool one_d = false;
 };
 
+/// Thrown by a runtime observer once it has what it needs: the rest of the run is skipped.
+struct stop_run {};
+
 /// One sample of one module: per group either (G, C) with e, or (Xt, T).
 struct sample_data {
   std::vector<mat> a;  ///< G or Xt
@@ -898,10 +901,63 @@ finetune_stats fast_finetune(model& qm, const model& float_model, calibration_da
   std::mt19937_64 rng(o.fixed_seed ? *o.fixed_seed : std::random_device{}());
   std::uniform_real_distribution<double> unit(0.0, 1.0);
   const runtime frt(float_model, runtime_options{.threads = 0, .tune_malloc = false});
-  for (const module& m : modules) {
+  // The float model's values (module targets, and inputs when drop_ratio < 1) for a chunk of
+  // consecutive modules are captured in one float run per sample, up to float_budget bytes; a run
+  // stops as soon as it has produced what the chunk needs (stop_run from the observer).
+  constexpr std::size_t float_budget = std::size_t{256} << 20;
+  std::map<std::string, std::size_t> float_bytes;  // per sample, by value name
+  {
+    std::set<std::string> wanted;
+    for (const module& m : modules) {
+      wanted.insert(m.float_output);
+      if (o.drop_ratio < 1.0)
+        wanted.insert(m.float_input);
+    }
+    frt.run(samples.front(), [&](std::string_view name, const tensor& v) {
+      if (wanted.contains(std::string(name)))
+        float_bytes[std::string(name)] = v.byte_size();
+    });
+  }
+  std::size_t chunk_end = 0;
+  std::vector<std::map<std::string, tensor>> float_values(samples.size());
+  auto capture_float = [&](std::size_t first) {
+    std::set<std::string> wanted;
+    std::size_t bytes = 0;
+    chunk_end = first;
+    while (chunk_end < modules.size()) {
+      const module& m = modules[chunk_end];
+      std::size_t add = float_bytes[m.float_output];
+      if (o.drop_ratio < 1.0)
+        add += float_bytes[m.float_input];
+      if (chunk_end > first && bytes + add * samples.size() > float_budget)
+        break;
+      bytes += add * samples.size();
+      wanted.insert(m.float_output);
+      if (o.drop_ratio < 1.0)
+        wanted.insert(m.float_input);
+      ++chunk_end;
+    }
+    for (std::size_t s = 0; s < samples.size(); ++s) {
+      float_values[s].clear();
+      try {
+        frt.run(samples[s], [&](std::string_view name, const tensor& v) {
+          const std::string key(name);
+          if (wanted.contains(key))
+            float_values[s].insert_or_assign(key, v);
+          if (float_values[s].size() == wanted.size())
+            throw stop_run{};
+        });
+      } catch (const stop_run&) {
+      }
+    }
+  };
+  for (std::size_t mi = 0; mi < modules.size(); ++mi) {
+    const module& m = modules[mi];
     // Module data, one sample at a time: quantized input (mixed with the float one under
     // drop_ratio < 1), float output.
     const auto tr = std::chrono::steady_clock::now();
+    if (mi >= chunk_end)
+      capture_float(mi);
     const runtime qrt(qm, runtime_options{.threads = 0, .tune_malloc = false});
     st.collect_seconds +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - tr).count();
@@ -911,16 +967,21 @@ finetune_stats fast_finetune(model& qm, const model& float_model, calibration_da
     for (std::size_t s = 0; s < samples.size() && ok; ++s) {
       const auto t0 = std::chrono::steady_clock::now();
       tensor xq, xf, tf;
-      qrt.run(samples[s], [&](std::string_view name, const tensor& v) {
-        if (name == m.input)
-          xq = v;
-      });
-      frt.run(samples[s], [&](std::string_view name, const tensor& v) {
-        if (name == m.float_output)
-          tf = v;
-        else if (o.drop_ratio < 1.0 && name == m.float_input)
-          xf = v;
-      });
+      try {
+        qrt.run(samples[s], [&](std::string_view name, const tensor& v) {
+          if (name == m.input) {
+            xq = v;
+            throw stop_run{};  // the rest of the model is not needed
+          }
+        });
+      } catch (const stop_run&) {
+      }
+      if (auto it = float_values[s].find(m.float_output); it != float_values[s].end())
+        tf = it->second;
+      if (o.drop_ratio < 1.0) {
+        if (auto it = float_values[s].find(m.float_input); it != float_values[s].end())
+          xf = it->second;
+      }
       if (o.drop_ratio < 1.0) {
         if (xf.shape() != xq.shape() || xf.type() != dtype_id::float32 ||
             xq.type() != dtype_id::float32) {

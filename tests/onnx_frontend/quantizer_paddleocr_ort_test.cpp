@@ -229,8 +229,9 @@ TEST_CASE("PaddleOCR v4 cls and det with auto mixed precision (algo_config auto_
     MESSAGE("skipped: run scripts/fetch-models.sh and install ONNX Runtime (tests/ort)");
     return;
   }
-  // docs/bench/quantizer.md ("Auto mixed precision"). cls: A8W8 + CLE, the 3 Conv inputs whose
-  // int16 helps most raised (measured on 2 of the 8 calibration images to keep the test short).
+  // docs/bench/quantizer.md ("Auto mixed precision"). cls: A8W8 + CLE, the 3 Conv inputs that cost
+  // most when left int8 (all others raised) raised to int16 (measured on 2 of the 8 calibration
+  // images to keep the test short).
   // det: the S16S16_MIXED_S8S8 preset (int16 everywhere, lowering to int8 while the average L2
   // stays within 0.5) on 1 sample.
   auto count_types = [](const qo::quantize_report& r) {
@@ -257,7 +258,7 @@ TEST_CASE("PaddleOCR v4 cls and det with auto mixed precision (algo_config auto_
     MESSAGE("cls A8W8 + CLE + auto MP (3 raised): cosine " << cos << ", int16 activations "
                                                            << n["int16"] << ", int8 " << n["int8"]);
     CHECK(n["int16"] == 3);
-    CHECK(cos >= 0.99);  // reached 0.9947 (2026-11-22)
+    CHECK(cos >= 0.995);  // reached 0.9990 (2026-11-22)
   }
   {
     qo::qconfig cfg = qo::get_default_config("S16S16_MIXED_S8S8");

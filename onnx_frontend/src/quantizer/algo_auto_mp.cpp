@@ -766,45 +766,82 @@ auto_mp_result auto_mixed_precision(model& qm, const model& float_model,
       r.notes.push_back("auto_mixprecision: the target is met already; nothing raised");
       cand.clear();
     }
-    // Sensitivity: each candidate alone.
+    // Lowering (Quark): from the model as it is, each candidate mixed alone. Raising: from the
+    // model with every candidate raised, each candidate left at its original type alone (the
+    // cost of not raising it); then Quark's lowering runs back from that model, so the modules
+    // that stay raised are the sensitive ones.
+    auto model_with = [&](const std::vector<std::size_t>& ks) {
+      if (!r.raised)
+        return mx.apply(ks, nullptr);
+      std::vector<std::size_t> up;
+      for (const std::size_t c : cand) {
+        if (std::find(ks.begin(), ks.end(), c) == ks.end())
+          up.push_back(c);
+      }
+      return mx.apply(up, nullptr);
+    };
+    double now = r.metric_before;
+    if (r.raised && !cand.empty()) {
+      now = ev.measure(model_with({}));
+      r.notes.push_back("auto_mixprecision: every candidate raised: " + std::string(metric_name) +
+                        " " + fmt(now) +
+                        (has_target && !within(now) ? " (over the target: all stay raised)" : ""));
+    }
     std::vector<std::pair<std::size_t, double>> scored;
     for (const std::size_t k : cand)
-      scored.emplace_back(k, ev.measure(mx.apply({k}, nullptr)));
+      scored.emplace_back(k, ev.measure(model_with({k})));
     std::stable_sort(scored.begin(), scored.end(),
                      [](const auto& a, const auto& b) { return a.second < b.second; });
     for (std::size_t i = 0; i < scored.size(); ++i) {
       if (i < 10 || i + 3 >= scored.size()) {
         r.notes.push_back("auto_mixprecision: rank " + std::to_string(i) + ": " +
-                          mods[scored[i].first].name + " alone -> " + metric_name + " " +
+                          mods[scored[i].first].name +
+                          (r.raised ? " alone at its type -> " : " alone -> ") + metric_name + " " +
                           fmt(scored[i].second));
       }
     }
-    double now = r.metric_before;
+    std::vector<std::size_t> low;  // modules at the lower type (raising: not raised)
+    // Raising with num_target keeps the num_target most sensitive raised.
+    std::size_t keep_low = scored.size();
+    if (r.raised && o.num_target > 0)
+      keep_low = o.num_target >= scored.size() ? 0 : scored.size() - o.num_target;
     for (const auto& sc : scored) {
       const std::size_t k = sc.first;
-      std::vector<std::size_t> trial = chosen;
+      std::vector<std::size_t> trial = low;
       trial.push_back(k);
-      const std::string verb = r.raised ? "raised" : "lowered";
-      if (!r.raised && o.num_target > 0) {
-        chosen = trial;  // Quark: num_target decides, the metric is not checked
-        if (chosen.size() >= o.num_target)
-          break;
+      if (o.num_target > 0) {
+        // Quark: num_target decides, the metric is not checked.
+        if (!r.raised) {
+          low = trial;
+          if (low.size() >= o.num_target)
+            break;
+        } else if (low.size() < keep_low) {
+          low = trial;
+        }
         continue;
       }
-      const double m = ev.measure(mx.apply(trial, nullptr));
-      if (!r.raised && !within(m)) {
-        r.notes.push_back("auto_mixprecision: " + mods[k].name + " would take the " + metric_name +
-                          " to " + fmt(m) + ", over the target: stop");
+      if (r.raised && has_target && !within(now))
+        break;  // the target cannot be met: every candidate stays raised
+      const double m = ev.measure(model_with(trial));
+      if (!within(m)) {
+        r.notes.push_back("auto_mixprecision: " + mods[k].name + " " +
+                          (r.raised ? "left at its type" : "lowered") + " would take the " +
+                          metric_name + " to " + fmt(m) + ", over the target: stop");
         break;
       }
-      chosen = trial;
-      r.notes.push_back("auto_mixprecision: step " + std::to_string(chosen.size()) + ": " +
-                        mods[k].name + " " + verb + ", " + metric_name + " " + fmt(now) + " -> " +
-                        fmt(m));
+      low = trial;
+      r.notes.push_back("auto_mixprecision: step " + std::to_string(low.size()) + ": " +
+                        mods[k].name + (r.raised ? " left at its type, " : " lowered, ") +
+                        metric_name + " " + fmt(now) + " -> " + fmt(m));
       now = m;
-      if (r.raised &&
-          ((has_target && within(m)) || (o.num_target > 0 && chosen.size() >= o.num_target)))
-        break;
+    }
+    if (!r.raised) {
+      chosen = low;
+    } else {
+      for (const auto& sc : scored) {
+        if (std::find(low.begin(), low.end(), sc.first) == low.end())
+          chosen.push_back(sc.first);
+      }
     }
   } else {
     r.candidates = chosen.size();

@@ -133,7 +133,8 @@ auto_mp_options read_auto_mp(const algo_entry& e) {
   if (p("auto_mix_use_fast_ft").as_bool()) {
     throw not_implemented("quark.config.not_implemented",
                           "algo_config auto_mixprecision.auto_mix_use_fast_ft: fast finetuning "
-                          "(AdaRound / AdaQuant) is not implemented yet");
+                          "of each module inside the search is not implemented yet (AdaRound / "
+                          "AdaQuant run as algo_config entries of their own)");
   }
   return o;
 }

@@ -353,6 +353,7 @@ TEST_CASE("PaddleOCR fast finetune sweep (docs/bench/quantizer.md; release build
       const char* preset;
       bool cle;
       const char* algo;
+      bool per_channel = false;  ///< Channel granularity on the weight spec
     };
     for (const row& r :
          {row{"A16W8", false, ""}, row{"A16W8", false, "adaround"}, row{"A16W8", false, "adaquant"},
@@ -360,7 +361,8 @@ TEST_CASE("PaddleOCR fast finetune sweep (docs/bench/quantizer.md; release build
           row{"A8W8", false, ""}, row{"A8W8", false, "adaround"}, row{"A8W8", false, "adaquant"},
           row{"A8W8", true, ""}, row{"A8W8", true, "adaround"}, row{"A8W8", true, "adaquant"},
           row{"XINT8", false, ""}, row{"XINT8_ADAROUND", false, "adaround"},
-          row{"XINT8_ADAQUANT", false, "adaquant"}}) {
+          row{"XINT8_ADAQUANT", false, "adaquant"}, row{"A16W8", true, "", true},
+          row{"A16W8", true, "adaround", true}}) {
       qo::qconfig cfg = qo::get_default_config(r.preset);
       if (r.cle)
         cfg.algo_config.push_back({.name = qo::algo_name::cle});
@@ -370,7 +372,10 @@ TEST_CASE("PaddleOCR fast finetune sweep (docs/bench/quantizer.md; release build
       }
       if (std::string(r.preset).find('_') == std::string::npos && *r.algo != 0)
         cfg = finetune_config(r.preset, r.cle, r.algo);
-      const std::string tag = std::string(r.preset) + (r.cle ? "_cle" : "") + "_" + r.algo;
+      if (r.per_channel)
+        cfg.global_config.weight->quant_granularity = qo::granularity::channel;
+      const std::string tag = std::string(r.preset) + (r.per_channel ? "_pc" : "") +
+                              (r.cle ? "_cle" : "") + "_" + r.algo;
       if (rows != nullptr &&
           ("," + std::string(rows) + ",").find("," + tag + ",") == std::string::npos)
         continue;

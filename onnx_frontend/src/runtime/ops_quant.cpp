@@ -37,6 +37,24 @@ struct scale_map {
     }
     return 0;
   }
+
+  /// Calls run(b', e', s) on the pieces of [b, e) that share one scale index s (whole range per
+  /// tensor, runs of `inner` elements per axis, single elements per block).
+  template <class Run>
+  void for_each_run(std::size_t b, std::size_t e, Run&& run) const {
+    if (k == kind::tensor) {
+      run(b, e, std::size_t{0});
+    } else if (k == kind::axis) {
+      for (std::size_t i = b; i < e;) {
+        const std::size_t end = std::min(e, (i / inner + 1) * inner);
+        run(i, end, (*this)(i));
+        i = end;
+      }
+    } else {
+      for (std::size_t i = b; i < e; ++i)
+        run(i, i + 1, (*this)(i));
+    }
+  }
 };
 
 scale_map make_scale_map(const kernel_context& c, const tensor& x, const tensor& scale) {
@@ -192,20 +210,8 @@ void k_quantize(kernel_context& c) {
         }
       };
       // Elements are independent: pieces on the pool, each split where the scale index changes.
-      c.pool.parallel_for(x.size(), 1 << 15, [&](std::size_t b, std::size_t e) {
-        if (map.k == scale_map::kind::tensor) {
-          run(b, e, 0);
-        } else if (map.k == scale_map::kind::axis) {
-          for (std::size_t i = b; i < e;) {
-            const std::size_t end = std::min(e, (i / map.inner + 1) * map.inner);
-            run(i, end, map(i));
-            i = end;
-          }
-        } else {
-          for (std::size_t i = b; i < e; ++i)
-            run(i, i + 1, map(i));
-        }
-      });
+      c.pool.parallel_for(x.size(), 1 << 15,
+                          [&](std::size_t b, std::size_t e) { map.for_each_run(b, e, run); });
     } else {
       c.fail("quark.onnx.runtime", "cannot quantize to " + std::string(dtype_name(out_type)));
     }
@@ -236,20 +242,8 @@ void k_dequantize(kernel_context& c) {
       for (std::size_t i = b; i < e; ++i)
         out_p[i] = (as_float(in[i]) - z) * sc;
     };
-    c.pool.parallel_for(src.size(), 1 << 15, [&](std::size_t b, std::size_t e) {
-      if (map.k == scale_map::kind::tensor) {
-        run(b, e, 0);
-      } else if (map.k == scale_map::kind::axis) {
-        for (std::size_t i = b; i < e;) {
-          const std::size_t end = std::min(e, (i / map.inner + 1) * map.inner);
-          run(i, end, map(i));
-          i = end;
-        }
-      } else {
-        for (std::size_t i = b; i < e; ++i)
-          run(i, i + 1, map(i));
-      }
-    });
+    c.pool.parallel_for(src.size(), 1 << 15,
+                        [&](std::size_t b, std::size_t e) { map.for_each_run(b, e, run); });
   });
   c.out(0) = std::move(out);
 }

@@ -50,5 +50,6 @@
 #include <quark/scale/pow2_scale.hpp>
 #include <quark/scale/qparams.hpp>
 #include <quark/scale/qrange.hpp>
+#include <quark/scale/qrange_id.hpp>
 #include <quark/scale/traits.hpp>
 #include <quark/version.hpp>

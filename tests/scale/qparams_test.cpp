@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 // compute_qparams against quark-spec §3 and the derived vectors of §12.1-12.2.
 #include <cmath>
+#include <cstddef>
+#include <iterator>
 #include <limits>
 
 #include <doctest/doctest.h>
@@ -9,6 +11,7 @@
 #include <quark/scale/fixed_point_scale.hpp>
 #include <quark/scale/pow2_scale.hpp>
 #include <quark/scale/qparams.hpp>
+#include <quark/scale/qrange_id.hpp>
 
 using quark::compute_qparams;
 using quark::qparam_options;
@@ -39,6 +42,55 @@ static_assert(quark::quant_range<std::int32_t>(quark::range_table::reduced) ==
               quark::int_range{-(std::int64_t{1} << 30), std::int64_t{1} << 30});
 static_assert(quark::quant_range<std::int32_t>(quark::range_table::symmetric).min == -2147483647);
 static_assert(quark::quant_range<std::uint32_t>(quark::range_table::reduced).max == 2147483647);
+
+TEST_CASE("quant_range of a run-time dtype_id: every row of the type table") {
+  using quark::dtype_id;
+  using quark::int_range;
+  using quark::range_table;
+  // Hand-derived: a b-bit signed type spans -2^(b-1) .. 2^(b-1)-1, unsigned 0 .. 2^b-1.
+  struct row {
+    dtype_id id;
+    int_range full;
+  };
+  const row ints[] = {
+      {dtype_id::int2, {-2, 1}},
+      {dtype_id::uint2, {0, 3}},
+      {dtype_id::int3, {-4, 3}},
+      {dtype_id::uint3, {0, 7}},
+      {dtype_id::int4, {-8, 7}},
+      {dtype_id::uint4, {0, 15}},
+      {dtype_id::int8, {-128, 127}},
+      {dtype_id::uint8, {0, 255}},
+      {dtype_id::int16, {-32768, 32767}},
+      {dtype_id::uint16, {0, 65535}},
+      {dtype_id::int32, {-2147483648LL, 2147483647LL}},
+      {dtype_id::uint32, {0, 4294967295LL}},
+  };
+  std::size_t found = 0;
+  for (const auto& info : quark::dtype_table) {
+    const auto r = quark::quant_range(info.id);
+    const row* want = nullptr;
+    for (const auto& x : ints) {
+      if (x.id == info.id)
+        want = &x;
+    }
+    CAPTURE(info.name);
+    if (want == nullptr) {
+      CHECK_FALSE(r.has_value());  // floats, int64/uint64, bool, string, complex
+      continue;
+    }
+    ++found;
+    REQUIRE(r.has_value());
+    CHECK(*r == want->full);
+  }
+  CHECK(found == std::size(ints));
+  // The other tables agree with the compile-time form (and with Quark's rows, checked above).
+  CHECK(*quark::quant_range(dtype_id::int8, range_table::symmetric) == int_range{-127, 127});
+  CHECK(*quark::quant_range(dtype_id::int16, range_table::reduced) == int_range{-16384, 16384});
+  CHECK(*quark::quant_range(dtype_id::uint4, range_table::reduced) == int_range{0, 7});
+  CHECK_FALSE(quark::quant_range(static_cast<dtype_id>(999)).has_value());
+  CHECK_FALSE(quark::quant_range(dtype_id::undefined).has_value());
+}
 
 TEST_CASE("spec 12.1: float scale and zero point") {
   auto p = compute_qparams<std::int8_t>({-1.3f, 2.6f}, sym);

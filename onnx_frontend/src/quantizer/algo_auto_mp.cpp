@@ -30,6 +30,7 @@
 
 #include "io/proto_access.hpp"
 #include "quantizer/algorithms.hpp"
+#include "quantizer/numerics.hpp"
 
 namespace quark::onnx::qz {
 
@@ -42,40 +43,29 @@ struct code_range {
   std::int64_t lo = 0, hi = 0;
 };
 
-code_range range_of(dtype_id t) {
+/// The types auto MP moves tensors between (Quark's QInt8 ... QUInt32 quant types).
+bool integer_type(dtype_id t) {
   switch (t) {
     case dtype_id::int8:
-      return {-128, 127};
     case dtype_id::uint8:
-      return {0, 255};
     case dtype_id::int16:
-      return {-32768, 32767};
     case dtype_id::uint16:
-      return {0, 65535};
     case dtype_id::int32:
-      return {std::numeric_limits<std::int32_t>::min(), std::numeric_limits<std::int32_t>::max()};
     case dtype_id::uint32:
-      return {0, std::numeric_limits<std::uint32_t>::max()};
+      return true;
     default:
-      return {0, 0};
+      return false;
   }
 }
 
-bool integer_type(dtype_id t) {
-  return range_of(t).hi > 0;
+/// The full code range of one of those types (the headers' table).
+code_range range_of(dtype_id t) {
+  const auto r = quark::quant_range(t);
+  return r ? code_range{r->min, r->max} : code_range{};
 }
 
 int bits_of(dtype_id t) {
-  switch (t) {
-    case dtype_id::int8:
-    case dtype_id::uint8:
-      return 8;
-    case dtype_id::int16:
-    case dtype_id::uint16:
-      return 16;
-    default:
-      return 32;
-  }
+  return quark::dtype_bits(t);
 }
 
 std::string type_str(dtype_id t) {

@@ -13,7 +13,6 @@
 // some methods alone; quark-cpp re-quantizes every integer bias with its existing scale, the
 // one consistent choice; docs/compatibility.md).
 #include <algorithm>
-#include <climits>
 #include <cmath>
 #include <map>
 #include <memory>
@@ -114,17 +113,6 @@ std::int64_t element_as_int(const tensor& t, std::size_t i) {
   }
 }
 
-std::pair<std::int64_t, std::int64_t> int_range(dtype_id t) {
-  switch (t) {
-    case dtype_id::int8:
-      return {-128, 127};
-    case dtype_id::int16:
-      return {-32768, 32767};
-    default:
-      return {INT32_MIN, INT32_MAX};
-  }
-}
-
 }  // namespace
 
 // Declared in algorithms.hpp (fast finetune re-quantizes biases the same way).
@@ -143,9 +131,9 @@ tensor requantize(const std::vector<float>& v, dtype_id t, const std::vector<flo
       if (z.empty())
         z.assign(scale.size(), zero_point_t<D>{});
       tensor_qparams<D> p{scale, z, g};
-      const auto [lo, hi] = int_range(t);
-      p.qmin = lo;
-      p.qmax = hi;
+      const int_range r = quant_range<D>(range_table::full);
+      p.qmin = r.min;
+      p.qmax = r.max;
       quark::quantize<D>(shape, std::span<const float>(v), p, out.data<D>());
     }
   });

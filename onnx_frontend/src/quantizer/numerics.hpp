@@ -13,6 +13,7 @@
 #include <quark/scale/fixed_point_scale.hpp>
 #include <quark/scale/pow2_scale.hpp>
 #include <quark/scale/qparams.hpp>
+#include <quark/scale/qrange_id.hpp>
 
 namespace quark::onnx::qz {
 

@@ -543,18 +543,11 @@ std::int32_t override_zero_point(std::int64_t zp, dtype_id t, const std::string&
   return static_cast<std::int32_t>(zp);
 }
 
-/// Full-range clip bounds of t (an override's fixed scale and zero point).
+/// Full-range clip bounds of t (an override's fixed scale and zero point); a float type keeps
+/// qmin = qmax = 0, as qparams_for leaves it.
 std::pair<std::int64_t, std::int64_t> full_range(dtype_id t) {
-  switch (t) {
-    case dtype_id::int8:
-      return {-128, 127};
-    case dtype_id::uint8:
-      return {0, 255};
-    case dtype_id::int16:
-      return {-32768, 32767};
-    default:
-      return {0, 65535};
-  }
+  const auto r = quark::quant_range(t);
+  return r ? std::pair{r->min, r->max} : std::pair<std::int64_t, std::int64_t>{0, 0};
 }
 
 }  // namespace

@@ -98,14 +98,16 @@ float as_float(T v) {
 }
 
 /// QuantizeLinear of one value v = x / scale to an 8- or 16-bit integer type with zero point
-/// `z`. Equal to the general form, convert<T>(float(convert<int32>(v)) + z): NaN gives
-/// round(NaN) = 0, so z saturated; values beyond +-2^30 saturate T either way, so v is clamped
-/// there first, where truncation to int32 is exact; round half to even then comes from the exact
-/// fraction v - trunc(v); and for |round(v)| <= 2^30 and |z| < 2^16 the float sum of the general
-/// form saturates exactly when the integer sum does.
+/// `z`. Equal to the general form, convert<T>(float(convert<int32>(v)) + z), with NaN taken as
+/// -inf: the lowest code, as ONNX Runtime 1.30 stores it (its MLAS kernels clamp with
+/// max(NaN, lo) = lo) and as the headers' policies::onnx_qdq does (nan_output::to_qmin); ONNX
+/// itself leaves a NaN's code unspecified. Values beyond +-2^30 saturate T either way, so v is
+/// clamped there first, where truncation to int32 is exact; round half to even then comes from the
+/// exact fraction v - trunc(v); and for |round(v)| <= 2^30 and |z| < 2^16 the float sum of the
+/// general form saturates exactly when the integer sum does.
 template <class T>
 QUARK_ALWAYS_INLINE T quantize_small_int(float v, std::int32_t z) noexcept {
-  float w = v != v ? 0.0f : v;
+  float w = v != v ? -0x1p30f : v;
   w = w < -0x1p30f ? -0x1p30f : w;
   w = w > 0x1p30f ? 0x1p30f : w;
   const auto t = static_cast<std::int32_t>(w);   // toward zero, exact
@@ -136,7 +138,7 @@ void quantize_small_int_n(const float* QUARK_RESTRICT x, T* QUARK_RESTRICT out, 
     vf v;
     std::memcpy(&v, x + i, sizeof(v));
     v = v / sc;
-    vf w = v != v ? vf{} : v;
+    vf w = v != v ? vf{} - 0x1p30f : v;
     w = w < -0x1p30f ? vf{} - 0x1p30f : w;
     w = w > 0x1p30f ? vf{} + 0x1p30f : w;
     const vi t = __builtin_convertvector(w, vi);
@@ -198,7 +200,12 @@ void k_quantize(kernel_context& c) {
           for (std::size_t i = b; i < e; ++i) {
             const float v = src[i] / sc;
             if constexpr (quark::integral_data_type<T>) {
-              // round(x / scale) first, then add the zero point, then saturate (ONNX order).
+              // round(x / scale) first, then add the zero point, then saturate (ONNX order);
+              // NaN takes the lowest code, as above.
+              if (v != v) {
+                out_p[i] = quark::convert<T, quark::policies::onnx_quantize>(-0x1p40f);
+                continue;
+              }
               const auto r = quark::convert<std::int32_t, quark::policies::onnx_quantize>(v);
               out_p[i] =
                   quark::convert<T, quark::policies::onnx_quantize>(static_cast<float>(r) + z);

@@ -2,6 +2,7 @@
 // Graph rewrites before calibration and after Q/DQ insertion (see graph_passes.hpp).
 #include "quantizer/graph_passes.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <optional>
@@ -9,6 +10,7 @@
 #include <quark/onnx/runtime.hpp>
 
 #include "io/proto_access.hpp"
+#include "quantizer/block_nodes.hpp"
 #include "quantizer/graph_util.hpp"
 
 namespace quark::onnx::qz {
@@ -34,6 +36,12 @@ void set_attr_f(NodeProto& n, const char* name, float v) {
 bool float_init(const model& m, const std::string& name) {
   return !name.empty() && m.has_initializer(name) &&
          m.initializer(name).type() == dtype_id::float32;
+}
+
+/// A fused com.amd.quark quantize-dequantize node (BFP or MX block formats).
+bool is_fused_qdq(const NodeProto& n) {
+  return n.domain() == block_domain &&
+         (n.op_type() == "BFPQuantizeDequantize" || n.op_type() == "MXQuantizeDequantize");
 }
 
 /// Drops the nodes marked dead, keeping the order of the others.
@@ -455,8 +463,35 @@ std::set<std::string> remove_qdq_pairs(model& m, const graph_pass_options& o) {
   std::vector<bool> dead(static_cast<std::size_t>(g.node_size()));
   std::set<std::string> retired;
   std::set<std::string> touched_values;
+  // RemoveFusedQDQ: a fused BFP/MX node between the same op types goes too; its consumers
+  // read the producer's output (it has no scale or zero point to retire).
+  auto fused_removable = [&](const NodeProto& f) {
+    if (!o.remove_fused || !is_fused_qdq(f) || f.input_size() != 1 || f.output_size() != 1)
+      return false;
+    auto xp = ix.producer.find(f.input(0));
+    auto readers = ix.consumers.find(f.output(0));
+    if (xp == ix.producer.end() || readers == ix.consumers.end() ||
+        ix.outputs.contains(f.output(0)))
+      return false;
+    const std::string& prod_op = g.node(xp->second).op_type();
+    return std::all_of(readers->second.begin(), readers->second.end(), [&](int c) {
+      return o.remove_qdq_between.contains({prod_op, g.node(c).op_type()});
+    });
+  };
   for (int i = 0; i < g.node_size(); ++i) {
     const NodeProto& dq = g.node(i);
+    if (fused_removable(dq)) {
+      for (const int c : ix.consumers.at(dq.output(0))) {
+        NodeProto& r = *g.mutable_node(c);
+        for (int s = 0; s < r.input_size(); ++s) {
+          if (r.input(s) == dq.output(0))
+            r.set_input(s, dq.input(0));
+        }
+      }
+      dead[static_cast<std::size_t>(i)] = true;
+      touched_values.insert(dq.input(0));
+      continue;
+    }
     if (dq.op_type() != "DequantizeLinear" || dq.output_size() != 1)
       continue;
     auto qp = ix.producer.find(dq.input(0));
@@ -505,7 +540,7 @@ std::set<std::string> remove_qdq_pairs(model& m, const graph_pass_options& o) {
     bool quantized = false;
     if (auto it = after.consumers.find(x); it != after.consumers.end()) {
       for (const int c : it->second)
-        quantized = quantized || g.node(c).op_type() == "QuantizeLinear";
+        quantized = quantized || g.node(c).op_type() == "QuantizeLinear" || is_fused_qdq(g.node(c));
     }
     if (!quantized)
       gone.insert(x);

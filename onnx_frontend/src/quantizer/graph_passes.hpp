@@ -48,19 +48,22 @@ struct graph_pass_options {
   bool fold_relu = false;  ///< FoldRelu (conversions.hpp)
   // After Q/DQ insertion: (producer op type, consumer op type) pairs whose Q/DQ is removed.
   std::set<std::pair<std::string, std::string>> remove_qdq_between;
+  /// RemoveFusedQDQ: the fused BFP/MX nodes between those op types are removed as well.
+  bool remove_fused = false;
 };
 
 /// The effective pass options of `cfg` (extra options OptimizeModel, FoldBatchNorm,
 /// ConvertClipToRelu, ConvertBNToConv, ConvertSplitToSlice, ConvertReduceMeanToGlobalAvgPool,
 /// SplitLargeKernelPool, FoldRelu, RemoveQDQConv*, RemoveQDQMulAdd, RemoveQDQInstanceNorm,
-/// RemoveQDQBetweenOps with their documented defaults).
+/// RemoveQDQBetweenOps, RemoveFusedQDQ with their documented defaults).
 graph_pass_options read_pass_options(const qconfig& cfg);
 
 /// Applies the pre-calibration rewrites to `m` (constants already initializers). Returns one
 /// note per kind of rewrite done ("folded 3 BatchNormalization", ...).
 std::vector<std::string> optimize_graph(model& m, const graph_pass_options& o);
 
-/// Removes the QuantizeLinear / DequantizeLinear pairs between the producer / consumer op types
+/// Removes the QuantizeLinear / DequantizeLinear pairs (and, with `o.remove_fused`, the fused
+/// BFPQuantizeDequantize / MXQuantizeDequantize nodes) between the producer / consumer op types
 /// of `o.remove_qdq_between`, and the scale / zero-point initializers left unused. Returns the
 /// activations that lost every Q/DQ pair (no longer quantized).
 std::set<std::string> remove_qdq_pairs(model& m, const graph_pass_options& o);

@@ -54,6 +54,7 @@ graph_pass_options read_pass_options(const qconfig& cfg) {
       }
     }
   }
+  o.remove_fused = get_bool("RemoveFusedQDQ", false);
   return o;
 }
 

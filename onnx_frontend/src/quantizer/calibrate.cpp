@@ -350,6 +350,18 @@ calibrated_range result_of(const slot& s) {
   }
 }
 
+/// SaveTensorHistFig: the slot's first-pass histogram goes into the tensor's facts.
+void keep_histogram(const slot& s, tensor_facts& f) {
+  if (!s.hist)
+    return;
+  const histogram_data& h = s.hist->stats();
+  f.hist_edges = h.edges;
+  f.hist_counts = h.counts;
+  f.hist_absolute = h.mode == histogram_mode::absolute;
+  f.data_min = h.range.min;
+  f.data_max = h.range.max;
+}
+
 /// Runs every sample of `reader` (at most `limit`) through `rt`, calling fn(slot, values) for
 /// each observed float value. Lookups follow the runtime's fixed production order, so a value is
 /// found without building a string key.
@@ -530,6 +542,8 @@ calib_output calibrate(const std::string& model_bytes, const std::filesystem::pa
     f.calibrated = true;
     if (s.seen == 0)
       continue;  // an empty value: range (0, 0)
+    if (params.keep_histograms)
+      keep_histogram(s, f);
     if (s.opt.method == calib_method::distribution) {
       // FP8 (quark-spec §4.4): the scale comes from the standard deviation; the range is the
       // histogram's.

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -38,6 +39,13 @@ struct tensor_facts {
   /// Power-of-two position the method searched (pof2 MinMSE): the scale is 2^-position exactly.
   std::optional<int> pof2_position;
   std::vector<std::string> warnings;  ///< the calibrator's warnings (e.g. one Entropy candidate)
+  /// SaveTensorHistFig (calib_params::keep_histograms): the first-pass histogram of a histogram
+  /// method (edges, counts; `hist_absolute`: a histogram of |x|); empty for the other methods.
+  std::vector<double> hist_edges;
+  std::vector<std::uint64_t> hist_counts;
+  bool hist_absolute = false;
+  float data_min = 0.0f;  ///< with a histogram: the extrema of the observed values
+  float data_max = 0.0f;
 };
 
 struct calib_output {
@@ -61,6 +69,8 @@ struct calib_params {
   /// Tensors of at least this many elements are observed on the runtime's worker threads.
   std::size_t parallel_min_elements = std::size_t{1} << 16;
   std::optional<std::size_t> max_samples;
+  /// SaveTensorHistFig: copy each histogram method's histogram into tensor_facts.
+  bool keep_histograms = false;
   /// Called after each sample with (done, total or 0 if unknown).
   std::function<void(std::size_t, std::size_t)> progress;
 };

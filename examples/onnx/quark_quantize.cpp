@@ -151,6 +151,19 @@ int main(int argc, char** argv) {
       cfg.extra_options.set("CalibDataSize", static_cast<long long>(samples));
     if (random)
       cfg.extra_options.set("UseRandomData", true);
+    // CryptoMode (seed 000): every message is blocked (progress bar, summary, metrics, notes;
+    // errors are still reported) and no side file is written.
+    const qo::option_map eff = cfg.effective_options();
+    const qo::option_value* crypto_v = eff.find("CryptoMode");
+    const bool crypto = crypto_v != nullptr && crypto_v->is_bool() && crypto_v->as_bool();
+    if (crypto) {
+      if (!tensors_json.empty()) {
+        throw std::runtime_error(
+            "--tensors-json writes the tensors' ranges and scales to a side file, which "
+            "CryptoMode forbids");
+      }
+      quiet = true;
+    }
     std::unique_ptr<qo::calibration_data_reader> reader;
     if (!calib_dir.empty()) {
       reader = std::make_unique<qo::npy_folder_reader>(calib_dir);

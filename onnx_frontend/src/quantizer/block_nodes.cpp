@@ -78,6 +78,11 @@ std::optional<std::int64_t> reader_axis(const node_info& n, const std::string& t
     add_int(n, "sub_block_size", b.sub_block_size);
     add_int(n, "sub_block_shift_bits", b.sub_block_shift_bits);
   }
+  // Legacy BFPAttributes only (the op defaults are 0).
+  if (b.convert_to_bfloat_before_bfp != 0)
+    add_int(n, "convert_to_bfloat_before_bfp", b.convert_to_bfloat_before_bfp);
+  if (b.use_compiler_version_cpu_kernel != 0)
+    add_int(n, "use_compiler_version_cpu_kernel", b.use_compiler_version_cpu_kernel);
   return n;
 }
 

@@ -50,6 +50,8 @@ struct block_op {
   std::int64_t sub_block_size = 0;
   std::int64_t sub_block_shift_bits = 0;
   std::int64_t rounding_mode = 0;
+  std::int64_t convert_to_bfloat_before_bfp = 0;     ///< BFP, activations only (legacy)
+  std::int64_t use_compiler_version_cpu_kernel = 0;  ///< BFP (legacy BFPAttributes)
   friend bool operator==(const block_op&, const block_op&) = default;
 };
 
@@ -101,6 +103,8 @@ struct settings {
   bool quantize_all_op_types = false;
   bool use_random_data = false;
   bool print_summary = true;
+  bool save_tensor_hist_fig = false;  ///< SaveTensorHistFig
+  bool crypto_mode = false;           ///< CryptoMode (no side files; checked in quantize.cpp)
   bool enable_npu_cnn = false;
   bool external_data = false;                 ///< qconfig::use_external_data_format
   std::optional<bool> calib_range_symmetric;  ///< CalibTensorRangeSymmetric if set explicitly

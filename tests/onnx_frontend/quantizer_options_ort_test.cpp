@@ -164,11 +164,8 @@ std::map<std::string, qo::option_value> probe_values(const fs::path& dir) {
 /// In-scope keys quark-cpp does not apply, each with the reason (docs/config.md repeats them).
 const std::map<std::string, std::string>& not_applicable() {
   static const std::map<std::string, std::string> m = {
-      {"CryptoMode", "Python crypto mode; quark-cpp writes no intermediate files"},
-      {"EncryptionAlgorithm", "goes with CryptoMode"},
       {"UserCustomOpLibPath", "loads onnxruntime custom-op shared libraries for Python"},
       {"EnableSubgraph", "the runtime does not calibrate inside If/Loop bodies"},
-      {"SaveTensorHistFig", "matplotlib plots"},
   };
   return m;
 }
@@ -176,8 +173,7 @@ const std::map<std::string, std::string>& not_applicable() {
 /// In-scope keys another helper of this session implements (issue 7 split): listed so the audit
 /// stays green while they land; a key that becomes honoured is reported as stale.
 const std::set<std::string>& owned_elsewhere() {
-  static const std::set<std::string> s = {// QDQ removal of fused BFP/MX nodes (helper A)
-                                          "RemoveFusedQDQ"};
+  static const std::set<std::string> s = {};
   return s;
 }
 

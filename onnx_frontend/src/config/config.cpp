@@ -241,6 +241,20 @@ void qconfig::validate() const {
              " (set the spec's symmetric instead)");
   }
 
+  // CryptoMode: nothing about the model may reach the disk besides the output model, so the
+  // options that write side files are refused (docs/config.md).
+  if (flag(eff, "CryptoMode")) {
+    if (flag(eff, "SaveTensorHistFig")) {
+      conflict(
+          "CryptoMode forbids SaveTensorHistFig: it writes the tensors' histograms into "
+          "tensor_hist/");
+    }
+    if (const auto* v = eff.find("SaveAndRestore"); v && !v->is_null()) {
+      conflict("CryptoMode forbids SaveAndRestore: it writes the calibrated ranges to '" +
+               v->as_string() + "'");
+    }
+  }
+
   if (flag(eff, "EnableNPUCnn") && flag(eff, "EnableNPUTransformer")) {
     conflict("EnableNPUCnn and EnableNPUTransformer cannot both be true");
   }

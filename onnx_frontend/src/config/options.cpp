@@ -102,8 +102,9 @@ std::vector<option_info> build_registry() {
                    "Convert an NCHW model to NHWC before quantization."));
   r.push_back(fixed("DebugMode", cat::debug_and_eval, B, nonnull, false, "False",
                     "Print every debugging message."));
-  r.push_back(todo("CryptoMode", cat::runtime, B, nonnull, false, "False", false,
-                   "Block messages and keep intermediate model data off the disk."));
+  r.push_back(fixed("CryptoMode", cat::runtime, B, nonnull, false, "False",
+                    "Block messages and keep intermediate model data off the disk (refuses "
+                    "the options that write side files)."));
   r.push_back(fixed("PrintSummary", cat::debug_and_eval, B, nonnull, true, "True",
                     "Print a summary of the quantization."));
   r.push_back(
@@ -302,8 +303,9 @@ std::vector<option_info> build_registry() {
                       "Keep memory flat during calibration (cache on disk where needed)."));
   r.push_back(fixed("CalibOptimizeDisk", cat::calibration, B, nonnull, true, "True",
                     "LayerwisePercentile: recompute instead of caching activations."));
-  r.push_back(todo("SaveTensorHistFig", cat::calibration, B, nonnull, false, "False", false,
-                   "Save histogram plots of calibrated tensors."));
+  r.push_back(fixed("SaveTensorHistFig", cat::calibration, B, nonnull, false, "False",
+                    "Save each histogram-calibrated tensor's histogram (JSON and SVG) into "
+                    "tensor_hist/ in the working directory."));
   r.push_back(fixed("QuantizeAllOpTypes", cat::target_selection, B, nonnull, false, "False",
                     "Quantize every op type present in the model."));
   r.push_back(fixed("WeightsOnly", cat::target_selection, B, nonnull, false, "False",
@@ -329,8 +331,9 @@ std::vector<option_info> build_registry() {
                     "Directory for intermediate files."));
   r.push_back(todo("UserCustomOpLibPath", cat::runtime, S, nul, nullptr, "None", nullptr,
                    "Directory of custom-op libraries for the float model."));
-  r.push_back(todo("EncryptionAlgorithm", cat::runtime, S, nul, nullptr, "None", nullptr,
-                   "Crypto mode encryption algorithm (AES-256)."));
+  r.push_back(fixed("EncryptionAlgorithm", cat::runtime, S, nul, nullptr, "None",
+                    "Crypto mode encryption algorithm: \"AES-256\" or None (nothing is "
+                    "written to encrypt)."));
   r.push_back(context("WeightCalibrateMethod", cat::calibration, S, nul,
                       "None: MinMSE when the weight spec calibrates with MinMSE and a Float32 "
                       "scale, else MinMax",
@@ -392,10 +395,12 @@ std::vector<option_info> build_registry() {
                     "cle_total_layer_diff_threshold)."));
   r.push_back(fixed("BiasCorrection", cat::bias, B, nonnull, false, "False",
                     "Bias correction after quantization (= algo_config bias_correction)."));
-  r.push_back(todo("BFPAttributes", cat::block_formats, ty::object, nul, nullptr, "None", nullptr,
-                   "Legacy BFP attributes; set the block fields of the spec instead."));
-  r.push_back(todo("MXAttributes", cat::block_formats, ty::object, nul, nullptr, "None", nullptr,
-                   "Legacy MX attributes; set the block fields of the spec instead."));
+  r.push_back(fixed("BFPAttributes", cat::block_formats, ty::object, nul, nullptr, "None",
+                    "Legacy attributes of every BFPQuantizeDequantize (BFP16, MX4/6/9 specs): "
+                    "each key given replaces the spec's."));
+  r.push_back(fixed("MXAttributes", cat::block_formats, ty::object, nul, nullptr, "None",
+                    "Legacy attributes of every MXQuantizeDequantize (OCP MX specs): each key "
+                    "given replaces the spec's."));
   r.push_back(todo("ConvertInstanceNormToDPUVersion", cat::npu_adaptation, B, nonnull, false,
                    "False", false, "Replace InstanceNormalization by the DPU version."));
   return r;
@@ -451,6 +456,54 @@ void check_shape(const option_info& info, const option_value& v, std::string_vie
   detail::check_option_value(info.type, info.nullable, v, where);
 }
 
+/// BFPAttributes / MXAttributes: the attributes of the op (quark-spec §1.8-§1.11), each with its
+/// type and range; an unknown key is an error naming it.
+void check_block_attributes(bool bfp, const option_value& v, std::string_view where) {
+  static const std::vector<std::string> bfp_int = {"axis",
+                                                   "bit_width",
+                                                   "block_size",
+                                                   "rounding_mode",
+                                                   "sub_block_size",
+                                                   "sub_block_shift_bits",
+                                                   "convert_to_bfloat_before_bfp",
+                                                   "use_compiler_version_cpu_kernel"};
+  static const std::vector<std::string> mx_int = {"axis", "block_size", "rounding_mode"};
+  const auto& ints = bfp ? bfp_int : mx_int;
+  for (const auto& m : v.as_object()) {
+    const std::string at = std::string(where) + "." + m.key;
+    if (std::find(ints.begin(), ints.end(), m.key) != ints.end()) {
+      if (!m.value.is_int())
+        throw_value(at, "must be an integer, got " + to_string(m.value));
+      const std::int64_t i = m.value.as_int();
+      const bool ok =
+          m.key == "axis"            ? true
+          : m.key == "rounding_mode" ? (i >= 0 && i <= 2)
+          : m.key == "bit_width"     ? (i >= 10 && i <= 32)
+          : m.key == "convert_to_bfloat_before_bfp" || m.key == "use_compiler_version_cpu_kernel"
+              ? (i == 0 || i == 1)
+          : m.key == "sub_block_shift_bits" ? (i >= 0 && i <= 8)
+                                            : i >= 1;
+      if (!ok)
+        throw_value(at, "is out of range: " + to_string(m.value));
+    } else if (bfp && m.key == "bfp_method") {
+      if (!m.value.is_string() || !is_one_of(m.value.as_string(), {"to_bfp", "to_bfp_prime"}))
+        throw_value(at, "must be \"to_bfp\" or \"to_bfp_prime\", got " + to_string(m.value));
+    } else if (!bfp && m.key == "element_dtype") {
+      if (!m.value.is_string() ||
+          !is_one_of(m.value.as_string(),
+                     {"int8", "fp8_e4m3", "fp8_e5m2", "fp6_e3m2", "fp6_e2m3", "fp4_e2m1"})) {
+        throw_value(at,
+                    "must be one of int8, fp8_e4m3, fp8_e5m2, fp6_e3m2, fp6_e2m3, fp4_e2m1; got " +
+                        to_string(m.value));
+      }
+    } else {
+      throw config_error("quark.config.value",
+                         at + ": unknown attribute of " +
+                             (bfp ? "BFPQuantizeDequantize" : "MXQuantizeDequantize"));
+    }
+  }
+}
+
 /// Value checks beyond the shape (ranges, enumerated strings).
 void check_value(const option_info& info, const option_value& v, std::string_view where) {
   if (v.is_null())
@@ -483,6 +536,11 @@ void check_value(const option_info& info, const option_value& v, std::string_vie
         throw_value(where, "every candidate must be in (0, 100], got " + to_string(v));
       }
     }
+  } else if (k == "BFPAttributes" || k == "MXAttributes") {
+    check_block_attributes(k == "BFPAttributes", v, where);
+  } else if (k == "EncryptionAlgorithm") {
+    if (v.as_string() != "AES-256")
+      throw_value(where, "must be \"AES-256\" or null; got \"" + v.as_string() + "\"");
   } else if (k == "LWPMetric") {
     if (!is_one_of(v.as_string(), {"mae", "mse"})) {
       throw_value(where, "must be one of mae, mse; got \"" + v.as_string() + "\"");

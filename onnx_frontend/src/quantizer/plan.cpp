@@ -106,6 +106,44 @@ tspec resolve_block(const tensor_spec& s) {
   return t;
 }
 
+/// Legacy BFPAttributes / MXAttributes (quark-spec §7.5, §8.2): each key present replaces that
+/// attribute of every fused node of its op (BFPQuantizeDequantize / MXQuantizeDequantize); an
+/// `axis` becomes the spec's explicit axis (it wins over RefineBlockAxis). Weights and biases
+/// keep convert_to_bfloat_before_bfp 0, as Quark writes it for initializers. The registry
+/// checked the keys and values (options.cpp).
+void apply_legacy_block_attributes(tspec& t, const option_map& opts, bool activation) {
+  if (!t.block)
+    return;
+  block_op& b = *t.block;
+  const bool bfp = b.op == "BFPQuantizeDequantize";
+  const option_value* v = opts.find(bfp ? "BFPAttributes" : "MXAttributes");
+  if (v == nullptr || !v->is_object())
+    return;
+  for (const auto& [key, value] : v->as_object()) {
+    if (key == "axis") {
+      t.axis = value.as_int();
+    } else if (key == "bfp_method") {
+      b.bfp_method = value.as_string();
+    } else if (key == "element_dtype") {
+      b.element_dtype = value.as_string();
+    } else if (key == "block_size") {
+      b.block_size = value.as_int();
+    } else if (key == "bit_width") {
+      b.bit_width = value.as_int();
+    } else if (key == "rounding_mode") {
+      b.rounding_mode = value.as_int();
+    } else if (key == "sub_block_size") {
+      b.sub_block_size = value.as_int();
+    } else if (key == "sub_block_shift_bits") {
+      b.sub_block_shift_bits = value.as_int();
+    } else if (key == "convert_to_bfloat_before_bfp") {
+      b.convert_to_bfloat_before_bfp = activation ? value.as_int() : 0;
+    } else if (key == "use_compiler_version_cpu_kernel") {
+      b.use_compiler_version_cpu_kernel = value.as_int();
+    }
+  }
+}
+
 /// A tensor spec as the quantizer applies it. `activation`: input_tensors / output_tensors
 /// (quantized by QuantizeLinear at run time), else a weight or bias (stored quantized).
 tspec resolve(const tensor_spec& s, const char* role, bool activation) {
@@ -213,7 +251,8 @@ const std::set<std::string>& honoured_keys() {
       "AdjustBiasScale", "FixShapes", "EvalDataReader", "DebugMode", "FillAllValueInfo",
       "ReplaceClip6Relu", "CLEBalanceMethod", "CLESteps", "CLEWeightThreshold",
       "CLEScaleAppendBias", "CLEScaleUseThreshold", "CLETotalLayerDiffThreshold", "BiasCorrection",
-      "TensorsRangeFile", "RefineBlockAxis",
+      "TensorsRangeFile", "RefineBlockAxis", "SaveTensorHistFig", "CryptoMode",
+      "EncryptionAlgorithm", "BFPAttributes", "MXAttributes",
       // Accepted with any value, no effect in quark-cpp (docs/config.md says why): calibration
       // streams through the runtime's own thread pool and keeps memory flat, and nothing is
       // written to disk.
@@ -226,7 +265,7 @@ bool graph_pass_key(const std::string& key) {
   static const std::set<std::string> s = {
       "OptimizeModel", "FoldBatchNorm", "RemoveQDQConvClip", "RemoveQDQConvRelu",
       "RemoveQDQConvLeakyRelu", "RemoveQDQConvPRelu", "RemoveQDQConvGelu", "RemoveQDQMulAdd",
-      "RemoveQDQBetweenOps", "RemoveQDQInstanceNorm",
+      "RemoveQDQBetweenOps", "RemoveQDQInstanceNorm", "RemoveFusedQDQ",
       // conversions.cpp
       "ConvertBNToConv", "ConvertClipToRelu", "ConvertSplitToSlice",
       "ConvertReduceMeanToGlobalAvgPool", "SplitLargeKernelPool", "FoldRelu"};
@@ -330,6 +369,8 @@ plan make_plan(const qconfig& cfg, const std::vector<node_ref>& nodes,
   o.quantize_all_op_types = get_bool("QuantizeAllOpTypes", false);
   o.use_random_data = get_bool("UseRandomData", false);
   o.print_summary = get_bool("PrintSummary", true);
+  o.save_tensor_hist_fig = get_bool("SaveTensorHistFig", false);
+  o.crypto_mode = get_bool("CryptoMode", false);
   o.enable_npu_cnn = get_bool("EnableNPUCnn", false);
   o.external_data = cfg.use_external_data_format;
   if (const auto* v = cfg.extra_options.find("CalibTensorRangeSymmetric")) {
@@ -496,6 +537,10 @@ plan make_plan(const qconfig& cfg, const std::vector<node_ref>& nodes,
     }
     if (w_sym && c.weight)
       c.weight->symmetric = *w_sym;
+    for (auto* t : {&c.input, &c.output, &c.weight, &c.bias}) {
+      if (*t)
+        apply_legacy_block_attributes(**t, cfg.extra_options, t == &c.input || t == &c.output);
+    }
     if (weight_minmse && c.weight && !c.weight->pof2)
       c.weight->weight_minmse = *weight_minmse;
     c.quantize = c.input || c.output || c.weight;

@@ -28,6 +28,7 @@
 #include "quantizer/opset.hpp"
 #include "quantizer/plan.hpp"
 #include "quantizer/range_file.hpp"
+#include "quantizer/tensor_hist.hpp"
 
 namespace quark::onnx {
 
@@ -550,6 +551,29 @@ std::pair<std::int64_t, std::int64_t> full_range(dtype_id t) {
   return r ? std::pair{r->min, r->max} : std::pair<std::int64_t, std::int64_t>{0, 0};
 }
 
+/// SaveTensorHistFig: tensor_hist/ in the working directory (as Quark), one .json and one .svg
+/// per tensor calibrated with a histogram; the others are named in a note (Quark warns that
+/// its method "not support tensor histogram").
+void save_tensor_hists(const qz::calib_output& cal,
+                       const std::map<std::string, qz::calib_request>& requests,
+                       quantize_report& report) {
+  const std::filesystem::path dir = std::filesystem::current_path() / "tensor_hist";
+  const qz::tensor_hist_result r = qz::write_tensor_hists(dir, cal, requests);
+  report.notes.push_back("SaveTensorHistFig: " + std::to_string(r.written) +
+                         " tensor histograms (.json, .svg) in '" + dir.string() + "'");
+  if (!r.without_histogram.empty()) {
+    std::string names;
+    for (std::size_t i = 0; i < r.without_histogram.size() && i < 5; ++i)
+      names += (i ? ", " : "") + r.without_histogram[i];
+    if (r.without_histogram.size() > 5)
+      names += ", ...";
+    report.notes.push_back("SaveTensorHistFig: " + std::to_string(r.without_histogram.size()) +
+                           " tensors have no histogram (their calibration method keeps none, or "
+                           "their range was restored from a file): " +
+                           names);
+  }
+}
+
 }  // namespace
 
 namespace {
@@ -724,6 +748,7 @@ model quantize_float32_model(const model& in, const qconfig& cfg, calibration_da
   if (opt.save_and_restore)
     cp.ranges_file = *opt.save_and_restore;
   cp.max_samples = opt.calib_data_size;
+  cp.keep_histograms = opt.save_tensor_hist_fig;
   // Block specs need no range: when nothing else does, one sample gives the tensor types.
   const bool any_block = std::any_of(pl.nodes.begin(), pl.nodes.end(), [](const node_choice& c) {
     return (c.input && c.input->block) || (c.output && c.output->block) ||
@@ -760,6 +785,8 @@ model quantize_float32_model(const model& in, const qconfig& cfg, calibration_da
       cp.max_samples = 1;
   }
   qz::calib_output cal = qz::calibrate(float_bytes, m.base_dir(), requests, reader, cp);
+  if (opt.save_tensor_hist_fig)
+    save_tensor_hists(cal, requests, report);
   for (const auto& [name, r] : file_ranges) {
     auto it = cal.tensors.find(name);
     if (it == cal.tensors.end() || it->second.type != dtype_id::float32) {
@@ -1392,13 +1419,30 @@ model quantize_float32_model(const model& in, const qconfig& cfg, calibration_da
     // EnableDualQuantNodePairs (quark-spec §7.6): where the tensor's type differs from the type
     // its producer outputs or a consumer reads, a second Q/DQ pair of that node's type (same
     // calibrated range) sits between the node and the tensor's own pair.
+    // `readers`: the nodes the additional stage serves (a fused node's block axis).
     auto additional_pair = [&](const std::string& src, const std::string& node_name,
-                               const tspec& spec) {
+                               const tspec& spec, const std::vector<std::size_t>& readers) {
       const std::string base = name + "_" + node_name + "_additional";
-      if (block || spec.block) {
-        throw not_implemented("quark.config.not_implemented",
-                              "EnableDualQuantNodePairs at tensor '" + name +
-                                  "' with a BFP/MX block spec is not implemented yet");
+      if (spec.block) {
+        // A BFP/MX precision: one fused node, as the tensor's own stage would be (§7.5, §7.6).
+        const std::string out = base + "_" + spec.block->op + "_Output";
+        const std::int64_t axis =
+            qz::block_axis(m, nodes, name, readers, spec, opt.refine_block_axis, std::nullopt);
+        sink.push_back(
+            qz::make_block_node(*spec.block, base + "_" + spec.block->op, src, out, axis));
+        ++report.tensors_per_type[spec.block->label];
+        report.tensors.push_back(
+            {base, "activation", spec.block->label, e.rmin, e.rmax, {}, {}, -1});
+        return out;
+      }
+      if (block) {
+        const auto* f = facts(name);
+        if (f == nullptr || !f->calibrated) {
+          throw frontend_error("quark.quantize.internal", "EnableDualQuantNodePairs at tensor '" +
+                                                              name +
+                                                              "': no calibrated range for its " +
+                                                              dtype_str(spec.type) + " pair");
+        }
       }
       if (is_fp16(spec.type) || cast_form) {
         throw not_implemented("quark.config.not_implemented",
@@ -1430,16 +1474,20 @@ model quantize_float32_model(const model& in, const qconfig& cfg, calibration_da
       return base + "_DequantizeLinear_Output";
     };
     const bool dual = opt.enable_dual_quant_node_pairs && !e.from_initializer;
+    // Another precision than the tensor's: another type, or another block format (block specs
+    // all carry type float32).
+    auto other_precision = [&](const tspec& t) {
+      return t.type != e.spec.type || t.block != e.spec.block;
+    };
     // The producer's own output type, when it differs.
     std::optional<tspec> prod_spec;
     if (dual && prod && node_quantized[*prod] && pl.nodes[*prod].output &&
-        pl.nodes[*prod].output->type != e.spec.type) {
+        other_precision(*pl.nodes[*prod].output)) {
       prod_spec = pl.nodes[*prod].output;
     }
     // The consumers reading another type than the tensor's.
     auto consumer_spec = [&](std::size_t c) -> std::optional<tspec> {
-      if (dual && node_quantized[c] && pl.nodes[c].input &&
-          pl.nodes[c].input->type != e.spec.type) {
+      if (dual && node_quantized[c] && pl.nodes[c].input && other_precision(*pl.nodes[c].input)) {
         return pl.nodes[c].input;
       }
       return std::nullopt;
@@ -1447,7 +1495,8 @@ model quantize_float32_model(const model& in, const qconfig& cfg, calibration_da
     const bool is_output = graph_outputs.contains(name);
     // The tensor the tensor's own QuantizeLinear reads (through the producer's pair if any).
     auto q_input = [&](const std::string& src) {
-      return prod_spec ? additional_pair(src, nodes[*prod].name, *prod_spec) : src;
+      return prod_spec ? additional_pair(src, nodes[*prod].name, *prod_spec, m.consumers(name))
+                       : src;
     };
     if (opt.dedicated_qdq_pair) {
       std::size_t k = 0;
@@ -1458,7 +1507,7 @@ model quantize_float32_model(const model& in, const qconfig& cfg, calibration_da
         const std::string dq = name + "_DequantizeLinear_Output" + sfx;
         emit(sfx, src, q, dq, {c});
         const auto cs = consumer_spec(c);
-        rewire_node[{c, name}] = cs ? additional_pair(dq, nodes[c].name, *cs) : dq;
+        rewire_node[{c, name}] = cs ? additional_pair(dq, nodes[c].name, *cs, {c}) : dq;
       }
     } else if (is_output && prod) {
       const std::string src = name + "_QuantizeLinear_Input";
@@ -1466,7 +1515,7 @@ model quantize_float32_model(const model& in, const qconfig& cfg, calibration_da
       emit("", q_input(src), name + "_QuantizeLinear_Output", name, m.consumers(name));
       for (const std::size_t c : m.consumers(name)) {
         if (const auto cs = consumer_spec(c))
-          rewire_node[{c, name}] = additional_pair(name, nodes[c].name, *cs);
+          rewire_node[{c, name}] = additional_pair(name, nodes[c].name, *cs, {c});
       }
     } else {
       const std::string dq = name + "_DequantizeLinear_Output";
@@ -1474,7 +1523,7 @@ model quantize_float32_model(const model& in, const qconfig& cfg, calibration_da
       rewire[name] = dq;
       for (const std::size_t c : m.consumers(name)) {
         if (const auto cs = consumer_spec(c))
-          rewire_node[{c, name}] = additional_pair(dq, nodes[c].name, *cs);
+          rewire_node[{c, name}] = additional_pair(dq, nodes[c].name, *cs, {c});
       }
     }
   }

@@ -165,7 +165,7 @@ std::map<std::string, qo::option_value> probe_values(const fs::path& dir) {
 const std::map<std::string, std::string>& not_applicable() {
   static const std::map<std::string, std::string> m = {
       {"UserCustomOpLibPath", "loads onnxruntime custom-op shared libraries for Python"},
-      {"EnableSubgraph", "the runtime does not calibrate inside If/Loop bodies"},
+      {"EnableSubgraph", "Quark quantizes subgraphs in dynamic mode only (docs/config.md)"},
   };
   return m;
 }

@@ -79,5 +79,7 @@ refused(crypto_restore MESSAGES "quark.config.conflict" "SaveAndRestore"
         ARGS --config ${WORK}/crypto_restore.json)
 refused(crypto_tensors_json MESSAGES "--tensors-json" "CryptoMode"
         ARGS --config ${WORK}/crypto.json --tensors-json ${WORK}/t.json)
+refused(crypto_infer_only MESSAGES "--infer-only" "CryptoMode"
+        ARGS --config ${WORK}/crypto.json --infer-only 1)
 refused(bad_algorithm MESSAGES "EncryptionAlgorithm" "AES-256" "AES-128"
         ARGS --config ${WORK}/bad_algorithm.json)

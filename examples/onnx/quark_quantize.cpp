@@ -162,6 +162,8 @@ int main(int argc, char** argv) {
             "--tensors-json writes the tensors' ranges and scales to a side file, which "
             "CryptoMode forbids");
       }
+      if (infer_only > 0)
+        throw std::runtime_error("--infer-only prints timings; CryptoMode blocks every message");
       quiet = true;
     }
     std::unique_ptr<qo::calibration_data_reader> reader;

@@ -34,6 +34,7 @@
 #include <numeric>
 #include <random>
 #include <set>
+#include <span>
 #include <sstream>
 
 // GCC 12 reports false maybe-uninitialized warnings inside Eigen's packet code (runtime/gemm.cpp).
@@ -78,7 +79,11 @@ Index ix(std::size_t v) {
   return static_cast<Index>(v);
 }
 
-enum class op_kind : std::uint8_t { conv, gemm, matmul };
+enum class op_kind : std::uint8_t { conv, conv_transpose, gemm, matmul };
+
+bool is_conv(op_kind k) {
+  return k == op_kind::conv || k == op_kind::conv_transpose;
+}
 
 /// Where the weight of a module lives and how its elements map onto the GEMM.
 struct module {
@@ -113,6 +118,9 @@ struct module {
   std::string auto_pad = "NOTSET";
   std::int64_t pt = 0, pl = 0, pb = 0, pr = 0;
   bool one_d = false;
+  // ConvTranspose only
+  std::int64_t oph = 0, opw = 0;  ///< output_padding
+  bool output_shape = false;      ///< output_shape given: the pads follow from the output size
 };
 
 /// Thrown by a runtime observer once it has what it needs: the rest of the run is skipped.
@@ -161,9 +169,10 @@ std::string describe(const model& qm, const model& fm, const GraphProto& g, int 
   const NodeProto& n = g.node(i);
   m.node = i;
   m.name = n.name().empty() ? n.output(0) : n.name();
-  m.kind = n.op_type() == "Conv"   ? op_kind::conv
-           : n.op_type() == "Gemm" ? op_kind::gemm
-                                   : op_kind::matmul;
+  m.kind = n.op_type() == "Conv"            ? op_kind::conv
+           : n.op_type() == "ConvTranspose" ? op_kind::conv_transpose
+           : n.op_type() == "Gemm"          ? op_kind::gemm
+                                            : op_kind::matmul;
   if (n.input_size() < 2 || n.output_size() < 1 || qm.has_initializer(n.input(0)))
     return "no activation input";
   m.input = n.input(0);
@@ -242,16 +251,29 @@ std::string describe(const model& qm, const model& fm, const GraphProto& g, int 
 
   // GEMM view.
   std::size_t cout = 0;
-  if (m.kind == op_kind::conv) {
+  if (is_conv(m.kind)) {
     if (rank != 4 && rank != 3)
-      return "Conv of rank " + std::to_string(rank);
+      return "weight of rank " + std::to_string(rank);
     m.one_d = rank == 3;
     m.groups = static_cast<std::size_t>(attr_i(n, "group", 1));
-    cout = static_cast<std::size_t>(m.wshape[0]);
-    if (m.groups == 0 || cout % m.groups != 0)
+    if (m.groups == 0)
       return "group";
-    m.cout_g = cout / m.groups;
-    m.cin_g = static_cast<std::size_t>(m.wshape[1]);
+    if (m.kind == op_kind::conv) {
+      // Weight (C_out, C_in / g, k...).
+      cout = static_cast<std::size_t>(m.wshape[0]);
+      if (cout % m.groups != 0)
+        return "group";
+      m.cout_g = cout / m.groups;
+      m.cin_g = static_cast<std::size_t>(m.wshape[1]);
+    } else {
+      // Weight (C_in, C_out / g, k...).
+      const auto cin = static_cast<std::size_t>(m.wshape[0]);
+      if (cin % m.groups != 0)
+        return "group";
+      m.cin_g = cin / m.groups;
+      m.cout_g = static_cast<std::size_t>(m.wshape[1]);
+      cout = m.cout_g * m.groups;
+    }
     m.kh = m.one_d ? 1 : static_cast<std::size_t>(m.wshape[2]);
     m.kw = static_cast<std::size_t>(m.wshape[m.one_d ? 2 : 3]);
     auto ints = [&](const char* key) {
@@ -293,7 +315,30 @@ std::string describe(const model& qm, const model& fm, const GraphProto& g, int 
       m.auto_pad = a->s();
     m.k_g = m.cin_g * m.kh * m.kw;
     m.flat.resize(m.groups * m.cout_g * m.k_g);
-    std::iota(m.flat.begin(), m.flat.end(), std::size_t{0});
+    if (m.kind == op_kind::conv) {
+      std::iota(m.flat.begin(), m.flat.end(), std::size_t{0});
+    } else {
+      const auto op = ints("output_padding");
+      const auto os = ints("output_shape");
+      if ((!op.empty() && op.size() != sp) || (!os.empty() && os.size() < sp))
+        return "ConvTranspose attributes";
+      if (!op.empty()) {
+        m.oph = m.one_d ? 0 : op[0];
+        m.opw = op[sp - 1];
+      }
+      m.output_shape = !os.empty();
+      // Row (c, i, j) of output channel o of group g is weight element (g cin_g + c, o, i, j).
+      const std::size_t kk = m.kh * m.kw;
+      for (std::size_t gi = 0; gi < m.groups; ++gi) {
+        for (std::size_t o = 0; o < m.cout_g; ++o) {
+          for (std::size_t c = 0; c < m.cin_g; ++c) {
+            for (std::size_t e = 0; e < kk; ++e)
+              m.flat[((gi * m.cout_g + o) * m.cin_g + c) * kk + e] =
+                  ((gi * m.cin_g + c) * m.cout_g + o) * kk + e;
+          }
+        }
+      }
+    }
   } else {
     if (rank != 2)
       return "weight of rank " + std::to_string(rank);
@@ -368,6 +413,86 @@ std::string describe(const model& qm, const model& fm, const GraphProto& g, int 
   return {};
 }
 
+/// T (per group, cout_g x P) from the output planes of a Conv / ConvTranspose.
+void output_matrices(const module& m, std::span<const float> tv, std::size_t n, std::size_t opix,
+                     std::vector<mat>& ts) {
+  for (std::size_t gi = 0; gi < m.groups; ++gi) {
+    mat& T = ts[gi];
+    T.resize(ix(m.cout_g), ix(n * opix));
+    for (std::size_t b = 0; b < n; ++b) {
+      for (std::size_t o = 0; o < m.cout_g; ++o) {
+        const float* plane = tv.data() + (b * m.cout_g * m.groups + gi * m.cout_g + o) * opix;
+        for (std::size_t p = 0; p < opix; ++p)
+          T(ix(o), ix(b * opix + p)) = static_cast<double>(plane[p]);
+      }
+    }
+  }
+}
+
+/// Xt of a ConvTranspose: y[o, oy, ox] = sum over (c, i, j) of w[c, o, i, j] x[c, iy, ix] with
+/// oy = iy sh + i dh - pad_top (same for x), so the column of output position (oy, ox) holds, in
+/// row (c, i, j), the input value that reaches it through kernel tap (i, j), or 0. The begin pads
+/// follow the runtime (ops_conv.cpp): explicit, or split from the output size under output_shape
+/// or auto_pad SAME_* (SAME_UPPER puts the smaller half first). The output size must match.
+bool transposed_matrices(const module& m, std::span<const float> xv, std::span<const float> tv,
+                         std::size_t n, std::size_t ih, std::size_t iw, std::size_t oh,
+                         std::size_t ow, std::vector<mat>& xs, std::vector<mat>& ts) {
+  const auto i64 = [](std::size_t v) { return static_cast<std::int64_t>(v); };
+  const std::int64_t full_h = i64(m.sh) * (i64(ih) - 1) + m.oph + i64((m.kh - 1) * m.dh + 1);
+  const std::int64_t full_w = i64(m.sw) * (i64(iw) - 1) + m.opw + i64((m.kw - 1) * m.dw + 1);
+  std::int64_t pt = m.one_d ? 0 : m.pt, pl = m.pl, pb = m.one_d ? 0 : m.pb, pr = m.pr;
+  const bool same = m.auto_pad == "SAME_UPPER" || m.auto_pad == "SAME_LOWER";
+  auto split = [&](std::int64_t total, std::int64_t& begin, std::int64_t& end) {
+    if (total < 0) {
+      begin = 0;
+      end = total;
+    } else if (m.auto_pad == "SAME_UPPER") {
+      begin = total / 2;
+      end = total - begin;
+    } else {
+      end = total / 2;
+      begin = total - end;
+    }
+  };
+  if (m.output_shape || same) {
+    if (!m.one_d)
+      split(full_h - (m.output_shape ? i64(oh) : i64(ih * m.sh)), pt, pb);
+    split(full_w - (m.output_shape ? i64(ow) : i64(iw * m.sw)), pl, pr);
+  }
+  if (full_h - pt - pb != i64(oh) || full_w - pl - pr != i64(ow))
+    return false;
+  const std::size_t cin = m.cin_g * m.groups, opix = oh * ow;
+  for (std::size_t gi = 0; gi < m.groups; ++gi) {
+    mat& X = xs[gi];
+    X.setZero(ix(m.k_g + 1), ix(n * opix));
+    for (std::size_t b = 0; b < n; ++b) {
+      for (std::size_t cl = 0; cl < m.cin_g; ++cl) {
+        const float* plane = xv.data() + (b * cin + gi * m.cin_g + cl) * ih * iw;
+        for (std::size_t i = 0; i < m.kh; ++i) {
+          for (std::size_t j = 0; j < m.kw; ++j) {
+            const std::size_t row = (cl * m.kh + i) * m.kw + j;
+            for (std::size_t y = 0; y < ih; ++y) {
+              const std::int64_t oy = i64(y * m.sh + i * m.dh) - pt;
+              if (oy < 0 || oy >= i64(oh))
+                continue;
+              const std::size_t col0 = b * opix + static_cast<std::size_t>(oy) * ow;
+              for (std::size_t xi = 0; xi < iw; ++xi) {
+                const std::int64_t ox = i64(xi * m.sw + j * m.dw) - pl;
+                if (ox >= 0 && ox < i64(ow))
+                  X(ix(row), ix(col0 + static_cast<std::size_t>(ox))) =
+                      static_cast<double>(plane[y * iw + xi]);
+              }
+            }
+          }
+        }
+      }
+    }
+    X.row(ix(m.k_g)).setOnes();
+  }
+  output_matrices(m, tv, n, opix, ts);
+  return true;
+}
+
 /// Xt (per group, (k_g + 1) x P with a last row of ones) and T (cout_g x P) of one sample.
 /// Returns false when the shapes do not fit the module.
 bool make_matrices(const module& m, const tensor& x, const tensor& t, std::vector<mat>& xs,
@@ -378,7 +503,7 @@ bool make_matrices(const module& m, const tensor& x, const tensor& t, std::vecto
   const auto tv = t.data<float>();
   xs.assign(m.groups, mat());
   ts.assign(m.groups, mat());
-  if (m.kind != op_kind::conv) {
+  if (!is_conv(m.kind)) {
     const std::size_t k = m.k_g, cout = m.cout_g;
     if (x.rank() < 1 || static_cast<std::size_t>(x.shape().back()) != k || t.rank() < 1 ||
         static_cast<std::size_t>(t.shape().back()) != cout)
@@ -413,6 +538,8 @@ bool make_matrices(const module& m, const tensor& x, const tensor& t, std::vecto
   if (cin != m.cin_g * m.groups || static_cast<std::size_t>(t.shape()[0]) != n ||
       static_cast<std::size_t>(t.shape()[1]) != m.cout_g * m.groups)
     return false;
+  if (m.kind == op_kind::conv_transpose)
+    return transposed_matrices(m, xv, tv, n, ih, iw, oh, ow, xs, ts);
   // Begin pads (auto_pad SAME_* derives them from the output size, as ONNX does).
   auto begin_pad = [&](std::size_t in, std::size_t out, std::size_t k, std::size_t s, std::size_t d,
                        std::int64_t explicit_pad) -> std::int64_t {
@@ -468,16 +595,8 @@ bool make_matrices(const module& m, const tensor& x, const tensor& t, std::vecto
       }
     }
     X.row(ix(m.k_g)).setOnes();
-    mat& T = ts[gi];
-    T.resize(ix(m.cout_g), ix(p_count));
-    for (std::size_t b = 0; b < n; ++b) {
-      for (std::size_t o = 0; o < m.cout_g; ++o) {
-        const float* plane = tv.data() + (b * m.cout_g * m.groups + gi * m.cout_g + o) * oh * ow;
-        for (std::size_t p = 0; p < oh * ow; ++p)
-          T(ix(o), ix(b * oh * ow + p)) = static_cast<double>(plane[p]);
-      }
-    }
   }
+  output_matrices(m, tv, n, oh * ow, ts);
   return true;
 }
 
@@ -878,7 +997,8 @@ finetune_stats fast_finetune(model& qm, const model& float_model, calibration_da
                qm.has_initializer(g.node(it->second).input(0));
       });
       const std::string label = (n.name().empty() ? n.output(0) : n.name()) + " (" + n.op_type();
-      if (n.op_type() != "Conv" && n.op_type() != "Gemm" && n.op_type() != "MatMul") {
+      if (n.op_type() != "Conv" && n.op_type() != "ConvTranspose" && n.op_type() != "Gemm" &&
+          n.op_type() != "MatMul") {
         if (dq_input)
           st.skipped.push_back(label + ": not implemented yet)");
         continue;
@@ -1028,9 +1148,10 @@ finetune_stats fast_finetune(model& qm, const model& float_model, calibration_da
     }
     if (!ok) {
       st.skipped.push_back(m.name + " (" +
-                           std::string(m.kind == op_kind::conv   ? "Conv"
-                                       : m.kind == op_kind::gemm ? "Gemm"
-                                                                 : "MatMul") +
+                           std::string(m.kind == op_kind::conv             ? "Conv"
+                                       : m.kind == op_kind::conv_transpose ? "ConvTranspose"
+                                       : m.kind == op_kind::gemm           ? "Gemm"
+                                                                           : "MatMul") +
                            ": input / output shapes)");
       continue;
     }

@@ -777,9 +777,30 @@ auto_mp_result auto_mixed_precision(model& qm, const model& float_model,
                         " " + fmt(now) +
                         (has_target && !within(now) ? " (over the target: all stay raised)" : ""));
     }
+    // auto_mix_use_fast_ft (Quark): the candidate, once mixed, is fine-tuned alone before it is
+    // measured; the fine-tuned weights serve the ranking only and are not kept.
+    std::size_t tuned = 0;
+    auto score_of = [&](std::size_t k) {
+      model mk = model_with({k});
+      if (o.fast_ft && !mods[k].name.empty()) {
+        finetune_options f = *o.fast_ft;
+        f.only_nodes = {mods[k].name};
+        const finetune_stats fs = fast_finetune(mk, float_model, reader, f, o.data_size);
+        tuned += fs.improved;
+      }
+      return ev.measure(mk);
+    };
     std::vector<std::pair<std::size_t, double>> scored;
     for (const std::size_t k : cand)
-      scored.emplace_back(k, ev.measure(model_with({k})));
+      scored.emplace_back(k, score_of(k));
+    if (o.fast_ft && !cand.empty()) {
+      r.notes.push_back(
+          "auto_mixprecision: auto_mix_use_fast_ft: each candidate fine-tuned alone (" +
+          std::string(o.fast_ft->adaquant ? "adaquant" : "adaround") + ", " +
+          std::to_string(o.fast_ft->num_iterations) + " iterations) before it " + "was measured, " +
+          std::to_string(tuned) + " of " + std::to_string(cand.size()) +
+          " improved by it; the fine-tuned weights are not kept (as in Quark)");
+    }
     std::stable_sort(scored.begin(), scored.end(),
                      [](const auto& a, const auto& b) { return a.second < b.second; });
     for (std::size_t i = 0; i < scored.size(); ++i) {

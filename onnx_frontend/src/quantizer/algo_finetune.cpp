@@ -933,6 +933,12 @@ std::string finetune_note(const finetune_options& o, const finetune_stats& s) {
      << s.unchanged << " kept (not better than round-to-nearest) on " << s.samples
      << " samples; reconstruction error " << s.loss_before << " -> " << s.loss_after << "; "
      << s.collect_seconds << " s running the models, " << s.train_seconds << " s training";
+  if (o.selective_update) {
+    os << "; selective_update: " << s.dropped << " improved modules undone, average L2 of output 0 "
+       << s.l2_before << " -> " << s.l2_after;
+  }
+  if (!o.ref_model_path.empty())
+    os << "; reference model " << o.ref_model_path;
   if (!s.skipped.empty()) {
     os << "; skipped: ";
     for (std::size_t i = 0; i < s.skipped.size(); ++i)
@@ -941,9 +947,64 @@ std::string finetune_note(const finetune_options& o, const finetune_stats& s) {
   return os.str();
 }
 
-finetune_stats fast_finetune(model& qm, const model& float_model, calibration_data_reader& reader,
-                             const finetune_options& o, std::optional<std::size_t> max_samples) {
+namespace {
+
+/// Average over the samples of the L2 distance between output 0 of `rt` and `ref` (Quark's
+/// average_L2 of selective_update).
+double average_l2(const runtime& rt, const std::vector<calib_sample>& samples,
+                  const std::vector<tensor>& ref) {
+  const std::string name = rt.outputs().front().name;
+  double total = 0.0;
+  for (std::size_t s = 0; s < samples.size(); ++s) {
+    const tensor out = rt.run(samples[s]).at(name);
+    const auto a = ref[s].data<float>();
+    const auto b = out.data<float>();
+    if (out.type() != dtype_id::float32 || a.size() != b.size()) {
+      throw frontend_error("quark.quantize.finetune",
+                           "selective_update: output '" + name +
+                               "' of the quantized model is not float32 of the reference's size");
+    }
+    double sum = 0.0;
+    for (std::size_t k = 0; k < a.size(); ++k) {
+      const double d = static_cast<double>(a[k]) - static_cast<double>(b[k]);
+      sum += d * d;
+    }
+    total += std::sqrt(sum);
+  }
+  return samples.empty() ? 0.0 : total / static_cast<double>(samples.size());
+}
+
+/// Names of the graph inputs (without initializers) and outputs of `m`.
+std::pair<std::vector<std::string>, std::vector<std::string>> interface_of(const model& m) {
+  const GraphProto& g = proto(m).graph();
+  std::pair<std::vector<std::string>, std::vector<std::string>> r;
+  for (const auto& v : g.input()) {
+    if (!m.has_initializer(v.name()))
+      r.first.push_back(v.name());
+  }
+  for (const auto& v : g.output())
+    r.second.push_back(v.name());
+  return r;
+}
+
+}  // namespace
+
+finetune_stats fast_finetune(model& qm, const model& float_model_in,
+                             calibration_data_reader& reader, const finetune_options& o,
+                             std::optional<std::size_t> max_samples) {
   finetune_stats st;
+  // ref_model_path: the reference takes the float model's place (targets and weights).
+  std::optional<model> ref_model;
+  if (!o.ref_model_path.empty()) {
+    ref_model = model::load(o.ref_model_path);
+    if (interface_of(*ref_model) != interface_of(float_model_in)) {
+      throw config_error("quark.config.value",
+                         "algo_config " + std::string(o.adaquant ? "adaquant" : "adaround") +
+                             ".ref_model_path: '" + o.ref_model_path +
+                             "' has other graph inputs / outputs than the model being quantized");
+    }
+  }
+  const model& float_model = ref_model ? *ref_model : float_model_in;
   // The samples: num_batches * batch_size at most (and data_size, CalibDataSize).
   std::size_t want = o.num_batches * o.batch_size;
   if (o.data_size)
@@ -963,6 +1024,7 @@ finetune_stats fast_finetune(model& qm, const model& float_model, calibration_da
     return st;
 
   const std::set<std::string> types(o.target_op_type.begin(), o.target_op_type.end());
+  const std::set<std::string> only(o.only_nodes.begin(), o.only_nodes.end());
   const ::onnx::ModelProto& fp = proto(float_model);
   // Float nodes by name and by output 0 (the graph passes keep both).
   std::map<std::string, const NodeProto*> float_by_name;
@@ -990,6 +1052,8 @@ finetune_stats fast_finetune(model& qm, const model& float_model, calibration_da
     for (int i = 0; i < g.node_size(); ++i) {
       const NodeProto& n = g.node(i);
       if (!n.domain().empty() || !types.contains(n.op_type()))
+        continue;
+      if (!only.empty() && !only.contains(n.name()))
         continue;
       const bool dq_input = std::any_of(n.input().begin(), n.input().end(), [&](const auto& x) {
         auto it = producer.find(x);
@@ -1037,6 +1101,17 @@ finetune_stats fast_finetune(model& qm, const model& float_model, calibration_da
       if (wanted.contains(std::string(name)))
         float_bytes[std::string(name)] = v.byte_size();
     });
+  }
+  // selective_update: the reference's output 0 per sample and the current distance.
+  std::vector<tensor> ref_out;
+  double l2_now = 0.0;
+  if (o.selective_update) {
+    const std::string out0 = frt.outputs().front().name;
+    for (const auto& s : samples)
+      ref_out.push_back(frt.run(s).at(out0));
+    l2_now = average_l2(runtime(qm, runtime_options{.threads = 0, .tune_malloc = false}), samples,
+                        ref_out);
+    st.l2_before = l2_now;
   }
   std::size_t chunk_end = 0;
   std::vector<std::map<std::string, tensor>> float_values(samples.size());
@@ -1156,9 +1231,32 @@ finetune_stats fast_finetune(model& qm, const model& float_model, calibration_da
       continue;
     }
     const auto t2 = std::chrono::steady_clock::now();
-    const module_result r = train(qm, m, data, gram, o, rng);
+    std::optional<tensor> old_w, old_b;
+    if (o.selective_update) {
+      old_w = qm.initializer(m.weight_q);
+      if (!m.bias_data.empty())
+        old_b = qm.initializer(m.bias_data);
+    }
+    module_result r = train(qm, m, data, gram, o, rng);
     st.train_seconds +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t2).count();
+    if (o.selective_update && r.improved) {
+      const auto t3 = std::chrono::steady_clock::now();
+      const double l2 = average_l2(runtime(qm, runtime_options{.threads = 0, .tune_malloc = false}),
+                                   samples, ref_out);
+      if (l2 < l2_now) {
+        l2_now = l2;
+      } else {
+        qm.set_initializer(m.weight_q, *old_w);
+        if (old_b)
+          qm.set_initializer(m.bias_data, *old_b);
+        r.improved = false;
+        r.after = r.before;
+        ++st.dropped;
+      }
+      st.collect_seconds +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t3).count();
+    }
     st.loss_before += r.before;
     st.loss_after += r.after;
     if (r.improved)
@@ -1166,6 +1264,7 @@ finetune_stats fast_finetune(model& qm, const model& float_model, calibration_da
     else
       ++st.unchanged;
   }
+  st.l2_after = l2_now;
   return st;
 }
 

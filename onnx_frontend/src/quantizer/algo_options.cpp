@@ -2,6 +2,7 @@
 // qconfig -> algo_options (its own translation unit: config.hpp and model.hpp are kept apart, as
 // in plan.cpp).
 #include <cmath>
+#include <filesystem>
 #include <string_view>
 
 #include <quark/core/error.hpp>
@@ -130,12 +131,8 @@ auto_mp_options read_auto_mp(const algo_entry& e) {
            "target_tensors, target_indices, exclude_indices) says which nodes change (Quark "
            "would change every node; ask for it with num_target)");
   }
-  if (p("auto_mix_use_fast_ft").as_bool()) {
-    throw not_implemented("quark.config.not_implemented",
-                          "algo_config auto_mixprecision.auto_mix_use_fast_ft: fast finetuning "
-                          "of each module inside the search is not implemented yet (AdaRound / "
-                          "AdaQuant run as algo_config entries of their own)");
-  }
+  if (p("auto_mix_use_fast_ft").as_bool())
+    o.fast_ft = finetune_options{};  // filled by read_algo_options (the adaround / adaquant entry)
   return o;
 }
 
@@ -204,8 +201,7 @@ finetune_options read_finetune(const algo_entry& e) {
     }
     f.target_op_type.push_back(op);
   }
-  if (p("selective_update").as_bool())
-    unsupported(where("selective_update"), "true is not implemented yet");
+  f.selective_update = p("selective_update").as_bool();
   f.update_bias = p("update_bias").as_bool();
   if (f.update_bias && !f.adaquant)
     bad(where("update_bias"), "AdaRound learns roundings only; update_bias needs adaquant");
@@ -219,8 +215,12 @@ finetune_options read_finetune(const algo_entry& e) {
   if (mem < 0 || mem > 2)
     bad(where("mem_opt_level"), "must be 0, 1 or 2, got " + std::to_string(mem));
   f.log_period = count("log_period", 1);
-  if (!p("ref_model_path").is_null())
-    unsupported(where("ref_model_path"), "a separate reference model is not implemented yet");
+  if (const option_value v = p("ref_model_path"); !v.is_null()) {
+    f.ref_model_path = v.as_string();
+    std::error_code ec;
+    if (f.ref_model_path.empty() || !std::filesystem::is_regular_file(f.ref_model_path, ec))
+      bad(where("ref_model_path"), "\"" + f.ref_model_path + "\" is not a readable model file");
+  }
   f.reg_param = p("reg_param").as_number();
   if (!(f.reg_param >= 0.0) || !std::isfinite(f.reg_param))
     bad(where("reg_param"), "must be a finite number >= 0");
@@ -292,6 +292,12 @@ algo_options read_algo_options(const qconfig& cfg) {
     } else if (e.name == algo_name::adaround || e.name == algo_name::adaquant) {
       a.finetune = read_finetune(e);
     }
+  }
+  if (a.auto_mp && a.auto_mp->fast_ft) {
+    // auto_mix_use_fast_ft: the adaround / adaquant entry's parameters (Quark's FastFinetune
+    // options), AdaRound at its defaults without one.
+    a.auto_mp->fast_ft = a.finetune ? *a.finetune : read_finetune(algo_entry{algo_name::adaround});
+    a.auto_mp->fast_ft->selective_update = false;  // the candidate's own metric decides
   }
   if (!has_cle) {
     for (const char* k :

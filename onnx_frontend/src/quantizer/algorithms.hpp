@@ -51,22 +51,6 @@ struct cle_options {
   double total_layer_diff_threshold = 1.9e-7;
 };
 
-/// AutoMixprecisionConfig (quark-spec §10.10), validated. A null type leaves that role alone.
-struct auto_mp_options {
-  std::size_t data_size = 10000000;
-  std::vector<std::string> target_op_types{"Conv", "ConvTranspose", "Gemm", "MatMul"};
-  std::optional<dtype_id> act_type, weight_type, bias_type;
-  bool dual_quant_nodes = false;
-  std::size_t output_index = 0;
-  std::optional<double> l2_target = 0.5;
-  std::optional<double> top1_acc_target;
-  std::size_t num_target = 0;
-  std::vector<std::string> target_tensors;
-  std::vector<std::size_t> target_indices, exclude_indices;
-  bool no_input_qdq_shared = true;
-  std::vector<std::string> notes;  ///< decisions taken while reading (l2_target dropped, ...)
-};
-
 /// AdaRoundConfig / AdaQuantConfig (quark-spec §10.5). Parameters that do nothing on a CPU
 /// (pin_memory, num_workers, parallel, mem_opt_level, cache_dir, log_period, dynamic_batch,
 /// select_max_mem_layer) are validated and otherwise ignored; see docs/config.md.
@@ -87,6 +71,33 @@ struct finetune_options {
   double beta_start = 20.0;  ///< beta_range[0]
   double beta_end = 2.0;     ///< beta_range[1]
   double warm_start = 0.2;   ///< share of iterations without the regulariser
+  /// Keep a module's new weights only if the average L2 distance of the whole quantized model's
+  /// output 0 to the reference model's, over the samples, falls (Quark's selective_update).
+  bool selective_update = false;
+  /// The reference (float) model: another file with the same graph (node names, weight shapes)
+  /// whose node outputs are the targets and whose weights are rounded; empty: the float model.
+  std::string ref_model_path;
+  /// Only these nodes (names) are fine-tuned; empty: every target_op_type node.
+  std::vector<std::string> only_nodes;
+};
+
+/// AutoMixprecisionConfig (quark-spec §10.10), validated. A null type leaves that role alone.
+struct auto_mp_options {
+  std::size_t data_size = 10000000;
+  std::vector<std::string> target_op_types{"Conv", "ConvTranspose", "Gemm", "MatMul"};
+  std::optional<dtype_id> act_type, weight_type, bias_type;
+  bool dual_quant_nodes = false;
+  std::size_t output_index = 0;
+  std::optional<double> l2_target = 0.5;
+  std::optional<double> top1_acc_target;
+  std::size_t num_target = 0;
+  std::vector<std::string> target_tensors;
+  std::vector<std::size_t> target_indices, exclude_indices;
+  bool no_input_qdq_shared = true;
+  std::vector<std::string> notes;  ///< decisions taken while reading (l2_target dropped, ...)
+  /// auto_mix_use_fast_ft: each candidate, once mixed, is fine-tuned alone with these options
+  /// before its metric is measured (the fine-tuned weights serve the ranking only, as in Quark).
+  std::optional<finetune_options> fast_ft;
 };
 
 /// The algorithms a configuration asks for.
@@ -176,7 +187,9 @@ tensor requantize(const std::vector<float>& v, dtype_id t, const std::vector<flo
                   const std::vector<std::int64_t>& zero_point);
 
 struct finetune_stats {
-  std::size_t improved = 0;   ///< modules whose weights changed
+  std::size_t improved = 0;  ///< modules whose weights changed
+  std::size_t dropped = 0;   ///< selective_update: improved modules undone (whole-model L2 rose)
+  double l2_before = 0.0, l2_after = 0.0;  ///< selective_update: average L2 of output 0
   std::size_t unchanged = 0;  ///< fine-tuned but not better than round-to-nearest: kept as it was
   std::size_t samples = 0;
   std::vector<std::string> skipped;  ///< "node (reason)" for targets left alone

@@ -6,7 +6,9 @@
 // fast-finetune sweep of docs/bench/quantizer.md is a skipped case (run it with --no-skip in the
 // release build; QUARK_FT_SWEEP_MODEL=det|cls and QUARK_FT_SWEEP_ROWS=tag,... select). Small inputs
 // and two calibration samples keep the test within a few seconds; docs/bench/quantizer.md has the
-// full-size numbers.
+// full-size numbers. Naming rule: a case whose name contains " with " (an algorithm on top of
+// the presets) is left out of the ASan job (CMakePresets.json, test preset asan: minutes under
+// the sanitizers); the dev job runs every case.
 #include <algorithm>
 #include <chrono>
 #include <cmath>

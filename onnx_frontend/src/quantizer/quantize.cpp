@@ -4,6 +4,7 @@
 // QuantizeLinear / DequantizeLinear -> opset bookkeeping (opset.cpp). quark-spec §5-§7.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <optional>
@@ -574,6 +575,106 @@ void save_tensor_hists(const qz::calib_output& cal,
   }
 }
 
+/// Why calibration need not observe a requested tensor: its own calibrated range never reaches
+/// the written model, whatever the samples (docs/quantizer.md, step 3).
+enum class derived_range : std::uint8_t {
+  /// The only reader is a quantized Clip / Relu: the tensor takes that node's output range
+  /// (quark-spec §3.5, the step after the act selection).
+  clip_input,
+  /// An output of a quantized data-movement op whose input is always quantized before it: the
+  /// tensor takes its input's parameters (share_from).
+  moved_output,
+};
+
+struct derived_entry {
+  derived_range why;
+  std::size_t node;  ///< the Clip / Relu reading it, or the data-movement op producing it
+};
+
+/// Requested tensors whose range is derived from another one (see derived_range). Only cases
+/// that hold for any calibration data are taken; check_derived verifies each after the act
+/// selection. Nothing is skipped where a tensor's own range can still be read: with
+/// CalibPassthroughOpTypes (ranges copied along producers), SaveAndRestore (the ranges file
+/// lists what was calibrated) or SaveTensorHistFig (every calibrated tensor's histogram is
+/// written), for a tensor named in TensorQuantOverrides (its own parameters), or with the
+/// Distribution method (the standard deviation is not derived).
+std::map<std::string, derived_entry> derived_ranges(
+    const model& m, const std::vector<node_info>& nodes, const std::vector<node_choice>& choices,
+    const qz::settings& opt, const std::map<std::string, qz::calib_request>& requests) {
+  std::map<std::string, derived_entry> out;
+  if (!opt.calib_passthrough.empty() || opt.save_and_restore || opt.save_tensor_hist_fig ||
+      opt.weights_only)
+    return out;
+  auto out_excluded = [&](std::size_t i) {
+    return opt.op_types_to_exclude_output.contains(nodes[i].op_type) ||
+           opt.nodes_to_exclude_output.contains(nodes[i].name);
+  };
+  auto distribution = [](const std::optional<tspec>& s) {
+    return s && s->method == qz::act_method::distribution;
+  };
+  // Node i marks each of its float outputs as quantized whatever else is quantized.
+  auto marks_outputs = [&](std::size_t i) {
+    const node_choice& c = choices[i];
+    return c.quantize && c.output && !out_excluded(i) && !rule_for(nodes[i].op_type).needs_input &&
+           nodes[i].op_type != "MatMul";
+  };
+  auto candidate = [&](const std::string& x) {
+    auto it = requests.find(x);
+    return it != requests.end() && it->second.method != qz::act_method::distribution &&
+           !opt.overrides.contains(x);
+  };
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    const node_info& n = nodes[i];
+    if (n.inputs.empty() || n.inputs[0].empty())
+      continue;
+    const std::string& x = n.inputs[0];
+    const std::optional<std::size_t> p = m.producer(x);
+    if ((n.op_type == "Clip" || n.op_type == "Relu") && !n.outputs.empty() && candidate(x) &&
+        marks_outputs(i) && m.consumers(x).size() == 1 && !distribution(choices[i].input)) {
+      // A Clip / Relu output's range is itself given to its input: not in a chain.
+      const bool chained = p && (nodes[*p].op_type == "Clip" || nodes[*p].op_type == "Relu");
+      if (!chained && !(p && distribution(choices[*p].output)))
+        out.emplace(x, derived_entry{derived_range::clip_input, i});
+    }
+    const node_choice& c = choices[i];
+    if (rule_for(n.op_type).shares_output && c.quantize && c.output && !out_excluded(i) && p &&
+        marks_outputs(*p)) {
+      for (const auto& y : n.outputs) {
+        if (candidate(y))
+          out.emplace(y, derived_entry{derived_range::moved_output, i});
+      }
+    }
+  }
+  return out;
+}
+
+/// After the act selection: each tensor derived_ranges left out of calibration either is not
+/// quantized or takes its range or parameters from another tensor (a broken assumption would
+/// otherwise quantize it with the range (0, 0)).
+void check_derived(const model& m, const std::vector<node_info>& nodes,
+                   const std::map<std::string, derived_entry>& derived,
+                   const std::map<std::string, act_entry>& acts,
+                   const std::vector<bool>& node_quantized) {
+  for (const auto& [name, d] : derived) {
+    auto it = acts.find(name);
+    if (it == acts.end())
+      continue;
+    bool ok = false;
+    if (d.why == derived_range::clip_input) {
+      ok = node_quantized[d.node] && acts.contains(nodes[d.node].outputs[0]) &&
+           m.consumers(name).size() == 1;
+    } else {
+      ok = !it->second.share_from.empty() && acts.contains(it->second.share_from);
+    }
+    if (!ok) {
+      throw frontend_error("quark.quantize.internal",
+                           "tensor '" + name +
+                               "' was left out of calibration but needs its own range (set "
+                               "QUARK_CALIB_OBSERVE_ALL=1 to work around, and report it)");
+    }
+  }
+}
+
 }  // namespace
 
 namespace {
@@ -784,9 +885,26 @@ model quantize_float32_model(const model& in, const qconfig& cfg, calibration_da
     if (covers_all && !opt.save_and_restore)
       cp.max_samples = 1;
   }
+  // Tensors whose range is derived from another one are not observed (QUARK_CALIB_OBSERVE_ALL
+  // set: every requested tensor is, for comparison).
+  std::map<std::string, derived_entry> derived;
+  if (std::getenv("QUARK_CALIB_OBSERVE_ALL") == nullptr)
+    derived = derived_ranges(m, nodes, pl.nodes, opt, requests);
+  for (const auto& [name, d] : derived)
+    requests.erase(name);
   qz::calib_output cal = qz::calibrate(float_bytes, m.base_dir(), requests, reader, cp);
   if (opt.save_tensor_hist_fig)
     save_tensor_hists(cal, requests, report);
+  if (!derived.empty()) {
+    std::size_t clip_inputs = 0;
+    for (const auto& [name, d] : derived)
+      clip_inputs += d.why == derived_range::clip_input ? 1 : 0;
+    report.notes.push_back("calibration: " + std::to_string(requests.size()) +
+                           " tensors observed; " + std::to_string(derived.size()) +
+                           " take their range from another (" + std::to_string(clip_inputs) +
+                           " Clip / Relu inputs, " + std::to_string(derived.size() - clip_inputs) +
+                           " data-movement outputs)");
+  }
   for (const auto& [name, r] : file_ranges) {
     auto it = cal.tensors.find(name);
     if (it == cal.tensors.end() || it->second.type != dtype_id::float32) {
@@ -1038,6 +1156,7 @@ model quantize_float32_model(const model& in, const qconfig& cfg, calibration_da
     }
   }
 
+  check_derived(m, nodes, derived, acts, node_quantized);
   // Ranges: calibrated; initializer activations from their values.
   for (auto& [name, e] : acts) {
     if (e.from_initializer) {

@@ -20,6 +20,7 @@ function(quark_add_test src)
   target_include_directories(${tgt} PRIVATE ${PROJECT_SOURCE_DIR}/tests)
   set(labels unit ${arg_LABELS})
   doctest_discover_tests(${tgt} TEST_PREFIX "${group}/${name}: " ADD_LABELS 0)
+  set_property(GLOBAL APPEND PROPERTY QUARK_TEST_TARGETS ${tgt})  # test-names guard
   # List-valued properties do not survive doctest_discover_tests(PROPERTIES ...): set them from a
   # file that ctest includes after the discovered tests.
   set(props ${CMAKE_CURRENT_BINARY_DIR}/${tgt}_props.cmake)

@@ -31,7 +31,7 @@ TEST_CASE("entropy: 2048-bin scan matches the numpy reference (candidates, argmi
   CHECK(r.max == static_cast<float>(ref["range"][1].get<double>()));
 }
 
-TEST_CASE("entropy: default 128/128 has one candidate and warns; growth adds candidates") {
+TEST_CASE("entropy: default 128/128 has one candidate and warns, growth adds candidates") {
   const auto a = quark_test::data_a();
   quark::histogram_observer h{{.mode = histogram_mode::signed_symmetric, .num_bins = 128}};
   h.observe(a);

@@ -369,7 +369,7 @@ TEST_CASE("ReplaceClip6Relu: Clip(0, 6) becomes Relu before CLE, only with CLE")
   CHECK(n2.back() == "cle: 0 pairs, 0 triples, 0 steps");
 }
 
-TEST_CASE("legacy extra options CLE* tune the cle entry; without one they are a conflict") {
+TEST_CASE("legacy extra options CLE* tune the cle entry, without one they are a conflict") {
   const auto fm = conv_relu_conv();
   qo::qconfig cfg = cle_config();
   cfg.extra_options.set("CLEWeightThreshold", 6.0);

@@ -143,7 +143,7 @@ qo::model quantize(const ::onnx::ModelProto& p, const qo::qconfig& cfg, const st
 }  // namespace
 
 TEST_CASE(
-    "BFP16 preset on a MatMul: fused nodes on x and w with refined axes; output = float "
+    "BFP16 preset on a MatMul: fused nodes on x and w with refined axes, output = float "
     "model on header-fake-quantized x and w") {
   qo::quantize_report report;
   const qo::model q =
@@ -220,8 +220,8 @@ TEST_CASE("an explicit spec axis wins over RefineBlockAxis") {
 }
 
 TEST_CASE(
-    "MXINT8 preset on Conv + bias -> Sigmoid: bias blocks along axis 0; partial blocks of "
-    "16 channels; output = float model on header-fake-quantized tensors") {
+    "MXINT8 preset on Conv + bias -> Sigmoid: bias blocks along axis 0, partial blocks of "
+    "16 channels, output = float model on header-fake-quantized tensors") {
   const std::vector<float> w = random_floats(8 * 16 * 9, 21, -0.4f, 0.4f);
   const std::vector<float> bias = random_floats(8, 22, -0.3f, 0.3f);
   const std::vector<float> x = random_floats(16 * 25, 23, -3.0f, 3.0f);
@@ -303,7 +303,7 @@ TEST_CASE("Gemm and Softmax readers: RefineBlockAxis follows transB and the Soft
 }
 
 TEST_CASE(
-    "BF16_BFP16: bfloat16 Cast pairs on activations; BFP16 weights (rounding 2); the "
+    "BF16_BFP16: bfloat16 Cast pairs on activations, BFP16 weights (rounding 2), the "
     "BF16 half checked in ONNX Runtime") {
   const std::vector<float> w = random_floats(8 * 16 * 9, 41, -0.4f, 0.4f);
   const std::vector<float> bias = random_floats(8, 42, -0.3f, 0.3f);
@@ -352,8 +352,8 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "MX9_INT8: MX9 activations; int8 weights through DequantizeLinear; ORT cannot run the "
-    "fused op; our runtime matches the header on the activation") {
+    "MX9_INT8: MX9 activations, int8 weights through DequantizeLinear, ORT cannot run the "
+    "fused op, our runtime matches the header on the activation") {
   const qo::model q =
       quantize(matmul_model(w_values()), qo::get_default_config("MX9_INT8"), "x", {1, 3, 64});
   const auto p = to_proto(q);
@@ -384,7 +384,7 @@ TEST_CASE(
 
 TEST_CASE(
     "runtime: BFPQuantizeDequantize / MXQuantizeDequantize nodes equal the header on "
-    "float32 and float16; along the attribute axis") {
+    "float32 and float16, along the attribute axis") {
   const std::vector<float> x = random_floats(4 * 40, 61, -8.0f, 8.0f);
   struct op_case {
     const char* op;

@@ -342,7 +342,7 @@ TEST_CASE("PaddleOCR v4 det and cls with AdaRound (algo_config adaround)") {
   }
 }
 
-TEST_CASE("PaddleOCR fast finetune sweep (docs/bench/quantizer.md; release build, --no-skip)" *
+TEST_CASE("PaddleOCR fast finetune sweep (docs/bench/quantizer.md, release build, --no-skip)" *
           doctest::skip()) {
   if (!fs::exists(model_path("ch_PP-OCRv4_det_infer.onnx")) || !ort_available()) {
     MESSAGE("skipped: run scripts/fetch-models.sh and install ONNX Runtime (tests/ort)");

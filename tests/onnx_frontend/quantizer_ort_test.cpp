@@ -2,6 +2,7 @@
 // quantize_model on small graphs: every quantized model loads and runs in ONNX Runtime 1.30, our
 // runtime agrees with ORT on it, the outputs stay close to the float model, and bad inputs give
 // clear errors with no output file left behind.
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -108,6 +109,24 @@ void check_quantized(const ::onnx::ModelProto& float_model, const std::string& i
   CHECK(cos >= c.min_cosine);
 }
 
+/// x 1x4x5x5 -> ConvTranspose 3x3, group 2, stride 2 (weight 4x3x3x3: C_out = 6) + bias -> y.
+/// The weight's axis-1 channel j serves output channels j and j + 3; its three channels differ
+/// in size by 4x steps, so a bias scale taken from the wrong weight channel shows in the output.
+::onnx::ModelProto grouped_conv_transpose_model() {
+  model_builder b(13, 8);
+  b.input("x", onnx_type::float32, {1, 4, 5, 5});
+  std::vector<float> w = random_floats(4 * 3 * 9, 21);
+  for (std::size_t i = 0; i < w.size(); ++i)
+    w[i] *= static_cast<float>(1u << (2 * ((i / 9) % 3)));  // channel j (axis 1): x1, x4, x16
+  b.initializer("w", onnx_type::float32, {4, 3, 3, 3}, w);
+  b.initializer("b", onnx_type::float32, {6},
+                std::vector<float>{0.5f, -1.0f, 2.0f, -0.25f, 1.5f, -3.0f});
+  b.node("ConvTranspose", {"x", "w", "b"}, {"y"},
+         {attr_int("group", 2), attr_ints("strides", {2, 2})});
+  b.output("y", onnx_type::float32, {1, 6, 11, 11});
+  return b.build();
+}
+
 std::string error_id(auto&& f) {
   try {
     f();
@@ -124,6 +143,56 @@ TEST_CASE("conv graph: presets load and run in ORT and match our runtime") {
        {case_t{"A8W8", false, 0.99}, case_t{"U8S8", false, 0.99}, case_t{"XINT8", false, 0.99},
         case_t{"VINT8", false, 0.99}, case_t{"S8S8", true, 0.99}, case_t{"A16W8", false, 0.999}}) {
     check_quantized(conv_model(), "x", {1, 3, 8, 8}, c);
+  }
+}
+
+TEST_CASE("grouped ConvTranspose with a bias and per-channel weights (bias scale per group)") {
+  // The weight has C_out / group = 3 scales on axis 1; the int32 bias needs 6, one per output
+  // channel o, from weight channel o % 3. ORT runs the result; our runtime agrees with it.
+  for (const case_t& c : {case_t{"A8W8", true, 0.99}, case_t{"A16W8", true, 0.999}}) {
+    check_quantized(grouped_conv_transpose_model(), "x", {1, 4, 5, 5}, c);
+    // In QDQ form any bias scale dequantizes well; an integer kernel adds the bias to the
+    // x * w accumulator, so the written scales must satisfy s_b[o] = s_x * s_w[o % 3].
+    const auto qm = load_proto(work_dir() / (std::string(c.preset) + "_pc.onnx"));
+    const auto& g = qm.graph();
+    auto floats = [&](const std::string& name) {
+      for (const auto& t : g.initializer()) {
+        if (t.name() != name)
+          continue;
+        if (t.float_data_size() > 0)
+          return std::vector<float>(t.float_data().begin(), t.float_data().end());
+        std::vector<float> v(t.raw_data().size() / sizeof(float));
+        std::memcpy(v.data(), t.raw_data().data(), v.size() * sizeof(float));
+        return v;
+      }
+      FAIL("no initializer " << name);
+      return std::vector<float>{};
+    };
+    auto dq_scale_of = [&](const std::string& value) {
+      for (const auto& n : g.node()) {
+        if (n.op_type() == "DequantizeLinear" && n.output(0) == value)
+          return floats(n.input(1));
+      }
+      FAIL("no DequantizeLinear writes " << value);
+      return std::vector<float>{};
+    };
+    const ::onnx::NodeProto* ct = nullptr;
+    for (const auto& n : g.node()) {
+      if (n.op_type() == "ConvTranspose")
+        ct = &n;
+    }
+    REQUIRE(ct != nullptr);
+    REQUIRE(ct->input_size() == 3);
+    const auto sx = dq_scale_of(ct->input(0));
+    const auto sw = dq_scale_of(ct->input(1));
+    const auto sb = dq_scale_of(ct->input(2));
+    REQUIRE(sx.size() == 1);
+    REQUIRE(sw.size() == 3);
+    REQUIRE(sb.size() == 6);
+    for (std::size_t o = 0; o < 6; ++o) {
+      CAPTURE(o);
+      CHECK(sb[o] == sx[0] * sw[o % 3]);
+    }
   }
 }
 

@@ -1301,8 +1301,24 @@ model quantize_float32_model(const model& in, const qconfig& cfg, calibration_da
         const const_entry& we = *w_it->second;
         const std::size_t channels = static_cast<std::size_t>(w.size());
         e.axis = we.axis >= 0 ? 0 : -1;
-        for (const float ws : we.scale)
-          e.scale.push_back(in_it->second.params.scale * ws * beta);
+        // A grouped ConvTranspose's weight (C_in, C_out / group, k...) has C_out / group
+        // channels on its axis 1: weight channel j serves output channels j, j + C_out / group,
+        // ..., one per group, so each bias element takes the scale of channel o % (C_out / group).
+        std::size_t repeat = 1;
+        if (e.axis >= 0 && n.op_type == "ConvTranspose" && !we.scale.empty() &&
+            channels != we.scale.size() && channels % we.scale.size() == 0) {
+          std::int64_t group = 1;
+          for (const auto& a : n.attributes) {
+            if (a.name == "group")
+              group = std::get<std::int64_t>(a.value);
+          }
+          if (group > 1 && channels == static_cast<std::size_t>(group) * we.scale.size())
+            repeat = static_cast<std::size_t>(group);
+        }
+        for (std::size_t r = 0; r < repeat; ++r) {
+          for (const float ws : we.scale)
+            e.scale.push_back(in_it->second.params.scale * ws * beta);
+        }
         if (e.axis >= 0 && e.scale.size() != channels) {
           throw frontend_error("quark.quantize.bias",
                                "bias '" + e.name + "' of node '" + n.name + "' has " +

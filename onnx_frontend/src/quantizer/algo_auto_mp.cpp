@@ -43,19 +43,10 @@ struct code_range {
   std::int64_t lo = 0, hi = 0;
 };
 
-/// The types auto MP moves tensors between (Quark's QInt8 ... QUInt32 quant types).
+/// The types auto MP moves tensors between (Quark's QInt8 ... QUInt32 quant types): the integer
+/// quantization types of 8 bits or more.
 bool integer_type(dtype_id t) {
-  switch (t) {
-    case dtype_id::int8:
-    case dtype_id::uint8:
-    case dtype_id::int16:
-    case dtype_id::uint16:
-    case dtype_id::int32:
-    case dtype_id::uint32:
-      return true;
-    default:
-      return false;
-  }
+  return quark::quant_range(t).has_value() && quark::dtype_bits(t) >= 8;
 }
 
 /// The full code range of one of those types (the headers' table).

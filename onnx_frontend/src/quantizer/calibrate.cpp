@@ -199,6 +199,12 @@ struct extrema {
   bool nan = false;
 };
 
+/// Pieces of growing batches (after the first): binned again on the grown edges, or kept.
+struct growth_counts {
+  std::size_t rebinned = 0;
+  std::size_t kept = 0;
+};
+
 /// Bins `x` into `h` on the runtime's threads with exactly the counts, edges and range of
 /// h.observe(x). Usually (a batch inside the current range) each thread bins its piece into a
 /// zeroed histogram of the current edges (histogram_observer::observe_within, one pass) and the
@@ -207,18 +213,23 @@ struct extrema {
 /// are those the optimistic pass returned (a first batch: reduced in parallel); (2) the
 /// histogram is grown by observing a scratch batch holding just those values, whose own counts
 /// are then taken out again; (3) every thread bins its piece on the grown edges, which no piece
-/// can grow.
-void observe_parallel(histogram_observer& h, std::span<const float> x, const runtime& rt) {
+/// can grow. An |x| histogram grows by appending edges, so a piece whose every |x| lies below the
+/// old last edge has the same counts on the grown edges as on the old ones (bin n - 1 differs
+/// only for |x| equal to the old last edge, which it held and the grown edges put in bin n):
+/// such a piece keeps its optimistic counts and is not read again (`growth` counts both kinds).
+void observe_parallel(histogram_observer& h, std::span<const float> x, const runtime& rt,
+                      growth_counts& growth) {
   const std::size_t parts = rt.threads();
   std::vector<extrema> ex(parts);
   auto piece_of = [&](std::size_t k) {
     const std::size_t lo = piece(x.size(), parts, k);
     return x.subspan(lo, piece(x.size(), parts, k + 1) - lo);
   };
+  std::vector<histogram_observer> optimistic;
+  std::vector<char> within(parts, 0);
   if (!h.stats().empty()) {
-    std::vector<histogram_observer> partial(parts,
-                                            histogram_observer(h.options(), zero_like(h.stats())));
-    std::vector<char> within(parts, 0);
+    std::vector<histogram_observer>& partial = optimistic;
+    partial.assign(parts, histogram_observer(h.options(), zero_like(h.stats())));
     rt.parallel_for(parts, 1, [&](std::size_t b, std::size_t e) {
       for (std::size_t k = b; k < e; ++k) {
         quark::detail::minmax_partial m;
@@ -277,22 +288,44 @@ void observe_parallel(histogram_observer& h, std::span<const float> x, const run
   for (std::size_t i = 0; i < base.counts.size(); ++i)
     base.counts[i] -= scratch_only.stats().counts[i];
   base.range = h.stats().range;
-  // (3) Bin the pieces on the grown edges and add them up.
+  // (3) Bin the pieces on the grown edges (or keep an |x| piece's counts, see above) and add
+  // them up.
   std::vector<histogram_observer> partial(parts, histogram_observer(h.options(), zero_like(base)));
+  std::vector<char> kept(parts, 0);
+  if (h.options().mode == histogram_mode::absolute && !optimistic.empty()) {
+    const double old_last = h.stats().edges.back();
+    for (std::size_t k = 0; k < parts; ++k) {
+      const double amax = std::fmax(std::fabs(static_cast<double>(ex[k].lo)),
+                                    std::fabs(static_cast<double>(ex[k].hi)));
+      if (within[k] == 0 || ex[k].nan || !(amax < old_last))
+        continue;
+      histogram_data d = optimistic[k].stats();
+      d.edges = base.edges;
+      d.counts.resize(base.counts.size(), 0);
+      partial[k] = histogram_observer(h.options(), std::move(d));
+      kept[k] = 1;
+      ++growth.kept;
+    }
+  }
+  if (!optimistic.empty())
+    growth.rebinned += parts - static_cast<std::size_t>(std::count(kept.begin(), kept.end(), 1));
   rt.parallel_for(parts, 1, [&](std::size_t b, std::size_t e) {
-    for (std::size_t k = b; k < e; ++k)
-      partial[k].observe(piece_of(k));
+    for (std::size_t k = b; k < e; ++k) {
+      if (kept[k] == 0)
+        partial[k].observe(piece_of(k));
+    }
   });
   merge_pieces(h, std::move(base), partial);
 }
 
 /// First-pass observation of one value.
-void observe_first(slot& s, std::span<const float> x, const runtime& rt, std::size_t threshold) {
+void observe_first(slot& s, std::span<const float> x, const runtime& rt, std::size_t threshold,
+                   growth_counts& growth) {
   s.seen += x.size();
   const bool big = x.size() >= threshold && rt.threads() > 1;
   if (s.hist) {
     if (big) {
-      observe_parallel(*s.hist, x, rt);
+      observe_parallel(*s.hist, x, rt, growth);
     } else {
       s.hist->observe(x);
     }
@@ -496,6 +529,7 @@ calib_output calibrate(const std::string& model_bytes, const std::filesystem::pa
     return std::chrono::duration<double>(clock::now() - t).count();
   };
   double observe_s = 0.0;
+  growth_counts growth;
   const clock::time_point t_first = clock::now();
   out.samples = for_each_sample(
       rt, reader, params.max_samples, slots, out.inputs,
@@ -510,7 +544,7 @@ calib_output calibrate(const std::string& model_bytes, const std::filesystem::pa
       },
       [&](slot& s, std::span<const float> x) {
         const clock::time_point t = profile ? clock::now() : clock::time_point{};
-        observe_first(s, x, rt, params.parallel_min_elements);
+        observe_first(s, x, rt, params.parallel_min_elements, growth);
         if (profile)
           observe_s += since(t);
       });
@@ -568,8 +602,10 @@ calib_output calibrate(const std::string& model_bytes, const std::filesystem::pa
   if (profile) {
     std::fprintf(stderr,
                  "calibration profile: %zu samples; pass 1 %.3f s (of which observers %.3f s); "
-                 "pass 2 %.3f s; calibrators %.3f s\n",
-                 out.samples, first_s, observe_s, second_s, since(t_results));
+                 "pass 2 %.3f s; calibrators %.3f s; growing batches: %zu pieces binned again, "
+                 "%zu kept\n",
+                 out.samples, first_s, observe_s, second_s, since(t_results), growth.rebinned,
+                 growth.kept);
   }
   if (params.ranges_file) {
     std::ofstream os(*params.ranges_file);

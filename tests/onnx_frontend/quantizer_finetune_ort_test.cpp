@@ -463,6 +463,33 @@ TEST_CASE("AdaQuant lowers a Gemm's loss below round-to-nearest (with and withou
 
 namespace {
 
+/// The fine-tuned model `qm` against the plain quantization `rm` of the same float model: every
+/// named node's stored weight has the same scale and integers within one step; and `qm`, saved
+/// as <dir>/<name>.onnx, gives in our runtime the output ORT gives on input `x` (1x3x8x8).
+void check_near_nearest_and_ort(const qo::model& qm, const qo::model& rm,
+                                std::initializer_list<const char*> nodes, const fs::path& dir,
+                                std::string name, const std::vector<float>& x) {
+  for (const char* node : nodes) {
+    CAPTURE(std::string(node));
+    const stored_weight a = weight_of(qm, node);
+    const stored_weight r = weight_of(rm, node);
+    REQUIRE(a.q.size() == r.q.size());
+    CHECK(a.scale == r.scale);
+    for (std::size_t i = 0; i < a.q.size(); ++i)
+      CHECK(std::llabs(a.q[i] - r.q[i]) <= 1);
+  }
+  std::replace(name.begin(), name.end(), ' ', '_');
+  const fs::path out = dir / (name + ".onnx");
+  qm.save(out);
+  const auto ort = run_ort(to_proto(qm), {npy_array::from(x, {1, 3, 8, 8})});
+  const auto ours = qo::run_model(out, {{"x", qo::tensor::from_floats({1, 3, 8, 8}, x)}});
+  const auto a = ort.at("y").values<float>();
+  const auto o = ours.at("y").data<float>();
+  REQUIRE(a.size() == o.size());
+  for (std::size_t i = 0; i < a.size(); ++i)
+    CHECK(std::fabs(a[i] - o[i]) <= 1e-4f * std::max(1.0f, std::fabs(a[i])));
+}
+
 /// x 1x3x8x8 -> Conv 3x3 (8) -> Relu -> depthwise Conv 3x3 stride 2 -> Relu -> Conv 1x1 (4)
 /// -> GlobalAveragePool -> Flatten -> Gemm (6) -> MatMul (5).
 /// (w1_scale multiplies the first Conv's weight.)
@@ -551,26 +578,7 @@ TEST_CASE("fine-tuned models run in ORT, our runtime agrees, weights within one 
     plain.algo_config.clear();
     qo::memory_reader reader2(calib);
     const qo::model rm = qo::quantize_model(fm, plain, reader2);
-    for (const char* node : {"n0", "n2", "n4", "n7", "n8"}) {
-      CAPTURE(std::string(node));
-      const stored_weight a = weight_of(qm, node);
-      const stored_weight r = weight_of(rm, node);
-      REQUIRE(a.q.size() == r.q.size());
-      CHECK(a.scale == r.scale);
-      for (std::size_t i = 0; i < a.q.size(); ++i)
-        CHECK(std::llabs(a.q[i] - r.q[i]) <= 1);
-    }
-    std::string file = c.name;
-    std::replace(file.begin(), file.end(), ' ', '_');
-    const fs::path out = dir / (file + ".onnx");
-    qm.save(out);
-    const auto ort = run_ort(to_proto(qm), {npy_array::from(x, {1, 3, 8, 8})});
-    const auto ours = qo::run_model(out, {{"x", qo::tensor::from_floats({1, 3, 8, 8}, x)}});
-    const auto a = ort.at("y").values<float>();
-    const auto o = ours.at("y").data<float>();
-    REQUIRE(a.size() == o.size());
-    for (std::size_t i = 0; i < a.size(); ++i)
-      CHECK(std::fabs(a[i] - o[i]) <= 1e-4f * std::max(1.0f, std::fabs(a[i])));
+    check_near_nearest_and_ort(qm, rm, {"n0", "n2", "n4", "n7", "n8"}, dir, c.name, x);
   }
 }
 
@@ -653,26 +661,7 @@ TEST_CASE("fine-tuned ConvTransposes run in ORT, our runtime agrees, weights wit
     CHECK(note->find(": 0 modules improved") == std::string::npos);
     qo::memory_reader reader2(calib);
     const qo::model rm = qo::quantize_model(fm, plain, reader2);
-    for (const char* node : {"n0", "n2", "n4"}) {
-      CAPTURE(std::string(node));
-      const stored_weight a = weight_of(qm, node);
-      const stored_weight r = weight_of(rm, node);
-      REQUIRE(a.q.size() == r.q.size());
-      CHECK(a.scale == r.scale);
-      for (std::size_t i = 0; i < a.q.size(); ++i)
-        CHECK(std::llabs(a.q[i] - r.q[i]) <= 1);
-    }
-    std::string file = c.name;
-    std::replace(file.begin(), file.end(), ' ', '_');
-    const fs::path out = dir / (file + ".onnx");
-    qm.save(out);
-    const auto ort = run_ort(to_proto(qm), {npy_array::from(x, {1, 3, 8, 8})});
-    const auto ours = qo::run_model(out, {{"x", qo::tensor::from_floats({1, 3, 8, 8}, x)}});
-    const auto a = ort.at("y").values<float>();
-    const auto o = ours.at("y").data<float>();
-    REQUIRE(a.size() == o.size());
-    for (std::size_t i = 0; i < a.size(); ++i)
-      CHECK(std::fabs(a[i] - o[i]) <= 1e-4f * std::max(1.0f, std::fabs(a[i])));
+    check_near_nearest_and_ort(qm, rm, {"n0", "n2", "n4"}, dir, c.name, x);
   }
 }
 

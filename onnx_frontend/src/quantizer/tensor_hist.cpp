@@ -107,10 +107,10 @@ std::string svg_plot(const std::string& tensor, const char* method, const tensor
          "\" y2=\"" + num(top + plot_h) + "\" stroke=\"" + colour + "\" stroke-width=\"2\"" +
          (dash ? std::string(" stroke-dasharray=\"") + dash + "\"" : std::string()) + "/>\n";
   };
-  vline(f.data_min, "grey", nullptr);
-  vline(f.data_max, "grey", nullptr);
-  vline(f.rmin, "red", "6,4");
-  vline(f.rmax, "red", "6,4");
+  vline(static_cast<double>(f.data_min), "grey", nullptr);
+  vline(static_cast<double>(f.data_max), "grey", nullptr);
+  vline(static_cast<double>(f.rmin), "red", "6,4");
+  vline(static_cast<double>(f.rmax), "red", "6,4");
   s += "<line x1=\"" + num(left) + "\" y1=\"" + num(top + plot_h) + "\" x2=\"" +
        num(left + plot_w) + "\" y2=\"" + num(top + plot_h) + "\" stroke=\"black\"/>\n";
   s += "<g font-family=\"sans-serif\" font-size=\"12\">\n";
@@ -119,9 +119,10 @@ std::string svg_plot(const std::string& tensor, const char* method, const tensor
   s += "<text x=\"" + num(left + plot_w) + "\" y=\"" + num(top + plot_h + 16) +
        "\" text-anchor=\"end\">" + num(hi) + "</text>\n";
   s += "<text x=\"" + num(width / 2) + "\" y=\"" + num(height - 14) +
-       "\" text-anchor=\"middle\">data min " + num(f.data_min) + ", max " + num(f.data_max) +
-       " (grey); chosen range [" + num(f.rmin) + ", " + num(f.rmax) + "] (red); peak count " +
-       std::to_string(peak) + "</text>\n";
+       "\" text-anchor=\"middle\">data min " + num(static_cast<double>(f.data_min)) + ", max " +
+       num(static_cast<double>(f.data_max)) + " (grey); chosen range [" +
+       num(static_cast<double>(f.rmin)) + ", " + num(static_cast<double>(f.rmax)) +
+       "] (red); peak count " + std::to_string(peak) + "</text>\n";
   s += "</g>\n</svg>\n";
   return s;
 }

@@ -2,6 +2,9 @@
 // Umbrella header: everything except the third-party adapters in quark/adapt/.
 #pragma once
 
+#include <quark/algo/adam.hpp>
+#include <quark/algo/adaquant.hpp>
+#include <quark/algo/adaround.hpp>
 #include <quark/block/axis_storage.hpp>
 #include <quark/block/bfp.hpp>
 #include <quark/block/block_format.hpp>

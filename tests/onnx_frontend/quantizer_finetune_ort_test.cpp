@@ -5,13 +5,12 @@
 //    roundings is enumerated with a direct loop; the stored weights' reconstruction loss is at
 //    most the round-to-nearest loss and recovers at least 75% of the gap between round-to-nearest
 //    and the exhaustive optimum (it reaches the optimum in 5 of the 7 cases).
-//  * The AdaRound formulas against hand-derived values: alpha initialisation, h(alpha), the beta
-//    schedule.
 //  * AdaQuant lowers a tiny Gemm's loss below round-to-nearest (loss computed by the test).
 //  * Models with Conv / depthwise Conv / Gemm / MatMul fine-tuned under A8W8, A16W8 and the
 //    XINT8_ADAROUND / XINT8_ADAQUANT presets run in ONNX Runtime 1.30, our runtime agrees, and
 //    every stored weight is within one step of round-to-nearest.
 //  * Bad parameters are errors naming the parameter.
+// The formulas, Adam and the AdaRound / AdaQuant states have their own tests in tests/algo/.
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -29,9 +28,6 @@
 
 #include "support/model_files.hpp"
 #include "support/ort.hpp"
-
-// The formulas are private to the frontend; their declarations need only public headers.
-#include "../../onnx_frontend/src/quantizer/algorithms.hpp"
 
 namespace fs = std::filesystem;
 namespace qo = quark::onnx;
@@ -200,28 +196,6 @@ double exhaustive_best(const std::vector<float>& w, const stored_weight& s, Loss
 }
 
 }  // namespace
-
-TEST_CASE("AdaRound formulas: alpha initialisation, h(alpha), beta schedule (hand-derived)") {
-  namespace qz = quark::onnx::qz;
-  // alpha = -ln(1.2 / (frac + 0.1) - 1): frac 0.5 -> -ln 1 = 0; 0.25 -> -ln(17/7);
-  // 0 -> -ln 11; 0.9 -> -ln 0.2.
-  CHECK(qz::adaround_alpha_init(0.5) == doctest::Approx(0.0));
-  CHECK(qz::adaround_alpha_init(0.25) == doctest::Approx(-0.8873031950009028));
-  CHECK(qz::adaround_alpha_init(0.0) == doctest::Approx(-2.3978952727983707));
-  CHECK(qz::adaround_alpha_init(0.9) == doctest::Approx(1.6094379124341003));
-  // h(0) = 0.5 * 1.2 - 0.1 = 0.5; h saturates at 0 and 1; h(alpha_init(f)) = f.
-  CHECK(qz::adaround_h(0.0) == doctest::Approx(0.5));
-  CHECK(qz::adaround_h(-20.0) == 0.0);
-  CHECK(qz::adaround_h(20.0) == 1.0);
-  for (const double f : {0.0, 0.1, 0.37, 0.5, 0.99})
-    CHECK(qz::adaround_h(qz::adaround_alpha_init(f)) == doctest::Approx(f).epsilon(1e-12));
-  // beta = 2 + 9 (1 + cos(pi rel)), rel = (it - 20) / 80 for 100 iterations, warm 0.2:
-  // it 20 -> 20, 40 -> 2 + 9 (1 + cos(pi/4)) = 17.363961, 60 -> 11, 100 -> 2.
-  CHECK(qz::adaround_beta(20, 100, 0.2, 20, 2) == doctest::Approx(20.0));
-  CHECK(qz::adaround_beta(40, 100, 0.2, 20, 2) == doctest::Approx(17.363961030678928));
-  CHECK(qz::adaround_beta(60, 100, 0.2, 20, 2) == doctest::Approx(11.0));
-  CHECK(qz::adaround_beta(100, 100, 0.2, 20, 2) == doctest::Approx(2.0));
-}
 
 TEST_CASE("AdaRound on a 12-weight Gemm: at most round-to-nearest, near the exhaustive optimum") {
   const std::size_t out = 3, in = 4;

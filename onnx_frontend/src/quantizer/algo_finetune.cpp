@@ -24,13 +24,15 @@
 // weight's own scale and zero point, so they are what the quantizer would write for that float
 // weight. The clip bounds are Quark's weight bounds (signed types: the symmetric table). The new
 // integers replace the old ones only when the module's reconstruction error over all its samples
-// is lower than with the round-to-nearest weights.
+// is lower than with the round-to-nearest weights. Everything per weight element (soft / fake
+// quantization, the regulariser, the chain rule, the straight-through estimator, Adam, the final
+// codes) is include/quark/algo/{adaround,adaquant,adam}.hpp; this file owns the modules, their
+// data and the loss with its gradient w.r.t. the dequantized weights.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <limits>
 #include <map>
-#include <numbers>
 #include <numeric>
 #include <random>
 #include <set>
@@ -43,6 +45,8 @@
 #endif
 #include <Eigen/Core>
 
+#include <quark/algo/adaquant.hpp>
+#include <quark/algo/adaround.hpp>
 #include <quark/onnx/runtime.hpp>
 #include <quark/scale/qrange.hpp>
 
@@ -52,21 +56,6 @@
 #include "quantizer/numerics.hpp"
 
 namespace quark::onnx::qz {
-
-double adaround_h(double alpha) {
-  const double sig = 1.0 / (1.0 + std::exp(-alpha));
-  return std::clamp(sig * (adaround_zeta - adaround_gamma) + adaround_gamma, 0.0, 1.0);
-}
-
-double adaround_alpha_init(double frac) {
-  return -std::log((adaround_zeta - adaround_gamma) / (frac - adaround_gamma) - 1.0);
-}
-
-double adaround_beta(std::size_t it, std::size_t n, double warm_start, double start, double end) {
-  const double warm = warm_start * static_cast<double>(n);
-  const double rel = (static_cast<double>(it) - warm) / (static_cast<double>(n) - warm);
-  return end + 0.5 * (start - end) * (1.0 + std::cos(std::numbers::pi * rel));
-}
 
 namespace {
 
@@ -640,55 +629,34 @@ double loss_and_grad(const std::vector<sample_data>& data, bool gram,
   return std::max(loss, 0.0) / positions;
 }
 
-/// Adam (torch defaults: betas 0.9 / 0.999, eps 1e-8, bias-corrected).
-struct adam {
-  std::vector<double> m, v;
-  std::size_t t = 0;
-  double lr = 1e-3;
-  void init(std::size_t n, double rate) {
-    m.assign(n, 0.0);
-    v.assign(n, 0.0);
-    t = 0;
-    lr = rate;
-  }
-  void step(std::vector<double>& p, const std::vector<double>& g) {
-    ++t;
-    const double b1 = 0.9, b2 = 0.999, eps = 1e-8;
-    const double c1 = 1.0 - std::pow(b1, static_cast<double>(t));
-    const double c2 = 1.0 - std::pow(b2, static_cast<double>(t));
-    for (std::size_t i = 0; i < p.size(); ++i) {
-      m[i] = b1 * m[i] + (1.0 - b1) * g[i];
-      v[i] = b2 * v[i] + (1.0 - b2) * g[i] * g[i];
-      p[i] -= lr * (m[i] / c1) / (std::sqrt(v[i] / c2) + eps);
-    }
-  }
-};
-
-/// Quantizes the float weight `w` with the module's parameters through quark::quantize.
-std::vector<std::int64_t> quantize_weight(const module& m, const std::vector<float>& w) {
-  std::vector<std::int64_t> out(w.size());
+/// The weight's shape as the headers take it.
+tensor_shape weight_shape(const module& m) {
   std::vector<std::size_t> dims;
   for (const auto d : m.wshape)
     dims.push_back(static_cast<std::size_t>(d));
-  const tensor_shape shape{std::span<const std::size_t>(dims)};
+  return tensor_shape{std::span<const std::size_t>(dims)};
+}
+
+/// The weight's parameters as the headers take them: the stored scales and zero points (`z`
+/// receives the zero points), the DequantizeLinear's granularity and Quark's clip bounds.
+template <class D>
+tensor_qparams<D> weight_params(const module& m, std::vector<zero_point_t<D>>& z) {
+  z.clear();
+  for (const auto v : m.zp_param)
+    z.push_back(static_cast<zero_point_t<D>>(v));
   const granularity gran =
       m.axis < 0 ? granularity{per_tensor{}} : granularity{per_channel{m.axis}};
-  quark::visit_dtype(m.wtype, [&](auto id) {
+  return tensor_qparams<D>{m.scale_param, z, gran, m.qmin, m.qmax};
+}
+
+/// Calls f(std::type_identity<D>{}) with the weight's storage type D (the finetunable types).
+template <class F>
+void with_weight_type(dtype_id t, F&& f) {
+  quark::visit_dtype(t, [&](auto id) {
     using D = typename decltype(id)::type;
-    if constexpr (integral_data_type<D> && std::is_integral_v<D>) {
-      std::vector<zero_point_t<D>> z;
-      for (const auto v : m.zp_param)
-        z.push_back(static_cast<zero_point_t<D>>(v));
-      tensor_qparams<D> p{m.scale_param, z, gran};
-      p.qmin = m.qmin;
-      p.qmax = m.qmax;
-      std::vector<D> q(w.size());
-      quark::quantize<D>(shape, std::span<const float>(w), p, std::span<D>(q));
-      for (std::size_t i = 0; i < q.size(); ++i)
-        out[i] = static_cast<std::int64_t>(q[i]);
-    }
+    if constexpr (integral_data_type<D> && std::is_integral_v<D>)
+      f(std::type_identity<D>{});
   });
-  return out;
 }
 
 tensor int_tensor(dtype_id t, const shape_t& shape, const std::vector<std::int64_t>& v) {
@@ -705,7 +673,7 @@ tensor int_tensor(dtype_id t, const shape_t& shape, const std::vector<std::int64
 }
 
 /// [W b] per group from dequantized weights `wq` (per element) and the bias `b`.
-void fill_wt(const module& m, const std::vector<double>& wq, const std::vector<double>& b,
+void fill_wt(const module& m, std::span<const double> wq, std::span<const double> b,
              std::vector<mat>& wt) {
   wt.resize(m.groups);
   for (std::size_t gi = 0; gi < m.groups; ++gi) {
@@ -750,8 +718,7 @@ module_result train(model& qm, const module& m, const std::vector<sample_data>& 
   r.before = loss_and_grad(data, gram, all, wt, nullptr);
 
   const std::size_t n_it = o.num_iterations;
-  const auto warm_iters =
-      static_cast<std::size_t>(std::ceil(o.warm_start * static_cast<double>(n_it)));
+  const std::size_t warm_iters = adaround_warm_iterations(n_it, o.warm_start);
   const std::size_t bs = std::min(o.batch_size, data.size());
   std::vector<std::size_t> perm = all, batch(bs);
   auto draw = [&] {
@@ -778,106 +745,66 @@ module_result train(model& qm, const module& m, const std::vector<sample_data>& 
 
   std::vector<std::int64_t> q_new(count);
   std::vector<double> bias_new = m.bias;
-  std::vector<double> wq(count), g(count);
-  if (!o.adaquant) {
-    // AdaRound.
-    std::vector<double> base(count), alpha(count);
-    for (std::size_t i = 0; i < count; ++i) {
-      const float v = m.w[i] / static_cast<float>(m.scale[i]);  // float32 division, as quantize
-      base[i] = std::floor(static_cast<double>(v));
-      alpha[i] = adaround_alpha_init(static_cast<double>(v) - base[i]);
+  std::vector<double> g(count), gb(bias_new.size());
+  // dL/d[W b] of the GEMM view back to the weight's elements (and the bias).
+  auto scatter = [&] {
+    for (std::size_t gi = 0; gi < m.groups; ++gi) {
+      for (std::size_t oc = 0; oc < m.cout_g; ++oc) {
+        const std::size_t b0 = (gi * m.cout_g + oc) * m.k_g;
+        for (std::size_t k = 0; k < m.k_g; ++k)
+          g[m.flat[b0 + k]] = grad[gi](ix(oc), ix(k));
+        gb[gi * m.cout_g + oc] = grad[gi](ix(oc), ix(m.k_g));
+      }
     }
-    adam opt;
-    opt.init(count, o.learning_rate);
-    std::vector<double> h(count), inside(count), dh(count);
-    for (std::size_t it = 0; it < n_it; ++it) {
-      draw();
-      for (std::size_t i = 0; i < count; ++i) {
-        const double sig = 1.0 / (1.0 + std::exp(-alpha[i]));
-        const double raw = sig * (adaround_zeta - adaround_gamma) + adaround_gamma;
-        h[i] = std::clamp(raw, 0.0, 1.0);
-        dh[i] = raw > 0.0 && raw < 1.0 ? sig * (1.0 - sig) * (adaround_zeta - adaround_gamma) : 0.0;
-        const double v = base[i] + h[i] + m.zp[i];
-        inside[i] =
-            v >= static_cast<double>(m.qmin) && v <= static_cast<double>(m.qmax) ? 1.0 : 0.0;
-        wq[i] =
-            (std::clamp(v, static_cast<double>(m.qmin), static_cast<double>(m.qmax)) - m.zp[i]) *
-            m.scale[i];
+  };
+  const tensor_shape shape = weight_shape(m);
+  const adam_options adam_o{.lr = o.learning_rate};
+  with_weight_type(m.wtype, [&](auto type) {
+    using D = typename decltype(type)::type;
+    std::vector<zero_point_t<D>> z;
+    const tensor_qparams<D> p = weight_params<D>(m, z);
+    std::vector<D> q(count);
+    if (!o.adaquant) {
+      // AdaRound: the reconstruction loss's gradient w.r.t. the soft weights, then the header's
+      // chain rule through h(alpha), the regulariser after the warm start, and Adam on alpha.
+      adaround<D> ar(shape, m.w, p, adam_o);
+      for (std::size_t it = 0; it < n_it; ++it) {
+        draw();
+        fill_wt(m, ar.soft_weights(), m.bias, wt);
+        double loss = loss_and_grad(data, gram, batch, wt, &grad);
+        scatter();
+        std::optional<adaround_reg> reg;
+        if (it >= warm_iters)
+          reg = adaround_reg{o.reg_param,
+                             adaround_beta(it, n_it, o.warm_start, o.beta_start, o.beta_end)};
+        loss = ar.step(g, loss, reg);
+        if (stop_now(it, loss))
+          break;
       }
-      fill_wt(m, wq, m.bias, wt);
-      double loss = loss_and_grad(data, gram, batch, wt, &grad);
-      for (std::size_t gi = 0; gi < m.groups; ++gi) {
-        for (std::size_t oc = 0; oc < m.cout_g; ++oc) {
-          const std::size_t b0 = (gi * m.cout_g + oc) * m.k_g;
-          for (std::size_t k = 0; k < m.k_g; ++k)
-            g[m.flat[b0 + k]] = grad[gi](ix(oc), ix(k));
-        }
+      ar.hard_codes(q);
+    } else {
+      // AdaQuant: fake-quantized weights, the straight-through gradient and Adam on the float
+      // weights (and the bias with update_bias).
+      const bool train_bias = o.update_bias && !m.bias_data.empty();
+      adaquant<D> aq(shape, m.w, p,
+                     train_bias ? std::span<const double>(m.bias) : std::span<const double>(),
+                     adam_o);
+      for (std::size_t it = 0; it < n_it; ++it) {
+        draw();
+        fill_wt(m, aq.fake_weights(), train_bias ? aq.bias() : std::span<const double>(m.bias), wt);
+        const double loss = loss_and_grad(data, gram, batch, wt, &grad);
+        scatter();
+        aq.step(g, gb);
+        if (stop_now(it, loss))
+          break;
       }
-      const bool reg = it >= warm_iters;
-      const double beta =
-          reg ? adaround_beta(it, n_it, o.warm_start, o.beta_start, o.beta_end) : 0.0;
-      for (std::size_t i = 0; i < count; ++i) {
-        double gh = g[i] * m.scale[i] * inside[i];
-        if (reg) {
-          const double u = 2.0 * h[i] - 1.0;
-          const double au = std::fabs(u);
-          loss += o.reg_param * (1.0 - std::pow(au, beta));
-          if (au > 0.0)
-            gh += o.reg_param * (-beta * std::pow(au, beta - 1.0) * (u > 0.0 ? 2.0 : -2.0));
-        }
-        g[i] = gh * dh[i];
-      }
-      opt.step(alpha, g);
-      if (stop_now(it, loss))
-        break;
-    }
-    for (std::size_t i = 0; i < count; ++i) {
-      const double v = base[i] + (alpha[i] >= 0.0 ? 1.0 : 0.0) + m.zp[i];
-      q_new[i] = static_cast<std::int64_t>(
-          std::clamp(v, static_cast<double>(m.qmin), static_cast<double>(m.qmax)));
-    }
-  } else {
-    // AdaQuant.
-    std::vector<double> w(m.w.begin(), m.w.end());
-    std::vector<float> wf(count);
-    adam opt, opt_b;
-    opt.init(count, o.learning_rate);
-    const bool train_bias = o.update_bias && !m.bias_data.empty();
-    opt_b.init(bias_new.size(), o.learning_rate);
-    std::vector<double> gb(bias_new.size());
-    for (std::size_t it = 0; it < n_it; ++it) {
-      draw();
-      for (std::size_t i = 0; i < count; ++i)
-        wf[i] = static_cast<float>(w[i]);
-      const std::vector<std::int64_t> q = quantize_weight(m, wf);
-      for (std::size_t i = 0; i < count; ++i)
-        wq[i] = (static_cast<double>(q[i]) - m.zp[i]) * m.scale[i];
-      fill_wt(m, wq, bias_new, wt);
-      const double loss = loss_and_grad(data, gram, batch, wt, &grad);
-      for (std::size_t gi = 0; gi < m.groups; ++gi) {
-        for (std::size_t oc = 0; oc < m.cout_g; ++oc) {
-          const std::size_t b0 = (gi * m.cout_g + oc) * m.k_g;
-          for (std::size_t k = 0; k < m.k_g; ++k)
-            g[m.flat[b0 + k]] = grad[gi](ix(oc), ix(k));
-          gb[gi * m.cout_g + oc] = grad[gi](ix(oc), ix(m.k_g));
-        }
-      }
-      // Straight-through estimator: the gradient passes where w / s + zp is inside the clip range.
-      for (std::size_t i = 0; i < count; ++i) {
-        const double v = w[i] / m.scale[i] + m.zp[i];
-        if (v < static_cast<double>(m.qmin) - 0.5 || v > static_cast<double>(m.qmax) + 0.5)
-          g[i] = 0.0;
-      }
-      opt.step(w, g);
+      aq.codes(q);
       if (train_bias)
-        opt_b.step(bias_new, gb);
-      if (stop_now(it, loss))
-        break;
+        bias_new.assign(aq.bias().begin(), aq.bias().end());
     }
     for (std::size_t i = 0; i < count; ++i)
-      wf[i] = static_cast<float>(w[i]);
-    q_new = quantize_weight(m, wf);
-  }
+      q_new[i] = static_cast<std::int64_t>(q[i]);
+  });
 
   // The bias as it would be stored.
   tensor bias_t;

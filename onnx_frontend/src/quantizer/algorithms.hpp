@@ -200,21 +200,13 @@ struct finetune_stats {
 };
 
 /// AdaRound / AdaQuant on the quantized model `qm` against `float_model` (the float model the
-/// quantizer started from), on at most `max_samples` samples of `reader` (rewound first).
+/// quantizer started from), on at most `max_samples` samples of `reader` (rewound first). The
+/// per-element numerics (rectified sigmoid, regulariser, straight-through estimator, Adam) are
+/// include/quark/algo/adaround.hpp, adaquant.hpp and adam.hpp.
 finetune_stats fast_finetune(model& qm, const model& float_model, calibration_data_reader& reader,
                              const finetune_options& o, std::optional<std::size_t> max_samples);
 
 /// One line for the quantize report: modules improved / unchanged / skipped, losses.
 std::string finetune_note(const finetune_options& o, const finetune_stats& s);
-
-// The AdaRound formulas (quark-spec §10.5), exposed for the tests.
-inline constexpr double adaround_gamma = -0.1;
-inline constexpr double adaround_zeta = 1.1;
-/// Rectified sigmoid h(alpha) = clamp(sigmoid(alpha) (zeta - gamma) + gamma, 0, 1).
-double adaround_h(double alpha);
-/// The alpha with h(alpha) = frac (frac in [0, 1)): -log((zeta - gamma) / (frac - gamma) - 1).
-double adaround_alpha_init(double frac);
-/// Beta of iteration `it` of `n`: cosine from `start` to `end` after the warm start.
-double adaround_beta(std::size_t it, std::size_t n, double warm_start, double start, double end);
 
 }  // namespace quark::onnx::qz

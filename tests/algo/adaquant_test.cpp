@@ -5,13 +5,12 @@
 //  * the straight-through mask at hand-chosen points around qmin - 0.5 / qmax + 0.5;
 //  * one step moves each unmasked weight (and the bias) by lr * sign(g) (Adam's first step),
 //    masked weights not at all;
-//  * on a 2x3 linear layer, AdaQuant lowers the reconstruction loss below round-to-nearest and
-//    its codes are quark::quantize's of the learned weights, inside [qmin, qmax];
+//  * five steps on a 2x3 linear layer (weights and bias) against a numpy implementation of the
+//    definition (tests/algo/data/gen_adaquant_reference.py): learned weights, bias and codes;
 //  * size errors.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -106,72 +105,50 @@ TEST_CASE("adaquant straight-through mask and one Adam step (hand-derived)") {
   nb.step(g2, {});
 }
 
-TEST_CASE("AdaQuant on a 2x3 linear layer beats round-to-nearest; codes are quantize's") {
-  // y = W x + b on 4 samples with positive inputs; L = (1/4) sum_s sum_o (y_q - y)^2.
-  std::mt19937 gen(7);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f), pos(0.0f, 1.0f);
-  std::vector<float> w(6), x(12);
-  for (auto& v : w)
-    v = u(gen);
-  for (auto& v : x)
-    v = pos(gen);
+TEST_CASE("AdaQuant on a 2x3 linear layer: 5 steps match the numpy reference") {
+  // tests/algo/data/gen_adaquant_reference.py: y = W x + b on 4 samples, s 0.125, clip [-8, 7],
+  // lr 1e-3, weights and bias trained; L = (1/4) sum_s sum_o (Wq x_s + b - (W x_s + b0))_o^2.
+  const std::vector<float> w{0.30f, -0.47f, 0.7875f, 1.20f, -0.20f, 0.0375f};
+  const std::vector<float> x{0.9f,  -0.3f, 0.5f, 0.2f, 0.8f, -0.6f,
+                             -0.7f, 0.4f,  0.1f, 0.6f, 0.6f, 0.9f};
+  const std::vector<double> b0{0.1, -0.2};
+  const double ref_w[6] = {0.30499600141537231, -0.46502507067786908, 0.79249552469579387,
+                           1.2000000476837158,  -0.19501539250652655, 0.04249872493286698};
+  const double ref_b[2] = {0.10498364418798953, -0.19500423623204832};
+  const std::int8_t ref_q[6] = {2, -4, 6, 7, -2, 0};
   const float s = 0.125f;
-  quark::tensor_qparams<std::int8_t> p{std::span(&s, 1), {}, quark::per_tensor{}, -127, 127};
-  const std::vector<double> b0{0.0, 0.0};
-  auto loss = [&](std::span<const double> wq, std::span<const double> b, std::vector<double>* gw,
-                  std::vector<double>* gb) {
-    double l = 0.0;
-    if (gw != nullptr) {
-      std::fill(gw->begin(), gw->end(), 0.0);
-      std::fill(gb->begin(), gb->end(), 0.0);
-    }
+  quark::tensor_qparams<std::int8_t> p{std::span(&s, 1), {}, quark::per_tensor{}, -8, 7};
+  quark::adaquant<std::int8_t> aq(quark::tensor_shape{2, 3}, w, p, b0, {.lr = 1e-3});
+  std::vector<double> gw(6), gb(2);
+  for (int it = 0; it < 5; ++it) {
+    const auto wq = aq.fake_weights();
+    const auto b = aq.bias();
+    std::fill(gw.begin(), gw.end(), 0.0);
+    std::fill(gb.begin(), gb.end(), 0.0);
     for (std::size_t smp = 0; smp < 4; ++smp) {
       for (std::size_t o = 0; o < 2; ++o) {
-        double d = b[o];
+        double d = b[o] - b0[o];
         for (std::size_t k = 0; k < 3; ++k)
           d += static_cast<double>(x[smp * 3 + k]) *
                (wq[o * 3 + k] - static_cast<double>(w[o * 3 + k]));
-        l += d * d;
-        if (gw != nullptr) {
-          for (std::size_t k = 0; k < 3; ++k)
-            (*gw)[o * 3 + k] += 2.0 * d * static_cast<double>(x[smp * 3 + k]) / 4.0;
-          (*gb)[o] += 2.0 * d / 4.0;
-        }
+        for (std::size_t k = 0; k < 3; ++k)
+          gw[o * 3 + k] += 2.0 * d * static_cast<double>(x[smp * 3 + k]) / 4.0;
+        gb[o] += 2.0 * d / 4.0;
       }
     }
-    return l / 4.0;
-  };
-  std::vector<double> nearest(6);
-  for (std::size_t i = 0; i < 6; ++i)
-    nearest[i] = std::nearbyint(static_cast<double>(w[i] / s)) * static_cast<double>(s);
-  const double l_nearest = loss(nearest, b0, nullptr, nullptr);
-  for (const bool with_bias : {false, true}) {
-    CAPTURE(with_bias);
-    quark::adaquant<std::int8_t> aq(
-        quark::tensor_shape{2, 3}, w, p,
-        with_bias ? std::span<const double>(b0) : std::span<const double>(), {.lr = 2e-3});
-    std::vector<double> gw(6), gb(2);
-    for (int it = 0; it < 300; ++it) {
-      const auto wq = aq.fake_weights();
-      loss(wq, with_bias ? aq.bias() : std::span<const double>(b0), &gw, &gb);
-      aq.step(gw, gb);
-    }
-    std::int8_t q[6];
-    aq.codes(q);
-    std::vector<double> dq(6);
-    for (std::size_t i = 0; i < 6; ++i) {
-      CHECK(q[i] >= -127);
-      CHECK(q[i] <= 127);
-      // The codes are quark::quantize's of the learned weights (by the definition).
-      const float v = static_cast<float>(aq.weights()[i]) / s;
-      CHECK(static_cast<double>(q[i]) == std::nearbyint(static_cast<double>(v)));
-      dq[i] = static_cast<double>(q[i]) * static_cast<double>(s);
-    }
-    const double got =
-        loss(dq, with_bias ? aq.bias() : std::span<const double>(b0), nullptr, nullptr);
-    MESSAGE("adaquant " << got << ", nearest " << l_nearest);
-    CHECK(got < l_nearest);
+    aq.step(gw, gb);
   }
+  for (std::size_t i = 0; i < 6; ++i) {
+    CAPTURE(i);
+    CHECK(aq.weights()[i] == doctest::Approx(ref_w[i]).epsilon(1e-13));
+  }
+  CHECK(aq.weights()[3] == static_cast<double>(1.20f));  // outside the clip range: never moved
+  CHECK(aq.bias()[0] == doctest::Approx(ref_b[0]).epsilon(1e-13));
+  CHECK(aq.bias()[1] == doctest::Approx(ref_b[1]).epsilon(1e-13));
+  std::int8_t q[6];
+  aq.codes(q);
+  for (std::size_t i = 0; i < 6; ++i)
+    CHECK(q[i] == ref_q[i]);
 }
 
 TEST_CASE("adaquant: sizes other than the weight's are errors") {

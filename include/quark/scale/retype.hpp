@@ -1,0 +1,63 @@
+// SPDX-License-Identifier: MIT
+// Moving a quantized tensor between integer types by the ratio of their code spans (Quark's
+// auto mixed precision, quark-spec §10.10): the scale becomes s * (span(from) / span(to)), a
+// power-of-two scale stays a power of two (the nearest one, in log2), and a zero point (or any
+// code) maps linearly from one full range onto the other, rounded half to even.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+#include <quark/config.hpp>
+#include <quark/core/error.hpp>
+#include <quark/dtype/dtype_id.hpp>
+#include <quark/scale/qrange_id.hpp>
+
+namespace quark {
+
+namespace detail {
+inline int_range retype_range(dtype_id id) {
+  const auto r = quant_range(id);
+  if (!r) {
+    QUARK_THROW(
+        invalid_argument("quark.scale.not_integer_type",
+                         std::string(dtype_name(id)) + " is not an integer quantization type"));
+  }
+  return *r;
+}
+}  // namespace detail
+
+/// span(from) / span(to) over the full code ranges, e.g. int8 -> int16: 255 / 65535.
+///
+///     quark::code_span_ratio(quark::dtype_id::int16, quark::dtype_id::int8) == 65535.0 / 255.0
+inline double code_span_ratio(dtype_id from, dtype_id to) {
+  const int_range a = detail::retype_range(from), b = detail::retype_range(to);
+  return static_cast<double>(a.max - a.min) / static_cast<double>(b.max - b.min);
+}
+
+/// The scale of a tensor moved from `from` to `to`: float(s * code_span_ratio(from, to)); when s
+/// is a power of two, the power of two nearest to that in log2 (ties to even exponent).
+///
+///     quark::retype_scale(0.5f, quark::dtype_id::int16, quark::dtype_id::int8) == 128.0f
+inline float retype_scale(float s, dtype_id from, dtype_id to) {
+  const auto y = static_cast<float>(static_cast<double>(s) * code_span_ratio(from, to));
+  int e = 0;
+  const bool pow2 = s > 0.0f && std::frexp(s, &e) == 0.5f;
+  return pow2 ? std::exp2(std::nearbyint(std::log2(y))) : y;
+}
+
+/// A code (typically the zero point) of `from` mapped onto `to`: round((z - min_from) *
+/// span(to) / span(from)) + min_to, half to even, clamped to `to`'s range.
+///
+///     quark::retype_code(128, quark::dtype_id::uint8, quark::dtype_id::uint16) == 32896
+inline std::int64_t retype_code(std::int64_t z, dtype_id from, dtype_id to) {
+  const int_range a = detail::retype_range(from), b = detail::retype_range(to);
+  const double ratio = static_cast<double>(b.max - b.min) / static_cast<double>(a.max - a.min);
+  const double v =
+      std::nearbyint(static_cast<double>(z - a.min) * ratio) + static_cast<double>(b.min);
+  return std::clamp(static_cast<std::int64_t>(v), b.min, b.max);
+}
+
+}  // namespace quark

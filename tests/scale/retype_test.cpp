@@ -1,0 +1,82 @@
+// SPDX-License-Identifier: MIT
+// quark/scale/retype.hpp against hand-computed cases: span ratios (int8 -> int16 is 255 / 65535),
+// scales where the ratio is exact (int16 <-> int8 is 257), power-of-two scales staying powers of
+// two for every pair of integer types, zero points mapped from range to range.
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+#include <doctest/doctest.h>
+
+#include <quark/core/error.hpp>
+#include <quark/scale/retype.hpp>
+
+using quark::dtype_id;
+
+TEST_CASE("retype: code span ratios") {
+  CHECK(quark::code_span_ratio(dtype_id::int8, dtype_id::int16) == 255.0 / 65535.0);
+  CHECK(quark::code_span_ratio(dtype_id::int16, dtype_id::int8) == 257.0);
+  CHECK(quark::code_span_ratio(dtype_id::uint8, dtype_id::int4) == 17.0);
+  CHECK(quark::code_span_ratio(dtype_id::int32, dtype_id::uint32) == 1.0);
+}
+
+TEST_CASE("retype: scales") {
+  // 0.75 is not a power of two: int8 -> int16 divides by 257, int16 -> int8 multiplies.
+  CHECK(quark::retype_scale(192.75f, dtype_id::int8, dtype_id::int16) == 0.75f);
+  CHECK(quark::retype_scale(0.75f, dtype_id::int16, dtype_id::int8) == 192.75f);
+  // Powers of two: 2^-3 / 257 = 2^-11.006 -> 2^-11; 0.5 * 257 = 2^7.006 -> 2^7;
+  // uint8 -> int4: 2^-4 * 17 = 2^0.087 -> 1; 2^-2 * (15 / 255) = 2^-6.09 -> 2^-6.
+  CHECK(quark::retype_scale(0.125f, dtype_id::int8, dtype_id::int16) == 0x1p-11f);
+  CHECK(quark::retype_scale(0.5f, dtype_id::int16, dtype_id::int8) == 128.0f);
+  CHECK(quark::retype_scale(0x1p-4f, dtype_id::uint8, dtype_id::int4) == 1.0f);
+  CHECK(quark::retype_scale(0.25f, dtype_id::int4, dtype_id::uint8) == 0x1p-6f);
+  // Every power-of-two scale between every pair of integer types stays a power of two, the one
+  // nearest in log2 to s * ratio.
+  const dtype_id types[] = {dtype_id::int4,  dtype_id::uint4,  dtype_id::int8,  dtype_id::uint8,
+                            dtype_id::int16, dtype_id::uint16, dtype_id::int32, dtype_id::uint32};
+  for (const dtype_id a : types) {
+    for (const dtype_id b : types) {
+      for (int e = -30; e <= 10; ++e) {
+        const float s = std::ldexp(1.0f, e);
+        const float r = quark::retype_scale(s, a, b);
+        int ex = 0;
+        CHECK(std::frexp(r, &ex) == 0.5f);
+        const double want = std::log2(static_cast<double>(s) * quark::code_span_ratio(a, b));
+        CHECK(std::fabs(std::log2(static_cast<double>(r)) - want) <= 0.5);
+      }
+    }
+  }
+}
+
+TEST_CASE("retype: zero points") {
+  // uint8 128 -> uint16: 128 * 65535 / 255 = 128 * 257 = 32896.
+  CHECK(quark::retype_code(128, dtype_id::uint8, dtype_id::uint16) == 32896);
+  // uint16 32768 -> uint8: 32768 / 257 = 127.502 -> 128; 32639 / 257 = 127.0 -> 127;
+  // 32767 / 257 = 127.498 -> 127.
+  CHECK(quark::retype_code(32768, dtype_id::uint16, dtype_id::uint8) == 128);
+  CHECK(quark::retype_code(32639, dtype_id::uint16, dtype_id::uint8) == 127);
+  CHECK(quark::retype_code(32767, dtype_id::uint16, dtype_id::uint8) == 127);
+  // Signed: int8 0 is 128 steps above -128: 128 * 257 - 32768 = 128; int16 0 -> int8:
+  // 32768 / 257 - 128 = -0.498 -> 0.
+  CHECK(quark::retype_code(0, dtype_id::int8, dtype_id::int16) == 128);
+  CHECK(quark::retype_code(0, dtype_id::int16, dtype_id::int8) == 0);
+  // Range ends map to range ends; uint8 -> int8 shifts by -128.
+  CHECK(quark::retype_code(-128, dtype_id::int8, dtype_id::int16) == -32768);
+  CHECK(quark::retype_code(127, dtype_id::int8, dtype_id::int16) == 32767);
+  CHECK(quark::retype_code(200, dtype_id::uint8, dtype_id::int8) == 72);
+  // Every span is 2^n - 1 (odd), so (z - min) * span_to / span_from never ends in exactly .5:
+  // the rounding never meets a tie. uint8 -> int4 is z / 17 - 8: 8 / 17 = 0.47 -> -8, 9 / 17 =
+  // 0.53 -> -7.
+  CHECK(quark::retype_code(8, dtype_id::uint8, dtype_id::int4) == -8);
+  CHECK(quark::retype_code(9, dtype_id::uint8, dtype_id::int4) == -7);
+}
+
+TEST_CASE("retype: non-integer types are rejected by name") {
+  std::string id;
+  try {
+    (void)quark::retype_scale(1.0f, dtype_id::float16, dtype_id::int8);
+  } catch (const quark::error& e) {
+    id = e.id();
+  }
+  CHECK(id == "quark.scale.not_integer_type");
+}

@@ -27,6 +27,7 @@
 #include <sstream>
 
 #include <quark/onnx/runtime.hpp>
+#include <quark/scale/retype.hpp>
 
 #include "io/proto_access.hpp"
 #include "quantizer/algorithms.hpp"
@@ -39,20 +40,10 @@ namespace {
 using ::onnx::GraphProto;
 using ::onnx::NodeProto;
 
-struct code_range {
-  std::int64_t lo = 0, hi = 0;
-};
-
 /// The types auto MP moves tensors between (Quark's QInt8 ... QUInt32 quant types): the integer
 /// quantization types of 8 bits or more.
 bool integer_type(dtype_id t) {
   return quark::quant_range(t).has_value() && quark::dtype_bits(t) >= 8;
-}
-
-/// The full code range of one of those types (the headers' table).
-code_range range_of(dtype_id t) {
-  const auto r = quark::quant_range(t);
-  return r ? code_range{r->min, r->max} : code_range{};
 }
 
 int bits_of(dtype_id t) {
@@ -102,52 +93,38 @@ tensor float_tensor(const shape_t& shape, const std::vector<float>& v) {
   return out;
 }
 
-bool power_of_two(float s) {
-  int e = 0;
-  return s > 0.0f && std::frexp(s, &e) == 0.5f;
-}
-
-/// Quark's scale rule: scale * (source span / target span); a power-of-two scale stays one.
+/// Quark's scale rule, element by element: quark::retype_scale (scale * source span / target
+/// span; a power-of-two scale stays one).
 std::vector<float> derive_scale(const std::vector<float>& s, dtype_id from, dtype_id to) {
-  const code_range a = range_of(from), b = range_of(to);
-  const double ratio = static_cast<double>(a.hi - a.lo) / static_cast<double>(b.hi - b.lo);
   std::vector<float> out;
-  for (const float x : s) {
-    const auto y = static_cast<float>(static_cast<double>(x) * ratio);
-    out.push_back(power_of_two(x) ? std::exp2(std::nearbyint(std::log2(y))) : y);
-  }
+  for (const float x : s)
+    out.push_back(quark::retype_scale(x, from, to));
   return out;
 }
 
-/// The zero point (or any code) mapped from `from`'s span onto `to`'s, rounded half to even.
-std::int64_t map_code(std::int64_t z, dtype_id from, dtype_id to) {
-  const code_range a = range_of(from), b = range_of(to);
-  const double ratio = static_cast<double>(b.hi - b.lo) / static_cast<double>(a.hi - a.lo);
-  const double v =
-      std::nearbyint(static_cast<double>(z - a.lo) * ratio) + static_cast<double>(b.lo);
-  return std::clamp(static_cast<std::int64_t>(v), b.lo, b.hi);
-}
-
-/// round(x / s) + z, clamped to `t`'s range; per channel along `axis` when s has several values.
-std::vector<std::int64_t> quantize_floats(const std::vector<float>& x, const shape_t& shape,
-                                          const std::vector<float>& s,
-                                          const std::vector<std::int64_t>& z, std::int64_t axis,
-                                          dtype_id t) {
-  const code_range r = range_of(t);
-  std::size_t inner = 1, channels = 1;
-  if (s.size() > 1 && axis >= 0 && static_cast<std::size_t>(axis) < shape.size()) {
-    channels = static_cast<std::size_t>(shape[static_cast<std::size_t>(axis)]);
-    for (std::size_t d = static_cast<std::size_t>(axis) + 1; d < shape.size(); ++d)
-      inner *= static_cast<std::size_t>(shape[d]);
-  }
-  std::vector<std::int64_t> out(x.size());
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    const std::size_t c = s.size() > 1 ? (i / inner) % channels : 0;
-    const double q = std::nearbyint(static_cast<double>(x[i]) / static_cast<double>(s[c])) +
-                     static_cast<double>(z.empty() ? 0 : z[c < z.size() ? c : 0]);
-    out[i] = static_cast<std::int64_t>(
-        std::clamp(q, static_cast<double>(r.lo), static_cast<double>(r.hi)));
-  }
+/// `x` (shape `shape`) quantized to type `t` by quark::quantize with scales `s` and zero points
+/// `z` (empty: 0), per tensor or, when `s` has several values, per channel along `axis`.
+tensor quantize_floats(const std::vector<float>& x, const shape_t& shape,
+                       const std::vector<float>& s, const std::vector<std::int64_t>& z,
+                       std::int64_t axis, dtype_id t) {
+  tensor out(t, shape);
+  std::vector<std::size_t> dims;
+  for (const auto d : shape)
+    dims.push_back(static_cast<std::size_t>(d));
+  const quark::tensor_shape ts{std::span<const std::size_t>(dims)};
+  const auto rank = static_cast<std::int64_t>(shape.size());
+  const granularity g = s.size() > 1 ? granularity{per_channel{axis < 0 ? axis + rank : axis}}
+                                     : granularity{per_tensor{}};
+  quark::visit_dtype(t, [&](auto id) {
+    using D = typename decltype(id)::type;
+    if constexpr (integral_data_type<D>) {
+      std::vector<zero_point_t<D>> zp;
+      for (std::size_t c = 0; c < (z.empty() ? 0 : s.size()); ++c)
+        zp.push_back(static_cast<zero_point_t<D>>(z[c < z.size() ? c : 0]));
+      const tensor_qparams<D> p{s, zp, g};
+      quark::quantize<D>(ts, std::span<const float>(x), p, out.data<D>());
+    }
+  });
   return out;
 }
 
@@ -396,7 +373,7 @@ class mixer {
     const std::vector<float> s = derive_scale(floats_of(s0), from, to);
     std::vector<std::int64_t> z;
     for (const auto v : ints_of(z0))
-      z.push_back(map_code(v, from, to));
+      z.push_back(quark::retype_code(v, from, to));
     const std::string sn = fresh(t, dq.input(1)), zn = fresh(t, dq.input(2));
     t.set_initializer(sn, float_tensor(s0.shape(), s));
     t.set_initializer(zn, int_tensor(to, z0.shape(), z));
@@ -414,7 +391,7 @@ class mixer {
         const tensor qz = t.initializer(q.input(2));
         std::vector<std::int64_t> qzv;
         for (const auto v : ints_of(qz))
-          qzv.push_back(map_code(v, from, to));
+          qzv.push_back(quark::retype_code(v, from, to));
         const std::string qsn = fresh(t, q.input(1)), qzn = fresh(t, q.input(2));
         t.set_initializer(qsn, float_tensor(qs.shape(), derive_scale(floats_of(qs), from, to)));
         t.set_initializer(qzn, int_tensor(to, qz.shape(), qzv));
@@ -425,15 +402,17 @@ class mixer {
     } else {
       // A folded constant: quantized again from the float model (else its codes are remapped).
       const tensor data = t.initializer(dq.input(0));
-      std::vector<std::int64_t> codes;
+      tensor q;
       if (auto f = float_input(md, slot); f && f->size() == data.size()) {
-        codes = quantize_floats(floats_of(*f), data.shape(), s, z, int_attr(dq, "axis", 1), to);
+        q = quantize_floats(floats_of(*f), data.shape(), s, z, int_attr(dq, "axis", 1), to);
       } else {
+        std::vector<std::int64_t> codes;
         for (const auto v : ints_of(data))
-          codes.push_back(map_code(v, from, to));
+          codes.push_back(quark::retype_code(v, from, to));
+        q = int_tensor(to, data.shape(), codes);
       }
       const std::string dn = fresh(t, dq.input(0));
-      t.set_initializer(dn, int_tensor(to, data.shape(), codes));
+      t.set_initializer(dn, q);
       dq.set_input(0, dn);
       retyped_value = dn;
     }
@@ -454,7 +433,7 @@ class mixer {
     scale = derive_scale(floats_of(s0), from, to);
     std::vector<std::int64_t> z;
     for (const auto v : ints_of(z0))
-      z.push_back(map_code(v, from, to));
+      z.push_back(quark::retype_code(v, from, to));
     const std::string base = md.act->report_name + "_" + md.name + "_mixed";
     t.set_initializer(base + "_scale", float_tensor(s0.shape(), scale));
     t.set_initializer(base + "_zero_point", int_tensor(to, z0.shape(), z));
@@ -504,15 +483,14 @@ class mixer {
       }
     }
     const std::vector<std::int64_t> z(sb.size(), 0);
-    const std::vector<std::int64_t> codes =
-        quantize_floats(fb, data.shape(), sb, z, 0, dtype_id::int32);
+    const tensor codes = quantize_floats(fb, data.shape(), sb, z, 0, dtype_id::int32);
     const std::string sn = fresh(t, dq.input(1)), zn = fresh(t, dq.input(2)),
                       dn = fresh(t, dq.input(0));
     const shape_t shape =
         sb.size() == 1 ? shape_t{} : shape_t{static_cast<std::int64_t>(sb.size())};
     t.set_initializer(sn, float_tensor(shape, sb));
     t.set_initializer(zn, int_tensor(dtype_id::int32, shape, z));
-    t.set_initializer(dn, int_tensor(dtype_id::int32, data.shape(), codes));
+    t.set_initializer(dn, codes);
     dq.set_input(0, dn);
     dq.set_input(1, sn);
     dq.set_input(2, zn);

@@ -18,6 +18,7 @@
 #include <memory>
 #include <set>
 
+#include <quark/algo/bias_correction.hpp>
 #include <quark/onnx/runtime.hpp>
 
 #include "io/proto_access.hpp"
@@ -39,8 +40,7 @@ struct target {
   std::string bias_value;       ///< the node's input 2 in the quantized graph
   std::unique_ptr<runtime> rt;  ///< float node + Relu / Clip
   std::string rt_out;
-  std::vector<double> sum;
-  double count = 0.0;  ///< elements per channel accumulated
+  quark::bias_correction::mean_difference diff;  ///< float - quantized, per channel
   bool bad_rank = false;
 };
 
@@ -257,26 +257,11 @@ bias_correction_stats correct_bias(model& qm, const model& float_model,
             value.type() != dtype_id::float32 || (f.rank() != 4 && f.rank() != 2)) {
           t.bad_rank = true;
         } else {
-          const auto c = static_cast<std::size_t>(f.shape()[1]);
-          const std::size_t inner =
-              f.rank() == 4 ? f.size() / (c * static_cast<std::size_t>(f.shape()[0])) : 1;
-          if (t.sum.empty())
-            t.sum.assign(c, 0.0);
-          const float* fv = f.data<float>().data();
-          const float* qv = value.data<float>().data();
-          // Element order (image, channel, position): each channel's sum adds its elements in
-          // the order of the flat index, without a division per element.
-          const std::size_t images = f.size() / (c * inner);
-          for (std::size_t img = 0; img < images; ++img) {
-            for (std::size_t ch = 0; ch < c; ++ch) {
-              double acc = t.sum[ch];
-              const std::size_t at = (img * c + ch) * inner;
-              for (std::size_t j = at; j < at + inner; ++j)
-                acc += static_cast<double>(fv[j]) - static_cast<double>(qv[j]);
-              t.sum[ch] = acc;
-            }
-          }
-          t.count += static_cast<double>(f.size() / c);
+          std::size_t dims[4] = {};
+          for (std::size_t d = 0; d < f.rank(); ++d)
+            dims[d] = static_cast<std::size_t>(f.shape()[d]);
+          t.diff.observe(f.data<float>(), value.data<float>(),
+                         std::span<const std::size_t>(dims, f.rank()));
         }
         if (--pending[t.input] == 0)
           held.erase(t.input);
@@ -287,11 +272,11 @@ bias_correction_stats correct_bias(model& qm, const model& float_model,
 
   // New biases.
   for (auto& t : targets) {
-    if (t.bad_rank || t.sum.empty() || t.count == 0.0) {
+    if (t.bad_rank || t.diff.channels() == 0 || t.diff.count() == 0.0) {
       ++st.skipped;
       continue;
     }
-    const std::size_t c = t.sum.size();
+    const std::size_t c = t.diff.channels();
     bias_ref br;
     if (const NodeProto* dq = made_by(t.bias_value, "DequantizeLinear")) {
       if (!qm.has_initializer(dq->input(0)) || dq->input_size() < 2 ||
@@ -334,22 +319,14 @@ bias_correction_stats correct_bias(model& qm, const model& float_model,
         return 0;
       return br.zero_point[br.zero_point.size() == 1 ? 0 : i];
     };
-    std::vector<double> bf(c), d(c);
-    double max_d = 0.0, max_b = 0.0;
+    std::vector<double> bf(c);
     for (std::size_t i = 0; i < c; ++i) {
-      bf[i] = br.quantized ? static_cast<double>(element_as_int(data, i) - zp_of(i)) *
-                                 static_cast<double>(scale_of(i))
+      bf[i] = br.quantized ? quark::bias_correction::dequantized(element_as_int(data, i), zp_of(i),
+                                                                 scale_of(i))
                            : static_cast<double>(data.data<float>()[i]);
-      d[i] = t.sum[i] / t.count;
-      max_d = std::max(max_d, std::fabs(d[i]));
-      max_b = std::max(max_b, std::fabs(bf[i]));
     }
-    double k = 1.0;
-    if (max_d > max_b / 256.0 && max_d > 0.1)
-      k = (max_b / 256.0) / max_d;
     std::vector<float> b_new(c);
-    for (std::size_t i = 0; i < c; ++i)
-      b_new[i] = static_cast<float>(bf[i] + k * d[i]);
+    quark::bias_correction::correct(bf, t.diff.mean(), b_new);
     if (!br.quantized) {
       std::copy(b_new.begin(), b_new.end(), data.data<float>().begin());
     } else {

@@ -13,6 +13,8 @@
 #include <map>
 #include <set>
 
+#include <quark/algo/cle.hpp>
+
 #include "io/proto_access.hpp"
 #include "quantizer/algorithms.hpp"
 #include "quantizer/graph_util.hpp"
@@ -85,153 +87,18 @@ std::optional<layer> as_layer(const model& m, const GraphProto& g, const graph_i
   return l;
 }
 
-/// Calls fn(channel, element index) for every weight element with its output channel.
-template <class F>
-void for_each_out(const layer& l, const tensor& w, F&& fn) {
-  const std::size_t n = w.size();
-  if (l.kind == layer_kind::gemm && !l.trans_b) {  // [K, N]: column n
-    for (std::size_t e = 0; e < n; ++e)
-      fn(e % l.out_ch, e);
-  } else {  // rows of the output channel
-    const std::size_t per = n / l.out_ch;
-    for (std::size_t e = 0; e < n; ++e)
-      fn(e / per, e);
+/// The header's view of a layer's weight layout (quark/algo/cle.hpp).
+cle::weight_layout layout_of(const layer& l, const tensor& w) {
+  switch (l.kind) {
+    case layer_kind::dense_conv:
+      return cle::weight_layout::conv(l.out_ch, l.in_ch, w.size() / (l.out_ch * l.in_ch));
+    case layer_kind::depthwise_conv:
+      return cle::weight_layout::conv(l.out_ch, l.in_ch, w.size() / l.out_ch, l.out_ch);
+    case layer_kind::gemm:
+      break;
   }
-}
-
-/// Calls fn(channel, element index) for every weight element with its input channel.
-template <class F>
-void for_each_in(const layer& l, const tensor& w, F&& fn) {
-  const std::size_t n = w.size();
-  if (l.kind == layer_kind::depthwise_conv) {
-    const std::size_t per = n / l.in_ch;
-    for (std::size_t e = 0; e < n; ++e)
-      fn(e / per, e);
-  } else if (l.kind == layer_kind::dense_conv) {  // [O, I, k...]
-    const std::size_t k = n / (l.out_ch * l.in_ch);
-    for (std::size_t e = 0; e < n; ++e)
-      fn((e / k) % l.in_ch, e);
-  } else if (l.trans_b) {  // [N, K]: column k
-    for (std::size_t e = 0; e < n; ++e)
-      fn(e % l.in_ch, e);
-  } else {  // [K, N]: row k
-    for (std::size_t e = 0; e < n; ++e)
-      fn(e / l.out_ch, e);
-  }
-}
-
-std::vector<double> out_absmax(const layer& l, const tensor& w) {
-  std::vector<double> r(l.out_ch, 0.0);
-  const auto v = w.data<float>();
-  for_each_out(l, w, [&](std::size_t c, std::size_t e) {
-    r[c] = std::max(r[c], std::fabs(static_cast<double>(v[e])));
-  });
-  return r;
-}
-
-std::vector<double> in_absmax(const layer& l, const tensor& w) {
-  std::vector<double> r(l.in_ch, 0.0);
-  const auto v = w.data<float>();
-  for_each_in(l, w, [&](std::size_t c, std::size_t e) {
-    r[c] = std::max(r[c], std::fabs(static_cast<double>(v[e])));
-  });
-  return r;
-}
-
-/// w[e] *= s[channel] (or /= when `divide`), per output or input channel.
-void scale_weight(const layer& l, tensor& w, const std::vector<double>& s, bool by_out,
-                  bool divide) {
-  auto v = w.data<float>();
-  auto apply = [&](std::size_t c, std::size_t e) {
-    const double x = static_cast<double>(v[e]);
-    v[e] = static_cast<float>(divide ? x / s[c] : x * s[c]);
-  };
-  if (by_out)
-    for_each_out(l, w, apply);
-  else
-    for_each_in(l, w, apply);
-}
-
-void scale_bias(tensor& b, const std::vector<double>& s, bool divide) {
-  auto v = b.data<float>();
-  for (std::size_t c = 0; c < v.size(); ++c) {
-    const double x = static_cast<double>(v[c]);
-    v[c] = static_cast<float>(divide ? x / s[c] : x * s[c]);
-  }
-}
-
-double median(std::vector<double> v) {
-  if (v.empty())
-    return 0.0;
-  const std::size_t mid = v.size() / 2;
-  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid), v.end());
-  const double hi = v[mid];
-  if (v.size() % 2 == 1)
-    return hi;
-  const double lo = *std::max_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid));
-  return (lo + hi) / 2.0;
-}
-
-/// The head's per-channel range with the bias column appended (quark-spec §10.1, Quark's
-/// _combine_weight_and_bias): r0[c] = max(max|w_c|, |b_c| / shrink).
-std::vector<double> head_range_with_bias(const layer& l, const tensor& w, const tensor& b) {
-  const auto wv = w.data<float>();
-  const auto bv = b.data<float>();
-  const std::size_t n = w.size();
-  std::vector<std::size_t> nonzero(l.out_ch, 0);
-  std::vector<double> min_nonzero(l.out_ch, HUGE_VAL);
-  for_each_out(l, w, [&](std::size_t c, std::size_t e) {
-    const double a = std::fabs(static_cast<double>(wv[e]));
-    if (wv[e] != 0.0f) {
-      ++nonzero[c];
-      min_nonzero[c] = std::min(min_nonzero[c], a);
-    }
-  });
-  std::size_t total_nonzero = 0;
-  for (auto z : nonzero)
-    total_nonzero += z;
-  const bool any_zero = total_nonzero != n;
-  const std::size_t per = n / l.out_ch;
-  std::vector<double> bias_clamp(l.out_ch);
-  for (std::size_t c = 0; c < l.out_ch; ++c)
-    bias_clamp[c] = (any_zero && nonzero[c] == 0) ? 0.0 : static_cast<double>(bv[c]);
-  // factor = |bias| / |clamped weight|, element by element.
-  std::vector<double> factor(n);
-  double max_w = 0.0;
-  for_each_out(l, w, [&](std::size_t c, std::size_t e) {
-    double v = static_cast<double>(wv[e]);
-    if (any_zero) {
-      if (nonzero[c] == 0)
-        v = 1e-7;
-      else if (nonzero[c] != per && v == 0.0)
-        v = -min_nonzero[c];
-    }
-    if (std::fabs(v) < 1e-7)
-      v = 1e-7;
-    max_w = std::max(max_w, std::fabs(v));
-    factor[e] = std::fabs(bias_clamp[c]) / std::fabs(v);
-  });
-  double max_b = 0.0;
-  for (float x : bv)
-    max_b = std::max(max_b, std::fabs(static_cast<double>(x)));
-  double mean = 0.0;
-  for (double f : factor)
-    mean += f;
-  mean /= static_cast<double>(n);
-  const double med = median(std::move(factor));
-  double shrink;
-  if (max_b < 10.0 && max_b / max_w < 20.0)
-    shrink = (med > 100.0 || mean > 1000.0) ? 5.0 : 2.0;
-  else if (med > 30.0 || mean > 500.0)
-    shrink = 20.0;
-  else if (med > 15.0 || mean > 100.0)
-    shrink = 10.0;
-  else
-    shrink = 5.0;
-  std::vector<double> r = out_absmax(l, w);
-  for (std::size_t c = 0; c < l.out_ch; ++c)
-    r[c] = std::max(r[c], std::fabs(bias_clamp[c] / shrink));
-  return r;
+  return l.trans_b ? cle::weight_layout::out_in(l.out_ch, l.in_ch)
+                   : cle::weight_layout::in_out(l.in_ch, l.out_ch);
 }
 
 struct pattern {
@@ -384,52 +251,28 @@ tensor& get(weight_store& s, const model& m, const std::string& name) {
   return it->second;
 }
 
+cle::layer_ref<float> ref(const model& m, weight_store& s, const layer& l) {
+  tensor& w = get(s, m, l.w);
+  cle::layer_ref<float> r{w.data<float>(), layout_of(l, w)};
+  if (!l.b.empty())
+    r.bias = get(s, m, l.b).data<float>();
+  return r;
+}
+
 void equalize_pair(const model& m, weight_store& s, const layer& h, const layer& t,
                    const cle_options& o) {
-  tensor& hw = get(s, m, h.w);
-  tensor& tw = get(s, m, t.w);
-  std::vector<double> r0 = (o.scale_append_bias && !h.b.empty())
-                               ? head_range_with_bias(h, hw, get(s, m, h.b))
-                               : out_absmax(h, hw);
-  const std::vector<double> r1 = in_absmax(t, tw);
-  std::vector<double> scale(h.out_ch, 1.0);
-  for (std::size_t c = 0; c < h.out_ch; ++c) {
-    const double root = std::sqrt(r0[c] * r1[c]);
-    if (root != 0.0)
-      scale[c] = r1[c] / root;
-    if (o.scale_use_threshold && r0[c] + r1[c] < o.weight_threshold)
-      scale[c] = 1.0;
-  }
-  scale_weight(h, hw, scale, true, false);
-  if (!h.b.empty())
-    scale_bias(get(s, m, h.b), scale, false);
-  scale_weight(t, tw, scale, false, true);
+  const cle::pair_options po{.append_bias = o.scale_append_bias,
+                             .use_threshold = o.scale_use_threshold,
+                             .weight_threshold = o.weight_threshold};
+  // Every tensor is in the store before the spans are taken (std::map keeps its nodes).
+  const cle::layer_ref<float> head = ref(m, s, h);
+  const cle::layer_ref<float> tail = ref(m, s, t);
+  cle::equalize_pair(head, tail, po);
 }
 
 void equalize_triple(const model& m, weight_store& s, const layer& l0, const layer& l1,
                      const layer& l2) {
-  tensor& w0 = get(s, m, l0.w);
-  tensor& w1 = get(s, m, l1.w);
-  tensor& w2 = get(s, m, l2.w);
-  const std::vector<double> m0 = out_absmax(l0, w0);
-  const std::vector<double> m1 = out_absmax(l1, w1);
-  const std::vector<double> m2 = in_absmax(l2, w2);
-  const std::size_t c = l0.out_ch;
-  std::vector<double> s12(c, 1.0), s23(c, 1.0), s_dw(c, 1.0);
-  auto fix = [](double v) { return (std::isfinite(v) && v != 0.0) ? v : 1.0; };
-  for (std::size_t k = 0; k < c; ++k) {
-    const double g = std::cbrt(m0[k] * m1[k] * m2[k]);
-    s12[k] = fix(m0[k] / g);
-    s23[k] = fix(g / m2[k]);
-    s_dw[k] = s12[k] / s23[k];
-  }
-  scale_weight(l0, w0, s12, true, true);
-  if (!l0.b.empty())
-    scale_bias(get(s, m, l0.b), s12, true);
-  scale_weight(l1, w1, s_dw, true, false);
-  if (!l1.b.empty())
-    scale_bias(get(s, m, l1.b), s23, true);
-  scale_weight(l2, w2, s23, false, false);
+  cle::equalize_triple(ref(m, s, l0), ref(m, s, l1), ref(m, s, l2));
 }
 
 bool allclose(const tensor& t, double target) {

@@ -5,6 +5,8 @@
 #include <quark/algo/adam.hpp>
 #include <quark/algo/adaquant.hpp>
 #include <quark/algo/adaround.hpp>
+#include <quark/algo/bias_correction.hpp>
+#include <quark/algo/cle.hpp>
 #include <quark/block/axis_storage.hpp>
 #include <quark/block/bfp.hpp>
 #include <quark/block/block_format.hpp>
@@ -54,5 +56,6 @@
 #include <quark/scale/qparams.hpp>
 #include <quark/scale/qrange.hpp>
 #include <quark/scale/qrange_id.hpp>
+#include <quark/scale/retype.hpp>
 #include <quark/scale/traits.hpp>
 #include <quark/version.hpp>

@@ -328,3 +328,43 @@ TEST_CASE("cle: bad layouts and sizes name the problem") {
                                     {tail, weight_layout::conv(1, 4, 1)}, {});
         }) == "quark.cle.channel_mismatch");
 }
+
+TEST_CASE("cle: mean_abs_change and the stop rule, by hand") {
+  const std::vector<float> a = {1, -2, 3, 0.5f}, b = {1.5f, -2, 2, 0.5f};
+  CHECK(cle::mean_abs_change<float>(a, b) == 0.375);  // (0.5 + 0 + 1 + 0) / 4
+  CHECK(cle::mean_abs_change<float>(std::vector<float>{}, std::vector<float>{}) == 0.0);
+  // cle_steps 1 (the default): one pass.
+  cle::stop_rule one(1e-6, 1);
+  CHECK(one.more());
+  one.record(3.0);
+  CHECK_FALSE(one.more());
+  CHECK(one.steps() == 1);
+  // cle_steps 0: none; a threshold of 10 or more: none (the change starts at 10).
+  CHECK_FALSE(cle::stop_rule(1e-6, 0).more());
+  CHECK_FALSE(cle::stop_rule(10.0, -1).more());
+  // cle_steps -1: until the change is at most the threshold ...
+  cle::stop_rule until(0.01, -1);
+  for (const double c : {1.0, 0.1, 0.02})
+    until.record(c);
+  CHECK(until.more());
+  until.record(0.01);
+  CHECK_FALSE(until.more());
+  CHECK(until.steps() == 4);
+  // ... or 20 passes in a row repeat the last change (within 1e-9).
+  cle::stop_rule stuck(0.01, -1);
+  stuck.record(0.5);
+  for (int k = 0; k < 19; ++k) {
+    stuck.record(0.5 + 1e-10);
+    CHECK(stuck.more());
+  }
+  stuck.record(0.5);
+  CHECK_FALSE(stuck.more());
+  CHECK(stuck.steps() == 21);
+  // A change moving by more than 1e-9 resets the count.
+  cle::stop_rule moving(0.01, 30);
+  for (int k = 0; k < 29; ++k)
+    moving.record(0.5 + 1e-8 * (k % 2));
+  CHECK(moving.more());
+  moving.record(0.5);
+  CHECK_FALSE(moving.more());  // the step limit, not the repetition
+}

@@ -380,4 +380,60 @@ void equalize_triple(const layer_ref<T>& first, const layer_ref<T>& depthwise,
   scale_in_channels(last.weight, last.layout, b, scale_op::multiply);
 }
 
+/// mean |after - before| over the elements (in double; 0 for empty spans): one weight's term of
+/// the stop rule.
+template <std::floating_point T>
+double mean_abs_change(std::span<const T> before, std::span<const T> after) {
+  detail::check_channels(after.size(), before.size(), "the weight after the step");
+  if (before.empty())
+    return 0.0;
+  double sum = 0.0;
+  for (std::size_t k = 0; k < before.size(); ++k)
+    sum += std::fabs(static_cast<double>(before[k]) - static_cast<double>(after[k]));
+  return sum / static_cast<double>(before.size());
+}
+
+/// Quark's rule for repeating CLE passes (quark-spec §10.1, cle_steps and
+/// cle_total_layer_diff_threshold): the change of a pass is the sum over the equalized weights of
+/// mean_abs_change; passes go on while the last distinct change (10 before the first pass) is
+/// above `threshold`, fewer than 20 passes in a row repeated it (within 1e-9), and fewer than
+/// `max_steps` passes ran (a negative `max_steps`: no limit).
+///
+/// ```cpp
+/// quark::cle::stop_rule rule(1e-6, -1);
+/// while (rule.more()) {
+///   // save the weights, equalize every pattern once, then:
+///   rule.record(sum_of_mean_abs_changes);
+/// }
+/// ```
+class stop_rule {
+ public:
+  stop_rule(double threshold, std::int64_t max_steps) noexcept
+      : threshold_(threshold), max_steps_(max_steps) {}
+  /// Whether another pass should run.
+  [[nodiscard]] bool more() const noexcept {
+    return diff_ > threshold_ && unchanged_ < 20 &&
+           (max_steps_ < 0 || steps_ < static_cast<std::uint64_t>(max_steps_));
+  }
+  /// Records the change of the pass that just ran.
+  void record(double change) noexcept {
+    if (std::fabs(diff_ - change) > 1e-9) {
+      unchanged_ = 0;
+      diff_ = change;
+    } else {
+      ++unchanged_;
+    }
+    ++steps_;
+  }
+  /// Passes recorded.
+  [[nodiscard]] std::uint64_t steps() const noexcept { return steps_; }
+
+ private:
+  double threshold_;
+  std::int64_t max_steps_;
+  double diff_ = 10.0;
+  int unchanged_ = 0;
+  std::uint64_t steps_ = 0;
+};
+
 }  // namespace quark::cle

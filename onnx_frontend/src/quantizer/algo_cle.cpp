@@ -338,12 +338,9 @@ cle_stats cross_layer_equalize(model& m, const cle_options& o,
     for (const auto& l : p.layers)
       weights.insert(l.w);
   }
-  // The stop rule of quark-spec §10.1: diff = sum over the weights of mean |W_prev - W_new|.
-  double diff = 10.0;
-  int unchanged = 0;
-  while (diff > o.total_layer_diff_threshold && unchanged < 20) {
-    if (o.steps >= 0 && st.steps >= static_cast<std::size_t>(o.steps))
-      break;
+  // The stop rule of quark-spec §10.1: change = sum over the weights of mean |W_prev - W_new|.
+  cle::stop_rule rule(o.total_layer_diff_threshold, o.steps);
+  while (rule.more()) {
     std::map<std::string, std::vector<float>> prev;
     for (const auto& w : weights) {
       const auto v = get(store, m, w).data<float>();
@@ -355,21 +352,12 @@ cle_stats cross_layer_equalize(model& m, const cle_options& o,
       else
         equalize_triple(m, store, p.layers[0], p.layers[1], p.layers[2]);
     }
-    double now = 0.0;
+    double change = 0.0;
     for (const auto& w : weights) {
-      const auto v = store.at(w).data<float>();
-      const auto& before = prev.at(w);
-      double sum = 0.0;
-      for (std::size_t k = 0; k < v.size(); ++k)
-        sum += std::fabs(static_cast<double>(before[k]) - static_cast<double>(v[k]));
-      now += v.empty() ? 0.0 : sum / static_cast<double>(v.size());
+      const std::vector<float>& before = prev.at(w);
+      change += cle::mean_abs_change<float>(before, store.at(w).data<float>());
     }
-    if (std::fabs(diff - now) > 1e-9) {
-      unchanged = 0;
-      diff = now;
-    } else {
-      ++unchanged;
-    }
+    rule.record(change);
     ++st.steps;
   }
   for (const auto& [name, t] : store)

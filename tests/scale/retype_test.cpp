@@ -80,3 +80,14 @@ TEST_CASE("retype: non-integer types are rejected by name") {
   }
   CHECK(id == "quark.scale.not_integer_type");
 }
+
+TEST_CASE("retype: the smallest scale that holds a magnitude") {
+  CHECK(quark::holding_scale(254.0, dtype_id::int8) == 2.0);
+  CHECK(quark::holding_scale(65535.0, dtype_id::uint16) == 1.0);
+  // int32: 2^31 - 1 is not a float32; the largest float32 below it is 2^31 - 128.
+  CHECK(quark::holding_scale(2147483520.0, dtype_id::int32) == 1.0);
+  CHECK(quark::holding_scale(1.0, dtype_id::int32) == 1.0 / 2147483520.0);
+  // The scale really holds: max_abs / s in float32 stays at or below qmax.
+  const double s = quark::holding_scale(12345.678, dtype_id::int32);
+  CHECK(static_cast<double>(12345.678f / static_cast<float>(s)) <= 2147483647.0);
+}

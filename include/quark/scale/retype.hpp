@@ -60,4 +60,18 @@ inline std::int64_t retype_code(std::int64_t z, dtype_id from, dtype_id to) {
   return std::clamp(static_cast<std::int64_t>(v), b.min, b.max);
 }
 
+/// The smallest scale whose codes of type `t` hold every value of magnitude up to `max_abs`:
+/// max_abs / q, q the largest float32 not above t's qmax (2147483520 for int32: float32 cannot
+/// hold 2^31 - 1, and x / s is computed in float32). Auto MP widens a retyped bias scale to this
+/// when scale = input scale * weight scale is too small for the bias's codes.
+///
+///     quark::holding_scale(254.0, quark::dtype_id::int8) == 2.0
+inline double holding_scale(double max_abs, dtype_id t) {
+  const int_range r = detail::retype_range(t);
+  auto top = static_cast<float>(r.max);
+  if (static_cast<double>(top) > static_cast<double>(r.max))
+    top = std::nextafter(top, 0.0f);
+  return max_abs / static_cast<double>(top);
+}
+
 }  // namespace quark

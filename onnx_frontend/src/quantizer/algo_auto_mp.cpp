@@ -476,7 +476,7 @@ class mixer {
       double m = 0.0;
       for (std::size_t i = c * per; i < (c + 1) * per && i < fb.size(); ++i)
         m = std::max(m, std::fabs(static_cast<double>(fb[i])));
-      const double need = m / 2147483520.0;
+      const double need = quark::holding_scale(m, dtype_id::int32);
       if (static_cast<double>(sb[c]) < need) {
         sb[c] = static_cast<float>(need);
         ++widened_;

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -62,6 +63,41 @@ struct histogram_data {
     return t;
   }
   friend bool operator==(const histogram_data&, const histogram_data&) = default;
+};
+
+/// One batch observed in parts (e.g. one per thread) by histogram_observer::observe_piece,
+/// grow_pieces, finish_piece and add_pieces, which together give exactly the state of
+/// observe(batch). Make it with histogram_observer::begin_pieces.
+class histogram_pieces {
+ public:
+  /// What phase 2 (finish_piece) did to the batch, counted over batches.
+  struct tally {
+    std::size_t tail = 0;    ///< |x| histogram grew: only |x| >= the old last edge read again
+    std::size_t binned = 0;  ///< signed histogram grew (edges regenerated): binned again
+  };
+  [[nodiscard]] std::size_t size() const noexcept { return pieces_.size(); }
+  /// Whether the batch grew the range (or was the first batch); valid after grow_pieces.
+  [[nodiscard]] bool grew() const noexcept { return grew_; }
+  [[nodiscard]] const tally& work() const noexcept { return tally_; }
+
+ private:
+  friend class histogram_observer;
+  enum class action : std::uint8_t { none, tail, bin };
+  struct piece {
+    std::vector<std::uint64_t> counts;  ///< empty: nothing binned
+    detail::minmax_partial extrema;     ///< raw min, max (NaN excluded), NaN count
+    float abs_min = std::numeric_limits<float>::infinity();  ///< first |x| batch only
+    std::size_t size = 0;
+  };
+  histogram_pieces(std::size_t n, bool extrema_first) : pieces_(n), extrema_first_(extrema_first) {}
+
+  std::vector<piece> pieces_;
+  bool extrema_first_ = false;
+  bool grew_ = false;
+  action next_ = action::none;
+  std::size_t old_bins_ = 0;
+  double old_last_ = 0.0;
+  tally tally_;
 };
 
 /// Streaming histogram with Quark's growth rules.
@@ -164,6 +200,139 @@ class histogram_observer {
     return false;
   }
 
+  /// A batch observed in parts, with exactly the state of observe(batch) at the end. Part k
+  /// (k < parts) is whatever spans of the batch observe_piece(b, k, next) pulls from its
+  /// generator `next` (a callable returning the next span, or an empty span when done); every
+  /// value of the batch must be pulled exactly once over all parts, in any order. Phase 2 does the
+  /// same with finish_piece, where the batch may be split among the parts differently.
+  /// observe_piece and finish_piece only read the observer and write their own part, so the parts
+  /// may run on different threads at once (e.g. pulling chunks from a shared atomic counter, which
+  /// balances threads that start late); grow_pieces and add_pieces run alone.
+  /// ```cpp
+  /// quark::histogram_pieces b = h.begin_pieces(parts);
+  /// for (k...) h.observe_piece(b, k, next);                          // in parallel
+  /// if (h.grow_pieces(b)) for (k...) h.finish_piece(b, k, next2);   // in parallel
+  /// h.add_pieces(b);                                                 // h as after observe(batch)
+  /// ```
+  /// Phase 1 bins each part on the current edges (one fold of the thread's count tables per
+  /// part) and records its extrema; usually the batch does not grow the range and the counts just
+  /// add up (one read of the data). A batch that grows the range grows it once from the parts'
+  /// extrema; then an |x| histogram (its growth only appends edges, so a value below the old last
+  /// edge keeps its bin) reads again only its values with |x| at or above the old last edge, and a
+  /// signed one is binned again on the new edges. `extrema_first` makes phase 1 find the extrema
+  /// only and phase 2 bin once on the final edges: cheaper for a batch expected to grow a signed
+  /// histogram (the first batch is always observed so).
+  [[nodiscard]] histogram_pieces begin_pieces(std::size_t parts, bool extrema_first = false) const {
+    return histogram_pieces(parts, extrema_first || data_.counts.empty());
+  }
+
+  /// Phase 1 of part `k` (see begin_pieces).
+  template <class Next>
+  void observe_piece(histogram_pieces& b, std::size_t k, Next&& next) const {
+    histogram_pieces::piece& p = b.pieces_.at(k);
+    if (b.extrema_first_) {
+      const bool need_min = opt_.mode == histogram_mode::absolute && data_.counts.empty();
+      for (std::span<const float> x = next(); !x.empty(); x = next()) {
+        p.size += x.size();
+        merge_extrema(p.extrema, detail::minmax_reduce(x));
+        if (need_min) {
+          const float m = detail::abs_min_reduce(x);  // NaN ignored
+          p.abs_min = m < p.abs_min ? m : p.abs_min;
+        }
+      }
+      return;
+    }
+    if (p.counts.empty())
+      p.counts.assign(data_.counts.size(), 0);
+    count_parts(std::forward<Next>(next), p);
+  }
+
+  /// Grows the range as observe(batch) would, from the extrema of every part; returns whether
+  /// phase 2 (finish_piece on every part) is needed. Throws "quark.calib.infinite_input" as
+  /// observe(batch) does, the state unchanged.
+  [[nodiscard]] bool grow_pieces(histogram_pieces& b) {
+    detail::minmax_partial all;
+    std::size_t size = 0;
+    float abs_min = std::numeric_limits<float>::infinity();
+    for (const histogram_pieces::piece& p : b.pieces_) {
+      merge_extrema(all, p.extrema);
+      abs_min = p.abs_min < abs_min ? p.abs_min : abs_min;
+      size += p.size;
+    }
+    const bool first = data_.counts.empty();
+    const batch_extrema e = summarize(size, all);
+    b.grew_ = false;
+    b.next_ = histogram_pieces::action::none;
+    if (e.valid == 0) {  // nothing but NaN (or nothing): no count
+      data_.range.nan_count += size;
+      for (histogram_pieces::piece& p : b.pieces_)
+        p.counts.clear();
+      return false;
+    }
+    b.old_bins_ = data_.counts.size();
+    b.old_last_ = first ? 0.0 : data_.edges.back();
+    account(e, size);
+    if (first || would_grow(e)) {
+      b.grew_ = true;
+      grow_to(e, abs_min);
+    }
+    if (b.extrema_first_) {
+      b.next_ = histogram_pieces::action::bin;
+    } else if (b.grew_ && opt_.mode == histogram_mode::absolute) {
+      b.next_ = histogram_pieces::action::tail;
+      ++b.tally_.tail;
+    } else if (b.grew_) {
+      b.next_ = histogram_pieces::action::bin;  // signed growth regenerates the edges
+      ++b.tally_.binned;
+    }
+    // Every part's counts on the final edges: zero to bin again, else extended by the bins an
+    // |x| histogram appended (phase 2 adds the tail).
+    for (histogram_pieces::piece& p : b.pieces_) {
+      if (b.next_ == histogram_pieces::action::bin) {
+        p.counts.assign(bins(), 0);
+      } else {
+        p.counts.resize(bins(), 0);
+      }
+    }
+    return b.next_ != histogram_pieces::action::none;
+  }
+
+  /// Phase 2 of part `k` (see begin_pieces and grow_pieces).
+  template <class Next>
+  void finish_piece(histogram_pieces& b, std::size_t k, Next&& next) const {
+    histogram_pieces::piece& p = b.pieces_.at(k);
+    switch (b.next_) {
+      case histogram_pieces::action::none:
+        return;
+      case histogram_pieces::action::bin: {
+        histogram_pieces::piece q;
+        q.counts = std::move(p.counts);
+        count_parts(std::forward<Next>(next), q);
+        p.counts = std::move(q.counts);
+        return;
+      }
+      case histogram_pieces::action::tail:
+        for (std::span<const float> x = next(); !x.empty(); x = next())
+          move_tail(x, b.old_last_, b.old_bins_, p.counts);
+        return;
+    }
+  }
+
+  /// Adds the parts' counts: the state is that of observe(batch). (A part's bin may have wrapped
+  /// below zero in phase 2, when it read again a value on the old last edge that another part
+  /// had counted; unsigned sums are exact modulo 2^64, so the total is right.)
+  void add_pieces(histogram_pieces& b) {
+    for (const histogram_pieces::piece& p : b.pieces_) {
+      if (p.counts.empty())
+        continue;
+      if (p.counts.size() != data_.counts.size()) {
+        detail::throw_invalid("quark.calib.pieces", "a part was not finished after growth");
+      }
+      for (std::size_t i = 0; i < p.counts.size(); ++i)
+        data_.counts[i] += p.counts[i];
+    }
+  }
+
   /// Adds another observer's histogram. Exact (counts add) when both have the same edges, which
   /// is the case for observers that saw batches of the same range; otherwise this histogram grows
   /// with its own rule to cover the other's range and each of the other's bins is added to the
@@ -262,20 +431,106 @@ class histogram_observer {
   }
 
   void grow(const batch_extrema& b, std::span<const float> x) {
-    detail::minmax_partial p;
-    p.min = b.min;
-    p.max = b.max;
+    const bool need_min = opt_.mode == histogram_mode::absolute && data_.counts.empty();
+    grow_to(b, need_min ? detail::abs_min_reduce(x) : 0.0f);  // NaN ignored
+  }
+
+  /// Grows the range to cover a batch with extrema `b`; `abs_min` is the batch's smallest |x|
+  /// (NaN ignored), read only by the first batch of an |x| histogram.
+  void grow_to(const batch_extrema& b, float abs_min) {
     switch (opt_.mode) {
-      case histogram_mode::absolute:
-        grow_absolute(x, p);
+      case histogram_mode::absolute: {
+        const double amax =
+            std::fmax(std::fabs(static_cast<double>(b.min)), std::fabs(static_cast<double>(b.max)));
+        if (data_.counts.empty()) {
+          create(static_cast<double>(abs_min), amax);
+        } else {
+          append_right(amax);
+        }
         break;
-      case histogram_mode::signed_symmetric:
+      }
+      case histogram_mode::signed_symmetric: {
+        detail::minmax_partial p;
+        p.min = b.min;
+        p.max = b.max;
         grow_symmetric(p);
         break;
+      }
       case histogram_mode::signed_extend:
-        grow_extend(static_cast<double>(p.min), static_cast<double>(p.max));
+        grow_extend(static_cast<double>(b.min), static_cast<double>(b.max));
         break;
     }
+  }
+
+  [[nodiscard]] std::size_t bins() const noexcept { return data_.counts.size(); }
+
+  static void merge_extrema(detail::minmax_partial& to, const detail::minmax_partial& p) noexcept {
+    to.min = p.min < to.min ? p.min : to.min;
+    to.max = p.max > to.max ? p.max : to.max;
+    to.nan_count += p.nan_count;
+  }
+
+  /// Counts every span `next` yields into the thread's count tables on the current edges and
+  /// folds them into p.counts once (or whenever the 32-bit entries could overflow).
+  template <class Next>
+  void count_parts(Next&& next, histogram_pieces::piece& p) const {
+    detail::count_tables& tables = detail::thread_count_tables();
+    const detail::count_tables_guard guard(tables);  // zero again even if a kernel throws
+    std::size_t pending = 0;
+    for (std::span<const float> x = next(); !x.empty(); x = next()) {
+      p.size += x.size();
+      while (!x.empty()) {
+        if (pending == detail::histogram_max_chunk) {
+          tables.fold_into(p.counts);
+          pending = 0;
+        }
+        const std::size_t m = std::min(x.size(), detail::histogram_max_chunk - pending);
+        merge_extrema(p.extrema, count_into(x.first(m), tables));
+        pending += m;
+        x = x.subspan(m);
+      }
+    }
+    if (pending > 0)
+      tables.fold_into(p.counts);
+  }
+
+  /// Phase 2 of an |x| piece binned on edges that then grew by appending: its values with
+  /// |x| >= old_last (rare: the batch's new maxima) go to their bins on the grown edges; one at
+  /// old_last had been counted in the old last bin (old_bins - 1), now bin old_bins. Every other
+  /// value keeps its bin. One compare per value; the tail is binned in chunks of a stack buffer.
+  void move_tail(std::span<const float> x, double old_last, std::size_t old_bins,
+                 std::span<std::uint64_t> counts) const {
+    // The smallest float >= old_last: |v| >= limit exactly when double(|v|) >= old_last.
+    float limit = static_cast<float>(old_last);
+    if (static_cast<double>(limit) < old_last)
+      limit = std::nextafter(limit, std::numeric_limits<float>::infinity());
+    constexpr std::size_t block = 64;
+    constexpr std::size_t cap = 2048;
+    std::array<float, cap> tail;
+    std::size_t used = 0;
+    std::uint64_t on_edge = 0;
+    for (std::size_t i = 0; i < x.size(); i += block) {
+      const std::size_t m = std::min(block, x.size() - i);
+      const float* q = x.data() + i;
+      bool any = false;
+      for (std::size_t j = 0; j < m; ++j)
+        any |= std::fabs(q[j]) >= limit;
+      if (!any)
+        continue;
+      if (used + block > cap) {
+        (void)bin_into(std::span<const float>(tail.data(), used), counts);
+        used = 0;
+      }
+      for (std::size_t j = 0; j < m; ++j) {
+        const float a = std::fabs(q[j]);
+        if (a >= limit) {
+          tail[used++] = q[j];
+          on_edge += static_cast<double>(a) == old_last ? 1u : 0u;
+        }
+      }
+    }
+    (void)bin_into(std::span<const float>(tail.data(), used), counts);
+    counts[old_bins - 1] -= on_edge;
   }
 
   detail::minmax_partial count_into(std::span<const float> x, detail::count_tables& t) const {
@@ -335,17 +590,6 @@ class histogram_observer {
     }
     data_.edges = detail::linspace_edges(lo, hi, opt_.num_bins);
     data_.counts.assign(opt_.num_bins, 0);
-  }
-
-  void grow_absolute(std::span<const float> x, const detail::minmax_partial& p) {
-    const double amax =
-        std::fmax(std::fabs(static_cast<double>(p.min)), std::fabs(static_cast<double>(p.max)));
-    if (data_.counts.empty()) {
-      const float amin = detail::abs_min_reduce(x);  // NaN ignored
-      create(static_cast<double>(amin), amax);
-      return;
-    }
-    append_right(amax);
   }
 
   /// Appends equal-width bins (last + w, last + 2w, ...) until the last edge covers `amax`.

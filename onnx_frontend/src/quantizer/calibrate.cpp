@@ -3,6 +3,7 @@
 #include "quantizer/calibrate.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -98,7 +99,8 @@ struct slot {
   std::optional<histogram_observer> hist;
   std::vector<calibrated_range> cands;  ///< LayerwisePercentile candidates (second pass)
   std::optional<lwp_scorer> scorer;
-  std::uint64_t seen = 0;  ///< elements observed in the first pass
+  std::uint64_t seen = 0;   ///< elements observed in the first pass
+  std::size_t batches = 0;  ///< batches observed in pieces (observe_parallel)
 
   [[nodiscard]] bool minmax_family() const noexcept {
     return (opt.method == calib_method::minmax || opt.method == calib_method::pof2_non_overflow) &&
@@ -174,148 +176,94 @@ std::size_t piece(std::size_t n, std::size_t parts, std::size_t k) {
   return n / parts * k + std::min(k, n % parts);
 }
 
-/// A histogram with the edges of `h` and no count.
-histogram_data zero_like(const histogram_data& h) {
-  histogram_data z = h;
-  std::fill(z.counts.begin(), z.counts.end(), std::uint64_t{0});
-  z.range = range_stats{};
-  return z;
-}
-
-/// Folds pieces that kept the edges of `base` into it (equal edges: counts add exactly).
-void merge_pieces(histogram_observer& h, histogram_data base,
-                  const std::vector<histogram_observer>& partial) {
-  histogram_observer out(h.options(), std::move(base));
-  for (const histogram_observer& p : partial)
-    out.merge(p);
-  h = std::move(out);
-}
-
-/// Extrema of a batch: what the growth of a histogram depends on.
-struct extrema {
-  float lo = std::numeric_limits<float>::infinity();
-  float hi = -std::numeric_limits<float>::infinity();
-  float small = std::numeric_limits<float>::infinity();  ///< the smallest |x|
-  bool nan = false;
-};
-
-/// Pieces of growing batches (after the first): binned again on the grown edges, or kept.
+/// Growing batches (after the first), by what phase 2 of histogram_pieces did
+/// (histogram_pieces::tally), and the batches whose extrema were found before binning.
 struct growth_counts {
   std::size_t rebinned = 0;
-  std::size_t kept = 0;
+  std::size_t tail = 0;
+  std::size_t extrema_first = 0;
+  std::size_t extrema_first_grew = 0;
+  /// QUARK_CALIB_PROFILE: wall time of the threaded observation and the busy time of each
+  /// thread in it (thread balance: the rest is waiting for the other thread).
+  bool timed = false;
+  double wall_s = 0.0;
+  std::vector<double> busy_s;
 };
 
-/// Bins `x` into `h` on the runtime's threads with exactly the counts, edges and range of
-/// h.observe(x). Usually (a batch inside the current range) each thread bins its piece into a
-/// zeroed histogram of the current edges (histogram_observer::observe_within, one pass) and the
-/// pieces add up. A histogram's growth depends only on the batch's extrema (and, for the first
-/// |x| histogram, its smallest magnitude), so when the batch grows the range: (1) the extrema
-/// are those the optimistic pass returned (a first batch: reduced in parallel); (2) the
-/// histogram is grown by observing a scratch batch holding just those values, whose own counts
-/// are then taken out again; (3) every thread bins its piece on the grown edges, which no piece
-/// can grow. An |x| histogram grows by appending edges, so a piece whose every |x| lies below the
-/// old last edge has the same counts on the grown edges as on the old ones (bin n - 1 differs
-/// only for |x| equal to the old last edge, which it held and the grown edges put in bin n):
-/// such a piece keeps its optimistic counts and is not read again (`growth` counts both kinds).
-void observe_parallel(histogram_observer& h, std::span<const float> x, const runtime& rt,
-                      growth_counts& growth) {
+/// Seconds since `t`.
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+/// Batches (after the first) during which a signed histogram finds the extrema before binning.
+/// A batch that grows a signed histogram is binned twice when binned first (the edges are
+/// regenerated), once after a min/max pass that costs ~0.1-0.2 of a binning pass
+/// (docs/bench/calib.md), so that order pays while the chance of growth exceeds ~0.15. For
+/// samples alike in distribution, batch n sets a new max with chance 1/n (and a new min: 2/n for
+/// the [min, max] histogram of pof2 MinMSE, 1/n for the symmetric one of ORT).
+std::size_t extrema_first_batches(histogram_mode m) {
+  return m == histogram_mode::signed_extend ? 6 : 3;
+}
+
+/// Values per chunk that the threads of observe_parallel take in turn: a thread that starts
+/// late (a worker woken from sleep) takes fewer chunks instead of making the other one wait.
+/// A multiple of the binning kernel's block (only the batch's last chunk has a scalar tail),
+/// large enough that the kernel's per-call setup (O(bins)) stays around 1%.
+constexpr std::size_t chunk_values = std::size_t{1} << 16;
+static_assert(chunk_values % quark::detail::histogram_block == 0);
+
+/// Bins `x` into the slot's histogram on the runtime's threads with exactly the counts, edges and
+/// range of observe(x) (histogram_observer::begin_pieces: each thread bins the chunks it takes on
+/// the current edges into its part; a batch that grows the range grows it once from the parts'
+/// extrema, then an |x| histogram reads again only its values beyond the old last edge and a
+/// signed one is binned again). In the first batches, where growth is likely, a signed
+/// histogram finds the extrema first and bins once (extrema_first_batches).
+void observe_parallel(slot& s, std::span<const float> x, const runtime& rt, growth_counts& growth) {
+  histogram_observer& h = *s.hist;
   const std::size_t parts = rt.threads();
-  std::vector<extrema> ex(parts);
-  auto piece_of = [&](std::size_t k) {
-    const std::size_t lo = piece(x.size(), parts, k);
-    return x.subspan(lo, piece(x.size(), parts, k + 1) - lo);
+  const std::size_t chunks = (x.size() + chunk_values - 1) / chunk_values;
+  const bool first = h.stats().empty();
+  const histogram_mode mode = h.options().mode;
+  const bool extrema_first =
+      !first && mode != histogram_mode::absolute && s.batches < extrema_first_batches(mode);
+  ++s.batches;
+  using clock = std::chrono::steady_clock;
+  const clock::time_point t0 = growth.timed ? clock::now() : clock::time_point{};
+  if (growth.timed)
+    growth.busy_s.resize(std::max(growth.busy_s.size(), parts), 0.0);
+  // Part k is the k-th thread of parallel_for, which pulls chunks from `next` until none is left;
+  // busy_s[k] is written by that thread only.
+  std::atomic<std::size_t> next{0};
+  auto take = [&]() -> std::span<const float> {
+    const std::size_t c = next.fetch_add(1, std::memory_order_relaxed);
+    if (c >= chunks)
+      return {};
+    return x.subspan(c * chunk_values, std::min(chunk_values, x.size() - c * chunk_values));
   };
-  std::vector<histogram_observer> optimistic;
-  std::vector<char> within(parts, 0);
-  if (!h.stats().empty()) {
-    std::vector<histogram_observer>& partial = optimistic;
-    partial.assign(parts, histogram_observer(h.options(), zero_like(h.stats())));
-    rt.parallel_for(parts, 1, [&](std::size_t b, std::size_t e) {
-      for (std::size_t k = b; k < e; ++k) {
-        quark::detail::minmax_partial m;
-        within[k] = partial[k].observe_within(piece_of(k), m) ? 1 : 0;
-        ex[k].lo = m.min;
-        ex[k].hi = m.max;
-        ex[k].nan = m.nan_count > 0;
+  auto run = [&](auto&& phase) {
+    next.store(0, std::memory_order_relaxed);
+    rt.parallel_for(parts, 1, [&](std::size_t lo, std::size_t hi) {
+      for (std::size_t k = lo; k < hi; ++k) {
+        const clock::time_point t = growth.timed ? clock::now() : clock::time_point{};
+        phase(k);
+        if (growth.timed)
+          growth.busy_s[k] += seconds_since(t);
       }
     });
-    if (std::all_of(within.begin(), within.end(), [](char w) { return w != 0; })) {
-      merge_pieces(h, h.stats(), partial);
-      return;
-    }
-  } else {
-    // (1) Extrema of a first batch.
-    const bool need_small = h.options().mode == histogram_mode::absolute;
-    rt.parallel_for(parts, 1, [&](std::size_t b, std::size_t e) {
-      for (std::size_t k = b; k < e; ++k) {
-        const std::span<const float> c = piece_of(k);
-        const quark::detail::minmax_partial m = quark::detail::minmax_reduce(c);
-        extrema r;
-        r.lo = m.min;
-        r.hi = m.max;
-        r.nan = m.nan_count > 0;
-        // Only |x| enters an absolute histogram, so the smallest magnitude stands for its value.
-        if (need_small)
-          r.small = quark::detail::abs_min_reduce(c);
-        ex[k] = r;
-      }
-    });
+  };
+  histogram_pieces b = h.begin_pieces(parts, extrema_first);
+  run([&](std::size_t k) { h.observe_piece(b, k, take); });
+  if (h.grow_pieces(b))
+    run([&](std::size_t k) { h.finish_piece(b, k, take); });
+  h.add_pieces(b);
+  if (growth.timed)
+    growth.wall_s += seconds_since(t0);
+  growth.rebinned += b.work().binned;
+  growth.tail += b.work().tail;
+  if (extrema_first) {
+    ++growth.extrema_first;
+    growth.extrema_first_grew += b.grew() ? 1u : 0u;
   }
-  const bool need_small = h.options().mode == histogram_mode::absolute && h.stats().empty();
-  extrema all;
-  for (const extrema& r : ex) {
-    all.lo = std::fmin(all.lo, r.lo);
-    all.hi = std::fmax(all.hi, r.hi);
-    all.nan = all.nan || r.nan;
-    if (std::fabs(r.small) < std::fabs(all.small))
-      all.small = r.small;
-  }
-  if (!(all.lo <= all.hi)) {  // nothing but NaN
-    h.observe(x);
-    return;
-  }
-  // (2) Grow on the scratch batch, then take its counts out.
-  std::vector<float> scratch{all.lo, all.hi};
-  if (need_small)
-    scratch.push_back(all.small);
-  if (all.nan)
-    scratch.push_back(std::numeric_limits<float>::quiet_NaN());
-  histogram_observer grown = h;
-  grown.observe(scratch);
-  histogram_observer scratch_only(h.options(), zero_like(grown.stats()));
-  scratch_only.observe(scratch);
-  histogram_data base = grown.stats();
-  for (std::size_t i = 0; i < base.counts.size(); ++i)
-    base.counts[i] -= scratch_only.stats().counts[i];
-  base.range = h.stats().range;
-  // (3) Bin the pieces on the grown edges (or keep an |x| piece's counts, see above) and add
-  // them up.
-  std::vector<histogram_observer> partial(parts, histogram_observer(h.options(), zero_like(base)));
-  std::vector<char> kept(parts, 0);
-  if (h.options().mode == histogram_mode::absolute && !optimistic.empty()) {
-    const double old_last = h.stats().edges.back();
-    for (std::size_t k = 0; k < parts; ++k) {
-      const double amax = std::fmax(std::fabs(static_cast<double>(ex[k].lo)),
-                                    std::fabs(static_cast<double>(ex[k].hi)));
-      if (within[k] == 0 || ex[k].nan || !(amax < old_last))
-        continue;
-      histogram_data d = optimistic[k].stats();
-      d.edges = base.edges;
-      d.counts.resize(base.counts.size(), 0);
-      partial[k] = histogram_observer(h.options(), std::move(d));
-      kept[k] = 1;
-      ++growth.kept;
-    }
-  }
-  if (!optimistic.empty())
-    growth.rebinned += parts - static_cast<std::size_t>(std::count(kept.begin(), kept.end(), 1));
-  rt.parallel_for(parts, 1, [&](std::size_t b, std::size_t e) {
-    for (std::size_t k = b; k < e; ++k) {
-      if (kept[k] == 0)
-        partial[k].observe(piece_of(k));
-    }
-  });
-  merge_pieces(h, std::move(base), partial);
 }
 
 /// First-pass observation of one value.
@@ -325,7 +273,7 @@ void observe_first(slot& s, std::span<const float> x, const runtime& rt, std::si
   const bool big = x.size() >= threshold && rt.threads() > 1;
   if (s.hist) {
     if (big) {
-      observe_parallel(*s.hist, x, rt, growth);
+      observe_parallel(s, x, rt, growth);
     } else {
       s.hist->observe(x);
     }
@@ -530,6 +478,7 @@ calib_output calibrate(const std::string& model_bytes, const std::filesystem::pa
   };
   double observe_s = 0.0;
   growth_counts growth;
+  growth.timed = profile;
   const clock::time_point t_first = clock::now();
   out.samples = for_each_sample(
       rt, reader, params.max_samples, slots, out.inputs,
@@ -602,10 +551,20 @@ calib_output calibrate(const std::string& model_bytes, const std::filesystem::pa
   if (profile) {
     std::fprintf(stderr,
                  "calibration profile: %zu samples; pass 1 %.3f s (of which observers %.3f s); "
-                 "pass 2 %.3f s; calibrators %.3f s; growing batches: %zu pieces binned again, "
-                 "%zu kept\n",
+                 "pass 2 %.3f s; calibrators %.3f s; threaded growing batches: %zu binned "
+                 "again, %zu read again beyond the old last edge; %zu batches extrema first "
+                 "(%zu grew)\n",
                  out.samples, first_s, observe_s, second_s, since(t_results), growth.rebinned,
-                 growth.kept);
+                 growth.tail, growth.extrema_first, growth.extrema_first_grew);
+    std::string busy;
+    for (const double b : growth.busy_s) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%s%.3f", busy.empty() ? "" : " / ", b);
+      busy += buf;
+    }
+    std::fprintf(
+        stderr, "calibration profile: threaded histograms %.3f s, each thread's pieces busy %s s\n",
+        growth.wall_s, busy.c_str());
   }
   if (params.ranges_file) {
     std::ofstream os(*params.ranges_file);

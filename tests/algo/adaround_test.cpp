@@ -2,9 +2,9 @@
 // quark::adaround and the AdaRound formulas (include/quark/algo/adaround.hpp):
 //  * h(alpha), alpha_init, the beta schedule, the warm start and the regulariser against values
 //    derived by hand;
-//  * the state: soft weights start at the float weights, per-channel parameters reach the right
-//    elements, hard codes round up exactly where alpha >= 0 and stay inside [qmin, qmax] (int8,
-//    uint8 with a zero point, int4);
+//  * the state: soft weights start at the float weights, per-channel and per-block parameters
+//    reach the right elements, hard codes round up exactly where alpha >= 0 and stay inside
+//    [qmin, qmax] (int8, uint8 with a zero point, int4);
 //  * backward() against central finite differences of the loss plus the regulariser, including
 //    elements clipped at qmax (zero reconstruction gradient);
 //  * an exhaustive oracle: a 2x3 linear layer on 4 samples, all 2^6 down / up roundings
@@ -139,6 +139,27 @@ TEST_CASE("adaround state: soft weights start at w, per-channel scales, hard cod
       CHECK(static_cast<double>(q[i]) == std::floor(v) + up);
       CHECK((ar.alpha()[i] >= 0.0) == (up == 1.0));
     }
+  }
+}
+
+TEST_CASE("adaround state with per-block parameters (ONNX blocked layout)") {
+  // 2 x 4 weights, blocks of 2 along axis 1: element (r, c) takes scale r * 2 + c / 2 and zero
+  // point likewise (uint8).
+  const std::vector<float> w{0.13f, -0.27f, 0.049f, 0.71f, -0.0049f, 0.33f, 1.9f, -0.6f};
+  const float s[4] = {0.1f, 0.05f, 0.02f, 0.3f};
+  const std::int32_t zp[4] = {100, 120, 140, 160};
+  quark::tensor_qparams<std::uint8_t> p{s, zp, quark::per_block{.axis = 1, .block_size = 2}};
+  quark::adaround<std::uint8_t> ar(quark::tensor_shape{2, 4}, w, p);
+  const auto wq = ar.soft_weights();
+  std::uint8_t q[8];
+  ar.hard_codes(q);
+  for (std::size_t i = 0; i < 8; ++i) {
+    CAPTURE(i);
+    const std::size_t k = (i / 4) * 2 + (i % 4) / 2;
+    CHECK(wq[i] == doctest::Approx(static_cast<double>(w[i])).epsilon(1e-6));
+    const double v = static_cast<double>(w[i] / s[k]);
+    const double up = v - std::floor(v) >= 0.5 ? 1.0 : 0.0;
+    CHECK(static_cast<double>(q[i]) == std::floor(v) + up + zp[k]);
   }
 }
 

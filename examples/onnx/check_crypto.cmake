@@ -1,8 +1,9 @@
 # ctest driver for quark_quantize in CryptoMode (seed 000 category 10; docs/config.md): a crypto
 # run prints nothing on stdout or stderr and writes only the output model; the options that
 # write side files are refused (non-zero exit, a message naming the conflict, no output);
-# EncryptionAlgorithm accepts only "AES-256". The same run without CryptoMode prints its summary,
-# so the silence is the option's doing.
+# EncryptionAlgorithm accepts only "AES-256". The same run without CryptoMode prints its summary
+# and, since every run sets QUARK_CALIB_PROFILE, its calibration profile on stderr, so the
+# silence is the option's doing (it also blocks that debug printout).
 #   cmake -DTOOL=... -DDATA=tests/cli/data -DWORK=... -P check_crypto.cmake
 file(REMOVE_RECURSE ${WORK})
 file(MAKE_DIRECTORY ${WORK})
@@ -21,7 +22,8 @@ set(out ${WORK}/q.onnx)
 
 function(run name)
   cmake_parse_arguments(PARSE_ARGV 1 R "" "" "ARGS")
-  execute_process(COMMAND ${TOOL} ${model} ${out} --calib-data ${DATA}/calib_ok ${R_ARGS}
+  execute_process(COMMAND ${CMAKE_COMMAND} -E env QUARK_CALIB_PROFILE=1
+                          ${TOOL} ${model} ${out} --calib-data ${DATA}/calib_ok ${R_ARGS}
                   WORKING_DIRECTORY ${WORK} RESULT_VARIABLE rc OUTPUT_VARIABLE o
                   ERROR_VARIABLE e)
   set(rc ${rc} PARENT_SCOPE)
@@ -29,10 +31,11 @@ function(run name)
   set(e "${e}" PARENT_SCOPE)
 endfunction()
 
-# Without CryptoMode the tool talks (summary, "Wrote ...").
+# Without CryptoMode the tool talks (summary, "Wrote ...", the calibration profile).
 run(plain ARGS --config ${WORK}/plain.json)
-if(NOT rc EQUAL 0 OR o STREQUAL "")
-  message(FATAL_ERROR "plain: expected success with output on stdout, got exit ${rc}: ${o}${e}")
+if(NOT rc EQUAL 0 OR o STREQUAL "" OR NOT e MATCHES "calibration profile: ")
+  message(FATAL_ERROR "plain: expected success with output on stdout and the calibration "
+                      "profile on stderr, got exit ${rc}: ${o}${e}")
 endif()
 file(REMOVE ${out})
 

@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: MIT
-// Calibration leaves out the tensors whose own range never reaches the written model
-// (quantize.cpp derived_ranges, docs/quantizer.md step 3): the input of a
+// Calibration stops observing, after the first sample, the tensors whose own range never reaches
+// the written model (quantize.cpp unneeded_ranges, docs/quantizer.md step 3): the input of a
 // quantized Clip / Relu it alone reads (it takes the output's range, quark-spec §3.5) and the
-// outputs of quantized data-movement ops whose input is always quantized (they take the input's
-// parameters). The oracle is the quantizer observing every requested tensor
-// (QUARK_CALIB_OBSERVE_ALL=1, the behaviour before): the written bytes must be identical for
-// every preset, and the report note must name the hand-counted tensors left out.
+// outputs of quantized data-movement ops (they take their input's parameters). The oracle is
+// the quantizer observing every requested tensor (QUARK_CALIB_OBSERVE_ALL=1): the written bytes
+// must be identical for every preset, and the report note must name the hand-counted tensors
+// left out.
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -108,14 +108,12 @@ TEST_CASE("tensors with a derived range are not observed and the written model i
   const fs::path dir = work_dir();
   save_proto(derived_model(), dir / "derived.onnx");
   // Hand count: c1, a2 and c3 are Clip / Relu inputs with no other reader (k3 feeds a Relu but
-  // is itself a Clip output, c2 has two readers); t is the output of a Reshape whose input a
-  // quantized Relu produces; p, the MaxPool output, only where Div is quantized, which is the
-  // NPU CNN flow's op list (XINT8, VINT8): elsewhere Div stays float, so MaxPool (quantized only
-  // when its input is) does too and p is the last Conv's input with its own range. e's input is
-  // the graph input.
+  // is itself a Clip output whose own range c3 takes, c2 has two readers); p, t and e are the
+  // outputs of a MaxPool, a Reshape and a Transpose whose inputs d2, r3 and x are quantized, so
+  // they take those inputs' parameters (every preset: x is the first Conv's input; d2 is the
+  // Div's output or, where Div stays float, the MaxPool's own quantized input).
   for (const std::string preset : {"A8W8", "XINT8", "VINT8", "A16W8", "S8S8", "U8S8"}) {
     CAPTURE(preset);
-    const bool npu = preset == "XINT8" || preset == "VINT8";
     const qo::qconfig cfg = qo::get_default_config(preset);
     qo::quantize_report all, derived;
     const std::string a = quantize(dir / "derived.onnx", cfg, preset, true, all);
@@ -123,10 +121,9 @@ TEST_CASE("tensors with a derived range are not observed and the written model i
     CHECK(!a.empty());
     CHECK(a == d);
     CHECK(!has_note(all, "take their range from another"));
-    CHECK(has_note(derived, npu ? "5 take their range from another (3 Clip / Relu inputs, 2 "
-                                  "data-movement outputs)"
-                                : "4 take their range from another (3 Clip / Relu inputs, 1 "
-                                  "data-movement outputs)"));
+    CHECK(has_note(derived,
+                   "8 tensors observed after the first sample; 6 take their range from "
+                   "another (3 Clip / Relu inputs, 3 data-movement outputs)"));
     REQUIRE(all.tensors.size() == derived.tensors.size());
     for (std::size_t i = 0; i < all.tensors.size(); ++i) {
       CAPTURE(all.tensors[i].name);
@@ -141,19 +138,22 @@ TEST_CASE("tensors with a derived range are not observed and the written model i
 TEST_CASE("a derived range is only assumed where it holds (excluded producer, passthrough)") {
   const fs::path dir = work_dir();
   save_proto(derived_model(), dir / "derived.onnx");
-  SUBCASE("the MaxPool's producer excluded: p is observed (a Conv reads it with its own range)") {
-    // XINT8 quantizes Div; excluded, it stays float, so MaxPool (quantized only when its input
-    // is) stays float and p is the quantized input of the last Conv with its own range; c1, a2,
-    // c3 and t are still derived.
+  SUBCASE("the MaxPool left float: p is observed (a Conv reads it with its own range)") {
+    // Without ForceQuantizeNoInputCheck a MaxPool is quantized only when its input is; with the
+    // Div (n6) excluded, d2 stays float, so the MaxPool does too (d2 is requested, as a planned
+    // node's input, but left float) and p is the last Conv's input with its own range; c1, a2,
+    // c3, t and e are still derived. Observed: x, r1, c2, k2, m2, p, k3, r3.
     qo::qconfig cfg = qo::get_default_config("XINT8");
+    cfg.extra_options.set("ForceQuantizeNoInputCheck", qo::option_value(false));
     cfg.exclude.push_back(qo::node_selector::parse("n6"));  // the Div (nodes are n0, n1, ...)
     qo::quantize_report all, derived;
     const std::string a = quantize(dir / "derived.onnx", cfg, "excl", true, all);
     const std::string d = quantize(dir / "derived.onnx", cfg, "excl", false, derived);
     CHECK(a == d);
-    CHECK(has_note(
-        derived,
-        "4 take their range from another (3 Clip / Relu inputs, 1 data-movement outputs)"));
+    CHECK(has_note(derived,
+                   "8 tensors observed after the first sample; 5 take their range from "
+                   "another (3 Clip / Relu inputs, 2 data-movement outputs); 1 left "
+                   "float"));
   }
   SUBCASE("CalibPassthroughOpTypes copies ranges by producer: nothing is left out") {
     qo::qconfig cfg = qo::get_default_config("A8W8");
@@ -163,5 +163,46 @@ TEST_CASE("a derived range is only assumed where it holds (excluded producer, pa
     const std::string d = quantize(dir / "derived.onnx", cfg, "pass", false, derived);
     CHECK(a == d);
     CHECK(!has_note(derived, "take their range from another"));
+  }
+}
+
+TEST_CASE("a Softmax output is not observed; the Distribution method keeps every own range") {
+  // x -> Conv -> c -> Relu -> r -> Softmax(axis 1) -> s. Under A8W8, c takes r's range (a Relu
+  // input) and s is [0, 1]: only x and r are observed after the first sample. Under FP8 with the
+  // Distribution method the scale comes from each tensor's own standard deviation, which no
+  // rule replaces: nothing is left out.
+  model_builder b(13);
+  b.input("x", onnx_type::float32, {1, 3, 8, 8});
+  b.initializer("w", onnx_type::float32, {5, 3, 1, 1}, random_floats(15, 7, -0.8f, 0.8f));
+  b.node("Conv", {"x", "w"}, {"c"});
+  b.node("Relu", {"c"}, {"r"});
+  b.node("Softmax", {"r"}, {"s"}, {attr_int("axis", 1)});
+  b.output("s", onnx_type::float32, {1, 5, 8, 8});
+  const fs::path dir = work_dir();
+  save_proto(b.build(), dir / "softmax.onnx");
+  {
+    const qo::qconfig cfg = qo::get_default_config("A8W8");
+    qo::quantize_report all, derived;
+    const std::string a = quantize(dir / "softmax.onnx", cfg, "sm", true, all);
+    const std::string d = quantize(dir / "softmax.onnx", cfg, "sm", false, derived);
+    CHECK(!a.empty());
+    CHECK(a == d);
+    CHECK(has_note(derived,
+                   "2 tensors observed after the first sample; 2 take their range from "
+                   "another (1 Clip / Relu inputs, 0 data-movement outputs, 1 Softmax "
+                   "outputs)"));
+  }
+  {
+    qo::qconfig cfg;
+    qo::tensor_spec act = qo::make_spec(qo::spec_name::fp8_e4m3fn);
+    act.calibration_method = qo::calib_method::distribution;
+    cfg.global_config.input_tensors = act;
+    cfg.global_config.weight = qo::make_spec(qo::spec_name::fp8_e4m3fn);
+    qo::quantize_report all, derived;
+    const std::string a = quantize(dir / "softmax.onnx", cfg, "dist", true, all);
+    const std::string d = quantize(dir / "softmax.onnx", cfg, "dist", false, derived);
+    CHECK(!a.empty());
+    CHECK(a == d);
+    CHECK(!has_note(derived, "tensors observed after the first sample"));
   }
 }

@@ -101,6 +101,7 @@ struct slot {
   std::optional<lwp_scorer> scorer;
   std::uint64_t seen = 0;   ///< elements observed in the first pass
   std::size_t batches = 0;  ///< batches observed in pieces (observe_parallel)
+  bool dropped = false;     ///< calib_params::after_first_sample: no longer needed
 
   [[nodiscard]] bool minmax_family() const noexcept {
     return (opt.method == calib_method::minmax || opt.method == calib_method::pof2_non_overflow) &&
@@ -470,13 +471,14 @@ calib_output calibrate(const std::string& model_bytes, const std::filesystem::pa
   for (const auto& [name, r] : requests)
     slots.emplace(name, make_slot(name, r, params));
   const std::size_t total = params.max_samples ? *params.max_samples : reader.size().value_or(0);
-  // QUARK_CALIB_PROFILE set: the time of each phase goes to stderr (docs/bench/quantizer.md).
+  // The time of each phase goes to stderr (docs/bench/quantizer.md).
   using clock = std::chrono::steady_clock;
-  const bool profile = std::getenv("QUARK_CALIB_PROFILE") != nullptr;
+  const bool profile = params.profile;
   const auto since = [](clock::time_point t) {
     return std::chrono::duration<double>(clock::now() - t).count();
   };
   double observe_s = 0.0;
+  std::size_t dropped = 0;
   growth_counts growth;
   growth.timed = profile;
   const clock::time_point t_first = clock::now();
@@ -488,10 +490,22 @@ calib_output calibrate(const std::string& model_bytes, const std::filesystem::pa
         f.shape = t.shape();
       },
       [&](std::size_t done) {
+        if (done == 1 && params.after_first_sample) {
+          for (const std::string& name : params.after_first_sample(out.tensors)) {
+            auto it = slots.find(name);
+            if (it != slots.end()) {
+              it->second = make_slot(name, requests.at(name), params);  // frees its state
+              it->second.dropped = true;
+              ++dropped;
+            }
+          }
+        }
         if (params.progress)
           params.progress(done, total);
       },
       [&](slot& s, std::span<const float> x) {
+        if (s.dropped)
+          return;
         const clock::time_point t = profile ? clock::now() : clock::time_point{};
         observe_first(s, x, rt, params.parallel_min_elements, growth);
         if (profile)
@@ -504,7 +518,7 @@ calib_output calibrate(const std::string& model_bytes, const std::filesystem::pa
   // Second pass (LayerwisePercentile scoring, pof2 MinMSE on raw data): the same samples again.
   bool second = false;
   for (auto& [name, s] : slots) {
-    if (s.seen > 0 && s.needs_second_pass()) {
+    if (!s.dropped && s.seen > 0 && s.needs_second_pass()) {
       begin_second(s);
       second = true;
     }
@@ -513,13 +527,16 @@ calib_output calibrate(const std::string& model_bytes, const std::filesystem::pa
   if (second) {
     reader.rewind();
     for_each_sample(rt, reader, out.samples, slots, out.inputs, {}, {},
-                    [&](slot& s, std::span<const float> x) { observe_second(s, x); });
+                    [&](slot& s, std::span<const float> x) {
+                      if (!s.dropped)
+                        observe_second(s, x);
+                    });
   }
   const double second_s = since(t_second);
   const clock::time_point t_results = clock::now();
   for (auto& [name, s] : slots) {
     auto it = out.tensors.find(name);
-    if (it == out.tensors.end() || it->second.type != dtype_id::float32)
+    if (s.dropped || it == out.tensors.end() || it->second.type != dtype_id::float32)
       continue;
     tensor_facts& f = it->second;
     f.calibrated = true;
@@ -550,12 +567,14 @@ calib_output calibrate(const std::string& model_bytes, const std::filesystem::pa
   }
   if (profile) {
     std::fprintf(stderr,
-                 "calibration profile: %zu samples; pass 1 %.3f s (of which observers %.3f s); "
+                 "calibration profile: %zu samples; %zu of %zu tensors observed after the "
+                 "first; pass 1 %.3f s (of which observers %.3f s); "
                  "pass 2 %.3f s; calibrators %.3f s; threaded growing batches: %zu binned "
                  "again, %zu read again beyond the old last edge; %zu batches extrema first "
                  "(%zu grew)\n",
-                 out.samples, first_s, observe_s, second_s, since(t_results), growth.rebinned,
-                 growth.tail, growth.extrema_first, growth.extrema_first_grew);
+                 out.samples, slots.size() - dropped, slots.size(), first_s, observe_s, second_s,
+                 since(t_results), growth.rebinned, growth.tail, growth.extrema_first,
+                 growth.extrema_first_grew);
     std::string busy;
     for (const double b : growth.busy_s) {
       char buf[32];

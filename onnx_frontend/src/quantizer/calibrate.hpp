@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -73,6 +74,13 @@ struct calib_params {
   bool keep_histograms = false;
   /// Called after each sample with (done, total or 0 if unknown).
   std::function<void(std::size_t, std::size_t)> progress;
+  /// Called once, after the first sample, with the facts of every value the runtime produced
+  /// (types and shapes; no ranges yet). Returns the requested tensors whose own range turned out
+  /// not to be needed: they are no longer observed and come back with `calibrated` false.
+  std::function<std::set<std::string>(const std::map<std::string, tensor_facts>&)>
+      after_first_sample;
+  /// Print the time of each phase to stderr (QUARK_CALIB_PROFILE; off under CryptoMode).
+  bool profile = false;
 };
 
 /// Graph inputs of a serialized model, as the runtime sees them.

@@ -575,104 +575,86 @@ void save_tensor_hists(const qz::calib_output& cal,
   }
 }
 
-/// Why calibration need not observe a requested tensor: its own calibrated range never reaches
-/// the written model, whatever the samples (docs/quantizer.md, step 3).
-enum class derived_range : std::uint8_t {
-  /// The only reader is a quantized Clip / Relu: the tensor takes that node's output range
-  /// (quark-spec §3.5, the step after the act selection).
-  clip_input,
-  /// An output of a quantized data-movement op whose input is always quantized before it: the
-  /// tensor takes its input's parameters (share_from).
-  moved_output,
+/// A step of quark-spec §3.5 that replaces an activation's range after the act selection. The
+/// steps run in topological order of their nodes: a quantized Clip / Relu whose input has one
+/// consumer gives that input (`target`) the current range of its output (`from`); a quantized
+/// Softmax's output gets [0, 1] (`from` empty).
+struct range_rule {
+  std::string target;
+  std::string from;
 };
 
-struct derived_entry {
-  derived_range why;
-  std::size_t node;  ///< the Clip / Relu reading it, or the data-movement op producing it
-};
-
-/// Requested tensors whose range is derived from another one (see derived_range). Only cases
-/// that hold for any calibration data are taken; check_derived verifies each after the act
-/// selection. Nothing is skipped where a tensor's own range can still be read: with
-/// CalibPassthroughOpTypes (ranges copied along producers), SaveAndRestore (the ranges file
-/// lists what was calibrated) or SaveTensorHistFig (every calibrated tensor's histogram is
-/// written), for a tensor named in TensorQuantOverrides (its own parameters), or with the
-/// Distribution method (the standard deviation is not derived).
-std::map<std::string, derived_entry> derived_ranges(
-    const model& m, const std::vector<node_info>& nodes, const std::vector<node_choice>& choices,
-    const qz::settings& opt, const std::map<std::string, qz::calib_request>& requests) {
-  std::map<std::string, derived_entry> out;
-  if (!opt.calib_passthrough.empty() || opt.save_and_restore || opt.save_tensor_hist_fig ||
-      opt.weights_only)
-    return out;
-  auto out_excluded = [&](std::size_t i) {
-    return opt.op_types_to_exclude_output.contains(nodes[i].op_type) ||
-           opt.nodes_to_exclude_output.contains(nodes[i].name);
-  };
-  auto distribution = [](const std::optional<tspec>& s) {
-    return s && s->method == qz::act_method::distribution;
-  };
-  // Node i marks each of its float outputs as quantized whatever else is quantized.
-  auto marks_outputs = [&](std::size_t i) {
-    const node_choice& c = choices[i];
-    return c.quantize && c.output && !out_excluded(i) && !rule_for(nodes[i].op_type).needs_input &&
-           nodes[i].op_type != "MatMul";
-  };
-  auto candidate = [&](const std::string& x) {
-    auto it = requests.find(x);
-    return it != requests.end() && it->second.method != qz::act_method::distribution &&
-           !opt.overrides.contains(x);
-  };
-  for (std::size_t i = 0; i < nodes.size(); ++i) {
+std::vector<range_rule> range_rules(const model& m, const std::vector<node_info>& nodes,
+                                    const std::vector<std::size_t>& topo,
+                                    const std::vector<bool>& node_quantized,
+                                    const std::map<std::string, act_entry>& acts) {
+  std::vector<range_rule> rules;
+  for (const std::size_t i : topo) {
     const node_info& n = nodes[i];
-    if (n.inputs.empty() || n.inputs[0].empty())
+    if (!node_quantized[i] || n.outputs.empty() || n.inputs.empty())
       continue;
-    const std::string& x = n.inputs[0];
-    const std::optional<std::size_t> p = m.producer(x);
-    if ((n.op_type == "Clip" || n.op_type == "Relu") && !n.outputs.empty() && candidate(x) &&
-        marks_outputs(i) && m.consumers(x).size() == 1 && !distribution(choices[i].input)) {
-      // A Clip / Relu output's range is itself given to its input: not in a chain.
-      const bool chained = p && (nodes[*p].op_type == "Clip" || nodes[*p].op_type == "Relu");
-      if (!chained && !(p && distribution(choices[*p].output)))
-        out.emplace(x, derived_entry{derived_range::clip_input, i});
+    if ((n.op_type == "Clip" || n.op_type == "Relu") && m.consumers(n.inputs[0]).size() == 1 &&
+        acts.contains(n.inputs[0]) && acts.contains(n.outputs[0])) {
+      rules.push_back({n.inputs[0], n.outputs[0]});
     }
-    const node_choice& c = choices[i];
-    if (rule_for(n.op_type).shares_output && c.quantize && c.output && !out_excluded(i) && p &&
-        marks_outputs(*p)) {
-      for (const auto& y : n.outputs) {
-        if (candidate(y))
-          out.emplace(y, derived_entry{derived_range::moved_output, i});
-      }
+    if (n.op_type == "Softmax" && acts.contains(n.outputs[0]))
+      rules.push_back({n.outputs[0], {}});
+  }
+  return rules;
+}
+
+/// Why a requested tensor's own calibrated range is not needed (see unneeded_ranges).
+enum class unneeded : std::uint8_t {
+  clip_input,    ///< a range_rule replaces it
+  softmax,       ///< a Softmax output: [0, 1]
+  shared,        ///< it takes another tensor's parameters (share_from)
+  not_quantized  ///< the act selection did not quantize it
+};
+
+/// The requested tensors whose own calibrated range the range stage below would never read,
+/// each with the reason; everything else in `requests` is needed. Derived from the same act
+/// selection (`acts`) and the same `rules` the range stage applies, replaying them on names:
+/// a rule copies the *current* range of its source, which is the source's own range unless an
+/// earlier rule replaced it (a Clip feeding a Relu: the Clip's input reads the Clip output's own
+/// range, so that one stays needed). The Distribution method's standard deviation, which no
+/// rule replaces, and TensorQuantOverrides targets always keep their own.
+std::map<std::string, unneeded> unneeded_ranges(
+    const std::map<std::string, qz::calib_request>& requests,
+    const std::map<std::string, act_entry>& acts, const std::vector<range_rule>& rules,
+    const qz::settings& opt) {
+  std::map<std::string, std::string> holds;  // tensor -> whose own range it holds ("": none)
+  auto holder = [&](const std::string& t) {
+    auto it = holds.find(t);
+    return it == holds.end() ? t : it->second;
+  };
+  for (const range_rule& r : rules)
+    holds[r.target] = r.from.empty() ? std::string{} : holder(r.from);
+  std::set<std::string> read;
+  for (const auto& [name, e] : acts) {
+    if (e.from_initializer)
+      continue;
+    const bool shared = !e.share_from.empty() && acts.contains(e.share_from);
+    if (!shared) {
+      if (const std::string h = holder(name); !h.empty())
+        read.insert(h);
+    }
+    if ((!shared && e.spec.method == qz::act_method::distribution) || opt.overrides.contains(name))
+      read.insert(name);
+  }
+  std::map<std::string, unneeded> out;
+  for (const auto& [name, r] : requests) {
+    if (read.contains(name))
+      continue;
+    auto it = acts.find(name);
+    if (it == acts.end()) {
+      out.emplace(name, unneeded::not_quantized);
+    } else if (!it->second.share_from.empty() && acts.contains(it->second.share_from)) {
+      out.emplace(name, unneeded::shared);
+    } else {
+      out.emplace(name, holder(name).empty() ? unneeded::softmax : unneeded::clip_input);
     }
   }
   return out;
-}
-
-/// After the act selection: each tensor derived_ranges left out of calibration either is not
-/// quantized or takes its range or parameters from another tensor (a broken assumption would
-/// otherwise quantize it with the range (0, 0)).
-void check_derived(const model& m, const std::vector<node_info>& nodes,
-                   const std::map<std::string, derived_entry>& derived,
-                   const std::map<std::string, act_entry>& acts,
-                   const std::vector<bool>& node_quantized) {
-  for (const auto& [name, d] : derived) {
-    auto it = acts.find(name);
-    if (it == acts.end())
-      continue;
-    bool ok = false;
-    if (d.why == derived_range::clip_input) {
-      ok = node_quantized[d.node] && acts.contains(nodes[d.node].outputs[0]) &&
-           m.consumers(name).size() == 1;
-    } else {
-      ok = !it->second.share_from.empty() && acts.contains(it->second.share_from);
-    }
-    if (!ok) {
-      throw frontend_error("quark.quantize.internal",
-                           "tensor '" + name +
-                               "' was left out of calibration but needs its own range (set "
-                               "QUARK_CALIB_OBSERVE_ALL=1 to work around, and report it)");
-    }
-  }
 }
 
 }  // namespace
@@ -885,49 +867,11 @@ model quantize_float32_model(const model& in, const qconfig& cfg, calibration_da
     if (covers_all && !opt.save_and_restore)
       cp.max_samples = 1;
   }
-  // Tensors whose range is derived from another one are not observed (QUARK_CALIB_OBSERVE_ALL
-  // set: every requested tensor is, for comparison).
-  std::map<std::string, derived_entry> derived;
-  if (std::getenv("QUARK_CALIB_OBSERVE_ALL") == nullptr)
-    derived = derived_ranges(m, nodes, pl.nodes, opt, requests);
-  for (const auto& [name, d] : derived)
-    requests.erase(name);
-  qz::calib_output cal = qz::calibrate(float_bytes, m.base_dir(), requests, reader, cp);
-  if (opt.save_tensor_hist_fig)
-    save_tensor_hists(cal, requests, report);
-  if (!derived.empty()) {
-    std::size_t clip_inputs = 0;
-    for (const auto& [name, d] : derived)
-      clip_inputs += d.why == derived_range::clip_input ? 1 : 0;
-    report.notes.push_back("calibration: " + std::to_string(requests.size()) +
-                           " tensors observed; " + std::to_string(derived.size()) +
-                           " take their range from another (" + std::to_string(clip_inputs) +
-                           " Clip / Relu inputs, " + std::to_string(derived.size() - clip_inputs) +
-                           " data-movement outputs)");
-  }
-  for (const auto& [name, r] : file_ranges) {
-    auto it = cal.tensors.find(name);
-    if (it == cal.tensors.end() || it->second.type != dtype_id::float32) {
-      throw frontend_error("quark.calib.range_file",
-                           "TensorsRangeFile '" + *opt.tensors_range_file + "': tensor '" + name +
-                               "' is not a float32 activation of the model");
-    }
-    qz::tensor_facts& f = it->second;
-    f.calibrated = true;
-    f.rmin = r.rmin;
-    f.rmax = r.rmax;
-    f.pof2_position = r.pof2_position;
-    f.std_dev = 0.0;
-    f.warnings.clear();
-  }
-  if (!file_ranges.empty()) {
-    report.notes.push_back("calibration: " + std::to_string(file_ranges.size()) +
-                           " ranges from TensorsRangeFile '" + *opt.tensors_range_file + "'");
-  }
-  report.calibration_samples = cal.samples;
+  // The type and shape of every value (calibration's first sample, then its result).
+  const std::map<std::string, qz::tensor_facts>* value_facts = nullptr;
   auto facts = [&](const std::string& n) -> const qz::tensor_facts* {
-    auto it = cal.tensors.find(n);
-    return it == cal.tensors.end() ? nullptr : &it->second;
+    auto it = value_facts->find(n);
+    return it == value_facts->end() ? nullptr : &it->second;
   };
   auto is_float_act = [&](const std::string& n) {
     const auto* f = facts(n);
@@ -974,189 +918,262 @@ model quantize_float32_model(const model& in, const qconfig& cfg, calibration_da
     }
     acts.emplace(n, e);
   };
-  for (const std::size_t i : topo) {
-    const node_info& n = nodes[i];
-    const node_choice& c = pl.nodes[i];
-    auto& count = report.op_types[n.op_type];
-    if (!c.quantize) {
-      ++count.kept_float;
-      continue;
-    }
-    const op_rule r = rule_for(n.op_type);
-    auto input = [&](std::size_t k) -> std::string {
-      return k < n.inputs.size() ? n.inputs[k] : std::string{};
-    };
-    if (n.op_type == "MatMul" && opt.matmul_const_b_only && !inits.contains(input(1))) {
-      ++count.kept_float;
-      continue;
-    }
-    if (r.needs_input && !opt.force_quantize_no_input_check && !acts.contains(input(0))) {
-      ++count.kept_float;
-      continue;
-    }
-    bool any = false;
-    // Activation inputs.
-    if (c.input && !opt.weights_only) {
-      std::vector<std::size_t> slots = r.act_inputs;
-      if (r.all_inputs) {
-        slots.clear();
-        for (std::size_t k = 0; k < n.inputs.size(); ++k)
-          slots.push_back(k);
+  // Needs only the values' types; runs once (select_nodes() twice is a no-op).
+  bool selected = false;
+  auto select_nodes = [&] {
+    if (selected)
+      return;
+    selected = true;
+    for (const std::size_t i : topo) {
+      const node_info& n = nodes[i];
+      const node_choice& c = pl.nodes[i];
+      auto& count = report.op_types[n.op_type];
+      if (!c.quantize) {
+        ++count.kept_float;
+        continue;
       }
-      if (r.weight >= 0 && !inits.contains(input(static_cast<std::size_t>(r.weight)))) {
-        slots.push_back(static_cast<std::size_t>(r.weight));  // MatMul / Gemm with activation B
+      const op_rule r = rule_for(n.op_type);
+      auto input = [&](std::size_t k) -> std::string {
+        return k < n.inputs.size() ? n.inputs[k] : std::string{};
+      };
+      if (n.op_type == "MatMul" && opt.matmul_const_b_only && !inits.contains(input(1))) {
+        ++count.kept_float;
+        continue;
       }
-      for (const std::size_t k : slots) {
-        const std::string x = input(k);
-        if (x.empty())
-          continue;
-        if (inits.contains(x)) {
-          if (r.const_inputs && is_float_init(x)) {
-            // AlignEltwiseQuantType False (seed 000): in the extended QDQ flow (a type other
-            // than int8/uint8) without the NPU flags, the constant input of Mul / Add / Sub /
-            // Div / Min / Max is a weight and takes the weight spec; otherwise (and with True)
-            // it takes the input_tensors spec.
-            // (32-bit weight types have no QuantizeLinear: the constant keeps the input spec.)
-            const bool weight_spec = c.weight && eltwise_weight_ops().contains(n.op_type) &&
-                                     extended && !opt.align_eltwise_quant_type &&
-                                     !opt.enable_npu_cnn && !opt.enable_npu_transformer &&
-                                     c.weight->type != dtype_id::int32 &&
-                                     c.weight->type != dtype_id::uint32;
-            tspec s = weight_spec ? *c.weight : *c.input;
-            s.per_channel = false;
-            mark_act(x, s, "");
-            acts.at(x).weight_like = weight_spec;
+      if (r.needs_input && !opt.force_quantize_no_input_check && !acts.contains(input(0))) {
+        ++count.kept_float;
+        continue;
+      }
+      bool any = false;
+      // Activation inputs.
+      if (c.input && !opt.weights_only) {
+        std::vector<std::size_t> slots = r.act_inputs;
+        if (r.all_inputs) {
+          slots.clear();
+          for (std::size_t k = 0; k < n.inputs.size(); ++k)
+            slots.push_back(k);
+        }
+        if (r.weight >= 0 && !inits.contains(input(static_cast<std::size_t>(r.weight)))) {
+          slots.push_back(static_cast<std::size_t>(r.weight));  // MatMul / Gemm with activation B
+        }
+        for (const std::size_t k : slots) {
+          const std::string x = input(k);
+          if (x.empty())
+            continue;
+          if (inits.contains(x)) {
+            if (r.const_inputs && is_float_init(x)) {
+              // AlignEltwiseQuantType False (seed 000): in the extended QDQ flow (a type other
+              // than int8/uint8) without the NPU flags, the constant input of Mul / Add / Sub /
+              // Div / Min / Max is a weight and takes the weight spec; otherwise (and with True)
+              // it takes the input_tensors spec.
+              // (32-bit weight types have no QuantizeLinear: the constant keeps the input spec.)
+              const bool weight_spec = c.weight && eltwise_weight_ops().contains(n.op_type) &&
+                                       extended && !opt.align_eltwise_quant_type &&
+                                       !opt.enable_npu_cnn && !opt.enable_npu_transformer &&
+                                       c.weight->type != dtype_id::int32 &&
+                                       c.weight->type != dtype_id::uint32;
+              tspec s = weight_spec ? *c.weight : *c.input;
+              s.per_channel = false;
+              mark_act(x, s, "");
+              acts.at(x).weight_like = weight_spec;
+              any = true;
+            }
+          } else if (is_float_act(x)) {
+            mark_act(x, *c.input, "");
             any = true;
           }
-        } else if (is_float_act(x)) {
-          mark_act(x, *c.input, "");
+        }
+      }
+      // Weight.
+      if (r.weight >= 0 && c.weight) {
+        const std::string w = input(static_cast<std::size_t>(r.weight));
+        if (is_float_init(w)) {
+          const_entry e;
+          e.name = w;
+          e.node = i;
+          e.slot = static_cast<std::size_t>(r.weight);
+          e.spec = *c.weight;
+          e.type = c.weight->type;
+          const auto ov = opt.overrides.find(w);
+          if (c.weight->per_channel || (ov != opt.overrides.end() && c.weight->group_size == 0)) {
+            std::int64_t axis = 0;
+            if (n.op_type == "ConvTranspose" || n.op_type == "MatMul")
+              axis = 1;
+            if (n.op_type == "Gemm") {
+              bool trans_b = false;
+              for (const auto& a : n.attributes) {
+                if (a.name == "transB")
+                  trans_b = std::get<std::int64_t>(a.value) != 0;
+              }
+              axis = trans_b ? 0 : 1;
+            }
+            if (auto it = opt.per_channel_axis.find(n.op_type); it != opt.per_channel_axis.end()) {
+              axis = it->second;
+            }
+            if (c.weight->axis)
+              axis = *c.weight->axis;
+            e.axis = c.weight->per_channel ? axis : -1;
+            if (ov != opt.overrides.end()) {
+              // TensorQuantOverrides on a weight: type, symmetry, axis (per channel), and one
+              // entry per channel for per-channel scales / zero points.
+              const tensor_override& o = ov->second.front();
+              e.spec = overridden(w, e.spec);
+              e.type = e.spec.type;
+              if (o.axis && *o.axis < 0) {
+                throw config_error("quark.config.value", "TensorQuantOverrides." + w +
+                                                             "[0].axis: must be >= 0, got " +
+                                                             std::to_string(*o.axis));
+              }
+              if (o.axis)
+                e.axis = *o.axis;
+              else if (ov->second.size() > 1)
+                e.axis = axis;
+            }
+          } else if (c.weight->group_size > 0) {
+            if (ov != opt.overrides.end()) {
+              throw not_implemented("quark.config.not_implemented",
+                                    "TensorQuantOverrides." + w +
+                                        ": overrides of a group-quantized weight are not "
+                                        "implemented yet");
+            }
+            // Groups run along the reduction (input-channel) axis, the one MatMulNBits and ONNX
+            // blocked DequantizeLinear block: Conv 1, ConvTranspose 0, MatMul 0, Gemm transB ? 1 :
+            // 0.
+            std::int64_t axis = 1;
+            if (n.op_type == "ConvTranspose" || n.op_type == "MatMul")
+              axis = 0;
+            if (n.op_type == "Gemm") {
+              bool trans_b = false;
+              for (const auto& a : n.attributes) {
+                if (a.name == "transB")
+                  trans_b = std::get<std::int64_t>(a.value) != 0;
+              }
+              axis = trans_b ? 1 : 0;
+            }
+            if (c.weight->axis)
+              axis = *c.weight->axis;
+            e.axis = axis;
+            e.block = c.weight->group_size;
+          }
+          if (is_fp16(e.type)) {
+            e.axis = -1;  // BFloat16 / Float16 weights are a per-tensor cast (scale 1 or one scale)
+            e.block = 0;
+          }
+          consts.push_back(std::move(e));
           any = true;
         }
       }
-    }
-    // Weight.
-    if (r.weight >= 0 && c.weight) {
-      const std::string w = input(static_cast<std::size_t>(r.weight));
-      if (is_float_init(w)) {
-        const_entry e;
-        e.name = w;
-        e.node = i;
-        e.slot = static_cast<std::size_t>(r.weight);
-        e.spec = *c.weight;
-        e.type = c.weight->type;
-        const auto ov = opt.overrides.find(w);
-        if (c.weight->per_channel || (ov != opt.overrides.end() && c.weight->group_size == 0)) {
-          std::int64_t axis = 0;
-          if (n.op_type == "ConvTranspose" || n.op_type == "MatMul")
-            axis = 1;
-          if (n.op_type == "Gemm") {
-            bool trans_b = false;
-            for (const auto& a : n.attributes) {
-              if (a.name == "transB")
-                trans_b = std::get<std::int64_t>(a.value) != 0;
-            }
-            axis = trans_b ? 0 : 1;
-          }
-          if (auto it = opt.per_channel_axis.find(n.op_type); it != opt.per_channel_axis.end()) {
-            axis = it->second;
-          }
-          if (c.weight->axis)
-            axis = *c.weight->axis;
-          e.axis = c.weight->per_channel ? axis : -1;
-          if (ov != opt.overrides.end()) {
-            // TensorQuantOverrides on a weight: type, symmetry, axis (per channel), and one
-            // entry per channel for per-channel scales / zero points.
-            const tensor_override& o = ov->second.front();
-            e.spec = overridden(w, e.spec);
-            e.type = e.spec.type;
-            if (o.axis && *o.axis < 0) {
-              throw config_error("quark.config.value", "TensorQuantOverrides." + w +
-                                                           "[0].axis: must be >= 0, got " +
-                                                           std::to_string(*o.axis));
-            }
-            if (o.axis)
-              e.axis = *o.axis;
-            else if (ov->second.size() > 1)
-              e.axis = axis;
-          }
-        } else if (c.weight->group_size > 0) {
-          if (ov != opt.overrides.end()) {
-            throw not_implemented("quark.config.not_implemented",
-                                  "TensorQuantOverrides." + w +
-                                      ": overrides of a group-quantized weight are not "
-                                      "implemented yet");
-          }
-          // Groups run along the reduction (input-channel) axis, the one MatMulNBits and ONNX
-          // blocked DequantizeLinear block: Conv 1, ConvTranspose 0, MatMul 0, Gemm transB ? 1 : 0.
-          std::int64_t axis = 1;
-          if (n.op_type == "ConvTranspose" || n.op_type == "MatMul")
-            axis = 0;
-          if (n.op_type == "Gemm") {
-            bool trans_b = false;
-            for (const auto& a : n.attributes) {
-              if (a.name == "transB")
-                trans_b = std::get<std::int64_t>(a.value) != 0;
-            }
-            axis = trans_b ? 1 : 0;
-          }
-          if (c.weight->axis)
-            axis = *c.weight->axis;
-          e.axis = axis;
-          e.block = c.weight->group_size;
+      // Bias.
+      if (r.bias >= 0 && opt.quantize_bias && c.weight) {
+        const std::string b = input(static_cast<std::size_t>(r.bias));
+        if (is_float_init(b) && opt.overrides.contains(b)) {
+          throw not_implemented("quark.config.not_implemented",
+                                "TensorQuantOverrides." + b +
+                                    ": overrides of a bias are not implemented yet (the bias "
+                                    "follows QuantizeBias / Int32Bias)");
         }
-        if (is_fp16(e.type)) {
-          e.axis = -1;  // BFloat16 / Float16 weights are a per-tensor cast (scale 1 or one scale)
-          e.block = 0;
+        if (is_float_init(b)) {
+          const_entry e;
+          e.name = b;
+          e.node = i;
+          e.slot = static_cast<std::size_t>(r.bias);
+          e.is_bias = true;
+          e.spec = c.bias ? *c.bias : *c.weight;
+          e.spec.group_size = 0;  // a bias has no reduction axis: Group falls back to per tensor
+          e.type = (opt.int32_bias && !c.bias) ? dtype_id::int32 : e.spec.type;
+          consts.push_back(std::move(e));
         }
-        consts.push_back(std::move(e));
-        any = true;
+      }
+      // Outputs.
+      const bool out_excluded = opt.op_types_to_exclude_output.contains(n.op_type) ||
+                                opt.nodes_to_exclude_output.contains(n.name);
+      if (c.output && !out_excluded && !opt.weights_only) {
+        tspec out_spec = *c.output;
+        // UseUnsignedReLU (seed 000): the outputs of Relu and of Clip with min 0 are asymmetric.
+        if (opt.use_unsigned_relu && relu_like(m, n))
+          out_spec.symmetric = false;
+        for (const auto& o : n.outputs) {
+          if (!is_float_act(o))
+            continue;
+          mark_act(o, out_spec, r.shares_output && acts.contains(input(0)) ? input(0) : "");
+          any = true;
+        }
+      }
+      node_quantized[i] = any;
+      if (any) {
+        ++count.quantized;
+      } else {
+        ++count.kept_float;
       }
     }
-    // Bias.
-    if (r.bias >= 0 && opt.quantize_bias && c.weight) {
-      const std::string b = input(static_cast<std::size_t>(r.bias));
-      if (is_float_init(b) && opt.overrides.contains(b)) {
-        throw not_implemented("quark.config.not_implemented",
-                              "TensorQuantOverrides." + b +
-                                  ": overrides of a bias are not implemented yet (the bias "
-                                  "follows QuantizeBias / Int32Bias)");
-      }
-      if (is_float_init(b)) {
-        const_entry e;
-        e.name = b;
-        e.node = i;
-        e.slot = static_cast<std::size_t>(r.bias);
-        e.is_bias = true;
-        e.spec = c.bias ? *c.bias : *c.weight;
-        e.spec.group_size = 0;  // a bias has no reduction axis: Group falls back to per tensor
-        e.type = (opt.int32_bias && !c.bias) ? dtype_id::int32 : e.spec.type;
-        consts.push_back(std::move(e));
-      }
-    }
-    // Outputs.
-    const bool out_excluded = opt.op_types_to_exclude_output.contains(n.op_type) ||
-                              opt.nodes_to_exclude_output.contains(n.name);
-    if (c.output && !out_excluded && !opt.weights_only) {
-      tspec out_spec = *c.output;
-      // UseUnsignedReLU (seed 000): the outputs of Relu and of Clip with min 0 are asymmetric.
-      if (opt.use_unsigned_relu && relu_like(m, n))
-        out_spec.symmetric = false;
-      for (const auto& o : n.outputs) {
-        if (!is_float_act(o))
-          continue;
-        mark_act(o, out_spec, r.shares_output && acts.contains(input(0)) ? input(0) : "");
-        any = true;
-      }
-    }
-    node_quantized[i] = any;
-    if (any) {
-      ++count.quantized;
-    } else {
-      ++count.kept_float;
-    }
+  };
+  // The act selection needs only the values' types, which the first calibration sample gives:
+  // it runs then, and the requested tensors whose own range the range stage never reads
+  // (unneeded_ranges: Clip / Relu inputs, Softmax outputs, tensors sharing another's
+  // parameters, tensors left float) are observed no further. QUARK_CALIB_OBSERVE_ALL set: all
+  // are, for comparison. All are also where an own range is read elsewhere: ranges copied
+  // along producers (CalibPassthroughOpTypes), the SaveAndRestore file and the SaveTensorHistFig
+  // histograms (every requested tensor), EnableDualQuantNodePairs' second stage.
+  std::map<std::string, unneeded> dropped;
+  if (std::getenv("QUARK_CALIB_OBSERVE_ALL") == nullptr && opt.calib_passthrough.empty() &&
+      !opt.save_and_restore && !opt.save_tensor_hist_fig && !opt.enable_dual_quant_node_pairs) {
+    cp.after_first_sample = [&](const std::map<std::string, qz::tensor_facts>& first) {
+      value_facts = &first;
+      select_nodes();
+      dropped =
+          unneeded_ranges(requests, acts, range_rules(m, nodes, topo, node_quantized, acts), opt);
+      std::set<std::string> names;
+      for (const auto& [name, why] : dropped)
+        names.insert(name);
+      return names;
+    };
   }
-
-  check_derived(m, nodes, derived, acts, node_quantized);
+  // QUARK_CALIB_PROFILE: the calibration phases on stderr; CryptoMode blocks every message.
+  cp.profile = std::getenv("QUARK_CALIB_PROFILE") != nullptr && !opt.crypto_mode;
+  qz::calib_output cal = qz::calibrate(float_bytes, m.base_dir(), requests, reader, cp);
+  value_facts = &cal.tensors;
+  select_nodes();
+  if (opt.save_tensor_hist_fig)
+    save_tensor_hists(cal, requests, report);
+  if (!dropped.empty()) {
+    std::map<unneeded, std::size_t> n;
+    for (const auto& [name, why] : dropped)
+      ++n[why];
+    const std::size_t derived = dropped.size() - n[unneeded::not_quantized];
+    std::string note = "calibration: " + std::to_string(requests.size() - dropped.size()) +
+                       " tensors observed after the first sample";
+    if (derived > 0) {
+      note += "; " + std::to_string(derived) + " take their range from another (" +
+              std::to_string(n[unneeded::clip_input]) + " Clip / Relu inputs, " +
+              std::to_string(n[unneeded::shared]) + " data-movement outputs";
+      if (n[unneeded::softmax] > 0)
+        note += ", " + std::to_string(n[unneeded::softmax]) + " Softmax outputs";
+      note += ")";
+    }
+    if (n[unneeded::not_quantized] > 0)
+      note += "; " + std::to_string(n[unneeded::not_quantized]) + " left float";
+    report.notes.push_back(note);
+  }
+  for (const auto& [name, r] : file_ranges) {
+    auto it = cal.tensors.find(name);
+    if (it == cal.tensors.end() || it->second.type != dtype_id::float32) {
+      throw frontend_error("quark.calib.range_file",
+                           "TensorsRangeFile '" + *opt.tensors_range_file + "': tensor '" + name +
+                               "' is not a float32 activation of the model");
+    }
+    qz::tensor_facts& f = it->second;
+    f.calibrated = true;
+    f.rmin = r.rmin;
+    f.rmax = r.rmax;
+    f.pof2_position = r.pof2_position;
+    f.std_dev = 0.0;
+    f.warnings.clear();
+  }
+  if (!file_ranges.empty()) {
+    report.notes.push_back("calibration: " + std::to_string(file_ranges.size()) +
+                           " ranges from TensorsRangeFile '" + *opt.tensors_range_file + "'");
+  }
+  report.calibration_samples = cal.samples;
   // Ranges: calibrated; initializer activations from their values.
   for (auto& [name, e] : acts) {
     if (e.from_initializer) {
@@ -1196,26 +1213,19 @@ model quantize_float32_model(const model& in, const qconfig& cfg, calibration_da
     }
   }
   // quark-spec §3.5: a quantized Clip/Relu whose input has one consumer gives the input its
-  // output range; a quantized Softmax output is [0, 1].
-  for (const std::size_t i : topo) {
-    const node_info& n = nodes[i];
-    if (!node_quantized[i] || n.outputs.empty() || n.inputs.empty())
-      continue;
-    if ((n.op_type == "Clip" || n.op_type == "Relu") && m.consumers(n.inputs[0]).size() == 1) {
-      auto in_it = acts.find(n.inputs[0]);
-      auto out_it = acts.find(n.outputs[0]);
-      if (in_it != acts.end() && out_it != acts.end()) {
-        in_it->second.rmin = out_it->second.rmin;
-        in_it->second.rmax = out_it->second.rmax;
-        in_it->second.pof2_position = out_it->second.pof2_position;
-      }
-    }
-    if (n.op_type == "Softmax") {
-      if (auto it = acts.find(n.outputs[0]); it != acts.end()) {
-        it->second.rmin = 0.0f;
-        it->second.rmax = 1.0f;
-        it->second.pof2_position.reset();
-      }
+  // output range; a quantized Softmax output is [0, 1] (range_rules, the rules unneeded_ranges
+  // replayed to decide what calibration keeps observing).
+  for (const range_rule& r : range_rules(m, nodes, topo, node_quantized, acts)) {
+    act_entry& t = acts.at(r.target);
+    if (r.from.empty()) {
+      t.rmin = 0.0f;
+      t.rmax = 1.0f;
+      t.pof2_position.reset();
+    } else {
+      const act_entry& f = acts.at(r.from);
+      t.rmin = f.rmin;
+      t.rmax = f.rmax;
+      t.pof2_position = f.pof2_position;
     }
   }
   auto choice = [](const tspec& t) {

@@ -166,7 +166,7 @@ TEST_CASE("a derived range is only assumed where it holds (excluded producer, pa
   }
 }
 
-TEST_CASE("a Softmax output is not observed; the Distribution method keeps every own range") {
+TEST_CASE("a Softmax output is not observed, and the Distribution method keeps every own range") {
   // x -> Conv -> c -> Relu -> r -> Softmax(axis 1) -> s. Under A8W8, c takes r's range (a Relu
   // input) and s is [0, 1]: only x and r are observed after the first sample. Under FP8 with the
   // Distribution method the scale comes from each tensor's own standard deviation, which no

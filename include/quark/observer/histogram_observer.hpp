@@ -7,12 +7,14 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <quark/observer/detail/histogram_kernel.hpp>
@@ -312,8 +314,7 @@ class histogram_observer {
         return;
       }
       case histogram_pieces::action::tail:
-        for (std::span<const float> x = next(); !x.empty(); x = next())
-          move_tail(x, b.old_last_, b.old_bins_, p.counts);
+        move_tail(std::forward<Next>(next), b.old_last_, b.old_bins_, p.counts);
         return;
     }
   }
@@ -470,66 +471,110 @@ class histogram_observer {
     to.nan_count += p.nan_count;
   }
 
-  /// Counts every span `next` yields into the thread's count tables on the current edges and
-  /// folds them into p.counts once (or whenever the 32-bit entries could overflow).
-  template <class Next>
-  void count_parts(Next&& next, histogram_pieces::piece& p) const {
-    detail::count_tables& tables = detail::thread_count_tables();
-    const detail::count_tables_guard guard(tables);  // zero again even if a kernel throws
-    std::size_t pending = 0;
-    for (std::span<const float> x = next(); !x.empty(); x = next()) {
-      p.size += x.size();
-      while (!x.empty()) {
-        if (pending == detail::histogram_max_chunk) {
-          tables.fold_into(p.counts);
-          pending = 0;
-        }
-        const std::size_t m = std::min(x.size(), detail::histogram_max_chunk - pending);
-        merge_extrema(p.extrema, count_into(x.first(m), tables));
-        pending += m;
-        x = x.subspan(m);
-      }
+  /// Calls fn(t) with the kernel's bin transform of this histogram as a std::integral_constant.
+  template <class Fn>
+  void with_transform(Fn&& fn) const {
+    using detail::bin_transform;
+    if (opt_.mode == histogram_mode::absolute) {
+      fn(std::integral_constant<bin_transform, bin_transform::absolute>{});
+    } else if (opt_.non_finite == non_finite_policy::to_finite) {
+      fn(std::integral_constant<bin_transform, bin_transform::to_finite>{});
+    } else {
+      fn(std::integral_constant<bin_transform, bin_transform::identity>{});
     }
-    if (pending > 0)
-      tables.fold_into(p.counts);
   }
 
-  /// Phase 2 of an |x| piece binned on edges that then grew by appending: its values with
-  /// |x| >= old_last (rare: the batch's new maxima) go to their bins on the grown edges; one at
+  /// Counts every span `next` yields into the thread's count tables on the current edges (the
+  /// kernel's setup made once) and folds them into p.counts once (or whenever the 32-bit entries
+  /// could overflow).
+  template <class Next>
+  void count_parts(Next&& next, histogram_pieces::piece& p) const {
+    with_transform([&](auto t) {
+      constexpr detail::bin_transform T = decltype(t)::value;
+      const detail::bin_setup<T> setup(data_.edges);
+      detail::count_tables& tables = detail::thread_count_tables();
+      const detail::count_tables_guard guard(tables);  // zero again even if a kernel throws
+      std::size_t pending = 0;
+      for (std::span<const float> x = next(); !x.empty(); x = next()) {
+        p.size += x.size();
+        while (!x.empty()) {
+          if (pending == detail::histogram_max_chunk) {
+            tables.fold_into(p.counts);
+            pending = 0;
+          }
+          const std::size_t m = std::min(x.size(), detail::histogram_max_chunk - pending);
+          merge_extrema(p.extrema, detail::histogram_count<T>(x.first(m), setup, tables));
+          pending += m;
+          x = x.subspan(m);
+        }
+      }
+      if (pending > 0)
+        tables.fold_into(p.counts);
+    });
+  }
+
+  /// Phase 2 of an |x| part binned on edges that then grew by appending: its values with
+  /// |x| >= old_last (the batch's new maxima) go to their bins on the grown edges; one at
   /// old_last had been counted in the old last bin (old_bins - 1), now bin old_bins. Every other
-  /// value keeps its bin. One compare per value; the tail is binned in chunks of a stack buffer.
-  void move_tail(std::span<const float> x, double old_last, std::size_t old_bins,
+  /// value keeps its bin. One integer compare per value; the tail is binned from a stack buffer
+  /// into the thread's count tables (the kernel's setup made once), folded once at the end.
+  template <class Next>
+  void move_tail(Next&& next, double old_last, std::size_t old_bins,
                  std::span<std::uint64_t> counts) const {
-    // The smallest float >= old_last: |v| >= limit exactly when double(|v|) >= old_last.
+    constexpr auto T = detail::bin_transform::absolute;
+    // The smallest float >= old_last (> 0): |v| >= limit exactly when double(|v|) >= old_last,
+    // and for |v| (sign bit clear) that is bits(|v|) >= bits(limit), NaN (above +Inf) excluded.
     float limit = static_cast<float>(old_last);
     if (static_cast<double>(limit) < old_last)
       limit = std::nextafter(limit, std::numeric_limits<float>::infinity());
+    const std::uint32_t lo_bits = std::bit_cast<std::uint32_t>(limit);
+    constexpr std::uint32_t inf_bits = 0x7f800000u;
+    const detail::bin_setup<T> setup(data_.edges);
+    detail::count_tables& tables = detail::thread_count_tables();
+    const detail::count_tables_guard guard(tables);
     constexpr std::size_t block = 64;
     constexpr std::size_t cap = 2048;
     std::array<float, cap> tail;
     std::size_t used = 0;
+    std::size_t pending = 0;
     std::uint64_t on_edge = 0;
-    for (std::size_t i = 0; i < x.size(); i += block) {
-      const std::size_t m = std::min(block, x.size() - i);
-      const float* q = x.data() + i;
-      bool any = false;
-      for (std::size_t j = 0; j < m; ++j)
-        any |= std::fabs(q[j]) >= limit;
-      if (!any)
-        continue;
-      if (used + block > cap) {
-        (void)bin_into(std::span<const float>(tail.data(), used), counts);
-        used = 0;
+    auto flush = [&] {
+      if (used == 0)
+        return;
+      if (pending + used > detail::histogram_max_chunk) {
+        tables.fold_into(counts);
+        pending = 0;
       }
-      for (std::size_t j = 0; j < m; ++j) {
-        const float a = std::fabs(q[j]);
-        if (a >= limit) {
-          tail[used++] = q[j];
-          on_edge += static_cast<double>(a) == old_last ? 1u : 0u;
+      (void)detail::histogram_count<T>(std::span<const float>(tail.data(), used), setup, tables);
+      pending += used;
+      used = 0;
+    };
+    for (std::span<const float> x = next(); !x.empty(); x = next()) {
+      for (std::size_t i = 0; i < x.size(); i += block) {
+        const std::size_t m = std::min(block, x.size() - i);
+        const float* q = x.data() + i;
+        std::uint32_t any = 0;
+        for (std::size_t j = 0; j < m; ++j) {
+          const std::uint32_t a = std::bit_cast<std::uint32_t>(q[j]) & 0x7fffffffu;
+          any |=
+              static_cast<std::uint32_t>(a >= lo_bits) & static_cast<std::uint32_t>(a <= inf_bits);
+        }
+        if (any == 0)
+          continue;
+        if (used + block > cap)
+          flush();
+        for (std::size_t j = 0; j < m; ++j) {
+          const float a = std::fabs(q[j]);
+          if (a >= limit) {
+            tail[used++] = q[j];
+            on_edge += static_cast<double>(a) == old_last ? 1u : 0u;
+          }
         }
       }
     }
-    (void)bin_into(std::span<const float>(tail.data(), used), counts);
+    flush();
+    if (pending > 0)
+      tables.fold_into(counts);
     counts[old_bins - 1] -= on_edge;
   }
 

@@ -160,8 +160,11 @@ class count_tables {
     return t_.data();
   }
   [[nodiscard]] std::size_t stride() const noexcept { return stride_; }
-  /// Adds the four tables into `counts` (size bins) and zeroes them.
+  /// Adds the four tables into `counts` (size bins, the bins of the last prepare()) and zeroes
+  /// them. Nothing to do (and `counts` untouched) when nothing was counted since the last fold.
   void fold_into(std::span<std::uint64_t> counts) noexcept {
+    if (!dirty_)
+      return;
     std::uint32_t* t0 = t_.data();
     std::uint32_t* t1 = t0 + stride_;
     std::uint32_t* t2 = t1 + stride_;
@@ -356,10 +359,9 @@ QUARK_ALWAYS_INLINE void count_block(const std::int32_t* idx, std::uint32_t* t0,
 
 /// The portable form of histogram_count.
 template <bin_transform T>
-minmax_partial histogram_count_portable(std::span<const float> x, std::span<const double> edges,
+minmax_partial histogram_count_portable(std::span<const float> x, const bin_setup<T>& s,
                                         count_tables& tables) {
   constexpr std::size_t block = histogram_block;
-  const bin_setup<T> s(edges);
   minmax_partial ext;
   // Four count tables hide store-to-load latency; slot n of each is a sink for dropped values.
   const std::size_t stride = s.n + 1;
@@ -479,10 +481,9 @@ QUARK_ALWAYS_INLINE void count_entries(const std::int32_t* idx, std::size_t m,
 /// observer_avx512_usable().
 template <bin_transform T>
 QUARK_OBSERVER_TARGET_AVX512 minmax_partial histogram_count_avx512(std::span<const float> x,
-                                                                   std::span<const double> edges,
+                                                                   const bin_setup<T>& s,
                                                                    count_tables& tables) {
   constexpr std::size_t block = histogram_block;
-  const bin_setup<T> s(edges);
   minmax_partial ext;
   const std::size_t stride = s.n + 1;
   std::uint32_t* t0 = tables.prepare(s.n);
@@ -527,19 +528,27 @@ QUARK_OBSERVER_AVX512_POP
 #endif
 
 /// Counts the values of `x` (at most histogram_max_chunk of them) into `tables`, for the bins of
-/// `edges`, and returns the min/max/NaN count of the raw values, computed block by block while
-/// they are in L1 (one pass over memory). `tables.fold_into(counts)` then adds them to a
-/// histogram; `tables.clear()` drops them. Every path gives the same counts and extrema.
+/// `s` (a bin_setup of the edges: O(bins) to make, so a caller binning many spans on the same
+/// edges makes it once), and returns the min/max/NaN count of the raw values, computed block by
+/// block while they are in L1 (one pass over memory). `tables.fold_into(counts)` then adds them
+/// to a histogram; `tables.clear()` drops them. Every path gives the same counts and extrema.
 template <bin_transform T, kernel_path Path = kernel_path::automatic>
-minmax_partial histogram_count(std::span<const float> x, std::span<const double> edges,
+minmax_partial histogram_count(std::span<const float> x, const bin_setup<T>& s,
                                count_tables& tables) {
   static_assert(Path != kernel_path::avx512 || QUARK_OBSERVER_AVX512,
                 "the AVX-512 path is compiled for x86 with GCC or Clang only");
 #if QUARK_OBSERVER_AVX512
   if (Path == kernel_path::avx512 || (Path == kernel_path::automatic && observer_avx512_usable()))
-    return histogram_count_avx512<T>(x, edges, tables);
+    return histogram_count_avx512<T>(x, s, tables);
 #endif
-  return histogram_count_portable<T>(x, edges, tables);
+  return histogram_count_portable<T>(x, s, tables);
+}
+
+/// histogram_count for the bins of `edges`.
+template <bin_transform T, kernel_path Path = kernel_path::automatic>
+minmax_partial histogram_count(std::span<const float> x, std::span<const double> edges,
+                               count_tables& tables) {
+  return histogram_count<T, Path>(x, bin_setup<T>(edges), tables);
 }
 
 /// Adds the values of `x` to `counts` (size edges.size() - 1) and returns the min/max/NaN count

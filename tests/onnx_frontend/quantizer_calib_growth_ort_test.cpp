@@ -1,13 +1,14 @@
 // SPDX-License-Identifier: MIT
-// Growing |x| histograms on the threaded observation path (calibrate.cpp observe_parallel): a
-// batch that grows the range keeps the counts of every thread's piece whose |x| all lie below the
-// old last edge (the grown edges only append) and bins the other pieces again. The oracle is the
-// header's sequential histogram_observer fed the same samples: the histogram SaveTensorHistFig
-// writes (edges and counts) and the calibrated range must be bit-identical. The samples put the
-// growth in the second half of the tensor (the second thread's piece on two threads); the first
-// half stays strictly inside the range, except in one growing sample where it holds a value
-// exactly on the old last edge (the first batch's maximum |x|), which that piece must bin again.
-// QUARK_CALIB_PROFILE=1 prints the kept / re-binned pieces (two threads: 1 kept, 3 binned again).
+// Growing |x| histograms on the threaded observation path (calibrate.cpp, through
+// histogram_observer::begin_pieces ... add_pieces): a batch that grows the range keeps the counts
+// each thread made on the old edges (the grown edges only append) and reads again only its
+// values at or beyond the old last edge. The oracle is the header's sequential
+// histogram_observer fed the same samples: the histogram SaveTensorHistFig writes (edges and
+// counts) and the calibrated range must be bit-identical. The samples put the growth in the
+// second half of the tensor (the second thread's chunks on two threads); the first half stays
+// strictly inside the range, except in one growing sample where it holds a value exactly on the
+// old last edge (the first batch's maximum |x|), which moves from the old last bin to the first
+// appended one.
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -29,7 +30,7 @@ namespace fs = std::filesystem;
 namespace qo = quark::onnx;
 using namespace quark::test;
 
-TEST_CASE("a growing |x| histogram keeps the pieces below the old last edge exactly") {
+TEST_CASE("a growing |x| histogram keeps its counts below the old last edge exactly") {
   constexpr std::int64_t c = 4, hw = 128;  // 65536 values: the threaded path
   constexpr std::size_t n = static_cast<std::size_t>(c * hw * hw);
   model_builder b(13);

@@ -23,6 +23,8 @@
 #include <quark/observer/histogram_observer.hpp>
 #include <quark/observer/minmax_observer.hpp>
 
+#include "bench_data.hpp"
+
 namespace {
 
 constexpr std::size_t kLarge = std::size_t{1} << 27;
@@ -30,27 +32,14 @@ constexpr std::size_t kSmall = std::size_t{1} << 18;
 constexpr std::size_t kTiny = std::size_t{1} << 12;  // one small activation, in L1
 
 const std::vector<float>& input() {
-  static const std::vector<float> v = [] {
-    std::vector<float> x(kLarge);
-    std::mt19937 rng(42);
-    std::normal_distribution<float> d(0.0f, 2.0f);
-    for (auto& e : x)
-      e = d(rng);
-    return x;
-  }();
-  return v;
+  return quark_bench::normal_floats<kLarge>(2.0f);
 }
 
 std::span<const float> data(const benchmark::State& state) {
-  return std::span<const float>(input()).first(static_cast<std::size_t>(state.range(0)));
+  return quark_bench::first_arg(state, input());
 }
 
-void report(benchmark::State& state, std::size_t n) {
-  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()) *
-                          static_cast<std::int64_t>(n));
-  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) *
-                          static_cast<std::int64_t>(n * sizeof(float)));
-}
+using quark_bench::report;
 
 /// Baseline: a read-only pass over the same bytes, summing their bit patterns as integers (the
 /// compiler vectorises it fully; a float max or sum would not be without -ffast-math).

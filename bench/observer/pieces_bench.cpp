@@ -18,32 +18,21 @@
 
 #include <quark/observer/histogram_observer.hpp>
 
+#include "bench_data.hpp"
+
 namespace {
 
 constexpr std::size_t kChunk = std::size_t{1} << 16;
 
 const std::vector<float>& input() {
-  static const std::vector<float> v = [] {
-    std::vector<float> x(std::size_t{1} << 22);
-    std::mt19937 rng(42);
-    std::normal_distribution<float> d(0.0f, 2.0f);
-    for (auto& e : x)
-      e = d(rng);
-    return x;
-  }();
-  return v;
+  return quark_bench::normal_floats<std::size_t{1} << 22>(2.0f);
 }
 
 std::span<const float> data(const benchmark::State& state) {
-  return std::span<const float>(input()).first(static_cast<std::size_t>(state.range(0)));
+  return quark_bench::first_arg(state, input());
 }
 
-void report(benchmark::State& state, std::size_t n) {
-  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()) *
-                          static_cast<std::int64_t>(n));
-  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) *
-                          static_cast<std::int64_t>(n * sizeof(float)));
-}
+using quark_bench::report;
 
 /// An |x| histogram primed with `x` scaled by `scale` (so a later batch x grows it if scale < 1).
 quark::histogram_observer primed(std::span<const float> x, float scale) {
@@ -94,30 +83,30 @@ void BM_pieces_inside(benchmark::State& state) {
   report(state, x.size());
 }
 
-void BM_pieces_grow_tail(benchmark::State& state) {
+/// A growing batch (x over a histogram primed with x / 1.5) observed by `observe(h, x)`; the
+/// primed histogram is copied outside the timed region.
+template <class Observe>
+void grow_bench(benchmark::State& state, Observe&& observe) {
   const auto x = data(state);
   const quark::histogram_observer start = primed(x, 1.0f / 1.5f);
   for (auto _ : state) {
     state.PauseTiming();
     quark::histogram_observer h = start;
     state.ResumeTiming();
-    observe_in_parts(h, x);
+    observe(h, x);
     benchmark::DoNotOptimize(h.stats().counts.data());
   }
   report(state, x.size());
 }
 
+void BM_pieces_grow_tail(benchmark::State& state) {
+  grow_bench(state, [](quark::histogram_observer& h, std::span<const float> x) {
+    observe_in_parts(h, x);
+  });
+}
+
 void BM_observe_grow(benchmark::State& state) {
-  const auto x = data(state);
-  const quark::histogram_observer start = primed(x, 1.0f / 1.5f);
-  for (auto _ : state) {
-    state.PauseTiming();
-    quark::histogram_observer h = start;
-    state.ResumeTiming();
-    h.observe(x);
-    benchmark::DoNotOptimize(h.stats().counts.data());
-  }
-  report(state, x.size());
+  grow_bench(state, [](quark::histogram_observer& h, std::span<const float> x) { h.observe(x); });
 }
 
 }  // namespace

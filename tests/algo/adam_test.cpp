@@ -10,18 +10,9 @@
 
 #include <quark/algo/adam.hpp>
 
-namespace {
+#include "support/checks.hpp"
 
-std::string error_id(auto&& f) {
-  try {
-    f();
-  } catch (const quark::error& e) {
-    return e.id();
-  }
-  return "none";
-}
-
-}  // namespace
+using quark::test::error_id;
 
 TEST_CASE("adam: torch's defaults") {
   const quark::adam_options o;

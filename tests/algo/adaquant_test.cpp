@@ -18,18 +18,9 @@
 
 #include <quark/algo/adaquant.hpp>
 
-namespace {
+#include "support/checks.hpp"
 
-std::string error_id(auto&& f) {
-  try {
-    f();
-  } catch (const quark::error& e) {
-    return e.id();
-  }
-  return "none";
-}
-
-}  // namespace
+using quark::test::error_id;
 
 TEST_CASE("adaquant fake weights: s (clamp(rne(w / s) + zp, qmin, qmax) - zp)") {
   {

@@ -27,27 +27,10 @@
 #include <quark/algo/adaround.hpp>
 #include <quark/dtype/formats.hpp>
 
-namespace {
+#include "support/checks.hpp"
 
-std::string error_id(auto&& f) {
-  try {
-    f();
-  } catch (const quark::error& e) {
-    return e.id();
-  }
-  return "none";
-}
-
-std::vector<float> uniform(std::size_t n, std::uint32_t seed, float lo, float hi) {
-  std::mt19937 g(seed);
-  std::uniform_real_distribution<float> u(lo, hi);
-  std::vector<float> v(n);
-  for (auto& x : v)
-    x = u(g);
-  return v;
-}
-
-}  // namespace
+using quark::test::error_id;
+using quark::test::random_floats;
 
 TEST_CASE("adaround_h: the rectified sigmoid at chosen points (hand-derived)") {
   // h(a) = 1.2 / (1 + e^-a) - 0.1: h(0) = 0.5; h(1) = 1.2 * 0.7310585786300049 - 0.1;
@@ -312,7 +295,8 @@ TEST_CASE("AdaRound on a 2x3 linear layer reaches the exhaustive optimum of the 
     for (const bool per_channel : {false, true}) {
       CAPTURE(seed);
       CAPTURE(per_channel);
-      tiny_linear layer{uniform(6, seed, -1.0f, 1.0f), uniform(12, seed + 100, -1.0f, 1.0f)};
+      tiny_linear layer{random_floats(6, seed, -1.0f, 1.0f),
+                        random_floats(12, seed + 100, -1.0f, 1.0f)};
       const float s_tensor = 0.125f;
       const float s_rows[2] = {0.1f, 0.15f};
       quark::tensor_qparams<std::int8_t> p{

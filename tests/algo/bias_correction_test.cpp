@@ -13,6 +13,10 @@
 #include <quark/algo/bias_correction.hpp>
 #include <quark/core/error.hpp>
 
+#include "support/checks.hpp"
+
+using quark::test::error_id;
+
 namespace bc = quark::bias_correction;
 
 TEST_CASE("bias_correction: a linear layer with a known weight error") {
@@ -100,23 +104,16 @@ TEST_CASE("bias_correction: gain, Quark's damping rule") {
 }
 
 TEST_CASE("bias_correction: bad input names the culprit") {
-  auto id_of = [](auto&& fn) {
-    try {
-      fn();
-    } catch (const quark::error& e) {
-      return e.id();
-    }
-    return std::string("none");
-  };
   bc::mean_difference d;
-  CHECK(id_of([&] { (void)d.mean(); }) == "quark.bias_correction.empty_input");
+  CHECK(error_id([&] { (void)d.mean(); }) == "quark.bias_correction.empty_input");
   std::vector<float> a(4), b(4), c(3);
   const std::size_t s1[1] = {4}, s2[2] = {2, 2}, s3[2] = {1, 4};
-  CHECK(id_of([&] { d.observe(a, b, s1); }) == "quark.bias_correction.bad_rank");
-  CHECK(id_of([&] { d.observe(a, c, s2); }) == "quark.bias_correction.size_mismatch");
+  CHECK(error_id([&] { d.observe(a, b, s1); }) == "quark.bias_correction.bad_rank");
+  CHECK(error_id([&] { d.observe(a, c, s2); }) == "quark.bias_correction.size_mismatch");
   d.observe(a, b, s2);
-  CHECK(id_of([&] { d.observe(a, b, s3); }) == "quark.bias_correction.channel_mismatch");
+  CHECK(error_id([&] { d.observe(a, b, s3); }) == "quark.bias_correction.channel_mismatch");
   std::vector<double> bias(2), diff(3);
   std::vector<float> out(2);
-  CHECK(id_of([&] { bc::correct(bias, diff, out); }) == "quark.bias_correction.channel_mismatch");
+  CHECK(error_id([&] { bc::correct(bias, diff, out); }) ==
+        "quark.bias_correction.channel_mismatch");
 }

@@ -17,6 +17,10 @@
 #include <quark/algo/cle.hpp>
 #include <quark/core/error.hpp>
 
+#include "support/checks.hpp"
+
+using quark::test::error_id;
+
 namespace cle = quark::cle;
 using cle::weight_layout;
 
@@ -308,22 +312,14 @@ TEST_CASE("cle: double weights are equalized in double") {
 TEST_CASE("cle: bad layouts and sizes name the problem") {
   std::vector<float> w(6);
   std::vector<double> r(2);
-  auto id_of = [](auto&& fn) {
-    try {
-      fn();
-    } catch (const quark::error& e) {
-      return e.id();
-    }
-    return std::string("none");
-  };
-  CHECK(id_of([&] { cle::out_channel_absmax<float>(w, weight_layout::conv(2, 2, 2), r); }) ==
+  CHECK(error_id([&] { cle::out_channel_absmax<float>(w, weight_layout::conv(2, 2, 2), r); }) ==
         "quark.cle.shape_mismatch");
-  CHECK(id_of([&] { cle::out_channel_absmax<float>(w, weight_layout::conv(2, 3, 1, 2), r); }) ==
+  CHECK(error_id([&] { cle::out_channel_absmax<float>(w, weight_layout::conv(2, 3, 1, 2), r); }) ==
         "quark.cle.bad_layout");
-  CHECK(id_of([&] { cle::in_channel_absmax<float>(w, weight_layout::conv(2, 3, 1), r); }) ==
+  CHECK(error_id([&] { cle::in_channel_absmax<float>(w, weight_layout::conv(2, 3, 1), r); }) ==
         "quark.cle.channel_mismatch");
   std::vector<float> tail(4);
-  CHECK(id_of([&] {
+  CHECK(error_id([&] {
           cle::equalize_pair<float>({w, weight_layout::conv(2, 3, 1)},
                                     {tail, weight_layout::conv(1, 4, 1)}, {});
         }) == "quark.cle.channel_mismatch");

@@ -10,6 +10,9 @@
 #include <quark/observer/minmax_observer.hpp>
 
 #include "calib/reference_data.hpp"
+#include "support/checks.hpp"
+
+using quark::test::error_id;
 
 static_assert(quark::default_range_symmetry(quark::calib_method::percentile) ==
               quark::range_symmetry::symmetric);
@@ -19,18 +22,6 @@ static_assert(quark::default_range_symmetry(quark::calib_method::pof2_minmse) ==
               quark::range_symmetry::symmetric);
 static_assert(quark::default_range_symmetry(quark::calib_method::entropy) ==
               quark::range_symmetry::asymmetric);
-
-namespace {
-template <class F>
-std::string error_id(F&& f) {
-  try {
-    f();
-  } catch (const quark::error& e) {
-    return e.id();
-  }
-  return "";
-}
-}  // namespace
 
 TEST_CASE("minmax calibrator: range, CalibTensorRangeSymmetric and bad input") {
   quark::minmax_observer obs;

@@ -233,3 +233,29 @@ TEST_CASE("histogram pieces: large growing batches (AVX-512 kernel, long tails) 
     }
   }
 }
+
+TEST_CASE("add_pieces refuses parts made before the histogram grew (quark.calib.pieces)") {
+  // Parts counted on 8 bins, then the observer grows on its own (another batch through
+  // observe()): the parts no longer match the edges, and adding them would misplace counts.
+  histogram_observer h(options_of(histogram_mode::absolute, 8));
+  const std::vector<float> first{0.5f, 1.0f, 2.0f};
+  h.observe(first);
+  const std::vector<float> inside{0.75f, 1.5f};
+  histogram_pieces b = h.begin_pieces(1);
+  std::size_t pulls = 0;
+  h.observe_piece(b, 0, [&]() -> std::span<const float> {
+    return pulls++ == 0 ? std::span<const float>(inside) : std::span<const float>{};
+  });
+  REQUIRE_FALSE(h.grow_pieces(b));
+  const std::vector<float> wider{8.0f};
+  h.observe(wider);  // appends bins
+  const auto before = h.stats();
+  std::string id;
+  try {
+    h.add_pieces(b);
+  } catch (const quark::error& e) {
+    id = e.id();
+  }
+  CHECK(id == "quark.calib.pieces");
+  CHECK(h.stats() == before);  // nothing added
+}

@@ -134,15 +134,6 @@ std::vector<double> row_absmax(const std::vector<float>& w, std::size_t rows) {
   return r;
 }
 
-std::string error_id(auto&& f) {
-  try {
-    f();
-  } catch (const quark::error& e) {
-    return std::string(e.id());
-  }
-  return "none";
-}
-
 }  // namespace
 
 TEST_CASE("CLE pair Conv/Relu/Conv: ranges meet at sqrt(r0*r1), same function") {

@@ -7,8 +7,11 @@
 
 #include <quark/onnx/calib_data.hpp>
 
+#include "support/checks.hpp"
+
 namespace fs = std::filesystem;
 using namespace quark::onnx;
+using quark::test::error_id;
 
 namespace {
 
@@ -26,15 +29,6 @@ tensor ramp(shape_t shape) {
   for (auto& x : t.data<float>())
     x = (v += 0.5f);
   return t;
-}
-
-std::string error_id(auto&& f) {
-  try {
-    f();
-  } catch (const quark::error& e) {
-    return e.id();
-  }
-  return "";
 }
 
 }  // namespace

@@ -93,15 +93,6 @@ void check_runs(const qo::model& q, double min_cosine = 0.98) {
   CHECK(quark::metrics::cosine(ref, ort_q) >= min_cosine);
 }
 
-std::string error_id(auto&& f) {
-  try {
-    f();
-  } catch (const quark::error& e) {
-    return e.id();
-  }
-  return "";
-}
-
 std::string error_text(auto&& f) {
   try {
     f();

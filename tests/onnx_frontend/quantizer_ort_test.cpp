@@ -127,15 +127,6 @@ void check_quantized(const ::onnx::ModelProto& float_model, const std::string& i
   return b.build();
 }
 
-std::string error_id(auto&& f) {
-  try {
-    f();
-  } catch (const quark::error& e) {
-    return e.id();
-  }
-  return "";
-}
-
 }  // namespace
 
 TEST_CASE("conv graph: presets load and run in ORT and match our runtime") {

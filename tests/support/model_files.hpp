@@ -28,6 +28,7 @@
 #include <quark/onnx/model.hpp>
 #include <quark/onnx/quantizer.hpp>
 
+#include "support/checks.hpp"
 #include "support/ort.hpp"
 #include <unistd.h>
 
@@ -46,17 +47,6 @@ inline std::filesystem::path work_dir() {
                      std::to_string(::getpid());
   fs::create_directories(d);
   return d;
-}
-
-/// `n` floats uniform in [lo, hi) from std::mt19937 seeded with `seed` (deterministic per seed).
-inline std::vector<float> random_floats(std::size_t n, std::uint32_t seed, float lo = -1.0f,
-                                        float hi = 1.0f) {
-  std::mt19937 g(seed);
-  std::uniform_real_distribution<float> u(lo, hi);
-  std::vector<float> v(n);
-  for (auto& x : v)
-    x = u(g);
-  return v;
 }
 
 inline void save_proto(const ::onnx::ModelProto& m, const std::filesystem::path& p) {

@@ -66,14 +66,7 @@ class adaquant {
         wq_(w.size()),
         adam_w_(w.size(), opt),
         adam_b_(bias.size(), opt) {
-    const detail::qdq_layout l = detail::check_qdq(shape, p, w.size(), w.size(), w.size());
-    detail::for_each_run(l, 0, l.size, [&](std::size_t i, std::size_t len, std::size_t pi, int st) {
-      for (std::size_t k = 0; k < len; ++k) {
-        const std::size_t c = pi + (st != 0 ? k : 0);
-        scale_[i + k] = static_cast<double>(p.scale[c]);
-        zp_[i + k] = p.zero_point.empty() ? 0.0 : static_cast<double>(p.zero_point[c]);
-      }
-    });
+    detail::expand_qparams(shape, p, w.size(), std::span<double>(scale_), std::span<double>(zp_));
   }
 
   /// Number of weights.

@@ -322,13 +322,17 @@ class histogram_observer {
   /// Adds the parts' counts: the state is that of observe(batch). (A part's bin may have wrapped
   /// below zero in phase 2, when it read again a value on the old last edge that another part
   /// had counted; unsigned sums are exact modulo 2^64, so the total is right.)
+  /// A part whose counts do not match the current edges (made before the histogram grew in
+  /// another way) throws "quark.calib.pieces" and nothing is added.
   void add_pieces(histogram_pieces& b) {
     for (const histogram_pieces::piece& p : b.pieces_) {
-      if (p.counts.empty())
-        continue;
-      if (p.counts.size() != data_.counts.size()) {
-        detail::throw_invalid("quark.calib.pieces", "a part was not finished after growth");
+      if (!p.counts.empty() && p.counts.size() != data_.counts.size()) {
+        detail::throw_invalid("quark.calib.pieces",
+                              "a part's counts do not match the current edges (made before the "
+                              "histogram grew, or not finished after growth)");
       }
+    }
+    for (const histogram_pieces::piece& p : b.pieces_) {
       for (std::size_t i = 0; i < p.counts.size(); ++i)
         data_.counts[i] += p.counts[i];
     }

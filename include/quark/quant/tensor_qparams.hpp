@@ -91,5 +91,20 @@ qdq_layout check_qdq(const tensor_shape& shape, const tensor_qparams<D>& p, std:
   return l;
 }
 
+/// Checks `p` for `n` elements of `shape` (as check_qdq) and writes each element's scale and zero
+/// point (0 when there are none) into `scale` and `zp` (size n each), for per-element algorithms.
+template <quantized_type D>
+void expand_qparams(const tensor_shape& shape, const tensor_qparams<D>& p, std::size_t n,
+                    std::span<double> scale, std::span<double> zp) {
+  const qdq_layout l = check_qdq(shape, p, n, n, n);
+  for_each_run(l, 0, l.size, [&](std::size_t i, std::size_t len, std::size_t pi, int st) {
+    for (std::size_t k = 0; k < len; ++k) {
+      const std::size_t c = pi + (st != 0 ? k : 0);
+      scale[i + k] = static_cast<double>(p.scale[c]);
+      zp[i + k] = p.zero_point.empty() ? 0.0 : static_cast<double>(p.zero_point[c]);
+    }
+  });
+}
+
 }  // namespace detail
 }  // namespace quark

@@ -575,6 +575,16 @@ void save_tensor_hists(const qz::calib_output& cal,
   }
 }
 
+/// A Gemm's transB attribute (default 0).
+bool gemm_trans_b(const node_info& n) {
+  bool trans_b = false;
+  for (const auto& a : n.attributes) {
+    if (a.name == "transB")
+      trans_b = std::get<std::int64_t>(a.value) != 0;
+  }
+  return trans_b;
+}
+
 /// A step of quark-spec §3.5 that replaces an activation's range after the act selection. The
 /// steps run in topological order of their nodes: a quantized Clip / Relu whose input has one
 /// consumer gives that input (`target`) the current range of its output (`from`); a quantized
@@ -999,14 +1009,8 @@ model quantize_float32_model(const model& in, const qconfig& cfg, calibration_da
             std::int64_t axis = 0;
             if (n.op_type == "ConvTranspose" || n.op_type == "MatMul")
               axis = 1;
-            if (n.op_type == "Gemm") {
-              bool trans_b = false;
-              for (const auto& a : n.attributes) {
-                if (a.name == "transB")
-                  trans_b = std::get<std::int64_t>(a.value) != 0;
-              }
-              axis = trans_b ? 0 : 1;
-            }
+            if (n.op_type == "Gemm")
+              axis = gemm_trans_b(n) ? 0 : 1;
             if (auto it = opt.per_channel_axis.find(n.op_type); it != opt.per_channel_axis.end()) {
               axis = it->second;
             }
@@ -1042,14 +1046,8 @@ model quantize_float32_model(const model& in, const qconfig& cfg, calibration_da
             std::int64_t axis = 1;
             if (n.op_type == "ConvTranspose" || n.op_type == "MatMul")
               axis = 0;
-            if (n.op_type == "Gemm") {
-              bool trans_b = false;
-              for (const auto& a : n.attributes) {
-                if (a.name == "transB")
-                  trans_b = std::get<std::int64_t>(a.value) != 0;
-              }
-              axis = trans_b ? 1 : 0;
-            }
+            if (n.op_type == "Gemm")
+              axis = gemm_trans_b(n) ? 1 : 0;
             if (c.weight->axis)
               axis = *c.weight->axis;
             e.axis = axis;

@@ -1,0 +1,42 @@
+// SPDX-License-Identifier: MIT
+// Small helpers every test group shares, with no dependency beyond the core headers (the header
+// and ONNX tests alike include it):
+//
+//     using namespace quark::test;
+//     CHECK(error_id([&] { quark::adam(2).step(p, g3); }) == "quark.algo.size_mismatch");
+//     const std::vector<float> w = random_floats(96, 7, -0.5f, 0.5f);
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <quark/core/error.hpp>
+
+namespace quark::test {
+
+/// The id of the quark::error `f` throws, or "none" when it throws none.
+template <class F>
+std::string error_id(F&& f) {
+  try {
+    f();
+  } catch (const quark::error& e) {
+    return std::string(e.id());
+  }
+  return "none";
+}
+
+/// `n` floats uniform in [lo, hi) from std::mt19937 seeded with `seed` (deterministic per seed).
+inline std::vector<float> random_floats(std::size_t n, std::uint32_t seed, float lo = -1.0f,
+                                        float hi = 1.0f) {
+  std::mt19937 g(seed);
+  std::uniform_real_distribution<float> u(lo, hi);
+  std::vector<float> v(n);
+  for (auto& x : v)
+    x = u(g);
+  return v;
+}
+
+}  // namespace quark::test

@@ -5,7 +5,8 @@
 # quark_quantize binary in the same run. Prints the load average before and after, since the
 # machine is shared. Each quantize run also prints its calibration phases (QUARK_CALIB_PROFILE).
 #   bench/onnx/quantize_ratio.sh build/release/examples/onnx/quark_quantize [N] [PRESET...]
-# RUNS=3 repeats the whole measurement (each run prints its own ratios).
+# RUNS=3 repeats the whole measurement (each run prints its own ratios). INPLACE=1 also runs each
+# preset observing in place (QUARK_CALIB_BACKGROUND=0: same bytes, no background observer thread).
 # The two builds docs/bench/quantizer.md reports (configure once, then build one target):
 #   default:  cmake --preset release
 #             cmake --build build/release --target quark_quantize -j2
@@ -27,7 +28,7 @@ ARGS="--random --shape x:1x3x640x640 -q --no-summary"
 run() {
   label=$1
   shift
-  QUARK_CALIB_PROFILE=1 /usr/bin/time -f "%e %M %U %S" -o "$OUT/time" "$@" >/dev/null 2>"$OUT/err"
+  QUARK_CALIB_BACKGROUND=${BG:-1} QUARK_CALIB_PROFILE=1 /usr/bin/time -f "%e %M %U %S" -o "$OUT/time" "$@" >/dev/null 2>"$OUT/err"
   set -- $(cat "$OUT/time")
   echo "$label $1 $2 $(echo "$3 $4" | awk '{ printf "%.2f", $1 + $2 }')"
   return 0
@@ -40,12 +41,16 @@ for i in $(seq "${RUNS:-1}"); do
   echo "$one"
   echo "$all"
   for p in $PRESETS; do
-    r=$(run "$p" "$Q" "$M" "$OUT/q.onnx" --preset "$p" $ARGS --samples "$N")
-    echo "$r"
-    sed -n 's/^calibration profile: /  phases: /p' "$OUT/err"
-    echo "$one $all $r" | awk -v n="$N" '{
-      printf "%s: time %.2fx of %d inferences (target 1.5x; CPU time %.2fx), peak RSS %.2fx of one inference (target 2x)\n",
-             $9, $10 / $6, n, $12 / $8, $11 / $3 }'
+    for BG in 1 ${INPLACE:+0}; do
+      label=$p
+      [ "$BG" = 0 ] && label="$p-in-place"
+      r=$(BG=$BG run "$label" "$Q" "$M" "$OUT/q.onnx" --preset "$p" $ARGS --samples "$N")
+      echo "$r"
+      sed -n 's/^calibration profile: /  phases: /p' "$OUT/err"
+      echo "$one $all $r" | awk -v n="$N" '{
+        printf "%s: time %.2fx of %d inferences (target 1.5x; CPU time %.2fx), peak RSS %.2fx of one inference (target 2x)\n",
+               $9, $10 / $6, n, $12 / $8, $11 / $3 }'
+    done
   done
   echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 done

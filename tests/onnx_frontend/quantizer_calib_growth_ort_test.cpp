@@ -10,6 +10,7 @@
 // old last edge (the first batch's maximum |x|), which moves from the old last bin to the first
 // appended one.
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <vector>
@@ -65,26 +66,33 @@ TEST_CASE("a growing |x| histogram keeps its counts below the old last edge exac
     h.observe(v);
   const quark::calibrated_range want = quark::percentile_calibrator{99.999}(h.stats());
   REQUIRE(h.stats().edges[2048] == static_cast<double>(m));  // growth came after sample 0 only
-  qo::memory_reader reader(calib);
-  qo::qconfig cfg = qo::get_default_config("A8W8");
-  cfg.extra_options.set("SaveTensorHistFig", true);  // tensor_hist/ in the working directory
-  const fs::path old_cwd = fs::current_path();
-  fs::current_path(dir);
-  const qo::quantize_report r =
-      qo::quantize_model(dir / "growth.onnx", dir / "growth_q.onnx", cfg, reader);
-  fs::current_path(old_cwd);
-  std::ifstream in(dir / "tensor_hist" / "x.json");
-  REQUIRE(in);
-  const nlohmann::json j = nlohmann::json::parse(in);
-  CHECK(j.at("edges").get<std::vector<double>>() == h.stats().edges);
-  CHECK(j.at("counts").get<std::vector<std::uint64_t>>() == h.stats().counts);
-  bool found = false;
-  for (const auto& t : r.tensors) {
-    if (t.name != "x")
-      continue;
-    found = true;
-    CHECK(t.rmin == want.min);
-    CHECK(t.rmax == want.max);
+  // In place (QUARK_CALIB_BACKGROUND=0), x is binned by the runtime's two threads; with
+  // background observation, by the background thread alone through the same pieces.
+  for (const char* background : {"0", "1"}) {
+    CAPTURE(background);
+    ::setenv("QUARK_CALIB_BACKGROUND", background, 1);
+    qo::memory_reader reader(calib);
+    qo::qconfig cfg = qo::get_default_config("A8W8");
+    cfg.extra_options.set("SaveTensorHistFig", true);  // tensor_hist/ in the working directory
+    const fs::path old_cwd = fs::current_path();
+    fs::current_path(dir);
+    const qo::quantize_report r =
+        qo::quantize_model(dir / "growth.onnx", dir / "growth_q.onnx", cfg, reader);
+    fs::current_path(old_cwd);
+    std::ifstream in(dir / "tensor_hist" / "x.json");
+    REQUIRE(in);
+    const nlohmann::json j = nlohmann::json::parse(in);
+    CHECK(j.at("edges").get<std::vector<double>>() == h.stats().edges);
+    CHECK(j.at("counts").get<std::vector<std::uint64_t>>() == h.stats().counts);
+    bool found = false;
+    for (const auto& t : r.tensors) {
+      if (t.name != "x")
+        continue;
+      found = true;
+      CHECK(t.rmin == want.min);
+      CHECK(t.rmax == want.max);
+    }
+    CHECK(found);
+    ::unsetenv("QUARK_CALIB_BACKGROUND");
   }
-  CHECK(found);
 }

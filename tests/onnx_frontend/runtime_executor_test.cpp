@@ -3,7 +3,9 @@
 // int64 shape arithmetic, If branches reading the enclosing scope, and load-time errors (every
 // unsupported op listed, cycles, dangling inputs). Models are written with the wire helper.
 #include <algorithm>
+#include <cmath>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -74,6 +76,49 @@ TEST_CASE("observer sees every value once, in order, and outputs are right") {
       CHECK(static_cast<double>(y[i]) == doctest::Approx(static_cast<double>(a - 2.0f * a)));
     }
   }
+}
+
+TEST_CASE("a value held by a shared_value_observer is not overwritten in place") {
+  // a = Relu(x), b = Exp(a), c = Sqrt(b), y = Relu(c): each value dies at the next node, whose
+  // output takes its storage in place unless something else holds it. The copies made as each
+  // value appears are the oracle.
+  w::graph g;
+  g.add_input(w::value_info("x", 1, {6}));
+  g.add_output(w::value_info("y", 1, {6}));
+  g.add_node(w::node("Relu", {"x"}, {"a"}, "relu1"));
+  g.add_node(w::node("Exp", {"a"}, {"b"}, "exp"));
+  g.add_node(w::node("Sqrt", {"b"}, {"c"}, "sqrt"));
+  g.add_node(w::node("Relu", {"c"}, {"y"}, "relu2"));
+  const runtime rt = load(w::model(g));
+  const std::vector<float> xs{-2, -1, 0, 1, 2, 3};
+  std::map<std::string, tensor> feeds;
+  feeds["x"] = tensor::from_floats({6}, xs);
+  std::map<std::string, std::vector<float>> copies;
+  std::map<std::string, std::shared_ptr<const tensor>> held;
+  const auto out = rt.run(feeds, [&](std::string_view name, std::shared_ptr<const tensor> value) {
+    const auto v = value->data<float>();
+    copies[std::string(name)] = std::vector<float>(v.begin(), v.end());
+    if (name != "x")  // a graph input is the caller's feed: not held past run()
+      held[std::string(name)] = std::move(value);
+  });
+  REQUIRE(held.size() == 4);
+  for (const auto& entry : held) {
+    const std::string& name = entry.first;
+    CAPTURE(name);
+    const auto v = entry.second->data<float>();
+    CHECK(std::vector<float>(v.begin(), v.end()) == copies.at(name));
+  }
+  const auto y = out.at("y").data<float>();
+  REQUIRE(y.size() == xs.size());
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    const double want = std::sqrt(std::exp(std::max(static_cast<double>(xs[i]), 0.0)));
+    CHECK(static_cast<double>(y[i]) == doctest::Approx(want).epsilon(1e-6));
+    CHECK(copies.at("a")[i] == std::max(xs[i], 0.0f));
+  }
+  // Without holders the same graph computes in place, with the same outputs.
+  const auto plain = rt.run(feeds);
+  const auto y2 = plain.at("y").data<float>();
+  CHECK(std::vector<float>(y2.begin(), y2.end()) == std::vector<float>(y.begin(), y.end()));
 }
 
 TEST_CASE("If runs the branch chosen at run time with outer-scope values") {

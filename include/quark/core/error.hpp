@@ -15,6 +15,8 @@ class error : public std::runtime_error {
       : std::runtime_error(id + ": " + what), id_(id) {}
   /// The stable identifier, e.g. "quark.qparams.nan_range".
   const std::string& id() const noexcept { return id_; }
+  /// what() without the leading "id: ", for wrapping the error in more context.
+  std::string message() const { return std::string(what()).substr(id_.size() + 2); }
 
  private:
   std::string id_;

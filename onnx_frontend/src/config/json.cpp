@@ -203,7 +203,7 @@ tensor_spec read_spec(const json& j, const std::string& path) {
     try {
       return make_spec(j.get<std::string>());
     } catch (const config_error& e) {
-      throw config_error(e.id(), path + ": " + std::string(e.what()).substr(e.id().size() + 2));
+      throw config_error(e.id(), path + ": " + e.message());
     }
   }
   if (!j.is_object())
@@ -219,7 +219,7 @@ tensor_spec read_spec(const json& j, const std::string& path) {
   } catch (const config_error& e) {
     if (e.id() != "quark.config.unknown_spec")
       throw;
-    throw config_error(e.id(), path + ".spec: " + std::string(e.what()).substr(e.id().size() + 2));
+    throw config_error(e.id(), path + ".spec: " + e.message());
   }
   if (j.contains("symmetric"))
     s.symmetric = read_bool(j.at("symmetric"), path + ".symmetric");
@@ -312,7 +312,7 @@ node_selector read_selector(const json& j, const std::string& path) {
                                            read_strings(j.at("end_nodes"), path + ".end_nodes")});
     }
   } catch (const config_error& e) {
-    const std::string what = std::string(e.what()).substr(e.id().size() + 2);
+    const std::string what = e.message();
     if (what.rfind(path, 0) == 0)
       throw;
     throw config_error(e.id(), path + ": " + what);
@@ -371,9 +371,9 @@ option_map read_extra_options(const json& j, const std::string& path) {
     try {
       o.set(k, value);
     } catch (const not_implemented& e) {
-      throw not_implemented(e.id(), path + "." + std::string(e.what()).substr(e.id().size() + 2));
+      throw not_implemented(e.id(), path + "." + e.message());
     } catch (const config_error& e) {
-      throw config_error(e.id(), path + "." + std::string(e.what()).substr(e.id().size() + 2));
+      throw config_error(e.id(), path + "." + e.message());
     }
   }
   return o;
@@ -561,9 +561,9 @@ qconfig load_config(const std::string& path) {
   try {
     return config_from_json(ss.str());
   } catch (const not_implemented& e) {
-    throw not_implemented(e.id(), path + ": " + std::string(e.what()).substr(e.id().size() + 2));
+    throw not_implemented(e.id(), path + ": " + e.message());
   } catch (const config_error& e) {
-    throw config_error(e.id(), path + ": " + std::string(e.what()).substr(e.id().size() + 2));
+    throw config_error(e.id(), path + ": " + e.message());
   }
 }
 

@@ -96,8 +96,8 @@ void validate_node_attributes(const ::onnx::NodeProto& n, std::size_t index, con
           validate_tensor(t, base_dir);
       }
     } catch (const frontend_error& e) {
-      throw frontend_error(e.id(), node_label(n, index) + " attribute '" + a.name() +
-                                       "': " + std::string(e.what()).substr(e.id().size() + 2));
+      throw frontend_error(e.id(),
+                           node_label(n, index) + " attribute '" + a.name() + "': " + e.message());
     }
     if (kind == A::GRAPH)
       validate_graph(a.g(), scope, base_dir, node_label(n, index) + " body");

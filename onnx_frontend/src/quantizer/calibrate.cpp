@@ -3,18 +3,30 @@
 #include "quantizer/calibrate.hpp"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
+#include <exception>
 #include <fstream>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <span>
+#include <system_error>
+#include <thread>
 #include <unordered_map>
+#include <utility>
 
 #include <nlohmann/json.hpp>
+#if defined(__linux__)
+#include <pthread.h>
+#include <sched.h>
+#endif
 
 #include <quark/calib/distribution_calibrator.hpp>
 #include <quark/calib/tensor_calibrator.hpp>
@@ -102,6 +114,7 @@ struct slot {
   std::uint64_t seen = 0;   ///< elements observed in the first pass
   std::size_t batches = 0;  ///< batches observed in pieces (observe_parallel)
   bool dropped = false;     ///< calib_params::after_first_sample: no longer needed
+  bool queued = false;      ///< a value of it waits in (or is run by) the background_observer
 
   [[nodiscard]] bool minmax_family() const noexcept {
     return (opt.method == calib_method::minmax || opt.method == calib_method::pof2_non_overflow) &&
@@ -179,13 +192,15 @@ std::size_t piece(std::size_t n, std::size_t parts, std::size_t k) {
 
 /// Growing batches (after the first), by what phase 2 of histogram_pieces did
 /// (histogram_pieces::tally), and the batches whose extrema were found before binning.
+/// Counted from any thread (the background observer's and the caller's).
 struct growth_counts {
-  std::size_t rebinned = 0;
-  std::size_t tail = 0;
-  std::size_t extrema_first = 0;
-  std::size_t extrema_first_grew = 0;
+  std::atomic<std::size_t> rebinned = 0;
+  std::atomic<std::size_t> tail = 0;
+  std::atomic<std::size_t> extrema_first = 0;
+  std::atomic<std::size_t> extrema_first_grew = 0;
   /// QUARK_CALIB_PROFILE: wall time of the threaded observation and the busy time of each
-  /// thread in it (thread balance: the rest is waiting for the other thread).
+  /// thread in it (thread balance: the rest is waiting for the other thread); only without
+  /// background observation, where the runtime's threads bin large values.
   bool timed = false;
   double wall_s = 0.0;
   std::vector<double> busy_s;
@@ -213,15 +228,17 @@ std::size_t extrema_first_batches(histogram_mode m) {
 constexpr std::size_t chunk_values = std::size_t{1} << 16;
 static_assert(chunk_values % quark::detail::histogram_block == 0);
 
-/// Bins `x` into the slot's histogram on the runtime's threads with exactly the counts, edges and
-/// range of observe(x) (histogram_observer::begin_pieces: each thread bins the chunks it takes on
-/// the current edges into its part; a batch that grows the range grows it once from the parts'
-/// extrema, then an |x| histogram reads again only its values beyond the old last edge and a
-/// signed one is binned again). In the first batches, where growth is likely, a signed
-/// histogram finds the extrema first and bins once (extrema_first_batches).
-void observe_parallel(slot& s, std::span<const float> x, const runtime& rt, growth_counts& growth) {
+/// Bins `x` into the slot's histogram on the runtime's threads (or, with `rt` null, on this
+/// thread alone) with exactly the counts, edges and range of observe(x)
+/// (histogram_observer::begin_pieces: each thread bins the chunks it takes on the current edges
+/// into its part; a batch that grows the range grows it once from the parts' extrema, then an
+/// |x| histogram reads again only its values beyond the old last edge and a signed one is binned
+/// again). In the first batches, where growth is likely, a signed histogram finds the extrema
+/// first and bins once (extrema_first_batches).
+void observe_parallel(slot& s, std::span<const float> x, const runtime* rt, growth_counts& growth) {
   histogram_observer& h = *s.hist;
-  const std::size_t parts = rt.threads();
+  const std::size_t parts = rt ? rt->threads() : 1;
+  const bool timed = growth.timed && rt;
   const std::size_t chunks = (x.size() + chunk_values - 1) / chunk_values;
   const bool first = h.stats().empty();
   const histogram_mode mode = h.options().mode;
@@ -229,8 +246,8 @@ void observe_parallel(slot& s, std::span<const float> x, const runtime& rt, grow
       !first && mode != histogram_mode::absolute && s.batches < extrema_first_batches(mode);
   ++s.batches;
   using clock = std::chrono::steady_clock;
-  const clock::time_point t0 = growth.timed ? clock::now() : clock::time_point{};
-  if (growth.timed)
+  const clock::time_point t0 = timed ? clock::now() : clock::time_point{};
+  if (timed)
     growth.busy_s.resize(std::max(growth.busy_s.size(), parts), 0.0);
   // Part k is the k-th thread of parallel_for, which pulls chunks from `next` until none is left;
   // busy_s[k] is written by that thread only.
@@ -243,11 +260,15 @@ void observe_parallel(slot& s, std::span<const float> x, const runtime& rt, grow
   };
   auto run = [&](auto&& phase) {
     next.store(0, std::memory_order_relaxed);
-    rt.parallel_for(parts, 1, [&](std::size_t lo, std::size_t hi) {
+    if (!rt) {
+      phase(0);
+      return;
+    }
+    rt->parallel_for(parts, 1, [&](std::size_t lo, std::size_t hi) {
       for (std::size_t k = lo; k < hi; ++k) {
-        const clock::time_point t = growth.timed ? clock::now() : clock::time_point{};
+        const clock::time_point t = timed ? clock::now() : clock::time_point{};
         phase(k);
-        if (growth.timed)
+        if (timed)
           growth.busy_s[k] += seconds_since(t);
       }
     });
@@ -257,7 +278,7 @@ void observe_parallel(slot& s, std::span<const float> x, const runtime& rt, grow
   if (h.grow_pieces(b))
     run([&](std::size_t k) { h.finish_piece(b, k, take); });
   h.add_pieces(b);
-  if (growth.timed)
+  if (timed)
     growth.wall_s += seconds_since(t0);
   growth.rebinned += b.work().binned;
   growth.tail += b.work().tail;
@@ -267,11 +288,12 @@ void observe_parallel(slot& s, std::span<const float> x, const runtime& rt, grow
   }
 }
 
-/// First-pass observation of one value.
-void observe_first(slot& s, std::span<const float> x, const runtime& rt, std::size_t threshold,
+/// First-pass observation of one value, large ones on the runtime's threads (`rt` null: all on
+/// the calling thread; the background observer's way).
+void observe_first(slot& s, std::span<const float> x, const runtime* rt, std::size_t threshold,
                    growth_counts& growth) {
   s.seen += x.size();
-  const bool big = x.size() >= threshold && rt.threads() > 1;
+  const bool big = x.size() >= threshold && (rt == nullptr || rt->threads() > 1);
   if (s.hist) {
     if (big) {
       observe_parallel(s, x, rt, growth);
@@ -280,11 +302,11 @@ void observe_first(slot& s, std::span<const float> x, const runtime& rt, std::si
     }
     return;
   }
-  if (big && s.minmax_family()) {
+  if (big && rt && s.minmax_family()) {
     // Min/max partials merge exactly.
-    const std::size_t parts = rt.threads();
+    const std::size_t parts = rt->threads();
     std::vector<tensor_calibrator> partial(parts, tensor_calibrator(s.opt));
-    rt.parallel_for(parts, 1, [&](std::size_t b, std::size_t e) {
+    rt->parallel_for(parts, 1, [&](std::size_t b, std::size_t e) {
       for (std::size_t k = b; k < e; ++k) {
         const std::size_t lo = piece(x.size(), parts, k);
         partial[k].observe(x.subspan(lo, piece(x.size(), parts, k + 1) - lo));
@@ -344,26 +366,195 @@ void keep_histogram(const slot& s, tensor_facts& f) {
   f.data_max = h.range.max;
 }
 
+/// Observes values on a background thread while the runtime computes the next nodes. The
+/// runtime's kernels leave part of the cores idle (small and depthwise convolutions, element-wise
+/// nodes, the serial stretches between parallel regions, the wait for the slower half of a
+/// split), and the observers fill that time instead of stopping the graph. The thread runs at
+/// idle priority (Linux SCHED_IDLE), so it takes only cores the graph leaves free; what it cannot
+/// absorb, the caller runs on the runtime's threads (queue over `max_bytes`, end of a sample).
+///
+/// The statistics are exactly those of observing in place: the caller waits for every job at the
+/// end of each sample (finish), and a value whose slot still has one queued waits for it, so each
+/// slot sees its batches one at a time and in sample order; the jobs of one sample belong to
+/// different slots and may run on any thread in any order. A queued value stays alive (the
+/// runtime then leaves it alone instead of reusing it in place); once the queued values pass
+/// `max_bytes`, the caller runs queued jobs itself before going on, which bounds the extra
+/// memory to about `max_bytes` plus the values being observed.
+class background_observer {
+ public:
+  /// fn(slot, values, on_caller): on_caller is true when the thread that runs the graph runs the
+  /// job (it may then use the runtime's threads: the graph waits for it).
+  using work = std::function<void(slot&, std::span<const float>, bool)>;
+
+  background_observer(work fn, std::size_t max_bytes, bool timed)
+      : fn_(std::move(fn)), max_bytes_(max_bytes), timed_(timed), worker_([this] { loop(); }) {}
+  background_observer(const background_observer&) = delete;
+  background_observer& operator=(const background_observer&) = delete;
+  ~background_observer() {
+    cancel();
+    {
+      const std::lock_guard lock(m_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    worker_.join();
+  }
+
+  /// Queues the observation of `v` (a float32 value) by slot `s`.
+  void push(slot& s, std::shared_ptr<const tensor> v) {
+    std::unique_lock lock(m_);
+    if (s.queued)
+      drain(lock);  // a second value of one slot in a sample (If branches): keep the order
+    const std::size_t bytes = v->byte_size();
+    while (!jobs_.empty() && queued_bytes_ + bytes > max_bytes_)
+      run_front(lock, true);
+    s.queued = true;
+    queued_bytes_ += bytes;
+    jobs_.push_back({&s, std::move(v)});
+    lock.unlock();
+    wake_.notify_one();
+  }
+
+  /// Runs queued jobs on the calling thread as well until all are done; rethrows the first
+  /// error of any job.
+  void finish() {
+    std::unique_lock lock(m_);
+    drain(lock);
+    if (error_)
+      std::rethrow_exception(std::exchange(error_, nullptr));
+  }
+
+  /// Drops the queued jobs and waits for the running ones (the values they read may be the
+  /// caller's feeds, about to go away).
+  void cancel() noexcept {
+    std::unique_lock lock(m_);
+    for (job& j : jobs_)
+      j.s->queued = false;
+    jobs_.clear();
+    queued_bytes_ = 0;
+    idle_.wait(lock, [&] { return running_ == 0; });
+  }
+
+  /// QUARK_CALIB_PROFILE: seconds the background thread ran jobs, the caller ran jobs, and the
+  /// caller waited at the end of a sample for a job of the background thread.
+  [[nodiscard]] std::array<double, 3> profile() {
+    const std::lock_guard lock(m_);
+    return {worker_busy_s_, caller_busy_s_, caller_wait_s_};
+  }
+
+ private:
+  struct job {
+    slot* s;
+    std::shared_ptr<const tensor> v;
+  };
+  using clock = std::chrono::steady_clock;
+
+  void drain(std::unique_lock<std::mutex>& lock) {
+    while (!jobs_.empty())
+      run_front(lock, true);
+    if (running_ != 0) {
+      const clock::time_point t = timed_ ? clock::now() : clock::time_point{};
+      idle_.wait(lock, [&] { return running_ == 0; });
+      if (timed_)
+        caller_wait_s_ += seconds_since(t);
+    }
+  }
+
+  /// Runs the oldest job with the lock released.
+  void run_front(std::unique_lock<std::mutex>& lock, bool on_caller) {
+    job j = std::move(jobs_.front());
+    jobs_.pop_front();
+    queued_bytes_ -= j.v->byte_size();
+    ++running_;
+    const bool skip = error_ != nullptr;
+    lock.unlock();
+    const clock::time_point t = timed_ ? clock::now() : clock::time_point{};
+    std::exception_ptr err;
+    if (!skip) {
+      try {
+        fn_(*j.s, j.v->data<float>(), on_caller);
+      } catch (...) {
+        err = std::current_exception();
+      }
+    }
+    j.v.reset();  // the value's last holder frees it here, outside the lock
+    const double took = timed_ ? seconds_since(t) : 0.0;
+    lock.lock();
+    (on_caller ? caller_busy_s_ : worker_busy_s_) += took;
+    j.s->queued = false;
+    if (err && !error_)
+      error_ = err;
+    if (--running_ == 0)
+      idle_.notify_all();
+  }
+
+  void loop() {
+#if defined(__linux__) && defined(SCHED_IDLE)
+    // Only idle cores: the graph's kernels split a node evenly over the runtime's threads, so a
+    // thread of theirs that waits for a core holds up the whole node. Lowering the policy needs
+    // no privilege; if it is refused anyway the thread just competes as usual.
+    sched_param sp{};
+    (void)pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp);
+#endif
+    std::unique_lock lock(m_);
+    for (;;) {
+      wake_.wait(lock, [&] { return stop_ || !jobs_.empty(); });
+      if (stop_)
+        return;
+      run_front(lock, false);
+    }
+  }
+
+  work fn_;
+  std::size_t max_bytes_;
+  bool timed_;
+  std::mutex m_;
+  std::condition_variable wake_;
+  std::condition_variable idle_;
+  std::deque<job> jobs_;
+  std::size_t queued_bytes_ = 0;
+  std::size_t running_ = 0;
+  std::exception_ptr error_;
+  bool stop_ = false;
+  double worker_busy_s_ = 0.0;
+  double caller_busy_s_ = 0.0;
+  double caller_wait_s_ = 0.0;
+  std::thread worker_;  ///< last: starts once everything above is initialised
+};
+
 /// Runs every sample of `reader` (at most `limit`) through `rt`, calling fn(slot, values) for
-/// each observed float value. Lookups follow the runtime's fixed production order, so a value is
-/// found without building a string key.
+/// each observed float value, in place or (`bg` not null) as a job of the background observer,
+/// which then runs fn. Lookups follow the runtime's fixed production order, so a value is found
+/// without building a string key.
 template <class Fn>
 std::size_t for_each_sample(const runtime& rt, calibration_data_reader& reader,
                             std::optional<std::size_t> limit,
                             std::unordered_map<std::string, slot>& slots,
                             const std::vector<input_signature>& inputs,
                             const std::function<void(std::string_view, const tensor&)>& on_first,
-                            const std::function<void(std::size_t)>& on_sample, Fn&& fn) {
+                            const std::function<void(std::size_t)>& on_sample,
+                            background_observer* bg, Fn&& fn) {
   std::vector<std::pair<std::string, slot*>> order;
   std::size_t samples = 0;
+  // On an error the background jobs stop before the sample (maybe read by one) goes away.
+  struct cancel_on_error {
+    background_observer* bg;
+    int uncaught = std::uncaught_exceptions();
+    ~cancel_on_error() {
+      if (bg && std::uncaught_exceptions() > uncaught)
+        bg->cancel();
+    }
+  };
   while (!limit || samples < *limit) {
     std::optional<calib_sample> smp = reader.next();
     if (!smp)
       break;
+    const cancel_on_error guard{bg};
     check_sample(*smp, inputs, samples);
     std::size_t k = 0;
     const bool first = samples == 0;
-    rt.run(*smp, [&](std::string_view name, const tensor& t) {
+    rt.run(*smp, [&](std::string_view name, std::shared_ptr<const tensor> value) {
+      const tensor& t = *value;
       slot* s = nullptr;
       if (k < order.size() && order[k].first == name) {
         s = order[k].second;
@@ -376,10 +567,16 @@ std::size_t for_each_sample(const runtime& rt, calibration_data_reader& reader,
           order.emplace_back(std::string(name), s);
       }
       ++k;
-      if (s == nullptr || t.type() != dtype_id::float32)
+      if (s == nullptr || s->dropped || t.type() != dtype_id::float32)
         return;
-      fn(*s, t.data<float>());
+      if (bg) {
+        bg->push(*s, std::move(value));
+      } else {
+        fn(*s, t.data<float>());
+      }
     });
+    if (bg)
+      bg->finish();
     ++samples;
     if (on_sample)
       on_sample(samples);
@@ -481,6 +678,24 @@ calib_output calibrate(const std::string& model_bytes, const std::filesystem::pa
   std::size_t dropped = 0;
   growth_counts growth;
   growth.timed = profile;
+  // Background observation: the first pass's jobs bin on their own thread (observe_first with no
+  // runtime); in place, large values are binned on the runtime's threads between two nodes.
+  auto first_pass = [&](slot& s, std::span<const float> x, bool on_caller) {
+    try {
+      observe_first(s, x, on_caller ? &rt : nullptr, params.parallel_min_elements, growth);
+    } catch (const frontend_error&) {
+      throw;
+    } catch (const quark::error& e) {
+      throw frontend_error(e.id(), "calibrating tensor '" + s.name + "': " + e.message());
+    }
+  };
+  std::optional<background_observer> bg1;
+  try {
+    if (params.background)
+      bg1.emplace(first_pass, params.background_max_bytes, profile);
+  } catch (const std::system_error&) {
+    // No thread to be had: observe in place (bg1 stays empty).
+  }
   const clock::time_point t_first = clock::now();
   out.samples = for_each_sample(
       rt, reader, params.max_samples, slots, out.inputs,
@@ -503,15 +718,19 @@ calib_output calibrate(const std::string& model_bytes, const std::filesystem::pa
         if (params.progress)
           params.progress(done, total);
       },
+      bg1 ? &*bg1 : nullptr,
       [&](slot& s, std::span<const float> x) {
-        if (s.dropped)
-          return;
         const clock::time_point t = profile ? clock::now() : clock::time_point{};
-        observe_first(s, x, rt, params.parallel_min_elements, growth);
+        first_pass(s, x, true);
         if (profile)
           observe_s += since(t);
       });
   const double first_s = since(t_first);
+  const bool backgrounded = bg1.has_value();
+  const std::array<double, 3> bg_profile = bg1 ? bg1->profile() : std::array<double, 3>{};
+  bg1.reset();
+  if (backgrounded)
+    observe_s = bg_profile[1] + bg_profile[2];  // the graph stopped for observers
   if (out.samples == 0) {
     throw frontend_error("quark.calib_data.empty", "the calibration data holds no sample");
   }
@@ -526,11 +745,15 @@ calib_output calibrate(const std::string& model_bytes, const std::filesystem::pa
   const clock::time_point t_second = clock::now();
   if (second) {
     reader.rewind();
-    for_each_sample(rt, reader, out.samples, slots, out.inputs, {}, {},
-                    [&](slot& s, std::span<const float> x) {
-                      if (!s.dropped)
-                        observe_second(s, x);
-                    });
+    std::optional<background_observer> bg2;
+    try {
+      if (params.background)
+        bg2.emplace([](slot& s, std::span<const float> x, bool) { observe_second(s, x); },
+                    params.background_max_bytes, false);
+    } catch (const std::system_error&) {
+    }
+    for_each_sample(rt, reader, out.samples, slots, out.inputs, {}, {}, bg2 ? &*bg2 : nullptr,
+                    [&](slot& s, std::span<const float> x) { observe_second(s, x); });
   }
   const double second_s = since(t_second);
   const clock::time_point t_results = clock::now();
@@ -562,28 +785,36 @@ calib_output calibrate(const std::string& model_bytes, const std::filesystem::pa
       f.pof2_position = r.pof2_position;
       f.warnings = r.warnings;
     } catch (const quark::error& e) {
-      throw frontend_error(e.id(), "calibrating tensor '" + name + "': " + e.what());
+      throw frontend_error(e.id(), "calibrating tensor '" + name + "': " + e.message());
     }
   }
   if (profile) {
     std::fprintf(stderr,
                  "calibration profile: %zu samples; %zu of %zu tensors observed after the "
-                 "first; pass 1 %.3f s (of which observers %.3f s); "
+                 "first; pass 1 %.3f s (of which the graph stopped for observers %.3f s); "
                  "pass 2 %.3f s; calibrators %.3f s; threaded growing batches: %zu binned "
                  "again, %zu read again beyond the old last edge; %zu batches extrema first "
                  "(%zu grew)\n",
                  out.samples, slots.size() - dropped, slots.size(), first_s, observe_s, second_s,
-                 since(t_results), growth.rebinned, growth.tail, growth.extrema_first,
-                 growth.extrema_first_grew);
+                 since(t_results), growth.rebinned.load(), growth.tail.load(),
+                 growth.extrema_first.load(), growth.extrema_first_grew.load());
     std::string busy;
     for (const double b : growth.busy_s) {
       char buf[32];
       std::snprintf(buf, sizeof buf, "%s%.3f", busy.empty() ? "" : " / ", b);
       busy += buf;
     }
-    std::fprintf(
-        stderr, "calibration profile: threaded histograms %.3f s, each thread's pieces busy %s s\n",
-        growth.wall_s, busy.c_str());
+    if (backgrounded) {
+      std::fprintf(stderr,
+                   "calibration profile: background observation: its thread busy %.3f s, the "
+                   "caller ran jobs %.3f s and waited %.3f s at sample ends\n",
+                   bg_profile[0], bg_profile[1], bg_profile[2]);
+    } else {
+      std::fprintf(
+          stderr,
+          "calibration profile: threaded histograms %.3f s, each thread's pieces busy %s s\n",
+          growth.wall_s, busy.c_str());
+    }
   }
   if (params.ranges_file) {
     std::ofstream os(*params.ranges_file);

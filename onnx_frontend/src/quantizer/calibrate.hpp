@@ -67,8 +67,14 @@ struct calib_params {
   /// SaveAndRestore: restore the calibration from this JSON file if it exists (no inference),
   /// else calibrate and save it there.
   std::optional<std::filesystem::path> ranges_file;
-  /// Tensors of at least this many elements are observed on the runtime's worker threads.
+  /// Tensors of at least this many elements are observed on the runtime's worker threads
+  /// (without background observation).
   std::size_t parallel_min_elements = std::size_t{1} << 16;
+  /// Observe on a background thread while the runtime computes the next nodes (the statistics
+  /// are the same either way; QUARK_CALIB_BACKGROUND=0 turns it off). Values waiting for their
+  /// observer stay alive: at most about `background_max_bytes` of them.
+  bool background = true;
+  std::size_t background_max_bytes = std::size_t{2} << 20;
   std::optional<std::size_t> max_samples;
   /// SaveTensorHistFig: copy each histogram method's histogram into tensor_facts.
   bool keep_histograms = false;

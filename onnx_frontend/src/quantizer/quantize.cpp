@@ -1128,6 +1128,11 @@ model quantize_float32_model(const model& in, const qconfig& cfg, calibration_da
   }
   // QUARK_CALIB_PROFILE: the calibration phases on stderr; CryptoMode blocks every message.
   cp.profile = std::getenv("QUARK_CALIB_PROFILE") != nullptr && !opt.crypto_mode;
+  // QUARK_CALIB_BACKGROUND=0: observe in place instead of on a background thread (the same
+  // statistics and bytes; for comparison and measurement).
+  if (const char* b = std::getenv("QUARK_CALIB_BACKGROUND");
+      b != nullptr && std::string_view(b) == "0")
+    cp.background = false;
   qz::calib_output cal = qz::calibrate(float_bytes, m.base_dir(), requests, reader, cp);
   value_facts = &cal.tensors;
   select_nodes();

@@ -46,7 +46,7 @@ bool well_formed(const tensor& t) {
 }
 
 std::vector<tensor> execute(const graph& g, scope& sc, thread_pool& pool,
-                            const value_observer& observer) {
+                            const shared_value_observer& observer) {
   for (std::size_t i = 0; i < g.nodes.size(); ++i) {
     const node& n = g.nodes[i];
     kernel_context ctx{n, {}, {}, {}, pool, {}};
@@ -87,7 +87,7 @@ std::vector<tensor> execute(const graph& g, scope& sc, thread_pool& pool,
     } catch (const frontend_error&) {
       throw;
     } catch (const quark::error& e) {
-      throw frontend_error(e.id(), n.describe() + ": " + e.what());
+      throw frontend_error(e.id(), n.describe() + ": " + e.message());
     } catch (const std::exception& e) {
       throw frontend_error("quark.onnx.runtime", n.describe() + ": " + e.what());
     }
@@ -99,9 +99,10 @@ std::vector<tensor> execute(const graph& g, scope& sc, thread_pool& pool,
         throw frontend_error("quark.onnx.runtime",
                              n.describe() + ": output '" + name + "' was not produced");
       }
+      auto value = std::make_shared<tensor>(std::move(ctx.outputs[o]));
       if (observer)
-        observer(name, ctx.outputs[o]);
-      sc.values[name] = std::make_shared<tensor>(std::move(ctx.outputs[o]));
+        observer(name, value);
+      sc.values[name] = std::move(value);
       sc.owned.insert(name);
     }
     for (const auto& dead : g.release[i]) {
@@ -232,6 +233,15 @@ std::vector<std::string> runtime::supported_ops() {
 
 std::map<std::string, tensor> runtime::run(const std::map<std::string, tensor>& feeds,
                                            const value_observer& observer) const {
+  if (!observer)
+    return run(feeds, shared_value_observer{});
+  return run(feeds, [&observer](std::string_view name, std::shared_ptr<const tensor> value) {
+    observer(name, *value);
+  });
+}
+
+std::map<std::string, tensor> runtime::run(const std::map<std::string, tensor>& feeds,
+                                           const shared_value_observer& observer) const {
   const rt::graph& g = *impl_->main;
   rt::scope sc{g, nullptr, {}, {}};
   for (const auto& in : impl_->inputs) {
@@ -268,7 +278,7 @@ std::map<std::string, tensor> runtime::run(const std::map<std::string, tensor>& 
       value = std::shared_ptr<const tensor>(&t, [](const tensor*) {});  // the caller owns it
     }
     if (observer)
-      observer(in.name, *value);
+      observer(in.name, value);
     sc.values[in.name] = std::move(value);
   }
   auto outs = rt::execute(g, sc, *impl_->pool, observer);

@@ -72,9 +72,13 @@ struct kernel_context {
 
 inline std::string shape_string(const shape_t& s) {
   std::string r = "[";
-  for (std::size_t i = 0; i < s.size(); ++i)
-    r += (i ? "," : "") + std::to_string(s[i]);
-  return r + "]";
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (i)
+      r += ',';
+    r += std::to_string(s[i]);  // (not `"," + to_string`: GCC 12 -Wrestrict false positive)
+  }
+  r += ']';
+  return r;
 }
 
 inline std::size_t to_size(std::int64_t v) {

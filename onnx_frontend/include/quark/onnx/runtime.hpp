@@ -14,7 +14,10 @@
 // The observer sees each graph input and each node output exactly once, right after it is
 // computed (outputs of nodes inside If branches included). A value is freed as soon as its last
 // consumer ran, so a calibration pass holds only the live activations of one sample: memory is
-// proportional to the model, never to the number of samples.
+// proportional to the model, never to the number of samples. An observer that wants to fold values
+// on another thread while the graph runs on takes a shared_value_observer instead: it may keep the
+// value (a kernel then leaves it alone instead of overwriting it in place), and the value is freed
+// when the last of the graph and the observer lets go of it.
 #pragma once
 
 #include <cstddef>
@@ -36,6 +39,10 @@ namespace quark::onnx {
 
 /// Called with (value name, value) for every graph input and every node output.
 using value_observer = std::function<void(std::string_view name, const tensor& value)>;
+/// Same, with shared ownership of the value: the observer may hold it past the call. A graph
+/// input is the caller's feed (not copied), so it must not be held past run()'s return.
+using shared_value_observer =
+    std::function<void(std::string_view name, std::shared_ptr<const tensor> value)>;
 
 struct runtime_options {
   /// Worker threads for convolutions and matrix products; 0 = std::thread::hardware_concurrency().
@@ -78,6 +85,9 @@ class runtime {
   /// may also be fed as float32). Returns the graph outputs by name.
   std::map<std::string, tensor> run(const std::map<std::string, tensor>& feeds,
                                     const value_observer& observer = {}) const;
+  /// Same, with an observer that may hold values past the call (for asynchronous observation).
+  std::map<std::string, tensor> run(const std::map<std::string, tensor>& feeds,
+                                    const shared_value_observer& observer) const;
 
   /// Calls fn(begin, end) on disjoint chunks covering [0, n) on the runtime's worker threads
   /// (the calling thread runs one of them) and waits for all; chunks smaller than `grain` items

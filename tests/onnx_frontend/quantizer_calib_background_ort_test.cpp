@@ -1,0 +1,219 @@
+// SPDX-License-Identifier: MIT
+// Background observation (calibrate.cpp background_observer): while the runtime computes the next
+// nodes, a thread of idle priority folds the values already produced; what it cannot absorb
+// (more than 2 MiB queued, the end of a sample) the caller folds on the runtime's threads. The
+// oracle is observing in place (QUARK_CALIB_BACKGROUND=0, the path the ORT tests of every
+// calibration method check): the written bytes and every reported range must be identical, for
+// each statistic (|x| and signed histograms that grow between samples, min/max, the second pass
+// of LayerwisePercentile). Errors raised by an observer or by a kernel while values wait in the
+// queue must name the culprit and leave no output file.
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <limits>
+#include <string>
+
+#include <doctest/doctest.h>
+
+// support/ort.hpp first: inside quark::test, "onnx::" must find ::onnx, not quark::onnx.
+#include <quark/onnx/config.hpp>
+#include <quark/onnx/presets.hpp>
+#include <quark/onnx/quantizer.hpp>
+
+#include "support/model_files.hpp"
+#include "support/ort.hpp"
+
+namespace fs = std::filesystem;
+namespace qo = quark::onnx;
+using namespace quark::test;
+
+namespace {
+
+constexpr std::int64_t hw = 96;  // x [1, 4, 96, 96]
+
+/// Opset 13, x [1, 4, H, W] (H, W dynamic):
+///   c1 = Conv(x) 4 -> 16 (3x3)   r1 = Relu(c1)      16 x 96 x 96 floats: 576 KiB
+///   c2 = Conv(r1) 16 -> 64 (1x1)                    2.25 MiB: over the queue's 2 MiB alone
+///   c3 = Conv(c2) 64 -> 8 (1x1)  s = Sigmoid(c3)
+///   m  = Mul(c3, s)              p = AveragePool(m) 8 x 48 x 48
+///   f  = Reshape(p, [1, 18432])  (fails for any other H, W: a kernel error mid-sample)
+::onnx::ModelProto model() {
+  model_builder b(13);
+  b.input("x", onnx_type::float32, {1, 4, -1, -1});
+  b.initializer("w1", onnx_type::float32, {16, 4, 3, 3}, random_floats(576, 1, -0.4f, 0.4f));
+  b.initializer("b1", onnx_type::float32, {16}, random_floats(16, 2, -0.2f, 0.2f));
+  b.initializer("w2", onnx_type::float32, {64, 16, 1, 1}, random_floats(1024, 3, -0.6f, 0.6f));
+  b.initializer("w3", onnx_type::float32, {8, 64, 1, 1}, random_floats(512, 4, -0.3f, 0.3f));
+  b.initializer("shape", onnx_type::int64, {2}, std::vector<std::int64_t>{1, 8 * 48 * 48});
+  b.node("Conv", {"x", "w1", "b1"}, {"c1"}, {attr_ints("pads", {1, 1, 1, 1})});
+  b.node("Relu", {"c1"}, {"r1"});
+  b.node("Conv", {"r1", "w2"}, {"c2"});
+  b.node("Conv", {"c2", "w3"}, {"c3"});
+  b.node("Sigmoid", {"c3"}, {"s"});
+  b.node("Mul", {"c3", "s"}, {"m"});
+  b.node("AveragePool", {"m"}, {"p"},
+         {attr_ints("kernel_shape", {2, 2}), attr_ints("strides", {2, 2})});
+  b.node("Reshape", {"p", "shape"}, {"f"});
+  b.output("f", onnx_type::float32, {1, 8 * 48 * 48});
+  return b.build();
+}
+
+/// Five samples whose spread grows from sample to sample (every histogram grows, both ends for
+/// the signed ones), with a shifted mean so the two ends differ.
+std::vector<qo::calib_sample> samples(std::int64_t h = hw) {
+  std::vector<qo::calib_sample> out;
+  const auto n = static_cast<std::size_t>(4 * h * h);
+  for (std::uint32_t s = 0; s < 5; ++s) {
+    const float w = 1.0f + 0.6f * static_cast<float>(s);
+    std::vector<float> x = random_floats(n, 70 + s, -w, 1.3f * w);
+    out.push_back({{"x", qo::tensor::from_floats({1, 4, h, h}, std::move(x))}});
+  }
+  return out;
+}
+
+std::string file_bytes(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+/// Sets QUARK_CALIB_BACKGROUND for one scope.
+struct background_mode {
+  explicit background_mode(bool on) { ::setenv("QUARK_CALIB_BACKGROUND", on ? "1" : "0", 1); }
+  ~background_mode() { ::unsetenv("QUARK_CALIB_BACKGROUND"); }
+  background_mode(const background_mode&) = delete;
+  background_mode& operator=(const background_mode&) = delete;
+};
+
+struct run_result {
+  std::string bytes;
+  qo::quantize_report report;
+};
+
+run_result quantize(const fs::path& in, const fs::path& out, const qo::qconfig& cfg,
+                    std::vector<qo::calib_sample> calib, bool background) {
+  const background_mode mode(background);
+  qo::memory_reader reader(std::move(calib));
+  run_result r;
+  r.report = qo::quantize_model(in, out, cfg, reader);
+  r.bytes = file_bytes(out);
+  return r;
+}
+
+/// Error id and message of quantizing with `calib`, or ("none", "").
+std::pair<std::string, std::string> quantize_error(const fs::path& in, const fs::path& out,
+                                                   const qo::qconfig& cfg,
+                                                   std::vector<qo::calib_sample> calib,
+                                                   bool background) {
+  const background_mode mode(background);
+  qo::memory_reader reader(std::move(calib));
+  try {
+    (void)qo::quantize_model(in, out, cfg, reader);
+  } catch (const qo::frontend_error& e) {
+    return {e.id(), e.what()};
+  }
+  return {"none", ""};
+}
+
+qo::qconfig with_method(const std::string& preset, qo::calib_method m) {
+  qo::qconfig cfg = qo::get_default_config(preset);
+  cfg.global_config.input_tensors->calibration_method = m;
+  cfg.global_config.output_tensors->calibration_method = m;
+  return cfg;
+}
+
+}  // namespace
+
+TEST_CASE("background observation writes the bytes of observing in place") {
+  const fs::path dir = work_dir();
+  save_proto(model(), dir / "bg.onnx");
+  struct config_case {
+    std::string name;
+    qo::qconfig cfg;
+  };
+  // A8W8: |x| histograms (Percentile); XINT8 / VINT8: signed [min, max] histograms (pof2
+  // MinMSE); U8S8 with MinMax: min/max; Entropy: the symmetric signed histogram;
+  // LayerwisePercentile: a second pass over the samples, also in the background.
+  const std::vector<config_case> cases = {
+      {"A8W8", qo::get_default_config("A8W8")},
+      {"XINT8", qo::get_default_config("XINT8")},
+      {"VINT8", qo::get_default_config("VINT8")},
+      {"U8S8 MinMax", with_method("U8S8", qo::calib_method::min_max)},
+      {"A8W8 Entropy", with_method("A8W8", qo::calib_method::entropy)},
+      {"A8W8 LayerwisePercentile", with_method("A8W8", qo::calib_method::layerwise_percentile)},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.name);
+    const run_result in_place =
+        quantize(dir / "bg.onnx", dir / "in_place.onnx", c.cfg, samples(), false);
+    const run_result background =
+        quantize(dir / "bg.onnx", dir / "background.onnx", c.cfg, samples(), true);
+    CHECK(in_place.bytes.size() > 2000);  // 2112 int8 weights and the graph
+    CHECK(in_place.bytes == background.bytes);
+    REQUIRE(in_place.report.tensors.size() == background.report.tensors.size());
+    std::size_t calibrated = 0;
+    for (std::size_t i = 0; i < in_place.report.tensors.size(); ++i) {
+      const auto& a = in_place.report.tensors[i];
+      const auto& b = background.report.tensors[i];
+      CAPTURE(a.name);
+      CHECK(a.name == b.name);
+      CHECK(a.rmin == b.rmin);
+      CHECK(a.rmax == b.rmax);
+      CHECK(a.scale == b.scale);
+      calibrated += a.rmax > a.rmin ? 1u : 0u;
+    }
+    CHECK(calibrated >= 4);  // x, c2 (the value larger than the queue) and more had real ranges
+  }
+}
+
+TEST_CASE("an error of a background observer names the tensor and writes nothing") {
+  const fs::path dir = work_dir();
+  save_proto(model(), dir / "bg.onnx");
+  // +Inf in sample 2: A8W8's |x| histogram (Percentile) cannot bin it (numpy's rule); XINT8's
+  // pof2 MinMSE histogram maps it to FLT_MAX (Quark's nan_to_num), and growing the range of the
+  // first two samples to FLT_MAX would take ~1e41 bins (numpy runs out of memory). Either way
+  // calibration fails naming the graph input, in both modes.
+  std::vector<qo::calib_sample> bad = samples();
+  {
+    std::vector<float> x(bad[2].at("x").data<float>().begin(), bad[2].at("x").data<float>().end());
+    x[12345] = std::numeric_limits<float>::infinity();
+    bad[2]["x"] = qo::tensor::from_floats({1, 4, hw, hw}, std::move(x));
+  }
+  for (const auto& expected :
+       {std::pair<std::string, std::string>{"A8W8", "quark.calib.infinite_input"},
+        {"XINT8", "quark.calib.histogram_too_large"}}) {
+    const std::string& preset = expected.first;
+    const std::string& want = expected.second;
+    for (const bool background : {false, true}) {
+      CAPTURE(preset);
+      CAPTURE(background);
+      const fs::path out = dir / (preset + (background ? "_inf_bg.onnx" : "_inf_in_place.onnx"));
+      const auto [id, what] =
+          quantize_error(dir / "bg.onnx", out, qo::get_default_config(preset), bad, background);
+      CHECK(id == want);
+      CHECK(what.find("calibrating tensor 'x': ") != std::string::npos);
+      CHECK(what.find(want, want.size()) == std::string::npos);  // the id once, at the start
+      CHECK(!fs::exists(out));
+    }
+  }
+}
+
+TEST_CASE("a kernel error while values wait for their observer names the node and writes nothing") {
+  const fs::path dir = work_dir();
+  save_proto(model(), dir / "bg.onnx");
+  // Sample 3 is 64 x 64: every node runs (and queues its output) up to the Reshape, whose fixed
+  // shape no longer fits. The queued values must be dropped safely (the sanitizer build checks
+  // that no job reads the freed sample).
+  std::vector<qo::calib_sample> calib = samples();
+  calib[3] = samples(64)[3];
+  for (const bool background : {false, true}) {
+    CAPTURE(background);
+    const fs::path out = dir / (background ? "shape_bg.onnx" : "shape_in_place.onnx");
+    const auto [id, what] =
+        quantize_error(dir / "bg.onnx", out, qo::get_default_config("A8W8"), calib, background);
+    CHECK(id != "none");
+    CHECK(what.find("Reshape") != std::string::npos);
+    CHECK(!fs::exists(out));
+  }
+}

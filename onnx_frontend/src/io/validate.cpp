@@ -218,8 +218,19 @@ std::set<std::string> node_implicit_inputs(const ::onnx::NodeProto& n) {
 }
 
 std::string node_label(const ::onnx::NodeProto& n, std::size_t index) {
-  const std::string id = n.name().empty() ? "#" + std::to_string(index) : "'" + n.name() + "'";
-  return "node " + id + " (" + n.op_type() + ")";
+  std::string label = "node ";
+  if (n.name().empty()) {
+    label += '#';
+    label += std::to_string(index);  // (not `"#" + to_string`: GCC 12 -Wrestrict false positive)
+  } else {
+    label += '\'';
+    label += n.name();
+    label += '\'';
+  }
+  label += " (";
+  label += n.op_type();
+  label += ')';
+  return label;
 }
 
 std::vector<std::size_t> graph_topological_order(const ::onnx::GraphProto& g,

@@ -370,16 +370,17 @@ void keep_histogram(const slot& s, tensor_facts& f) {
 /// runtime's kernels leave part of the cores idle (small and depthwise convolutions, element-wise
 /// nodes, the serial stretches between parallel regions, the wait for the slower half of a
 /// split), and the observers fill that time instead of stopping the graph. The thread runs at
-/// idle priority (Linux SCHED_IDLE), so it takes only cores the graph leaves free; what it cannot
-/// absorb, the caller runs on the runtime's threads (queue over `max_bytes`, end of a sample).
+/// idle priority (Linux SCHED_IDLE), so it takes only cores the graph leaves free.
+///
+/// Memory: a queued value stays alive (the runtime then does not reuse it in place), so the
+/// values held by the queue and its thread are kept under `max_bytes`; a value that does not fit
+/// is observed at once by the caller, on the runtime's threads, as without the queue.
 ///
 /// The statistics are exactly those of observing in place: the caller waits for every job at the
 /// end of each sample (finish), and a value whose slot still has one queued waits for it, so each
 /// slot sees its batches one at a time and in sample order; the jobs of one sample belong to
-/// different slots and may run on any thread in any order. A queued value stays alive (the
-/// runtime then leaves it alone instead of reusing it in place); once the queued values pass
-/// `max_bytes`, the caller runs queued jobs itself before going on, which bounds the extra
-/// memory to about `max_bytes` plus the values being observed.
+/// different slots and may run on any thread in any order. Of several failing jobs, the error of
+/// the value produced first is the one reported, as in place.
 class background_observer {
  public:
   /// fn(slot, values, on_caller): on_caller is true when the thread that runs the graph runs the
@@ -400,38 +401,46 @@ class background_observer {
     worker_.join();
   }
 
-  /// Queues the observation of `v` (a float32 value) by slot `s`.
+  /// Observes `v` (a float32 value) by slot `s`: queued if it fits in the budget, else now.
   void push(slot& s, std::shared_ptr<const tensor> v) {
     std::unique_lock lock(m_);
     if (s.queued)
       drain(lock);  // a second value of one slot in a sample (If branches): keep the order
-    const std::size_t bytes = v->byte_size();
-    while (!jobs_.empty() && queued_bytes_ + bytes > max_bytes_)
-      run_front(lock, true);
+    job j{&s, std::move(v), next_seq_++};
+    const std::size_t bytes = j.v->byte_size();
+    if (held_bytes_ + bytes > max_bytes_) {
+      held_bytes_ += bytes;
+      ++running_;
+      run(lock, j, true);
+      return;
+    }
     s.queued = true;
-    queued_bytes_ += bytes;
-    jobs_.push_back({&s, std::move(v)});
+    held_bytes_ += bytes;
+    jobs_.push_back(std::move(j));
     lock.unlock();
     wake_.notify_one();
   }
 
-  /// Runs queued jobs on the calling thread as well until all are done; rethrows the first
-  /// error of any job.
+  /// Runs queued jobs on the calling thread as well until all are done; rethrows the error of
+  /// the first failing value.
   void finish() {
     std::unique_lock lock(m_);
     drain(lock);
-    if (error_)
+    if (error_) {
+      error_seq_ = no_error;
       std::rethrow_exception(std::exchange(error_, nullptr));
+    }
   }
 
   /// Drops the queued jobs and waits for the running ones (the values they read may be the
   /// caller's feeds, about to go away).
   void cancel() noexcept {
     std::unique_lock lock(m_);
-    for (job& j : jobs_)
+    for (job& j : jobs_) {
       j.s->queued = false;
+      held_bytes_ -= j.v->byte_size();
+    }
     jobs_.clear();
-    queued_bytes_ = 0;
     idle_.wait(lock, [&] { return running_ == 0; });
   }
 
@@ -446,8 +455,10 @@ class background_observer {
   struct job {
     slot* s;
     std::shared_ptr<const tensor> v;
+    std::size_t seq;  ///< production order within the calibration pass
   };
   using clock = std::chrono::steady_clock;
+  static constexpr std::size_t no_error = std::numeric_limits<std::size_t>::max();
 
   void drain(std::unique_lock<std::mutex>& lock) {
     while (!jobs_.empty())
@@ -460,13 +471,16 @@ class background_observer {
     }
   }
 
-  /// Runs the oldest job with the lock released.
   void run_front(std::unique_lock<std::mutex>& lock, bool on_caller) {
     job j = std::move(jobs_.front());
     jobs_.pop_front();
-    queued_bytes_ -= j.v->byte_size();
     ++running_;
-    const bool skip = error_ != nullptr;
+    run(lock, j, on_caller);
+  }
+
+  /// Runs `j` (counted in running_ and held_bytes_) with the lock released.
+  void run(std::unique_lock<std::mutex>& lock, job& j, bool on_caller) {
+    const bool skip = error_seq_ < j.seq;  // an earlier value already failed
     lock.unlock();
     const clock::time_point t = timed_ ? clock::now() : clock::time_point{};
     std::exception_ptr err;
@@ -477,13 +491,17 @@ class background_observer {
         err = std::current_exception();
       }
     }
+    const std::size_t bytes = j.v->byte_size();
     j.v.reset();  // the value's last holder frees it here, outside the lock
     const double took = timed_ ? seconds_since(t) : 0.0;
     lock.lock();
     (on_caller ? caller_busy_s_ : worker_busy_s_) += took;
+    held_bytes_ -= bytes;
     j.s->queued = false;
-    if (err && !error_)
+    if (err && j.seq < error_seq_) {
       error_ = err;
+      error_seq_ = j.seq;
+    }
     if (--running_ == 0)
       idle_.notify_all();
   }
@@ -512,9 +530,11 @@ class background_observer {
   std::condition_variable wake_;
   std::condition_variable idle_;
   std::deque<job> jobs_;
-  std::size_t queued_bytes_ = 0;
+  std::size_t held_bytes_ = 0;  ///< values queued or being observed
   std::size_t running_ = 0;
+  std::size_t next_seq_ = 0;
   std::exception_ptr error_;
+  std::size_t error_seq_ = no_error;
   bool stop_ = false;
   double worker_busy_s_ = 0.0;
   double caller_busy_s_ = 0.0;

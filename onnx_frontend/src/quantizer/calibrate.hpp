@@ -72,9 +72,11 @@ struct calib_params {
   std::size_t parallel_min_elements = std::size_t{1} << 16;
   /// Observe on a background thread while the runtime computes the next nodes (the statistics
   /// are the same either way; QUARK_CALIB_BACKGROUND=0 turns it off). Values waiting for their
-  /// observer stay alive: at most about `background_max_bytes` of them.
+  /// observer stay alive: at most `background_max_bytes` of them (4 MiB: on PaddleOCR det at
+  /// 640x640, 4-9 MB more peak memory than observing in place; 8 MiB saved little more time for
+  /// 10-18 MB, docs/bench/quantizer.md).
   bool background = true;
-  std::size_t background_max_bytes = std::size_t{2} << 20;
+  std::size_t background_max_bytes = std::size_t{4} << 20;
   std::optional<std::size_t> max_samples;
   /// SaveTensorHistFig: copy each histogram method's histogram into tensor_facts.
   bool keep_histograms = false;

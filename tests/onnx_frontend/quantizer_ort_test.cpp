@@ -5,7 +5,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <random>
+#include <tuple>
 
 #include <doctest/doctest.h>
 
@@ -229,6 +231,108 @@ TEST_CASE("bad inputs: clear errors and no output file") {
     save_proto(b.build(), bad);
     qo::memory_reader r({sample_for("x", {4}, 1)});
     CHECK(error_id([&] { qo::quantize_model(bad, out, cfg, r); }) == "quark.onnx.unsupported_op");
+  }
+  SUBCASE("NaN or Inf in a weight or bias") {
+    // Without the check, a NaN weight quantizes to the zero point and the written model
+    // silently computes something else than the float model (which outputs NaN). Here the
+    // non-finite values reach the activations and calibration fails first: the error names
+    // the initializer all the same.
+    for (const auto& [name, index, value, what] :
+         {std::tuple<std::string, std::size_t, float, std::string>{
+              "w2", 5, std::numeric_limits<float>::quiet_NaN(),
+              "'w2' of node 'conv2' (Conv) holds NaN at element 5"},
+          {"b1", 2, -std::numeric_limits<float>::infinity(),
+           "'b1' of node 'conv1' (Conv) holds -Inf at element 2"}}) {
+      ::onnx::ModelProto m = conv_model();
+      for (auto& init : *m.mutable_graph()->mutable_initializer()) {
+        if (init.name() != name)
+          continue;
+        std::vector<float> v(init.raw_data().size() / sizeof(float));
+        REQUIRE(index < v.size());
+        std::memcpy(v.data(), init.raw_data().data(), init.raw_data().size());
+        v[index] = value;
+        init.set_raw_data(
+            std::string(reinterpret_cast<const char*>(v.data()), init.raw_data().size()));
+      }
+      const fs::path bad = dir / ("non_finite_" + name + ".onnx");
+      save_proto(m, bad);
+      qo::memory_reader r({sample_for("x", {1, 3, 8, 8}, 1)});
+      const std::string text = error_text([&] { qo::quantize_model(bad, out, cfg, r); });
+      CAPTURE(text);
+      CHECK(text.rfind("quark.quantize.non_finite: ", 0) == 0);
+      CHECK(text.find(what) != std::string::npos);
+    }
+  }
+  SUBCASE("NaN in a quantized weight that calibration never sees") {
+    // x -> Conv(w) -> y with w[3] NaN: y holds NaN, which A8W8's Percentile histogram skips
+    // (as numpy's histogram does), so calibration passes and the weight stage refuses w.
+    model_builder b(13);
+    b.input("x", onnx_type::float32, {1, 2, 4, 4});
+    std::vector<float> w = random_floats(8, 9, -0.5f, 0.5f);
+    w[3] = std::numeric_limits<float>::quiet_NaN();
+    b.initializer("w", onnx_type::float32, {4, 2, 1, 1}, w);
+    b.node("Conv", {"x", "w"}, {"y"});
+    b.output("y", onnx_type::float32, {1, 4, 4, 4});
+    ::onnx::ModelProto m = b.build();
+    m.mutable_graph()->mutable_node(0)->set_name("conv");
+    const fs::path bad = dir / "nan_weight.onnx";
+    save_proto(m, bad);
+    qo::memory_reader r({sample_for("x", {1, 2, 4, 4}, 1)});
+    const std::string text = error_text([&] { qo::quantize_model(bad, out, cfg, r); });
+    CAPTURE(text);
+    CHECK(text.rfind("quark.quantize.non_finite: weight 'w' of node 'conv' (Conv) holds NaN at "
+                     "element 3: ",
+                     0) == 0);
+  }
+  SUBCASE("an initializer that is entirely -Inf leaves its node float, as in Quark") {
+    // y = Add(Conv(x), mask) with mask all -Inf (an additive mask): the Add stays float, the
+    // Conv is quantized, and the model is written. One finite element in the mask makes it a
+    // constant that needs a scale: quark.quantize.non_finite.
+    for (const bool all : {true, false}) {
+      CAPTURE(all);
+      model_builder b(13);
+      b.input("x", onnx_type::float32, {1, 2, 4, 4});
+      b.initializer("w", onnx_type::float32, {4, 2, 1, 1}, random_floats(8, 9, -0.5f, 0.5f));
+      std::vector<float> mask(64, -std::numeric_limits<float>::infinity());
+      if (!all)
+        mask[7] = 0.0f;
+      b.initializer("mask", onnx_type::float32, {1, 4, 4, 4}, mask);
+      b.node("Conv", {"x", "w"}, {"c"});
+      b.node("Add", {"c", "mask"}, {"y"});
+      b.output("y", onnx_type::float32, {1, 4, 4, 4});
+      ::onnx::ModelProto m = b.build();
+      m.mutable_graph()->mutable_node(0)->set_name("conv");
+      m.mutable_graph()->mutable_node(1)->set_name("add");
+      const fs::path in = dir / (all ? "mask_all.onnx" : "mask_some.onnx");
+      save_proto(m, in);
+      qo::qconfig q = qo::get_default_config("A8W8");
+      q.extra_options.set("QuantizeAllOpTypes", true);
+      qo::memory_reader r({sample_for("x", {1, 2, 4, 4}, 1)});
+      if (all) {
+        const fs::path written = dir / "mask_all_q.onnx";
+        const qo::quantize_report rep = qo::quantize_model(in, written, q, r);
+        CHECK(rep.op_types.at("Add").kept_float == 1);
+        CHECK(rep.op_types.at("Conv").quantized == 1);
+        const ::onnx::ModelProto qm = load_proto(written);
+        for (const auto& n : qm.graph().node()) {
+          if (n.op_type() == "QuantizeLinear")
+            CHECK(n.input(0) != "mask");
+        }
+        if (ort_available()) {
+          const auto s = sample_for("x", {1, 2, 4, 4}, 7);
+          for (const auto& outs : {run_in_ort(written, s), run_ours(written, s)}) {
+            REQUIRE(outs.size() == 64);
+            for (const float v : outs)
+              CHECK(v == -std::numeric_limits<float>::infinity());
+          }
+        }
+      } else {
+        const std::string text = error_text([&] { qo::quantize_model(in, out, q, r); });
+        CAPTURE(text);
+        CHECK(text.rfind("quark.quantize.non_finite: ", 0) == 0);
+        CHECK(text.find("'mask' of node 'add' (Add) holds -Inf at element 0") != std::string::npos);
+      }
+    }
   }
   SUBCASE("unknown config key") {
     CHECK(error_id([] {

@@ -4,6 +4,8 @@
 // two for every pair of integer types, zero points mapped from range to range.
 #include <cmath>
 #include <cstdint>
+#include <limits>
+#include <span>
 #include <string>
 
 #include <doctest/doctest.h>
@@ -11,7 +13,10 @@
 #include <quark/core/error.hpp>
 #include <quark/scale/retype.hpp>
 
+#include "support/checks.hpp"
+
 using quark::dtype_id;
+using quark::test::error_id;
 
 TEST_CASE("retype: code span ratios") {
   CHECK(quark::code_span_ratio(dtype_id::int8, dtype_id::int16) == 255.0 / 65535.0);
@@ -90,4 +95,25 @@ TEST_CASE("retype: the smallest scale that holds a magnitude") {
   // The scale really holds: max_abs / s in float32 stays at or below qmax.
   const double s = quark::holding_scale(12345.678, dtype_id::int32);
   CHECK(static_cast<double>(12345.678f / static_cast<float>(s)) <= 2147483647.0);
+}
+
+TEST_CASE("retype: scales widened to hold their channel's values") {
+  // Hand values, int8 (qmax 127): channel 0 {254, -3} needs 2, channel 1 {1, -0.5} needs 1/127,
+  // channel 2 {-12.7, 0} needs 0.1 and already has 0.5.
+  float s[] = {1.0f, 0.001f, 0.5f};
+  const float v[] = {254.0f, -3.0f, 1.0f, -0.5f, -12.7f, 0.0f};
+  CHECK(quark::widen_to_hold(s, v, dtype_id::int8) == 2);
+  CHECK(s[0] == 2.0f);
+  CHECK(s[1] == static_cast<float>(1.0 / 127.0));
+  CHECK(s[2] == 0.5f);
+  // One scale over all values (per tensor), NaN ignored; int32 holds up to 2^31 - 128.
+  float one[] = {1e-9f};
+  const float w[] = {3.0f, std::numeric_limits<float>::quiet_NaN(), -4.0f};
+  CHECK(quark::widen_to_hold(one, w, dtype_id::int32) == 1);
+  CHECK(one[0] == static_cast<float>(4.0 / 2147483520.0));
+  // Values that do not split evenly into the channels, and non-integer types, are errors.
+  CHECK(error_id([&] { quark::widen_to_hold(s, std::span<const float>(v, 5), dtype_id::int8); }) ==
+        "quark.scale.size_mismatch");
+  CHECK(error_id([&] { quark::widen_to_hold(s, v, dtype_id::float16); }) ==
+        "quark.scale.not_integer_type");
 }

@@ -28,6 +28,17 @@ std::string error_id(F&& f) {
   return "none";
 }
 
+/// what() of the quark::error `f` throws ("id: message"), or "none" when it throws none.
+template <class F>
+std::string error_text(F&& f) {
+  try {
+    f();
+  } catch (const quark::error& e) {
+    return e.what();
+  }
+  return "none";
+}
+
 /// `n` floats uniform in [lo, hi) from std::mt19937 seeded with `seed` (deterministic per seed).
 inline std::vector<float> random_floats(std::size_t n, std::uint32_t seed, float lo = -1.0f,
                                         float hi = 1.0f) {

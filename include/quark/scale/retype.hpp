@@ -7,7 +7,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 
 #include <quark/config.hpp>
@@ -72,6 +74,37 @@ inline double holding_scale(double max_abs, dtype_id t) {
   if (static_cast<double>(top) > static_cast<double>(r.max))
     top = std::nextafter(top, 0.0f);
   return max_abs / static_cast<double>(top);
+}
+
+/// Widens each scale to holding_scale() of its channel's largest |value| where it is smaller,
+/// and returns how many were widened. The values split evenly into scales.size() channels of
+/// consecutive elements (a [C] bias per channel, or one scale over all of them); NaN is ignored.
+///
+///     float s[] = {1.0f, 1.0f};
+///     const float b[] = {254.0f, -3.0f};
+///     quark::widen_to_hold(s, b, quark::dtype_id::int8);   // 1; s == {2, 1}
+inline std::size_t widen_to_hold(std::span<float> scales, std::span<const float> values,
+                                 dtype_id t) {
+  if (scales.empty())
+    return 0;
+  const std::size_t per = values.size() / scales.size();
+  if (per * scales.size() != values.size()) {
+    QUARK_THROW(invalid_argument("quark.scale.size_mismatch",
+                                 std::to_string(values.size()) + " values for " +
+                                     std::to_string(scales.size()) + " scales"));
+  }
+  std::size_t widened = 0;
+  for (std::size_t c = 0; c < scales.size(); ++c) {
+    double m = 0.0;
+    for (const float v : values.subspan(c * per, per))
+      m = std::fmax(m, std::fabs(static_cast<double>(v)));
+    const double need = holding_scale(m, t);
+    if (static_cast<double>(scales[c]) < need) {
+      scales[c] = static_cast<float>(need);
+      ++widened;
+    }
+  }
+  return widened;
 }
 
 }  // namespace quark

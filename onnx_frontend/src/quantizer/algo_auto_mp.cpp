@@ -471,17 +471,9 @@ class mixer {
     // products) takes the smallest scale that holds it: exact in Q/DQ, noted as a deviation from
     // scale = input scale * weight scale.
     const std::vector<float> fb = floats_of(*f);
-    const std::size_t per = sb.size() > 1 ? fb.size() / sb.size() : fb.size();
-    for (std::size_t c = 0; c < sb.size(); ++c) {
-      double m = 0.0;
-      for (std::size_t i = c * per; i < (c + 1) * per && i < fb.size(); ++i)
-        m = std::max(m, std::fabs(static_cast<double>(fb[i])));
-      const double need = quark::holding_scale(m, dtype_id::int32);
-      if (static_cast<double>(sb[c]) < need) {
-        sb[c] = static_cast<float>(need);
-        ++widened_;
-      }
-    }
+    if (sb.empty() || fb.size() % sb.size() != 0)
+      return;  // scales that do not split the bias into channels: left as it is
+    widened_ += quark::widen_to_hold(sb, fb, dtype_id::int32);
     const std::vector<std::int64_t> z(sb.size(), 0);
     const tensor codes = quantize_floats(fb, data.shape(), sb, z, 0, dtype_id::int32);
     const std::string sn = fresh(t, dq.input(1)), zn = fresh(t, dq.input(2)),

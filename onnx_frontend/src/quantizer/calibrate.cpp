@@ -199,8 +199,8 @@ struct growth_counts {
   std::atomic<std::size_t> extrema_first = 0;
   std::atomic<std::size_t> extrema_first_grew = 0;
   /// QUARK_CALIB_PROFILE: wall time of the threaded observation and the busy time of each
-  /// thread in it (thread balance: the rest is waiting for the other thread); only without
-  /// background observation, where the runtime's threads bin large values.
+  /// thread in it (thread balance: the rest is waiting for the other thread); only for values
+  /// the caller bins on the runtime's threads (not the background thread's).
   bool timed = false;
   double wall_s = 0.0;
   std::vector<double> busy_s;

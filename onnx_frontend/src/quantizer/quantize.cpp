@@ -667,6 +667,32 @@ std::map<std::string, unneeded> unneeded_ranges(
   return out;
 }
 
+/// "weight 'w' of node 'n' (Conv) holds NaN at element 5" for the first non-finite element of
+/// float input `name` of node `n` (the graph's node `index`; `role` "weight", "bias" or
+/// "initializer"), or "" when all are finite.
+std::string non_finite_input(const model& m, const node_info& n, std::size_t index,
+                             const std::string& name, const char* role) {
+  if (!m.has_initializer(name))
+    return {};
+  const tensor t = m.initializer(name);
+  if (t.type() != dtype_id::float32)
+    return {};
+  const auto v = t.data<float>();
+  const auto bad = std::find_if(v.begin(), v.end(), [](float x) { return !std::isfinite(x); });
+  if (bad == v.end())
+    return {};
+  std::string node = "'" + n.name + "'";
+  if (n.name.empty()) {
+    node = "#";
+    node += std::to_string(index);
+  }
+  return std::string(role) + " '" + name + "' of node " + node + " (" + n.op_type + ") holds " +
+         (std::isnan(*bad) ? "NaN"
+          : *bad > 0.0f    ? "+Inf"
+                           : "-Inf") +
+         " at element " + std::to_string(bad - v.begin());
+}
+
 }  // namespace
 
 namespace {
@@ -798,6 +824,21 @@ model quantize_float32_model(const model& in, const qconfig& cfg, calibration_da
     }
     return false;
   };
+  // A float initializer that is entirely +-Inf (an additive attention mask, say) has no scale:
+  // Quark leaves the nodes reading one float (quark-spec §3.7).
+  std::map<std::string, bool> all_inf_cache;
+  auto all_inf_init = [&](const std::string& n) {
+    if (n.empty() || !is_float_init(n))
+      return false;
+    auto [it, fresh] = all_inf_cache.try_emplace(n, false);
+    if (fresh) {
+      const tensor t = m.initializer(n);
+      const auto v = t.data<float>();
+      it->second =
+          !v.empty() && std::all_of(v.begin(), v.end(), [](float x) { return std::isinf(x); });
+    }
+    return it->second;
+  };
 
   // (b) calibration requests: every non-initializer input / output of a quantized node.
   std::map<std::string, qz::calib_request> requests;
@@ -817,7 +858,8 @@ model quantize_float32_model(const model& in, const qconfig& cfg, calibration_da
   };
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     const node_choice& c = pl.nodes[i];
-    if (!c.quantize || opt.weights_only)
+    if (!c.quantize || opt.weights_only ||
+        std::any_of(nodes[i].inputs.begin(), nodes[i].inputs.end(), all_inf_init))
       continue;
     for (const auto& x : nodes[i].inputs) {
       if (c.input)
@@ -951,6 +993,10 @@ model quantize_float32_model(const model& in, const qconfig& cfg, calibration_da
         continue;
       }
       if (r.needs_input && !opt.force_quantize_no_input_check && !acts.contains(input(0))) {
+        ++count.kept_float;
+        continue;
+      }
+      if (std::any_of(n.inputs.begin(), n.inputs.end(), all_inf_init)) {
         ++count.kept_float;
         continue;
       }
@@ -1133,7 +1179,25 @@ model quantize_float32_model(const model& in, const qconfig& cfg, calibration_da
   if (const char* b = std::getenv("QUARK_CALIB_BACKGROUND");
       b != nullptr && std::string_view(b) == "0")
     cp.background = false;
-  qz::calib_output cal = qz::calibrate(float_bytes, m.base_dir(), requests, reader, cp);
+  qz::calib_output cal;
+  try {
+    cal = qz::calibrate(float_bytes, m.base_dir(), requests, reader, cp);
+  } catch (const frontend_error& e) {
+    // Non-finite activations usually come from a non-finite weight or bias: name it.
+    if (e.id().starts_with("quark.calib.")) {
+      for (std::size_t i = 0; i < nodes.size(); ++i) {
+        for (std::size_t k = 1; k < nodes[i].inputs.size(); ++k) {
+          const std::string bad =
+              non_finite_input(m, nodes[i], i, nodes[i].inputs[k], "initializer");
+          if (!bad.empty()) {
+            throw frontend_error("quark.quantize.non_finite",
+                                 bad + " (calibration failed: " + e.message() + ")");
+          }
+        }
+      }
+    }
+    throw;
+  }
   value_facts = &cal.tensors;
   select_nodes();
   if (opt.save_tensor_hist_fig)
@@ -1279,6 +1343,14 @@ model quantize_float32_model(const model& in, const qconfig& cfg, calibration_da
     for (auto& e : consts) {
       if (e.is_bias != pass)
         continue;
+      // A quantized weight or bias must be finite: NaN has no code (QuantizeLinear maps it to
+      // the zero point, so the model would silently compute something else) and +-Inf no scale.
+      if (const std::string bad =
+              non_finite_input(m, nodes[e.node], e.node, e.name, e.is_bias ? "bias" : "weight");
+          !bad.empty()) {
+        throw frontend_error("quark.quantize.non_finite",
+                             bad + ": a quantized weight or bias must be finite");
+      }
       const tensor w = m.initializer(e.name);
       const auto v = w.data<float>();
       e.rmin = v.empty() ? 0.0f : *std::min_element(v.begin(), v.end());

@@ -93,15 +93,6 @@ void check_runs(const qo::model& q, double min_cosine = 0.98) {
   CHECK(quark::metrics::cosine(ref, ort_q) >= min_cosine);
 }
 
-std::string error_text(auto&& f) {
-  try {
-    f();
-  } catch (const quark::error& e) {
-    return e.what();
-  }
-  return "";
-}
-
 /// A non-default value for every in-scope key that is not a plain boolean (booleans are flipped
 /// from their default, or tried both ways when the default depends on the configuration).
 std::map<std::string, qo::option_value> probe_values(const fs::path& dir) {

@@ -28,7 +28,7 @@ std::string error_id(F&& f) {
   return "none";
 }
 
-/// what() of the quark::error `f` throws ("id: message"), or "none" when it throws none.
+/// what() of the quark::error `f` throws ("id: message"), or "" when it throws none.
 template <class F>
 std::string error_text(F&& f) {
   try {
@@ -36,7 +36,7 @@ std::string error_text(F&& f) {
   } catch (const quark::error& e) {
     return e.what();
   }
-  return "none";
+  return {};
 }
 
 /// `n` floats uniform in [lo, hi) from std::mt19937 seeded with `seed` (deterministic per seed).

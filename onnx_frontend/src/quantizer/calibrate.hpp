@@ -73,8 +73,8 @@ struct calib_params {
   /// Observe on a background thread while the runtime computes the next nodes (the statistics
   /// are the same either way; QUARK_CALIB_BACKGROUND=0 turns it off). Values waiting for their
   /// observer stay alive: at most `background_max_bytes` of them (4 MiB: on PaddleOCR det at
-  /// 640x640, 4-9 MB more peak memory than observing in place; 8 MiB saved little more time for
-  /// 10-18 MB, docs/bench/quantizer.md).
+  /// 640x640, 4-13 MB more peak memory than observing in place; 8 MiB saved a little more time
+  /// for 10-18 MB, docs/bench/quantizer.md).
   bool background = true;
   std::size_t background_max_bytes = std::size_t{4} << 20;
   std::optional<std::size_t> max_samples;

@@ -199,15 +199,6 @@ double ort_l2(const result& q) {
   return sum / n_samples;
 }
 
-std::string error_of(auto&& f) {
-  try {
-    f();
-  } catch (const quark::error& e) {
-    return std::string(e.id()) + ": " + e.what();
-  }
-  return "none";
-}
-
 constexpr int i8 = onnx_type::int8;
 constexpr int i16 = onnx_type::int16;
 
@@ -379,7 +370,7 @@ TEST_CASE("auto MP: bad parameters are errors naming the parameter") {
   const fs::path dir = work_dir();
   save_proto(chain(), dir / "chain.onnx");
   auto run = [&](qo::option_value params) {
-    return error_of([&] {
+    return error_text([&] {
       qo::memory_reader reader(samples());
       qo::quantize_model(dir / "chain.onnx", dir / "bad.onnx", mp_config("A8W8", params), reader);
     });

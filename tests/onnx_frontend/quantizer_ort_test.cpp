@@ -2,6 +2,7 @@
 // quantize_model on small graphs: every quantized model loads and runs in ONNX Runtime 1.30, our
 // runtime agrees with ORT on it, the outputs stay close to the float model, and bad inputs give
 // clear errors with no output file left behind.
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -307,11 +308,15 @@ TEST_CASE("bad inputs: clear errors and no output file") {
       save_proto(m, in);
       qo::qconfig q = qo::get_default_config("A8W8");
       q.extra_options.set("QuantizeAllOpTypes", true);
+      q.extra_options.set("DebugMode", true);
       qo::memory_reader r({sample_for("x", {1, 2, 4, 4}, 1)});
       if (all) {
         const fs::path written = dir / "mask_all_q.onnx";
         const qo::quantize_report rep = qo::quantize_model(in, written, q, r);
         CHECK(rep.op_types.at("Add").kept_float == 1);
+        CHECK(std::any_of(rep.notes.begin(), rep.notes.end(), [](const std::string& n) {
+          return n == "debug: node 'add' (Add): float (reads 'mask', entirely +-Inf)";
+        }));
         CHECK(rep.op_types.at("Conv").quantized == 1);
         const ::onnx::ModelProto qm = load_proto(written);
         for (const auto& n : qm.graph().node()) {

@@ -77,13 +77,8 @@ TEST_CASE("retype: zero points") {
 }
 
 TEST_CASE("retype: non-integer types are rejected by name") {
-  std::string id;
-  try {
-    (void)quark::retype_scale(1.0f, dtype_id::float16, dtype_id::int8);
-  } catch (const quark::error& e) {
-    id = e.id();
-  }
-  CHECK(id == "quark.scale.not_integer_type");
+  CHECK(error_id([] { (void)quark::retype_scale(1.0f, dtype_id::float16, dtype_id::int8); }) ==
+        "quark.scale.not_integer_type");
 }
 
 TEST_CASE("retype: the smallest scale that holds a magnitude") {

@@ -667,17 +667,11 @@ std::map<std::string, unneeded> unneeded_ranges(
   return out;
 }
 
-/// "weight 'w' of node 'n' (Conv) holds NaN at element 5" for the first non-finite element of
-/// float input `name` of node `n` (the graph's node `index`; `role` "weight", "bias" or
+/// "weight 'w' of node 'n' (Conv) holds NaN at element 5" for the first non-finite value of `v`,
+/// the float input `name` of node `n` (the graph's node `index`; `role` "weight", "bias" or
 /// "initializer"), or "" when all are finite.
-std::string non_finite_input(const model& m, const node_info& n, std::size_t index,
-                             const std::string& name, const char* role) {
-  if (!m.has_initializer(name))
-    return {};
-  const tensor t = m.initializer(name);
-  if (t.type() != dtype_id::float32)
-    return {};
-  const auto v = t.data<float>();
+std::string non_finite_values(std::span<const float> v, const node_info& n, std::size_t index,
+                              const std::string& name, const char* role) {
   const auto bad = std::find_if(v.begin(), v.end(), [](float x) { return !std::isfinite(x); });
   if (bad == v.end())
     return {};
@@ -691,6 +685,33 @@ std::string non_finite_input(const model& m, const node_info& n, std::size_t ind
           : *bad > 0.0f    ? "+Inf"
                            : "-Inf") +
          " at element " + std::to_string(bad - v.begin());
+}
+
+/// Quark leaves float a node reading a float initializer that is entirely +-Inf (an additive
+/// attention mask, say): such a constant has no scale (quark-spec §3.7).
+void keep_all_inf_readers_float(const model& m, const std::vector<node_info>& nodes,
+                                std::vector<node_choice>& choices) {
+  std::map<std::string, bool> all_inf;  // per initializer name
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    if (!choices[i].quantize)
+      continue;
+    for (const std::string& x : nodes[i].inputs) {
+      if (x.empty() || !m.has_initializer(x))
+        continue;
+      auto [it, fresh] = all_inf.try_emplace(x, false);
+      if (fresh) {
+        const tensor t = m.initializer(x);
+        const auto v = t.type() == dtype_id::float32 ? t.data<float>() : std::span<const float>();
+        it->second =
+            !v.empty() && std::all_of(v.begin(), v.end(), [](float f) { return std::isinf(f); });
+      }
+      if (it->second) {
+        choices[i].quantize = false;
+        choices[i].reason = "reads '" + x + "', entirely +-Inf";
+        break;
+      }
+    }
+  }
 }
 
 }  // namespace
@@ -736,6 +757,7 @@ qz::plan prepare_float_model(model& m, const qconfig& cfg, const qz::algo_option
   qz::plan pl = qz::make_plan(
       cfg, refs, [&](const auto& s, const auto& e) { return subgraph_mask(m, nodes, s, e); });
   limit_to_input_output_nodes(m, nodes, pl.opt, pl.nodes);
+  keep_all_inf_readers_float(m, nodes, pl.nodes);
   if (algos.cle) {
     std::set<std::string> quantized;
     for (std::size_t i = 0; i < nodes.size(); ++i) {
@@ -824,21 +846,6 @@ model quantize_float32_model(const model& in, const qconfig& cfg, calibration_da
     }
     return false;
   };
-  // A float initializer that is entirely +-Inf (an additive attention mask, say) has no scale:
-  // Quark leaves the nodes reading one float (quark-spec §3.7).
-  std::map<std::string, bool> all_inf_cache;
-  auto all_inf_init = [&](const std::string& n) {
-    if (n.empty() || !is_float_init(n))
-      return false;
-    auto [it, fresh] = all_inf_cache.try_emplace(n, false);
-    if (fresh) {
-      const tensor t = m.initializer(n);
-      const auto v = t.data<float>();
-      it->second =
-          !v.empty() && std::all_of(v.begin(), v.end(), [](float x) { return std::isinf(x); });
-    }
-    return it->second;
-  };
 
   // (b) calibration requests: every non-initializer input / output of a quantized node.
   std::map<std::string, qz::calib_request> requests;
@@ -858,8 +865,7 @@ model quantize_float32_model(const model& in, const qconfig& cfg, calibration_da
   };
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     const node_choice& c = pl.nodes[i];
-    if (!c.quantize || opt.weights_only ||
-        std::any_of(nodes[i].inputs.begin(), nodes[i].inputs.end(), all_inf_init))
+    if (!c.quantize || opt.weights_only)
       continue;
     for (const auto& x : nodes[i].inputs) {
       if (c.input)
@@ -993,10 +999,6 @@ model quantize_float32_model(const model& in, const qconfig& cfg, calibration_da
         continue;
       }
       if (r.needs_input && !opt.force_quantize_no_input_check && !acts.contains(input(0))) {
-        ++count.kept_float;
-        continue;
-      }
-      if (std::any_of(n.inputs.begin(), n.inputs.end(), all_inf_init)) {
         ++count.kept_float;
         continue;
       }
@@ -1187,8 +1189,11 @@ model quantize_float32_model(const model& in, const qconfig& cfg, calibration_da
     if (e.id().starts_with("quark.calib.")) {
       for (std::size_t i = 0; i < nodes.size(); ++i) {
         for (std::size_t k = 1; k < nodes[i].inputs.size(); ++k) {
-          const std::string bad =
-              non_finite_input(m, nodes[i], i, nodes[i].inputs[k], "initializer");
+          const std::string& x = nodes[i].inputs[k];
+          if (!is_float_init(x))
+            continue;
+          const tensor t = m.initializer(x);
+          const std::string bad = non_finite_values(t.data<float>(), nodes[i], i, x, "initializer");
           if (!bad.empty()) {
             throw frontend_error("quark.quantize.non_finite",
                                  bad + " (calibration failed: " + e.message() + ")");
@@ -1343,16 +1348,16 @@ model quantize_float32_model(const model& in, const qconfig& cfg, calibration_da
     for (auto& e : consts) {
       if (e.is_bias != pass)
         continue;
+      const tensor w = m.initializer(e.name);
+      const auto v = w.data<float>();
       // A quantized weight or bias must be finite: NaN has no code (QuantizeLinear maps it to
       // the zero point, so the model would silently compute something else) and +-Inf no scale.
       if (const std::string bad =
-              non_finite_input(m, nodes[e.node], e.node, e.name, e.is_bias ? "bias" : "weight");
+              non_finite_values(v, nodes[e.node], e.node, e.name, e.is_bias ? "bias" : "weight");
           !bad.empty()) {
         throw frontend_error("quark.quantize.non_finite",
                              bad + ": a quantized weight or bias must be finite");
       }
-      const tensor w = m.initializer(e.name);
-      const auto v = w.data<float>();
       e.rmin = v.empty() ? 0.0f : *std::min_element(v.begin(), v.end());
       e.rmax = v.empty() ? 0.0f : *std::max_element(v.begin(), v.end());
       const node_info& n = nodes[e.node];

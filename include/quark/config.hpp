@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
-// Configuration macros: assertions and the exception switch. Both can be redefined by the user
-// before the first quark include (as Eigen's eigen_assert and nlohmann's JSON_THROW can).
+// Configuration macros: assertions, the exception switch and forced inlining. Each can be
+// redefined by the user before the first quark include (as Eigen's eigen_assert and nlohmann's
+// JSON_THROW can).
 #pragma once
 
 #include <cstdlib>
@@ -27,10 +28,18 @@
 #endif
 #endif
 
+// Forced inlining of the hot kernels. A speed hint only: define QUARK_ALWAYS_INLINE as `inline`
+// to build faster where speed does not matter (the dev and sanitizer presets do).
+#ifndef QUARK_ALWAYS_INLINE
 #if defined(__GNUC__) || defined(__clang__)
 #define QUARK_ALWAYS_INLINE inline __attribute__((always_inline))
-#define QUARK_RESTRICT __restrict__
 #else
 #define QUARK_ALWAYS_INLINE inline
+#endif
+#endif
+
+#if defined(__GNUC__) || defined(__clang__)
+#define QUARK_RESTRICT __restrict__
+#else
 #define QUARK_RESTRICT
 #endif

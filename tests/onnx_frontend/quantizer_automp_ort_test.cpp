@@ -41,8 +41,9 @@ namespace {
 constexpr std::size_t n_samples = 4;
 const std::vector<std::int64_t> x_shape{1, 2, 4, 4};
 
-/// x -> A (diag(1, 1000)) -> a -> B (reads channel 0 only) -> b -> C -> c -> D -> y.
-::onnx::ModelProto chain() {
+/// x -> A (diag(1, 1000)) -> a -> B (reads channel 0 only) -> b -> C -> c -> D -> y; D's first
+/// bias is `d_bias0`.
+::onnx::ModelProto chain(float d_bias0 = 0.0f) {
   model_builder b(13);
   b.input("x", onnx_type::float32, x_shape);
   auto conv = [&](const char* name, const char* in, const char* out, std::vector<float> w,
@@ -55,7 +56,7 @@ const std::vector<std::int64_t> x_shape{1, 2, 4, 4};
   conv("A", "x", "a", {1, 0, 0, 1000}, {0.1f, -0.2f});
   conv("B", "a", "b", {1, 0, 0.5f, 0}, {0.05f, 0.0f});
   conv("C", "b", "c", {0.7f, 0.3f, -0.4f, 0.9f}, {0.0f, 0.1f});
-  conv("D", "c", "y", {1, 1, 1, -1}, {0.0f, 0.0f});
+  conv("D", "c", "y", {1, 1, 1, -1}, {d_bias0, 0.0f});
   b.output("y", onnx_type::float32, x_shape);
   ::onnx::ModelProto m = b.build();
   for (int i = 0; i < 4; ++i)
@@ -91,16 +92,18 @@ qo::qconfig mp_config(const char* preset, qo::option_value params) {
 }
 
 struct result {
+  ::onnx::ModelProto float_model;
   ::onnx::ModelProto model;
   qo::quantize_report report;
   fs::path path;
 };
 
-result quantize(const qo::qconfig& cfg, const std::string& tag) {
+result quantize(const qo::qconfig& cfg, const std::string& tag, float d_bias0 = 0.0f) {
   const fs::path dir = work_dir();
-  save_proto(chain(), dir / "chain.onnx");
-  qo::memory_reader reader(samples());
   result r;
+  r.float_model = chain(d_bias0);
+  save_proto(r.float_model, dir / "chain.onnx");
+  qo::memory_reader reader(samples());
   r.path = dir / ("chain_" + tag + ".onnx");
   r.report = qo::quantize_model(dir / "chain.onnx", r.path, cfg, reader);
   r.model = load_proto(r.path);
@@ -174,7 +177,7 @@ std::vector<std::string> changed_nodes(const qo::quantize_report& r) {
 /// (quark-spec §11.1: Euclidean norm of the difference, averaged over samples); also checks that
 /// our runtime agrees with ORT on `q`.
 double ort_l2(const result& q) {
-  const auto fm = chain();
+  const auto& fm = q.float_model;
   const std::vector<std::size_t> dims(x_shape.begin(), x_shape.end());
   double sum = 0.0;
   for (std::uint32_t k = 0; k < n_samples; ++k) {
@@ -327,6 +330,72 @@ TEST_CASE("auto MP lowers all but the sensitive tensor (A16W8 + act_target_quant
     CHECK(a < b / 10);
     CHECK(a == doctest::Approx(ort_l2(w)).epsilon(1e-3));
   }
+}
+
+TEST_CASE("auto MP widens an int32 bias scale that cannot hold the bias (int16 input and weight)") {
+  if (!ort_available()) {
+    MESSAGE("skipped: " << ort_unavailable_reason());
+    return;
+  }
+  // D's first bias, 1e4, fits A8W8's bias scale (input scale * weight scale, about |c|max / 127 /
+  // 127: codes ~1e8). Raising D's input and weights to int16 shrinks that product about 66000x:
+  // the codes would reach ~1e13, far past int32. Hand-derived expectation: that channel's scale
+  // becomes the smallest that holds 1e4 (1e4 / 2147483520, the largest float32 <= 2^31 - 1), the
+  // other channel (bias 0) keeps input scale * weight scale exactly.
+  constexpr float big = 1e4f;
+  const result w = quantize(mp_config("A8W8", obj({{"act_target_quant_type", "QInt16"},
+                                                   {"weight_target_quant_type", "QInt16"},
+                                                   {"l2_target", nullptr},
+                                                   {"num_target", 4}})),
+                            "widen", big);
+  CHECK(input_type(w.model, "D", 0) == i16);
+  CHECK(input_type(w.model, "D", 1) == i16);
+  CHECK(input_type(w.model, "D", 2) == onnx_type::int32);
+  CHECK(std::any_of(w.report.notes.begin(), w.report.notes.end(), [](const std::string& n) {
+    return n.find("auto_mixprecision: 1 int32 bias channels take a wider scale") == 0;
+  }));
+
+  const qo::model m = to_model(w.model);
+  std::map<std::string, const ::onnx::NodeProto*> producer;
+  for (const auto& n : w.model.graph().node())
+    producer[n.output(0)] = &n;
+  const ::onnx::NodeProto* d = nullptr;
+  for (const auto& n : w.model.graph().node())
+    d = n.name() == "D" ? &n : d;
+  REQUIRE(d != nullptr);
+  auto floats = [&](int slot, int arg) {
+    const auto* dq = producer.at(d->input(slot));
+    const auto t = m.initializer(dq->input(arg));
+    const auto v = t.data<float>();
+    return std::vector<float>(v.begin(), v.end());
+  };
+  const std::vector<float> s_in = floats(0, 1), s_w = floats(1, 1), s_b = floats(2, 1);
+  REQUIRE(s_in.size() == 1);
+  REQUIRE(s_w.size() == 2);
+  REQUIRE(s_b.size() == 2);
+  const auto codes_t = m.initializer(producer.at(d->input(2))->input(0));
+  const auto codes = codes_t.data<std::int32_t>();
+  REQUIRE(codes.size() == 2);
+  // Channel 1: untouched product.
+  CHECK(s_b[1] == s_in[0] * s_w[1]);
+  CHECK(codes[1] == 0);
+  // Channel 0: the holding scale, and its code dequantizes to the bias within half a step.
+  const double holding = static_cast<double>(big) / 2147483520.0;
+  CHECK(s_b[0] > s_in[0] * s_w[0]);
+  CHECK(static_cast<double>(s_b[0]) == doctest::Approx(holding).epsilon(1e-6));
+  CHECK(std::abs(static_cast<double>(codes[0])) <= 2147483520.0);
+  const auto sb0 = static_cast<double>(s_b[0]), b = static_cast<double>(big);
+  CHECK(std::fabs(codes[0] * sb0 - b) <= 0.5 * sb0 + 1e-7 * b);
+  // The model runs in ORT and agrees with our runtime. Its error stays within what y's own int8
+  // pair allows (half a step on each of the 32 outputs, plus 1 for the int16 pairs), while a bias
+  // that had wrapped or saturated would be off by thousands on 16 of them.
+  const double l2 = ort_l2(w);
+  const auto* ydq = producer.at("y");
+  REQUIRE(ydq->op_type() == "DequantizeLinear");
+  const double s_y = static_cast<double>(m.initializer(ydq->input(1)).data<float>()[0]);
+  MESSAGE("widened bias: average L2 " << l2 << ", y step " << s_y);
+  CHECK(l2 <= 0.5 * s_y * std::sqrt(32.0) + 1.0);
+  CHECK(reported_metric(w.report).second == doctest::Approx(l2).epsilon(1e-3));
 }
 
 TEST_CASE("auto_mix_use_fast_ft: candidates fine-tuned before measured, weights not kept") {

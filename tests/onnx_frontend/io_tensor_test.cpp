@@ -2,6 +2,7 @@
 // TensorProto reading and writing for every ONNX data_type code 1..26 (including 17..26, which
 // Debian's onnx 1.12 enum lacks): raw_data, the typed fields, sub-byte packing, and rejection of
 // inconsistent tensors.
+#include <cstdint>
 #include <cstring>
 
 #include <doctest/doctest.h>
@@ -252,4 +253,43 @@ TEST_CASE("tensor files save atomically and load") {
   CHECK(back.name == "x");
   CHECK(same(back.value, t));
   CHECK_THROWS_AS(qo::load_tensor(dir / "missing.pb"), qo::frontend_error);
+}
+
+TEST_CASE("tensor storage: zeroed, 64-byte aligned, deep copies, moves leave it empty") {
+  namespace qo = quark::onnx;
+  qo::tensor a(quark::dtype_id::float32, {3, 5});
+  REQUIRE(a.byte_size() == 60);
+  CHECK(reinterpret_cast<std::uintptr_t>(a.bytes().data()) % 64 == 0);
+  for (const float x : a.data<float>())
+    CHECK(x == 0.0f);
+  for (std::size_t i = 0; i < a.size(); ++i)
+    a.data<float>()[i] = static_cast<float>(i) + 0.5f;
+
+  qo::tensor b = a;  // copy: same values, its own bytes
+  CHECK(b.bytes().data() != a.bytes().data());
+  CHECK(reinterpret_cast<std::uintptr_t>(b.bytes().data()) % 64 == 0);
+  b.data<float>()[7] = -1.0f;
+  CHECK(a.data<float>()[7] == 7.5f);
+  CHECK(b.data<float>()[8] == 8.5f);
+
+  qo::tensor c(quark::dtype_id::int8, {2});
+  c = a;  // copy-assignment replaces type, shape and bytes
+  CHECK(c.type() == quark::dtype_id::float32);
+  CHECK(c.byte_size() == 60);
+  CHECK(c.data<float>()[14] == 14.5f);
+  const qo::tensor& self = c;
+  c = self;  // self-assignment keeps the values
+  CHECK(c.data<float>()[3] == 3.5f);
+
+  const std::byte* where = a.bytes().data();
+  qo::tensor d = std::move(a);  // move: the bytes change owner, the source holds none
+  CHECK(d.bytes().data() == where);
+  CHECK(a.byte_size() == 0);  // NOLINT(bugprone-use-after-move): checking the moved-from state
+  CHECK(d.data<float>()[14] == 14.5f);
+
+  const qo::tensor empty(quark::dtype_id::float32, {0, 4});
+  CHECK(empty.byte_size() == 0);
+  CHECK(empty.data<float>().empty());
+  const qo::tensor copy_of_empty = empty;
+  CHECK(copy_of_empty.byte_size() == 0);
 }

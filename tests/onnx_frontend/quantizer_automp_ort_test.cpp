@@ -110,11 +110,17 @@ result quantize(const qo::qconfig& cfg, const std::string& tag, float d_bias0 = 
   return r;
 }
 
+/// The node writing each tensor of `m`, by its first output.
+std::map<std::string, const ::onnx::NodeProto*> producers(const ::onnx::ModelProto& m) {
+  std::map<std::string, const ::onnx::NodeProto*> out;
+  for (const auto& n : m.graph().node())
+    out[n.output(0)] = &n;
+  return out;
+}
+
 /// Element type of the zero point of the DequantizeLinear that feeds node `node`'s input `slot`.
 int input_type(const ::onnx::ModelProto& m, const std::string& node, int slot) {
-  std::map<std::string, const ::onnx::NodeProto*> producer;
-  for (const auto& n : m.graph().node())
-    producer[n.output(0)] = &n;
+  const auto producer = producers(m);
   for (const auto& n : m.graph().node()) {
     if (n.name() != node)
       continue;
@@ -356,9 +362,7 @@ TEST_CASE("auto MP widens an int32 bias scale that cannot hold the bias (int16 i
   }));
 
   const qo::model m = to_model(w.model);
-  std::map<std::string, const ::onnx::NodeProto*> producer;
-  for (const auto& n : w.model.graph().node())
-    producer[n.output(0)] = &n;
+  const auto producer = producers(w.model);
   const ::onnx::NodeProto* d = nullptr;
   for (const auto& n : w.model.graph().node())
     d = n.name() == "D" ? &n : d;

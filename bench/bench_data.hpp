@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <random>
 #include <span>
 #include <vector>
@@ -17,6 +18,22 @@
 #include <benchmark/benchmark.h>
 
 namespace quark_bench {
+
+/// True when QUARK_BENCH_SMOKE is set (the `bench_smoke` ctest entries set it): a benchmark then
+/// shrinks its arrays and minimum times, since the run only proves that it still works. Safe to
+/// call while benchmarks are registered (static initialisation).
+inline bool smoke() {
+  static const bool on = [] {
+    const char* v = std::getenv("QUARK_BENCH_SMOKE");
+    return v != nullptr && *v != '\0';
+  }();
+  return on;
+}
+
+/// `full` in a measuring run, `small` in a smoke run.
+inline std::size_t sized(std::size_t full, std::size_t small) {
+  return smoke() ? small : full;
+}
 
 /// N normal floats (mean 0, standard deviation `sigma`, std::mt19937 seeded with 42), made on the
 /// first call for each (N, sigma) and kept.

@@ -19,6 +19,7 @@
 
 #include <quark/onnx/runtime.hpp>
 
+#include "bench_data.hpp"
 #include <sys/resource.h>
 
 namespace fs = std::filesystem;
@@ -104,12 +105,18 @@ void run_model(benchmark::State& state, const std::string& rel, std::int64_t h, 
 void BM_paddleocr_det(benchmark::State& state) {
   run_model(state, "ocr-models/assets/ch_PP-OCRv4_det_infer.onnx", 640, 640);
 }
-BENCHMARK(BM_paddleocr_det)->Unit(benchmark::kMillisecond)->MinTime(3.0)->UseRealTime();
+BENCHMARK(BM_paddleocr_det)
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(quark_bench::smoke() ? 0.001 : 3.0)
+    ->UseRealTime();
 
 void BM_paddleocr_cls(benchmark::State& state) {
   run_model(state, "ocr-models/assets/ch_ppocr_mobile_v2.0_cls_infer.onnx", 48, 192);
 }
-BENCHMARK(BM_paddleocr_cls)->Unit(benchmark::kMillisecond)->MinTime(2.0)->UseRealTime();
+BENCHMARK(BM_paddleocr_cls)
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(quark_bench::smoke() ? 0.001 : 2.0)
+    ->UseRealTime();
 
 /// A calibration pass: N different samples, an observer keeping min/max of every value.
 void BM_calibration_pass(benchmark::State& state) {
@@ -149,6 +156,13 @@ void BM_calibration_pass(benchmark::State& state) {
   state.counters["peak_rss_before_MB"] = before;
   state.counters["peak_rss_after_MB"] = peak_rss_mb();
 }
-BENCHMARK(BM_calibration_pass)->Arg(8)->Arg(64)->Iterations(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_calibration_pass)
+    ->Apply([](benchmark::internal::Benchmark* b) {
+      b->Arg(8);
+      if (!quark_bench::smoke())  // a smoke run does the 8-sample pass only
+        b->Arg(64);
+    })
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace

@@ -42,45 +42,55 @@ namespace detail {
 /// level. (A std::vector<std::byte> with a default-initialising allocator did the same only once
 /// inlined: unoptimised, it constructed, copied and destroyed byte by byte, which made a Debug or
 /// sanitizer build spend a quarter of a real-model quantization in those loops.)
+///
+/// The alignment comes from a plain allocation of up to 48 bytes more, not from aligned operator
+/// new: glibc's memalign bypasses the thread caches and splits chunks, and with it quantizing
+/// PP-OCRv4 det with 32 samples peaked at 165 MB instead of 94 MB (32 plain inferences: 106 MB
+/// instead of 64 MB).
 class byte_buffer {
  public:
   static constexpr std::size_t alignment = 64;
 
   byte_buffer() noexcept = default;
-  explicit byte_buffer(std::size_t n) : p_(allocate(n)), n_(n) {}
+  explicit byte_buffer(std::size_t n) : n_(n) {
+    if (n == 0)
+      return;
+    raw_.reset(static_cast<std::byte*>(::operator new(n + padding)));
+    const auto at = reinterpret_cast<std::uintptr_t>(raw_.get());
+    p_ = raw_.get() + ((alignment - at % alignment) % alignment);
+  }
   byte_buffer(const byte_buffer& o) : byte_buffer(o.n_) {
     if (n_ != 0)
-      std::memcpy(p_.get(), o.p_.get(), n_);
+      std::memcpy(p_, o.p_, n_);
   }
-  byte_buffer(byte_buffer&& o) noexcept : p_(std::move(o.p_)), n_(std::exchange(o.n_, 0)) {}
+  byte_buffer(byte_buffer&& o) noexcept
+      : raw_(std::move(o.raw_)), p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0)) {}
   byte_buffer& operator=(const byte_buffer& o) {
     if (this != &o)
       *this = byte_buffer(o);
     return *this;
   }
   byte_buffer& operator=(byte_buffer&& o) noexcept {
-    p_ = std::move(o.p_);
+    raw_ = std::move(o.raw_);
+    p_ = std::exchange(o.p_, nullptr);
     n_ = std::exchange(o.n_, 0);
     return *this;
   }
   ~byte_buffer() = default;
 
-  std::byte* data() noexcept { return p_.get(); }
-  const std::byte* data() const noexcept { return p_.get(); }
+  std::byte* data() noexcept { return p_; }
+  const std::byte* data() const noexcept { return p_; }
   std::size_t size() const noexcept { return n_; }
 
  private:
+  /// operator new returns __STDCPP_DEFAULT_NEW_ALIGNMENT__-aligned memory (16 on x86-64).
+  static constexpr std::size_t padding = alignment - __STDCPP_DEFAULT_NEW_ALIGNMENT__;
   struct release {
-    void operator()(std::byte* p) const noexcept {
-      ::operator delete (p, std::align_val_t{alignment});
-    }
+    void operator()(std::byte* p) const noexcept { ::operator delete(p); }
   };
-  static std::byte* allocate(std::size_t n) {
-    return n == 0 ? nullptr
-                  : static_cast<std::byte*>(::operator new (n, std::align_val_t{alignment}));
-  }
 
-  std::unique_ptr<std::byte, release> p_;
+  std::unique_ptr<std::byte, release> raw_;
+  std::byte* p_ = nullptr;
   std::size_t n_ = 0;
 };
 }  // namespace detail

@@ -48,6 +48,10 @@ TEST_CASE("histogram: growth across 7 batches matches the numpy reference exactl
     CHECK(d.edges[1] == r["edges"][1].get<double>());
     CHECK(d.edges.back() == r["edges"][2].get<double>());
     CHECK(d.counts == r["counts"].get<std::vector<std::uint64_t>>());
+    // The state holds its bins and nothing more: growth must not leave the doubling capacity of
+    // push_back behind (one such histogram per activation is the calibration's memory).
+    CHECK(d.edges.capacity() == d.edges.size());
+    CHECK(d.counts.capacity() == d.counts.size());
   }
 }
 

@@ -346,3 +346,30 @@ TEST_CASE("bad inputs: clear errors and no output file") {
   }
   CHECK_FALSE(fs::exists(out));
 }
+
+TEST_CASE("quantize_model: moving the model in gives the bytes and report of the copying form") {
+  // quantize_model(path, path, ...) moves the model it loaded into the quantizer (one copy of
+  // the weights less); the copying overload is the oracle and must leave its argument alone.
+  const fs::path fin = work_dir() / "move_float.onnx";
+  save_proto(matmul_model(), fin);
+  std::vector<qo::calib_sample> calib;
+  for (std::uint32_t i = 0; i < 3; ++i)
+    calib.push_back(sample_for("x", {2, 8}, 40 + i));
+  for (const char* preset : {"A8W8", "XINT8", "A16W8"}) {
+    const std::string name = preset;
+    CAPTURE(name);
+    qo::qconfig cfg = qo::get_default_config(preset);
+    const qo::model in = qo::model::load(fin);
+    const std::string before = in.to_bytes();
+    qo::memory_reader r1(calib);
+    qo::quantize_report rep1;
+    const qo::model copied = qo::quantize_model(in, cfg, r1, &rep1);
+    CHECK(in.to_bytes() == before);
+    qo::memory_reader r2(calib);
+    qo::quantize_report rep2;
+    const qo::model moved = qo::quantize_model(qo::model::load(fin), cfg, r2, &rep2);
+    CHECK(moved.to_bytes() == copied.to_bytes());
+    CHECK(qo::summary_table(rep2) == qo::summary_table(rep1));
+    CHECK(copied.to_bytes() != before);  // it did quantize
+  }
+}

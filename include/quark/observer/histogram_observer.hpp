@@ -648,8 +648,17 @@ class histogram_observer {
       return;
     const double w = e[1] - e[0];
     check_bins(static_cast<double>(e.size()) + (amax - e.back()) / w);
-    while (amax > e.back())
+    // Both vectors get exactly the new size: left to push_back and resize, their capacity would
+    // double, and a histogram that grew once would hold up to twice its bins (on PP-OCRv4 det,
+    // 228 such histograms were 13 MB of the calibration's peak memory). Growth is rare, so the
+    // extra copies cost nothing measurable.
+    std::size_t added = 0;
+    for (double last = e.back(); amax > last; last += w)
+      ++added;
+    e.reserve(e.size() + added);
+    for (std::size_t i = 0; i < added; ++i)
       e.push_back(e.back() + w);
+    data_.counts.reserve(e.size() - 1);
     data_.counts.resize(e.size() - 1, 0);
   }
 

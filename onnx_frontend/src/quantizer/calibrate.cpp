@@ -673,10 +673,9 @@ std::vector<input_signature> model_inputs(const std::string& model_bytes,
   return signatures(make_runtime(model_bytes, base_dir));
 }
 
-calib_output calibrate(const std::string& model_bytes, const std::filesystem::path& base_dir,
-                       const std::map<std::string, calib_request>& requests,
+calib_output calibrate(const model& m, const std::map<std::string, calib_request>& requests,
                        calibration_data_reader& reader, const calib_params& params) {
-  const runtime rt = make_runtime(model_bytes, base_dir);
+  const runtime rt(m);
   if (params.ranges_file && std::filesystem::exists(*params.ranges_file)) {
     calib_output out = facts_from_json(*params.ranges_file, requests);
     out.inputs = signatures(rt);

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include <quark/onnx/calib_data.hpp>
+#include <quark/onnx/model.hpp>
 #include <quark/onnx/tensor.hpp>
 
 #include "quantizer/plan.hpp"
@@ -95,10 +96,10 @@ struct calib_params {
 std::vector<input_signature> model_inputs(const std::string& model_bytes,
                                           const std::filesystem::path& base_dir);
 
-/// Calibrates the tensors of `requests` over the samples of `reader`. Throws frontend_error
-/// "quark.calib_data.empty" when the reader yields no sample.
-calib_output calibrate(const std::string& model_bytes, const std::filesystem::path& base_dir,
-                       const std::map<std::string, calib_request>& requests,
+/// Calibrates the tensors of `requests` of model `m` over the samples of `reader`. Throws
+/// frontend_error "quark.calib_data.empty" when the reader yields no sample. The runtime is
+/// built from `m` itself: no serialized copy of the model stays alive while the samples run.
+calib_output calibrate(const model& m, const std::map<std::string, calib_request>& requests,
                        calibration_data_reader& reader, const calib_params& params);
 
 /// Runs a serialized model on one sample and returns its outputs in graph output order.

@@ -787,8 +787,14 @@ model equalize_model(const model& in, const qconfig& cfg, std::vector<std::strin
 
 namespace {
 
-model quantize_float32_model(const model& in, const qconfig& cfg, calibration_data_reader& reader,
+/// Quantizes the float32 model `m` (the caller's copy, or the caller's model moved in).
+model quantize_float32_model(model m, const qconfig& cfg, calibration_data_reader& reader,
                              quantize_report* report_out, const quantize_run_options& run);
+
+model quantize_float32_copy(const model& in, const qconfig& cfg, calibration_data_reader& reader,
+                            quantize_report* report_out, const quantize_run_options& run) {
+  return quantize_float32_model(in, cfg, reader, report_out, run);
+}
 
 }  // namespace
 
@@ -796,16 +802,22 @@ model quantize_model(const model& in, const qconfig& cfg, calibration_data_reade
                      quantize_report* report_out, const quantize_run_options& run) {
   // QuantizeFP16 (fp16_model.cpp): a float16 model is quantized through a float32 copy.
   if (qz::float16_path(in, cfg))
-    return qz::quantize_float16_model(in, cfg, reader, report_out, run, &quantize_float32_model);
+    return qz::quantize_float16_model(in, cfg, reader, report_out, run, &quantize_float32_copy);
   return quantize_float32_model(in, cfg, reader, report_out, run);
+}
+
+model quantize_model(model&& in, const qconfig& cfg, calibration_data_reader& reader,
+                     quantize_report* report_out, const quantize_run_options& run) {
+  if (qz::float16_path(in, cfg))
+    return qz::quantize_float16_model(in, cfg, reader, report_out, run, &quantize_float32_copy);
+  return quantize_float32_model(std::move(in), cfg, reader, report_out, run);
 }
 
 namespace {
 
-model quantize_float32_model(const model& in, const qconfig& cfg, calibration_data_reader& reader,
+model quantize_float32_model(model m, const qconfig& cfg, calibration_data_reader& reader,
                              quantize_report* report_out, const quantize_run_options& run) {
   quantize_report report;
-  model m = in;
   const qz::algo_options algos = qz::read_algo_options(cfg);
   qz::plan pl = prepare_float_model(m, cfg, algos, report.notes);
   const std::vector<node_info> nodes = m.nodes();
@@ -876,7 +888,12 @@ model quantize_float32_model(const model& in, const qconfig& cfg, calibration_da
         request(x, *c.output);
     }
   }
-  const std::string float_bytes = m.to_bytes();
+  // The float model as calibration sees it, for the stages that compare against it later (the
+  // algorithms and the evaluation). Serialized only when one of them runs: it is a copy of every
+  // weight, and calibration's peak memory is what issue 7 bounds.
+  const bool float_model_later = algos.finetune || algos.bias_correction || algos.auto_mp ||
+                                 run.eval_samples > 0 || !opt.eval_metrics.empty();
+  const std::string float_bytes = float_model_later ? m.to_bytes() : std::string();
   qz::calib_params cp;
   cp.percentile = opt.percentile;
   cp.num_bins = opt.num_bins_explicit;
@@ -1183,7 +1200,7 @@ model quantize_float32_model(const model& in, const qconfig& cfg, calibration_da
     cp.background = false;
   qz::calib_output cal;
   try {
-    cal = qz::calibrate(float_bytes, m.base_dir(), requests, reader, cp);
+    cal = qz::calibrate(m, requests, reader, cp);
   } catch (const frontend_error& e) {
     // Non-finite activations usually come from a non-finite weight or bias: name it.
     if (e.id().starts_with("quark.calib.")) {
@@ -2114,9 +2131,9 @@ quantize_report quantize_model(const std::filesystem::path& model_in,
     throw frontend_error("quark.quantize.output_dir",
                          "output folder '" + dir.string() + "' does not exist");
   }
-  const model in = model::load(model_in);
+  model in = model::load(model_in);
   quantize_report r;
-  const model q = quantize_model(in, cfg, reader, &r, run);
+  const model q = quantize_model(std::move(in), cfg, reader, &r, run);
   q.save(model_out, {.external_data = qz::read_settings(cfg).external_data});
   return r;
 }

@@ -85,6 +85,10 @@ struct quantize_run_options {
 /// for bad calibration data ("quark.calib_data.*" naming the input and sample).
 model quantize_model(const model& in, const qconfig& cfg, calibration_data_reader& reader,
                      quantize_report* report = nullptr, const quantize_run_options& run = {});
+/// Same, quantizing `in` itself instead of a copy: one copy of the weights less in memory
+/// (quantize_model(path, path, ...) passes the model it loaded this way).
+model quantize_model(model&& in, const qconfig& cfg, calibration_data_reader& reader,
+                     quantize_report* report = nullptr, const quantize_run_options& run = {});
 
 /// The float stage of quantize_model that precedes calibration, alone: constants become
 /// initializers, the graph passes run (OptimizeModel, FoldBatchNorm, ...), then, when

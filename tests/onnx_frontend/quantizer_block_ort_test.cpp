@@ -16,7 +16,6 @@
 
 #include <doctest/doctest.h>
 
-#include <quark/block/quark_ops.hpp>
 #include <quark/metrics.hpp>
 #include <quark/onnx/calib_data.hpp>
 #include <quark/onnx/config.hpp>
@@ -26,6 +25,7 @@
 
 #include "support/model_files.hpp"
 #include "support/ort.hpp"
+#include "support/quark_ops_oracle.hpp"
 
 namespace qo = quark::onnx;
 using namespace quark::test;
@@ -37,7 +37,7 @@ std::vector<float> bfp_fq(const std::vector<float>& x, const std::vector<std::in
                           quark::bfp_op_attributes a, std::int64_t axis) {
   a.axis = axis;
   std::vector<float> y(x.size());
-  quark::bfp_quantize_dequantize(a, std::span<const float>(x), shape, std::span<float>(y));
+  quark::test::bfp_oracle(a, std::span<const float>(x), shape, std::span<float>(y));
   return y;
 }
 
@@ -46,7 +46,7 @@ std::vector<float> mx_fq(const std::vector<float>& x, const std::vector<std::int
                          quark::mx_op_attributes a, std::int64_t axis) {
   a.axis = axis;
   std::vector<float> y(x.size());
-  quark::mx_quantize_dequantize(a, std::span<const float>(x), shape, std::span<float>(y));
+  quark::test::mx_oracle(a, std::span<const float>(x), shape, std::span<float>(y));
   return y;
 }
 
@@ -428,8 +428,8 @@ TEST_CASE(
   for (std::size_t i = 0; i < x.size(); ++i)
     h[i] = quark::convert<quark::float16, quark::policies::ieee>(x[i]);
   std::vector<quark::float16> hy(x.size());
-  quark::bfp_quantize_dequantize(bfp16_attrs(0), std::span<const quark::float16>(h),
-                                 std::vector<std::int64_t>{4, 40}, std::span<quark::float16>(hy));
+  quark::test::bfp_oracle(bfp16_attrs(0), std::span<const quark::float16>(h),
+                          std::vector<std::int64_t>{4, 40}, std::span<quark::float16>(hy));
   model_builder b(13, 8);
   b.opset("com.amd.quark", 1);
   b.input("x", onnx_type::float16, {4, 40});

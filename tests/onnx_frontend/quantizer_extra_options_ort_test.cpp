@@ -20,7 +20,6 @@
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
-#include <quark/block/quark_ops.hpp>
 #include <quark/onnx/calib_data.hpp>
 #include <quark/onnx/config.hpp>
 #include <quark/onnx/presets.hpp>
@@ -29,6 +28,7 @@
 
 #include "support/model_files.hpp"
 #include "support/ort.hpp"
+#include "support/quark_ops_oracle.hpp"
 
 namespace qo = quark::onnx;
 using namespace quark::test;
@@ -46,7 +46,7 @@ std::vector<float> bfp_fq(const std::vector<float>& x, const std::vector<std::in
   quark::bfp_op_attributes a;  // BFP16Spec: the op defaults (to_bfp, 16 bits, block 8)
   a.axis = axis;
   std::vector<float> y(x.size());
-  quark::bfp_quantize_dequantize(a, std::span<const float>(x), shape, std::span<float>(y));
+  quark::test::bfp_oracle(a, std::span<const float>(x), shape, std::span<float>(y));
   return y;
 }
 
@@ -657,8 +657,8 @@ TEST_CASE("BFPAttributes / MXAttributes: the legacy attributes replace the spec'
   h.rounding_mode = 2;
   h.axis = 2;
   std::vector<float> hx(mm_x().size());
-  quark::bfp_quantize_dequantize(h, std::span<const float>(mm_x()),
-                                 std::vector<std::int64_t>{1, 3, 64}, std::span<float>(hx));
+  quark::test::bfp_oracle(h, std::span<const float>(mm_x()), std::vector<std::int64_t>{1, 3, 64},
+                          std::span<float>(hx));
   model_builder mb(13, 8);
   mb.opset("com.amd.quark", 1);
   mb.input("x", onnx_type::float32, {1, 3, 64});

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <iterator>
 #include <limits>
+#include <set>
 #include <string>
 
 #include <doctest/doctest.h>
@@ -217,4 +218,104 @@ TEST_CASE("a kernel error while values wait for their observer names the node an
     CHECK(what.find("Reshape") != std::string::npos);
     CHECK(!fs::exists(out));
   }
+}
+
+namespace {
+
+/// Sets QUARK_CALIB_FUSE for one scope ("0": observe whole values after their node).
+struct fuse_mode {
+  explicit fuse_mode(bool on) { ::setenv("QUARK_CALIB_FUSE", on ? "1" : "0", 1); }
+  ~fuse_mode() { ::unsetenv("QUARK_CALIB_FUSE"); }
+  fuse_mode(const fuse_mode&) = delete;
+  fuse_mode& operator=(const fuse_mode&) = delete;
+};
+
+constexpr std::int64_t big_hw = 192;  // x [1, 8, 192, 192]: 294912 elements, over 2 * 2^17
+
+/// x -> c = Conv 1x1 (8 -> 8) -> m = Mul(c, 1.5) -> a = Add(m, c) -> y = Mul(a, Sigmoid(a)):
+/// m, a and y come from element-wise binary nodes large enough to be streamed chunk by chunk.
+::onnx::ModelProto streamed_model() {
+  model_builder b(13);
+  b.input("x", onnx_type::float32, {1, 8, big_hw, big_hw});
+  b.initializer("w", onnx_type::float32, {8, 8, 1, 1}, random_floats(64, 11, -0.5f, 0.5f));
+  b.initializer("k", onnx_type::float32, {}, std::vector<float>{1.5f});
+  b.node("Conv", {"x", "w"}, {"c"});
+  b.node("Mul", {"c", "k"}, {"m"});
+  b.node("Add", {"m", "c"}, {"a"});
+  b.node("Sigmoid", {"a"}, {"s"});
+  b.node("Mul", {"a", "s"}, {"y"});
+  b.output("y", onnx_type::float32, {1, 8, big_hw, big_hw});
+  return b.build();
+}
+
+/// Four samples whose spread grows, so every |x| histogram grows after its first batch (the
+/// streamed batches then read their values beyond the old last edge again).
+std::vector<qo::calib_sample> streamed_samples() {
+  std::vector<qo::calib_sample> out;
+  const auto n = static_cast<std::size_t>(8 * big_hw * big_hw);
+  for (std::uint32_t s = 0; s < 4; ++s) {
+    const float w = 1.0f + 0.7f * static_cast<float>(s);
+    out.push_back({{"x", qo::tensor::from_floats({1, 8, big_hw, big_hw},
+                                                 random_floats(n, 90 + s, -w, 1.2f * w))}});
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("values streamed by their kernel give the bytes of observing whole values") {
+  // calib_params::fuse: the |x| histograms of m, a, y are binned chunk by chunk inside the Mul /
+  // Add kernels. The oracle is QUARK_CALIB_FUSE=0 (whole values after each node, the path the
+  // other tests check against numpy and ONNX Runtime), in place and in the background.
+  const fs::path dir = work_dir();
+  save_proto(streamed_model(), dir / "streamed.onnx");
+  for (const char* preset : {"A8W8", "XINT8"}) {  // |x| histograms; signed ones (not streamed)
+    qo::qconfig cfg = qo::get_default_config(preset);
+    cfg.extra_options.set("QuantizeAllOpTypes", true);
+    for (const bool background : {false, true}) {
+      const std::string name = preset;
+      CAPTURE(name);
+      CAPTURE(background);
+      run_result whole;
+      run_result streamed;
+      {
+        const fuse_mode off(false);
+        whole = quantize(dir / "streamed.onnx", dir / "whole.onnx", cfg, streamed_samples(),
+                         background);
+      }
+      {
+        const fuse_mode on(true);
+        streamed = quantize(dir / "streamed.onnx", dir / "streamed_q.onnx", cfg, streamed_samples(),
+                            background);
+      }
+      CHECK(whole.bytes.size() > 1000);
+      CHECK(streamed.bytes == whole.bytes);
+      std::set<std::string> ranged;
+      for (const auto& t : whole.report.tensors) {
+        if (t.rmax > t.rmin)
+          ranged.insert(t.name);
+      }
+      for (const char* t : {"m", "a", "y"})
+        CHECK(ranged.contains(t));  // the streamed values were calibrated
+    }
+  }
+  // +Inf reaching a streamed value (x = +Inf gives m = a = +Inf): the same error either way.
+  std::vector<qo::calib_sample> bad = streamed_samples();
+  {
+    const auto v = bad[2].at("x").data<float>();
+    std::vector<float> x(v.begin(), v.end());
+    x[100000] = std::numeric_limits<float>::infinity();
+    bad[2]["x"] = qo::tensor::from_floats({1, 8, big_hw, big_hw}, std::move(x));
+  }
+  std::string ids[2];
+  for (const bool fuse : {false, true}) {
+    const fuse_mode mode(fuse);
+    const fs::path out = dir / "inf.onnx";
+    ids[fuse ? 1 : 0] =
+        quantize_error(dir / "streamed.onnx", out, qo::get_default_config("A8W8"), bad, false)
+            .first;
+    CHECK(!fs::exists(out));
+  }
+  CHECK(ids[0] == "quark.calib.infinite_input");
+  CHECK(ids[1] == ids[0]);
 }

@@ -115,6 +115,14 @@ struct slot {
   std::size_t batches = 0;  ///< batches observed in pieces (observe_parallel)
   bool dropped = false;     ///< calib_params::after_first_sample: no longer needed
   bool queued = false;      ///< a value of it waits in (or is run by) the background_observer
+  /// calib_params::fuse: the batch being binned chunk by chunk inside the producing kernel.
+  /// Shared so the slot stays movable; the sink refers to the slot's histogram.
+  struct streamed {
+    std::optional<histogram_pieces> pieces;  ///< set while a node streams its output here
+    std::atomic<std::size_t> values{0};      ///< elements the sink received
+    chunk_sink sink;
+  };
+  std::shared_ptr<streamed> stream;
 
   [[nodiscard]] bool minmax_family() const noexcept {
     return (opt.method == calib_method::minmax || opt.method == calib_method::pof2_non_overflow) &&
@@ -286,6 +294,33 @@ void observe_parallel(slot& s, std::span<const float> x, const runtime* rt, grow
     ++growth.extrema_first;
     growth.extrema_first_grew += b.grew() ? 1u : 0u;
   }
+}
+
+/// Completes a batch whose phase 1 the producing kernel ran chunk by chunk (calib_params::fuse):
+/// range growth from the parts' extrema, the values beyond the old last edge read again on the
+/// runtime's threads if the range grew, then the parts added (as observe_parallel).
+void finish_streamed(slot& s, std::span<const float> x, const runtime& rt, growth_counts& growth) {
+  histogram_observer& h = *s.hist;
+  histogram_pieces& b = *s.stream->pieces;
+  s.seen += x.size();
+  ++s.batches;
+  if (h.grow_pieces(b)) {
+    const std::size_t chunks = (x.size() + chunk_values - 1) / chunk_values;
+    std::atomic<std::size_t> next{0};
+    auto take = [&]() -> std::span<const float> {
+      const std::size_t c = next.fetch_add(1, std::memory_order_relaxed);
+      if (c >= chunks)
+        return {};
+      return x.subspan(c * chunk_values, std::min(chunk_values, x.size() - c * chunk_values));
+    };
+    rt.parallel_for(b.size(), 1, [&](std::size_t lo, std::size_t hi) {
+      for (std::size_t k = lo; k < hi; ++k)
+        h.finish_piece(b, k, take);
+    });
+  }
+  h.add_pieces(b);
+  growth.tail += b.work().tail;
+  growth.rebinned += b.work().binned;
 }
 
 /// First-pass observation of one value, large ones on the runtime's threads (`rt` null: all on
@@ -553,7 +588,7 @@ std::size_t for_each_sample(const runtime& rt, calibration_data_reader& reader,
                             const std::vector<input_signature>& inputs,
                             const std::function<void(std::string_view, const tensor&)>& on_first,
                             const std::function<void(std::size_t)>& on_sample,
-                            background_observer* bg, Fn&& fn) {
+                            background_observer* bg, Fn&& fn, const chunk_request& chunks = {}) {
   std::vector<std::pair<std::string, slot*>> order;
   std::size_t samples = 0;
   // On an error the background jobs stop before the sample (maybe read by one) goes away.
@@ -573,7 +608,8 @@ std::size_t for_each_sample(const runtime& rt, calibration_data_reader& reader,
     check_sample(*smp, inputs, samples);
     std::size_t k = 0;
     const bool first = samples == 0;
-    rt.run(*smp, [&](std::string_view name, std::shared_ptr<const tensor> value) {
+    const shared_value_observer observe = [&](std::string_view name,
+                                              std::shared_ptr<const tensor> value) {
       const tensor& t = *value;
       slot* s = nullptr;
       if (k < order.size() && order[k].first == name) {
@@ -589,12 +625,18 @@ std::size_t for_each_sample(const runtime& rt, calibration_data_reader& reader,
       ++k;
       if (s == nullptr || s->dropped || t.type() != dtype_id::float32)
         return;
-      if (bg) {
+      // A sink was offered for this value (calib_params::fuse): if its kernel streamed nothing,
+      // the value is observed as usual; else the caller completes the batch (never queued).
+      const bool streamed = s->stream && s->stream->pieces;
+      if (streamed && s->stream->values.load(std::memory_order_relaxed) == 0)
+        s->stream->pieces.reset();
+      if (bg && !(streamed && s->stream->pieces)) {
         bg->push(*s, std::move(value));
       } else {
         fn(*s, t.data<float>());
       }
-    });
+    };
+    rt.run(*smp, observe, chunks);
     if (bg)
       bg->finish();
     ++samples;
@@ -701,6 +743,16 @@ calib_output calibrate(const model& m, const std::map<std::string, calib_request
   // runtime); in place, large values are binned on the runtime's threads between two nodes.
   auto first_pass = [&](slot& s, std::span<const float> x, bool on_caller) {
     try {
+      if (s.stream && s.stream->pieces) {
+        // Streamed by its kernel (always on the caller: for_each_sample does not queue it).
+        // A kernel that streamed only part of the value (none does) falls back to observing it.
+        const bool whole = s.stream->values.load() == x.size();
+        if (whole)
+          finish_streamed(s, x, rt, growth);
+        s.stream->pieces.reset();
+        if (whole)
+          return;
+      }
       observe_first(s, x, on_caller ? &rt : nullptr, params.parallel_min_elements, growth);
     } catch (const frontend_error&) {
       throw;
@@ -714,6 +766,39 @@ calib_output calibrate(const model& m, const std::map<std::string, calib_request
       bg1.emplace(first_pass, params.background_max_bytes, profile);
   } catch (const std::system_error&) {
     // No thread to be had: observe in place (bg1 stays empty).
+  }
+  // calib_params::fuse: a sink for the values of |x| histograms past their first batch (whose
+  // edges are known before the values are), not queued (the background thread would race the
+  // sink on the histogram), and large enough to be worth splitting.
+  chunk_request streams;
+  if (params.fuse) {
+    streams = [&](std::string_view name) -> const chunk_sink* {
+      auto it = slots.find(std::string(name));
+      if (it == slots.end())
+        return nullptr;
+      slot& s = it->second;
+      if (s.dropped || s.queued || !s.hist || s.hist->stats().empty() ||
+          s.hist->options().mode != histogram_mode::absolute)
+        return nullptr;
+      if (!s.stream) {
+        s.stream = std::make_shared<slot::streamed>();
+        histogram_observer* h = &*s.hist;
+        slot::streamed* st = s.stream.get();
+        st->sink = [h, st](std::size_t part, std::span<const float> x) {
+          bool given = false;
+          h->observe_piece(*st->pieces, part, [&]() -> std::span<const float> {
+            if (given)
+              return {};
+            given = true;
+            return x;
+          });
+          st->values.fetch_add(x.size(), std::memory_order_relaxed);
+        };
+      }
+      s.stream->pieces.emplace(s.hist->begin_pieces(rt.threads(), false));
+      s.stream->values.store(0, std::memory_order_relaxed);
+      return &s.stream->sink;
+    };
   }
   const clock::time_point t_first = clock::now();
   out.samples = for_each_sample(
@@ -743,7 +828,8 @@ calib_output calibrate(const model& m, const std::map<std::string, calib_request
         first_pass(s, x, true);
         if (profile)
           observe_s += since(t);
-      });
+      },
+      streams);
   const double first_s = since(t_first);
   const bool backgrounded = bg1.has_value();
   const std::array<double, 3> bg_profile = bg1 ? bg1->profile() : std::array<double, 3>{};

@@ -1198,6 +1198,10 @@ model quantize_float32_model(model m, const qconfig& cfg, calibration_data_reade
   if (const char* b = std::getenv("QUARK_CALIB_BACKGROUND");
       b != nullptr && std::string_view(b) == "0")
     cp.background = false;
+  // QUARK_CALIB_FUSE=0: observe whole values after their node instead of the chunks a kernel
+  // streams (the same statistics and bytes; for comparison and measurement).
+  if (const char* f = std::getenv("QUARK_CALIB_FUSE"); f != nullptr && std::string_view(f) == "0")
+    cp.fuse = false;
   qz::calib_output cal;
   try {
     cal = qz::calibrate(m, requests, reader, cp);

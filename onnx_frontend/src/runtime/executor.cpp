@@ -46,7 +46,7 @@ bool well_formed(const tensor& t) {
 }
 
 std::vector<tensor> execute(const graph& g, scope& sc, thread_pool& pool,
-                            const shared_value_observer& observer) {
+                            const shared_value_observer& observer, const chunk_request& chunks) {
   for (std::size_t i = 0; i < g.nodes.size(); ++i) {
     const node& n = g.nodes[i];
     kernel_context ctx{n, {}, {}, {}, pool, {}};
@@ -78,9 +78,11 @@ std::vector<tensor> execute(const graph& g, scope& sc, thread_pool& pool,
       // The value was created non-const (make_shared<tensor>) and dies with this node.
       ctx.reusable[pos] = const_cast<tensor*>(it->second.get());
     }
+    if (chunks && !n.outputs.empty() && !n.outputs[0].empty())
+      ctx.chunks = chunks(n.outputs[0]);
     ctx.run_subgraph = [&](const graph& sub) {
       scope child{sub, &sc, {}, {}};
-      return execute(sub, child, pool, observer);
+      return execute(sub, child, pool, observer, chunks);
     };
     try {
       n.kernel(ctx);
@@ -241,7 +243,8 @@ std::map<std::string, tensor> runtime::run(const std::map<std::string, tensor>& 
 }
 
 std::map<std::string, tensor> runtime::run(const std::map<std::string, tensor>& feeds,
-                                           const shared_value_observer& observer) const {
+                                           const shared_value_observer& observer,
+                                           const chunk_request& chunks) const {
   const rt::graph& g = *impl_->main;
   rt::scope sc{g, nullptr, {}, {}};
   for (const auto& in : impl_->inputs) {
@@ -281,7 +284,7 @@ std::map<std::string, tensor> runtime::run(const std::map<std::string, tensor>& 
       observer(in.name, value);
     sc.values[in.name] = std::move(value);
   }
-  auto outs = rt::execute(g, sc, *impl_->pool, observer);
+  auto outs = rt::execute(g, sc, *impl_->pool, observer, chunks);
   std::map<std::string, tensor> result;
   for (std::size_t i = 0; i < outs.size(); ++i) {
     tensor& t = outs[i];

@@ -17,6 +17,7 @@
 #include <quark/dtype/convert.hpp>
 #include <quark/dtype/formats.hpp>
 #include <quark/onnx/error.hpp>
+#include <quark/onnx/runtime.hpp>
 #include <quark/onnx/tensor.hpp>
 
 #include "runtime/graph.hpp"
@@ -34,6 +35,8 @@ struct kernel_context {
   thread_pool& pool;
   /// Runs a subgraph (If branches) in the current scope; returns its outputs.
   std::function<std::vector<tensor>(const graph&)> run_subgraph;
+  /// Where a kernel that streams its output 0 hands each computed chunk (chunk_sink), or null.
+  const chunk_sink* chunks = nullptr;
 
   std::size_t input_count() const noexcept { return inputs.size(); }
   bool has_input(std::size_t i) const noexcept { return i < inputs.size() && inputs[i]; }

@@ -2,8 +2,12 @@
 // Element-wise operators: arithmetic and comparisons with numpy broadcasting, activations,
 // logic, Where, Clip, Cast.
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <cmath>
 #include <limits>
+#include <span>
+#include <type_traits>
 
 #include <quark/core/policy.hpp>
 #include <quark/dtype/convert.hpp>
@@ -49,7 +53,33 @@ void binary(kernel_context& c, const tensor& a, const tensor& b, dtype_id out_ty
         z[i] = f(x[i * st[0]], y[i * st[1]]);
     }
   };
-  for_each_run(plan, run);
+  // One run over the whole output (same shapes, or a scalar operand): chunks of it are split over
+  // the pool, each taken by whichever thread is free, and handed to the chunk sink (if any) by
+  // the thread that computed it, while it is still in that core's cache.
+  constexpr std::size_t chunk = std::size_t{1} << 17;
+  if (plan.dims.size() == 1 && plan.total >= 2 * chunk) {
+    const std::size_t total = plan.total;
+    const std::size_t chunks = (total + chunk - 1) / chunk;
+    const std::array<std::size_t, 3> st{plan.strides[0][0], plan.strides[1][0], 0};
+    const chunk_sink* sink = std::is_same_v<O, float> ? c.chunks : nullptr;
+    std::atomic<std::size_t> next{0};
+    c.pool.parallel_for(c.pool.size(), 1, [&](std::size_t lo, std::size_t hi) {
+      for (std::size_t part = lo; part < hi; ++part) {
+        for (std::size_t i = next.fetch_add(1, std::memory_order_relaxed); i < chunks;
+             i = next.fetch_add(1, std::memory_order_relaxed)) {
+          const std::size_t at = i * chunk;
+          const std::size_t m = std::min(chunk, total - at);
+          run(at, {at * st[0], at * st[1], 0}, m, st);
+          if constexpr (std::is_same_v<O, float>) {
+            if (sink)
+              (*sink)(part, std::span<const float>(po + at, m));
+          }
+        }
+      }
+    });
+  } else {
+    for_each_run(plan, run);
+  }
   c.out(0) = std::move(out);
 }
 

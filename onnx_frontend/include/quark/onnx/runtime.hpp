@@ -44,6 +44,17 @@ using value_observer = std::function<void(std::string_view name, const tensor& v
 using shared_value_observer =
     std::function<void(std::string_view name, std::shared_ptr<const tensor> value)>;
 
+/// Receives a node's output chunk by chunk, from the thread that just computed each chunk (so
+/// the values are still in that core's cache): sink(part, values), where `part` < threads()
+/// names the calling thread's share (one thread per part at a time; parts run in parallel).
+/// The chunks cover the output exactly once when the kernel streams it; kernels that do not
+/// stream (today all but the element-wise binary ones on large outputs) never call the sink,
+/// so a sink's owner compares what it received with the value the observer then sees.
+using chunk_sink = std::function<void(std::size_t part, std::span<const float> values)>;
+/// Asked before each node runs, with the name of its first output (a float32 output or not):
+/// a sink for that output, or nullptr. The sink must stay valid until the node's observer call.
+using chunk_request = std::function<const chunk_sink*(std::string_view name)>;
+
 struct runtime_options {
   /// Worker threads for convolutions and matrix products; 0 = std::thread::hardware_concurrency().
   unsigned threads = 0;
@@ -85,9 +96,11 @@ class runtime {
   /// may also be fed as float32). Returns the graph outputs by name.
   std::map<std::string, tensor> run(const std::map<std::string, tensor>& feeds,
                                     const value_observer& observer = {}) const;
-  /// Same, with an observer that may hold values past the call (for asynchronous observation).
+  /// Same, with an observer that may hold values past the call (for asynchronous observation)
+  /// and, optionally, chunk sinks for node outputs (see chunk_request).
   std::map<std::string, tensor> run(const std::map<std::string, tensor>& feeds,
-                                    const shared_value_observer& observer) const;
+                                    const shared_value_observer& observer,
+                                    const chunk_request& chunks = {}) const;
 
   /// Calls fn(begin, end) on disjoint chunks covering [0, n) on the runtime's worker threads
   /// (the calling thread runs one of them) and waits for all; chunks smaller than `grain` items

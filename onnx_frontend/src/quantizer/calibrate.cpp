@@ -236,6 +236,27 @@ std::size_t extrema_first_batches(histogram_mode m) {
 constexpr std::size_t chunk_values = std::size_t{1} << 16;
 static_assert(chunk_values % quark::detail::histogram_block == 0);
 
+/// The chunks of `x` (chunk_values each) handed out in turn to the threads of a pieces phase.
+class chunk_queue {
+ public:
+  explicit chunk_queue(std::span<const float> x) noexcept
+      : x_(x), chunks_((x.size() + chunk_values - 1) / chunk_values) {}
+  /// The next chunk, or an empty span when none is left.
+  std::span<const float> take() noexcept {
+    const std::size_t c = next_.fetch_add(1, std::memory_order_relaxed);
+    if (c >= chunks_)
+      return {};
+    return x_.subspan(c * chunk_values, std::min(chunk_values, x_.size() - c * chunk_values));
+  }
+  /// Hands the chunks out again from the first.
+  void rewind() noexcept { next_.store(0, std::memory_order_relaxed); }
+
+ private:
+  std::span<const float> x_;
+  std::size_t chunks_;
+  std::atomic<std::size_t> next_{0};
+};
+
 /// Bins `x` into the slot's histogram on the runtime's threads (or, with `rt` null, on this
 /// thread alone) with exactly the counts, edges and range of observe(x)
 /// (histogram_observer::begin_pieces: each thread bins the chunks it takes on the current edges
@@ -247,7 +268,6 @@ void observe_parallel(slot& s, std::span<const float> x, const runtime* rt, grow
   histogram_observer& h = *s.hist;
   const std::size_t parts = rt ? rt->threads() : 1;
   const bool timed = growth.timed && rt;
-  const std::size_t chunks = (x.size() + chunk_values - 1) / chunk_values;
   const bool first = h.stats().empty();
   const histogram_mode mode = h.options().mode;
   const bool extrema_first =
@@ -257,17 +277,12 @@ void observe_parallel(slot& s, std::span<const float> x, const runtime* rt, grow
   const clock::time_point t0 = timed ? clock::now() : clock::time_point{};
   if (timed)
     growth.busy_s.resize(std::max(growth.busy_s.size(), parts), 0.0);
-  // Part k is the k-th thread of parallel_for, which pulls chunks from `next` until none is left;
+  // Part k is the k-th thread of parallel_for, which takes chunks from `queue` until none is left;
   // busy_s[k] is written by that thread only.
-  std::atomic<std::size_t> next{0};
-  auto take = [&]() -> std::span<const float> {
-    const std::size_t c = next.fetch_add(1, std::memory_order_relaxed);
-    if (c >= chunks)
-      return {};
-    return x.subspan(c * chunk_values, std::min(chunk_values, x.size() - c * chunk_values));
-  };
+  chunk_queue queue(x);
+  auto take = [&queue] { return queue.take(); };
   auto run = [&](auto&& phase) {
-    next.store(0, std::memory_order_relaxed);
+    queue.rewind();
     if (!rt) {
       phase(0);
       return;
@@ -305,14 +320,8 @@ void finish_streamed(slot& s, std::span<const float> x, const runtime& rt, growt
   s.seen += x.size();
   ++s.batches;
   if (h.grow_pieces(b)) {
-    const std::size_t chunks = (x.size() + chunk_values - 1) / chunk_values;
-    std::atomic<std::size_t> next{0};
-    auto take = [&]() -> std::span<const float> {
-      const std::size_t c = next.fetch_add(1, std::memory_order_relaxed);
-      if (c >= chunks)
-        return {};
-      return x.subspan(c * chunk_values, std::min(chunk_values, x.size() - c * chunk_values));
-    };
+    chunk_queue queue(x);
+    auto take = [&queue] { return queue.take(); };
     rt.parallel_for(b.size(), 1, [&](std::size_t lo, std::size_t hi) {
       for (std::size_t k = lo; k < hi; ++k)
         h.finish_piece(b, k, take);

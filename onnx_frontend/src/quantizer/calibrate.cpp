@@ -490,6 +490,13 @@ class background_observer {
 
   /// QUARK_CALIB_PROFILE: seconds the background thread ran jobs, the caller ran jobs, and the
   /// caller waited at the end of a sample for a job of the background thread.
+  /// Whether a value of slot `s` waits in the queue or is being observed (read under the lock:
+  /// the background thread clears the flag).
+  [[nodiscard]] bool holds(const slot& s) {
+    const std::lock_guard lock(m_);
+    return s.queued;
+  }
+
   [[nodiscard]] std::array<double, 3> profile() {
     const std::lock_guard lock(m_);
     return {worker_busy_s_, caller_busy_s_, caller_wait_s_};
@@ -777,8 +784,9 @@ calib_output calibrate(const model& m, const std::map<std::string, calib_request
     // No thread to be had: observe in place (bg1 stays empty).
   }
   // calib_params::fuse: a sink for the values of |x| histograms past their first batch (whose
-  // edges are known before the values are), not queued (the background thread would race the
-  // sink on the histogram), and large enough to be worth splitting.
+  // edges are known before the values are) that have no value with the background thread (which
+  // would write the histogram the sink reads). The kernel decides whether it streams (large
+  // element-wise binary outputs); a value it did not stream is observed as usual.
   chunk_request streams;
   if (params.fuse) {
     streams = [&](std::string_view name) -> const chunk_sink* {
@@ -786,7 +794,7 @@ calib_output calibrate(const model& m, const std::map<std::string, calib_request
       if (it == slots.end())
         return nullptr;
       slot& s = it->second;
-      if (s.dropped || s.queued || !s.hist || s.hist->stats().empty() ||
+      if (s.dropped || (bg1 && bg1->holds(s)) || !s.hist || s.hist->stats().empty() ||
           s.hist->options().mode != histogram_mode::absolute)
         return nullptr;
       if (!s.stream) {

@@ -328,9 +328,10 @@ TEST_CASE("large element-wise binary nodes: split over threads, streamed to a ch
   std::mutex lock;
   std::map<std::string, quark::onnx::chunk_sink> sinks;
   for (const std::string name : {"b", "c"}) {
-    sinks[name] = [&, name](std::size_t part, std::span<const float> v) {
+    sinks[name] = [&, name](std::size_t part, const quark::onnx::value_chunk& v) {
       const std::lock_guard guard(lock);
-      got[name].spans.emplace_back(v.data(), v.size());
+      CHECK(v.rows == 1);
+      got[name].spans.emplace_back(v.data, v.size());
       got[name].parts.push_back(part);
     };
   }
@@ -388,4 +389,197 @@ TEST_CASE("large element-wise binary nodes: split over threads, streamed to a ch
   const auto plain = rt.run(feeds);
   const auto d2 = plain.at("d").data<float>();
   CHECK(std::vector<float>(d2.begin(), d2.end()) == std::vector<float>(d.begin(), d.end()));
+}
+
+namespace {
+
+/// Direct convolution (stride 1, symmetric padding `pad`, `group` groups) in double: an oracle
+/// independent of the runtime's im2col / GEMM / depthwise kernels.
+std::vector<float> naive_conv(const std::vector<float>& x, std::size_t c, std::size_t h,
+                              std::size_t wd, const std::vector<float>& w, std::size_t m,
+                              std::size_t k, std::size_t pad, std::size_t group,
+                              const std::vector<float>& bias) {
+  const std::size_t cg = c / group;
+  const std::size_t mg = m / group;
+  std::vector<float> y(m * h * wd);
+  for (std::size_t o = 0; o < m; ++o) {
+    const std::size_t gi = o / mg;
+    for (std::size_t oy = 0; oy < h; ++oy) {
+      for (std::size_t ox = 0; ox < wd; ++ox) {
+        double acc = bias.empty() ? 0.0 : static_cast<double>(bias[o]);
+        for (std::size_t ci = 0; ci < cg; ++ci) {
+          for (std::size_t ky = 0; ky < k; ++ky) {
+            for (std::size_t kx = 0; kx < k; ++kx) {
+              const std::size_t iy = oy + ky;
+              const std::size_t ix = ox + kx;
+              if (iy < pad || ix < pad || iy - pad >= h || ix - pad >= wd)
+                continue;
+              const float xv = x[((gi * cg + ci) * h + iy - pad) * wd + ix - pad];
+              const float wv = w[((o * cg + ci) * k + ky) * k + kx];
+              acc += static_cast<double>(xv) * static_cast<double>(wv);
+            }
+          }
+        }
+        y[(o * h + oy) * wd + ox] = static_cast<float>(acc);
+      }
+    }
+  }
+  return y;
+}
+
+std::vector<float> pattern(std::size_t n, std::size_t period, float step, int offset) {
+  std::vector<float> v(n);
+  for (std::size_t i = 0; i < n; ++i)
+    v[i] = static_cast<float>(static_cast<int>(i % period) - offset) * step;
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("streamed kernels: per-channel binary, unary, Clip and Conv hand on final values") {
+  // x [1, 16, 128, 128] (2^18 values, the smallest streamed size):
+  //   p = Mul(x, s[1,16,1,1])  (two-level broadcast)   r = Relu(p)   q = Clip(r, 0.05, 3)
+  //   d = Conv(q) depthwise 3x3 + bias          e = Conv(d) 16 -> 32, 3x3 + bias (im2col)
+  //   f = Conv(e) 32 -> 24, 1x1 + bias (pointwise)   g = Conv(f) 1x1, group 2, no bias
+  //   y = Add(g, t[1,24,1,128])  (three-level broadcast: not streamed)
+  // Every sink must get its output exactly once, in chunks holding the final values (bias
+  // included) from parts < threads(); y's sink nothing. The values themselves are checked
+  // against plain loops (bit-exact) and a direct double-precision convolution.
+  constexpr std::size_t hw = 128;
+  constexpr std::size_t plane = hw * hw;
+  const std::vector<float> xs = pattern(16 * plane, 997, 0.013f, 450);
+  const std::vector<float> sv = pattern(16, 16, 0.25f, 5);
+  const std::vector<float> wdw = pattern(16 * 9, 13, 0.09f, 6);
+  const std::vector<float> bdw = pattern(16, 7, 0.1f, 3);
+  const std::vector<float> w3 = pattern(32 * 16 * 9, 29, 0.011f, 14);
+  const std::vector<float> b3 = pattern(32, 9, 0.05f, 4);
+  const std::vector<float> w1 = pattern(24 * 32, 31, 0.02f, 15);
+  const std::vector<float> b1 = pattern(24, 5, 0.2f, 2);
+  const std::vector<float> wg = pattern(24 * 12, 11, 0.04f, 5);
+  const std::vector<float> tv = pattern(24 * hw, 37, 0.01f, 18);
+  w::graph g;
+  g.add_input(w::value_info("x", 1, {1, 16, 128, 128}));
+  g.add_output(w::value_info("y", 1, {1, 24, 128, 128}));
+  g.add_initializer(w::float_tensor("s", {1, 16, 1, 1}, sv));
+  g.add_initializer(w::float_tensor("lo", {}, {0.05f}));
+  g.add_initializer(w::float_tensor("hi", {}, {3.0f}));
+  g.add_initializer(w::float_tensor("wdw", {16, 1, 3, 3}, wdw));
+  g.add_initializer(w::float_tensor("bdw", {16}, bdw));
+  g.add_initializer(w::float_tensor("w3", {32, 16, 3, 3}, w3));
+  g.add_initializer(w::float_tensor("b3", {32}, b3));
+  g.add_initializer(w::float_tensor("w1", {24, 32, 1, 1}, w1));
+  g.add_initializer(w::float_tensor("b1", {24}, b1));
+  g.add_initializer(w::float_tensor("wg", {24, 12, 1, 1}, wg));
+  g.add_initializer(w::float_tensor("t", {1, 24, 1, 128}, tv));
+  g.add_node(w::node("Mul", {"x", "s"}, {"p"}, "mul"));
+  g.add_node(w::node("Relu", {"p"}, {"r"}, "relu"));
+  g.add_node(w::node("Clip", {"r", "lo", "hi"}, {"q"}, "clip"));
+  g.add_node(w::node("Conv", {"q", "wdw", "bdw"}, {"d"}, "dw",
+                     {w::attr_int("group", 16), w::attr_ints("pads", {1, 1, 1, 1})}));
+  g.add_node(
+      w::node("Conv", {"d", "w3", "b3"}, {"e"}, "conv3", {w::attr_ints("pads", {1, 1, 1, 1})}));
+  g.add_node(w::node("Conv", {"e", "w1", "b1"}, {"f"}, "conv1"));
+  g.add_node(w::node("Conv", {"f", "wg"}, {"g"}, "grouped", {w::attr_int("group", 2)}));
+  g.add_node(w::node("Add", {"g", "t"}, {"y"}, "add"));
+  const std::vector<std::string> names{"p", "r", "q", "d", "e", "f", "g", "y"};
+
+  for (const unsigned threads : {2u, 3u}) {
+    CAPTURE(threads);
+    const std::string bytes = w::model(g);
+    const runtime rt = runtime::from_bytes(
+        std::span<const std::byte>(reinterpret_cast<const std::byte*>(bytes.data()), bytes.size()),
+        {}, {.threads = threads});
+    struct chunk_copy {
+      const float* at;
+      std::size_t rows, cols, stride, part;
+      std::vector<float> values;
+    };
+    std::map<std::string, std::vector<chunk_copy>> got;
+    std::mutex lock;
+    std::map<std::string, quark::onnx::chunk_sink> sinks;
+    for (const std::string& name : names) {
+      sinks[name] = [&, name](std::size_t part, const quark::onnx::value_chunk& v) {
+        chunk_copy cc{v.data, v.rows, v.cols, v.stride, part, {}};
+        for (std::size_t r = 0; r < v.rows; ++r)
+          cc.values.insert(cc.values.end(), v.row(r).begin(), v.row(r).end());
+        const std::lock_guard guard(lock);
+        got[name].push_back(std::move(cc));
+      };
+    }
+    std::map<std::string, std::vector<float>> values;
+    std::map<std::string, std::string> coverage;  // per value: "" or what went wrong
+    std::map<std::string, tensor> feeds;
+    feeds["x"] = tensor::from_floats({1, 16, 128, 128}, xs);
+    (void)rt.run(
+        feeds,
+        [&](std::string_view name, std::shared_ptr<const tensor> value) {
+          const auto v = value->data<float>();
+          values[std::string(name)] = std::vector<float>(v.begin(), v.end());
+          // Each element once, with the value the observer sees now.
+          std::vector<int> seen(v.size(), 0);
+          std::string bad;
+          for (const chunk_copy& cc : got[std::string(name)]) {
+            if (cc.part >= rt.threads())
+              bad = "part out of range";
+            const auto base = static_cast<std::size_t>(cc.at - v.data());
+            std::size_t k = 0;
+            for (std::size_t r = 0; r < cc.rows; ++r) {
+              for (std::size_t j = 0; j < cc.cols; ++j, ++k) {
+                const std::size_t i = base + r * cc.stride + j;
+                if (i >= v.size()) {
+                  bad = "chunk outside the value";
+                  continue;
+                }
+                ++seen[i];
+                if (cc.values[k] != v[i])
+                  bad = "element " + std::to_string(i) + " handed on before its final value";
+              }
+            }
+          }
+          if (!got[std::string(name)].empty() &&
+              std::any_of(seen.begin(), seen.end(), [](int s) { return s != 1; }))
+            bad += " not every element exactly once";
+          coverage[std::string(name)] = bad;
+        },
+        [&](std::string_view name) -> const quark::onnx::chunk_sink* {
+          auto it = sinks.find(std::string(name));
+          return it == sinks.end() ? nullptr : &it->second;
+        });
+    for (const std::string& name : names) {
+      CAPTURE(name);
+      CHECK(coverage.at(name) == "");
+      if (name == "y") {
+        CHECK(got[name].empty());
+      } else {
+        CHECK(got[name].size() >= 2);
+      }
+    }
+    CHECK(got["e"].front().rows == 32);  // im2col blocks: columns of every output channel
+
+    // The values: plain loops for the element-wise nodes (bit-exact), direct convolutions.
+    std::vector<float> q(xs.size());
+    for (std::size_t i = 0; i < xs.size(); ++i) {
+      const float p = xs[i] * sv[i / plane];
+      const float r = p > 0.0f ? p : 0.0f;
+      q[i] = std::min(std::max(r, 0.05f), 3.0f);
+      if (values["p"][i] != p || values["r"][i] != r || values["q"][i] != q[i]) {
+        FAIL_CHECK("element " << i);
+        break;
+      }
+    }
+    const auto close = [](const std::vector<float>& got_v, const std::vector<float>& want) {
+      REQUIRE(got_v.size() == want.size());
+      for (std::size_t i = 0; i < want.size(); ++i) {
+        if (std::fabs(got_v[i] - want[i]) > 1e-4f * (1.0f + std::fabs(want[i])))
+          return "element " + std::to_string(i) + ": " + std::to_string(got_v[i]) + " want " +
+                 std::to_string(want[i]);
+      }
+      return std::string();
+    };
+    // Each stage from the runtime's own input to it, so errors do not compound.
+    CHECK(close(values["d"], naive_conv(q, 16, hw, hw, wdw, 16, 3, 1, 16, bdw)) == "");
+    CHECK(close(values["e"], naive_conv(values["d"], 16, hw, hw, w3, 32, 3, 1, 1, b3)) == "");
+    CHECK(close(values["f"], naive_conv(values["e"], 32, hw, hw, w1, 24, 1, 0, 1, b1)) == "");
+    CHECK(close(values["g"], naive_conv(values["f"], 24, hw, hw, wg, 24, 1, 0, 2, {})) == "");
+  }
 }

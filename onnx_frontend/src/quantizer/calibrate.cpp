@@ -445,14 +445,16 @@ class background_observer {
     worker_.join();
   }
 
-  /// Observes `v` (a float32 value) by slot `s`: queued if it fits in the budget, else now.
-  void push(slot& s, std::shared_ptr<const tensor> v) {
+  /// Observes `v` (a float32 value) by slot `s`: queued if it fits in the budget, else (or with
+  /// `now`: a value its kernel streamed) at once on the calling thread. Either way its error
+  /// is reported only if no value produced before it failed.
+  void push(slot& s, std::shared_ptr<const tensor> v, bool now = false) {
     std::unique_lock lock(m_);
     if (s.queued)
       drain(lock);  // a second value of one slot in a sample (If branches): keep the order
     job j{&s, std::move(v), next_seq_++};
     const std::size_t bytes = j.v->byte_size();
-    if (held_bytes_ + bytes > max_bytes_) {
+    if (now || held_bytes_ + bytes > max_bytes_) {
       held_bytes_ += bytes;
       ++running_;
       run(lock, j, true);
@@ -642,12 +644,14 @@ std::size_t for_each_sample(const runtime& rt, calibration_data_reader& reader,
       if (s == nullptr || s->dropped || t.type() != dtype_id::float32)
         return;
       // A sink was offered for this value (calib_params::fuse): if its kernel streamed nothing,
-      // the value is observed as usual; else the caller completes the batch (never queued).
+      // the value is observed as usual; else the caller completes the batch at once (never
+      // queued; in the background observer's order, so an error of a value still queued
+      // before it is the one reported).
       const bool streamed = s->stream && s->stream->pieces;
       if (streamed && s->stream->values.load(std::memory_order_relaxed) == 0)
         s->stream->pieces.reset();
-      if (bg && !(streamed && s->stream->pieces)) {
-        bg->push(*s, std::move(value));
+      if (bg) {
+        bg->push(*s, std::move(value), streamed && s->stream->pieces);
       } else {
         fn(*s, t.data<float>());
       }
@@ -785,8 +789,9 @@ calib_output calibrate(const model& m, const std::map<std::string, calib_request
   }
   // calib_params::fuse: a sink for the values of |x| histograms past their first batch (whose
   // edges are known before the values are) that have no value with the background thread (which
-  // would write the histogram the sink reads). The kernel decides whether it streams (large
-  // element-wise binary outputs); a value it did not stream is observed as usual.
+  // would write the histogram the sink reads). The kernel decides
+  // whether it streams (large element-wise binary outputs); a value it did not stream is observed
+  // as usual.
   chunk_request streams;
   if (params.fuse) {
     streams = [&](std::string_view name) -> const chunk_sink* {
@@ -801,15 +806,12 @@ calib_output calibrate(const model& m, const std::map<std::string, calib_request
         s.stream = std::make_shared<slot::streamed>();
         histogram_observer* h = &*s.hist;
         slot::streamed* st = s.stream.get();
-        st->sink = [h, st](std::size_t part, std::span<const float> x) {
-          bool given = false;
+        st->sink = [h, st](std::size_t part, const value_chunk& chunk) {
+          std::size_t r = 0;  // one observe_piece call (one fold of the counts) per chunk
           h->observe_piece(*st->pieces, part, [&]() -> std::span<const float> {
-            if (given)
-              return {};
-            given = true;
-            return x;
+            return r < chunk.rows ? chunk.row(r++) : std::span<const float>{};
           });
-          st->values.fetch_add(x.size(), std::memory_order_relaxed);
+          st->values.fetch_add(chunk.size(), std::memory_order_relaxed);
         };
       }
       s.stream->pieces.emplace(s.hist->begin_pieces(rt.threads(), false));

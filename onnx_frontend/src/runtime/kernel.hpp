@@ -3,6 +3,8 @@
 // kernels share: errors that name the node, axis normalisation, numpy broadcasting, type dispatch.
 #pragma once
 
+#include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -38,6 +40,14 @@ struct kernel_context {
   /// Where a kernel that streams its output 0 hands each computed chunk (chunk_sink), or null.
   const chunk_sink* chunks = nullptr;
 
+  /// Hands `rows` runs of `cols` values of output 0 (run r at data + r * stride), just computed
+  /// by the thread of `part`, to the chunk sink if there is one.
+  void stream(std::size_t part, const float* data, std::size_t rows, std::size_t cols,
+              std::size_t stride) const {
+    if (chunks)
+      (*chunks)(part, value_chunk{data, rows, cols, stride});
+  }
+
   std::size_t input_count() const noexcept { return inputs.size(); }
   bool has_input(std::size_t i) const noexcept { return i < inputs.size() && inputs[i]; }
   const tensor& in(std::size_t i) const {
@@ -70,6 +80,28 @@ struct kernel_context {
     throw frontend_error(id, n.describe() + ": " + message);
   }
 };
+
+/// Values per chunk of a streamed output (kernel_context::stream): large enough that a sink's
+/// per-call setup stays small, small enough that a chunk is still in cache when it is handed on.
+inline constexpr std::size_t stream_chunk = std::size_t{1} << 17;
+
+/// Calls body(part, begin, end) for consecutive chunks of `per` items covering [0, n), taken in
+/// turn by the pool's threads (a thread that starts late takes fewer). `part` < pool.size()
+/// names the calling thread's share: one thread per part at a time, as a chunk_sink requires.
+template <class F>
+void for_each_chunk(thread_pool& pool, std::size_t n, std::size_t per, F&& body) {
+  const std::size_t chunks = (n + per - 1) / per;
+  std::atomic<std::size_t> next{0};
+  pool.parallel_for(std::min<std::size_t>(pool.size(), chunks), 1,
+                    [&](std::size_t lo, std::size_t hi) {
+                      for (std::size_t part = lo; part < hi; ++part) {
+                        for (std::size_t i = next.fetch_add(1, std::memory_order_relaxed);
+                             i < chunks; i = next.fetch_add(1, std::memory_order_relaxed)) {
+                          body(part, i * per, std::min(n, (i + 1) * per));
+                        }
+                      }
+                    });
+}
 
 // ---- shapes -------------------------------------------------------------------------------
 

@@ -178,6 +178,17 @@ void depthwise_channel(const geometry& g, const float* x, const float* k, float 
   }
 }
 
+/// y[o][p] += bias[o] for channels [o0, o1) and pixels [p0, p1) of a [channels, npix] output.
+void add_bias(const float* bias, std::size_t o0, std::size_t o1, std::size_t p0, std::size_t p1,
+              float* y, std::size_t npix) {
+  for (std::size_t o = o0; o < o1; ++o) {
+    const float bv = bias[o];
+    float* row = y + o * npix;
+    for (std::size_t p = p0; p < p1; ++p)
+      row[p] += bv;
+  }
+}
+
 void k_conv(kernel_context& c) {
   const tensor& x = float_input(c, 0);
   const tensor& w = float_input(c, 1);
@@ -201,48 +212,61 @@ void k_conv(kernel_context& c) {
   const std::size_t kdim = cg * g.kh * g.kw;
   const bool pointwise = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.pt == 0 &&
                          g.pl == 0 && g.pb == 0 && g.pr == 0;
+  // Output values per image; an output of at least stream_min_values elements goes to the chunk
+  // sink (if any) block by block, from the thread that just computed (and biased) the block.
+  const bool streamed = c.chunks && g.n * g.m * npix >= stream_min_values;
   for (std::size_t img = 0; img < g.n; ++img) {
     const float* xi = px + img * g.c * g.h * g.w;
     float* yi = py + img * g.m * npix;
     if (cg == 1 && mg == 1) {
-      c.pool.parallel_for(g.m, 4, [&](std::size_t c0, std::size_t c1) {
+      // Depthwise: chunks of whole channels, about stream_chunk values each but at least four
+      // per thread so small layers still split.
+      const std::size_t per =
+          std::max<std::size_t>(1, std::min(stream_chunk / std::max<std::size_t>(npix, 1),
+                                            (g.m + 4 * c.pool.size() - 1) / (4 * c.pool.size())));
+      for_each_chunk(c.pool, g.m, per, [&](std::size_t part, std::size_t c0, std::size_t c1) {
         for (std::size_t ch = c0; ch < c1; ++ch) {
           depthwise_channel(g, xi + ch * g.h * g.w, pw + ch * g.kh * g.kw, pb ? pb[ch] : 0.0f,
                             yi + ch * npix);
         }
+        if (streamed)
+          c.stream(part, yi + c0 * npix, 1, (c1 - c0) * npix, (c1 - c0) * npix);
       });
       continue;
     }
     for (std::size_t gi = 0; gi < g.group; ++gi) {
       const float* xg = xi + gi * cg * g.h * g.w;
       const float* wg = pw + gi * mg * kdim;
+      const float* bg = pb ? pb + gi * mg : nullptr;
       float* yg = yi + gi * mg * npix;
       if (pointwise) {
         gemm(&c.pool, false, false, mg, npix, kdim, 1.0f, wg, kdim, xg, npix, 0.0f, yg, npix);
+        if (bg || streamed) {
+          // Bias and hand-on in one parallel pass over chunks of whole channels.
+          const std::size_t per =
+              std::max<std::size_t>(1, stream_chunk / std::max<std::size_t>(npix, 1));
+          for_each_chunk(c.pool, mg, per, [&](std::size_t part, std::size_t o0, std::size_t o1) {
+            if (bg)
+              add_bias(bg, o0, o1, 0, npix, yg, npix);
+            if (streamed)
+              c.stream(part, yg + o0 * npix, 1, (o1 - o0) * npix, (o1 - o0) * npix);
+          });
+        }
       } else {
         // Column blocks of the im2col matrix small enough to stay in cache; each thread
-        // expands one block into its own buffer and multiplies it right away.
+        // expands one block into its own buffer, multiplies it and adds the bias right away.
         const std::size_t block = std::clamp<std::size_t>((std::size_t{1} << 17) / kdim, 64, 4096);
-        const std::size_t nblocks = (npix + block - 1) / block;
-        c.pool.parallel_for(nblocks, 1, [&](std::size_t b0, std::size_t b1) {
+        for_each_chunk(c.pool, npix, block, [&](std::size_t part, std::size_t p0, std::size_t p1) {
           thread_local std::vector<float> col;
-          for (std::size_t bi = b0; bi < b1; ++bi) {
-            const std::size_t p0 = bi * block;
-            const std::size_t p1 = std::min(npix, p0 + block);
-            col.resize(kdim * (p1 - p0));
-            im2col(g, xg, kdim, p0, p1, col.data());
-            gemm(nullptr, false, false, mg, p1 - p0, kdim, 1.0f, wg, kdim, col.data(), p1 - p0,
-                 0.0f, yg + p0, npix);
-          }
+          col.resize(kdim * (p1 - p0));
+          im2col(g, xg, kdim, p0, p1, col.data());
+          gemm(nullptr, false, false, mg, p1 - p0, kdim, 1.0f, wg, kdim, col.data(), p1 - p0, 0.0f,
+               yg + p0, npix);
+          if (bg)
+            add_bias(bg, 0, mg, p0, p1, yg, npix);
+          if (streamed)
+            c.stream(part, yg + p0, mg, p1 - p0, npix);
         });
-      }
-      if (pb) {
-        for (std::size_t oc = 0; oc < mg; ++oc) {
-          const float bv = pb[gi * mg + oc];
-          float* row = yg + oc * npix;
-          for (std::size_t p = 0; p < npix; ++p)
-            row[p] += bv;
-        }
       }
     }
   }

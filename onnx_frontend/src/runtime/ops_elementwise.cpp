@@ -53,30 +53,36 @@ void binary(kernel_context& c, const tensor& a, const tensor& b, dtype_id out_ty
         z[i] = f(x[i * st[0]], y[i * st[1]]);
     }
   };
-  // One run over the whole output (same shapes, or a scalar operand): chunks of it are split over
-  // the pool, each taken by whichever thread is free, and handed to the chunk sink (if any) by
-  // the thread that computed it, while it is still in that core's cache.
-  constexpr std::size_t chunk = std::size_t{1} << 17;
-  if (plan.dims.size() == 1 && plan.total >= 2 * chunk) {
-    const std::size_t total = plan.total;
-    const std::size_t chunks = (total + chunk - 1) / chunk;
-    const std::array<std::size_t, 3> st{plan.strides[0][0], plan.strides[1][0], 0};
-    const chunk_sink* sink = std::is_same_v<O, float> ? c.chunks : nullptr;
-    std::atomic<std::size_t> next{0};
-    c.pool.parallel_for(c.pool.size(), 1, [&](std::size_t lo, std::size_t hi) {
-      for (std::size_t part = lo; part < hi; ++part) {
-        for (std::size_t i = next.fetch_add(1, std::memory_order_relaxed); i < chunks;
-             i = next.fetch_add(1, std::memory_order_relaxed)) {
-          const std::size_t at = i * chunk;
-          const std::size_t m = std::min(chunk, total - at);
-          run(at, {at * st[0], at * st[1], 0}, m, st);
-          if constexpr (std::is_same_v<O, float>) {
-            if (sink)
-              (*sink)(part, std::span<const float>(po + at, m));
-          }
-        }
+  // A broadcast of at most two levels (same shapes or a scalar operand: one run; a per-channel
+  // operand: one run per row): chunks of whole rows (or of the one run) are split over the pool,
+  // each taken by whichever thread is free and handed to the chunk sink (if any) by the thread
+  // that computed it, while it is still in that core's cache.
+  if (plan.dims.size() <= 2 && plan.total >= stream_min_values) {
+    const std::size_t inner = plan.dims.back();
+    const std::size_t rows = plan.dims.size() == 2 ? plan.dims[0] : 1;
+    const std::array<std::size_t, 3> st{plan.strides[0].back(), plan.strides[1].back(), 0};
+    const bool sink = std::is_same_v<O, float> && c.chunks;
+    auto hand_on = [&](std::size_t part, std::size_t at, std::size_t m) {
+      if constexpr (std::is_same_v<O, float>) {
+        if (sink)
+          c.stream(part, po + at, 1, m, m);
       }
-    });
+    };
+    if (rows == 1) {
+      for_each_chunk(c.pool, inner, stream_chunk,
+                     [&](std::size_t part, std::size_t lo, std::size_t hi) {
+                       run(lo, {lo * st[0], lo * st[1], 0}, hi - lo, st);
+                       hand_on(part, lo, hi - lo);
+                     });
+    } else {
+      const std::array<std::size_t, 2> row_st{plan.strides[0][0], plan.strides[1][0]};
+      const std::size_t per = std::max<std::size_t>(1, stream_chunk / inner);
+      for_each_chunk(c.pool, rows, per, [&](std::size_t part, std::size_t r0, std::size_t r1) {
+        for (std::size_t r = r0; r < r1; ++r)
+          run(r * inner, {r * row_st[0], r * row_st[1], 0}, inner, st);
+        hand_on(part, r0 * inner, (r1 - r0) * inner);
+      });
+    }
   } else {
     for_each_run(plan, run);
   }
@@ -319,6 +325,22 @@ void k_where(kernel_context& c) {
 
 // ---- unary ----------------------------------------------------------------------------------
 
+/// Runs fill(begin, end), which writes elements [begin, end) of output 0 (`dst`, n elements),
+/// over the pool; a float output of at least stream_min_values elements goes in stream_chunk
+/// chunks, each handed to the chunk sink (if any) by the thread that computed it.
+template <class T, class F>
+void map_elements(kernel_context& c, std::size_t n, T* dst, F&& fill) {
+  if (!std::is_same_v<T, float> || n < stream_min_values) {
+    c.pool.parallel_for(n, 1 << 15, fill);
+    return;
+  }
+  for_each_chunk(c.pool, n, stream_chunk, [&](std::size_t part, std::size_t b, std::size_t e) {
+    fill(b, e);
+    if constexpr (std::is_same_v<T, float>)
+      c.stream(part, dst + b, 1, e - b, e - b);
+  });
+}
+
 /// out = f(x) for float32/float64 inputs, split over the pool for large tensors.
 template <class F>
 void unary_float(kernel_context& c, F f) {
@@ -329,7 +351,7 @@ void unary_float(kernel_context& c, F f) {
     const std::size_t n = x.size();
     tensor out = c.output_like({0}, x.type(), x.shape());
     T* dst = out.data<T>().data();
-    c.pool.parallel_for(n, 1 << 15, [&](std::size_t b, std::size_t e) {
+    map_elements(c, n, dst, [&](std::size_t b, std::size_t e) {
       for (std::size_t i = b; i < e; ++i)
         dst[i] = static_cast<T>(f(src[i]));
     });
@@ -514,7 +536,7 @@ void k_clip(kernel_context& c) {
     const std::size_t n = x.size();
     tensor out = c.output_like({0}, x.type(), x.shape());
     T* dst = out.data<T>().data();
-    c.pool.parallel_for(n, 1 << 15, [&](std::size_t b, std::size_t e) {
+    map_elements(c, n, dst, [&](std::size_t b, std::size_t e) {
       for (std::size_t i = b; i < e; ++i)
         dst[i] = std::min(std::max(src[i], lo), hi);
     });

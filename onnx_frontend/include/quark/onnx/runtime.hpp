@@ -44,13 +44,36 @@ using value_observer = std::function<void(std::string_view name, const tensor& v
 using shared_value_observer =
     std::function<void(std::string_view name, std::shared_ptr<const tensor> value)>;
 
+/// A part of a node's output handed to a chunk_sink: `rows` runs of `cols` consecutive values,
+/// run r starting at data + r * stride (a contiguous chunk is one run). A convolution hands over
+/// a block of columns of its [channels, pixels] output this way, so a sink that pays a setup per
+/// call pays it once for the block.
+struct value_chunk {
+  const float* data = nullptr;
+  std::size_t rows = 0;
+  std::size_t cols = 0;
+  std::size_t stride = 0;
+
+  [[nodiscard]] static value_chunk contiguous(std::span<const float> v) noexcept {
+    return {v.data(), 1, v.size(), v.size()};
+  }
+  [[nodiscard]] std::size_t size() const noexcept { return rows * cols; }
+  [[nodiscard]] std::span<const float> row(std::size_t r) const noexcept {
+    return {data + r * stride, cols};
+  }
+};
+
 /// Receives a node's output chunk by chunk, from the thread that just computed each chunk (so
-/// the values are still in that core's cache): sink(part, values), where `part` < threads()
+/// the values are still in that core's cache): sink(part, chunk), where `part` < threads()
 /// names the calling thread's share (one thread per part at a time; parts run in parallel).
-/// The chunks cover the output exactly once when the kernel streams it; kernels that do not
-/// stream (today all but the element-wise binary ones on large outputs) never call the sink,
-/// so a sink's owner compares what it received with the value the observer then sees.
-using chunk_sink = std::function<void(std::size_t part, std::span<const float> values)>;
+/// The chunks cover the output exactly once when the kernel streams it. Kernels stream outputs
+/// of at least stream_min_values elements: element-wise binary nodes whose broadcast has at
+/// most two levels (same shapes, a scalar, a per-channel operand), float unary activations,
+/// Clip and Conv. Other kernels never call the sink, so a sink's owner compares what it
+/// received with the value the observer then sees.
+using chunk_sink = std::function<void(std::size_t part, const value_chunk& chunk)>;
+/// Outputs smaller than this are never streamed (two chunks of 2^17 values).
+inline constexpr std::size_t stream_min_values = std::size_t{1} << 18;
 /// Asked before each node runs, with the name of its first output (a float32 output or not):
 /// a sink for that output, or nullptr. The sink must stay valid until the node's observer call.
 using chunk_request = std::function<const chunk_sink*(std::string_view name)>;

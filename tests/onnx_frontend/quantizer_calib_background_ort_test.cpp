@@ -248,13 +248,16 @@ constexpr std::int64_t big_hw = 192;  // x [1, 8, 192, 192]: 294912 elements, ov
   return b.build();
 }
 
-/// Four samples whose spread grows, so every |x| histogram grows after its first batch (the
-/// streamed batches then read their values beyond the old last edge again).
+/// Nine samples whose spread grows, so every histogram grows after its first batch: a streamed
+/// |x| batch then reads its values beyond the old last edge again, a streamed signed one (past
+/// the 3 or 6 batches whose extrema are found first) bins its value again. Sample 7 spreads
+/// eight times wider than the others, so its counts decide the coarse power-of-two scale of
+/// XINT8 (losing them changes the bytes); the last sample spreads less and grows nothing.
 std::vector<qo::calib_sample> streamed_samples() {
   std::vector<qo::calib_sample> out;
   const auto n = static_cast<std::size_t>(8 * big_hw * big_hw);
-  for (std::uint32_t s = 0; s < 4; ++s) {
-    const float w = 1.0f + 0.7f * static_cast<float>(s);
+  for (std::uint32_t s = 0; s < 9; ++s) {
+    const float w = s == 8 ? 1.5f : s == 7 ? 40.0f : 1.0f + 0.7f * static_cast<float>(s);
     out.push_back({{"x", qo::tensor::from_floats({1, 8, big_hw, big_hw},
                                                  random_floats(n, 90 + s, -w, 1.2f * w))}});
   }
@@ -264,16 +267,21 @@ std::vector<qo::calib_sample> streamed_samples() {
 }  // namespace
 
 TEST_CASE("values streamed by their kernel give the bytes of observing whole values") {
-  // calib_params::fuse: the |x| histograms of m, a, y are binned chunk by chunk inside the Mul /
+  // calib_params::fuse: the histograms of m, a, y are binned chunk by chunk inside the Mul /
   // Add kernels. The oracle is QUARK_CALIB_FUSE=0 (whole values after each node, the path the
-  // other tests check against numpy and ONNX Runtime), in place and in the background.
+  // other tests check against numpy and ONNX Runtime), in place and in the background. A8W8:
+  // |x| histograms (Percentile); XINT8: signed ones grown at either end (pof2 MinMSE); Entropy:
+  // signed ones grown symmetrically.
   const fs::path dir = work_dir();
   save_proto(streamed_model(), dir / "streamed.onnx");
-  for (const char* preset : {"A8W8", "XINT8"}) {  // |x| histograms; signed ones (not streamed)
-    qo::qconfig cfg = qo::get_default_config(preset);
+  const std::pair<const char*, qo::qconfig> configs[] = {
+      {"A8W8", qo::get_default_config("A8W8")},
+      {"XINT8", qo::get_default_config("XINT8")},
+      {"A8W8 Entropy", with_method("A8W8", qo::calib_method::entropy)}};
+  for (auto [label, cfg] : configs) {
     cfg.extra_options.set("QuantizeAllOpTypes", true);
     for (const bool background : {false, true}) {
-      const std::string name = preset;
+      const std::string name = label;
       CAPTURE(name);
       CAPTURE(background);
       run_result whole;

@@ -787,9 +787,9 @@ calib_output calibrate(const model& m, const std::map<std::string, calib_request
   } catch (const std::system_error&) {
     // No thread to be had: observe in place (bg1 stays empty).
   }
-  // calib_params::fuse: a sink for the values of |x| histograms past their first batch (whose
-  // edges are known before the values are) that have no value with the background thread (which
-  // would write the histogram the sink reads). The kernel decides
+  // calib_params::fuse: a sink for the values of histograms past their first batch (whose edges
+  // are known before the values are; signed ones past extrema_first_batches) that have no value
+  // with the background thread (which would write the histogram the sink reads). The kernel decides
   // whether it streams (large element-wise binary outputs); a value it did not stream is observed
   // as usual.
   chunk_request streams;
@@ -799,8 +799,12 @@ calib_output calibrate(const model& m, const std::map<std::string, calib_request
       if (it == slots.end())
         return nullptr;
       slot& s = it->second;
-      if (s.dropped || (bg1 && bg1->holds(s)) || !s.hist || s.hist->stats().empty() ||
-          s.hist->options().mode != histogram_mode::absolute)
+      if (s.dropped || (bg1 && bg1->holds(s)) || !s.hist || s.hist->stats().empty())
+        return nullptr;
+      // A signed histogram finds the extrema of its first batches before binning them
+      // (observe_parallel); later batches rarely grow its range and may be streamed.
+      const histogram_mode mode = s.hist->options().mode;
+      if (mode != histogram_mode::absolute && s.batches < extrema_first_batches(mode))
         return nullptr;
       if (!s.stream) {
         s.stream = std::make_shared<slot::streamed>();

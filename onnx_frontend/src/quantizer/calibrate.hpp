@@ -78,11 +78,12 @@ struct calib_params {
   /// for 10-18 MB, docs/bench/quantizer.md).
   bool background = true;
   std::size_t background_max_bytes = std::size_t{4} << 20;
-  /// |x| histograms (after their first batch) of values that a kernel streams (runtime
-  /// chunk_sink: the element-wise binary ones) are binned chunk by chunk by the thread that
-  /// computed each chunk, while it is in cache; the node's observer call then only completes the
-  /// batch (range growth, the tail beyond the old last edge). Same counts as observing the whole
-  /// value; QUARK_CALIB_FUSE=0 turns it off.
+  /// Histograms (|x| ones after their first batch, signed ones after the batches whose extrema
+  /// are found first) of values that a kernel streams (runtime chunk_sink: element-wise, Clip,
+  /// Conv) are binned chunk by chunk by the thread that computed each chunk, while it is in
+  /// cache; the node's observer call then only completes the batch (range growth: the tail
+  /// beyond the old last edge, or a signed histogram binned again). Same counts as observing the
+  /// whole value; QUARK_CALIB_FUSE=0 turns it off.
   bool fuse = true;
   std::optional<std::size_t> max_samples;
   /// SaveTensorHistFig: copy each histogram method's histogram into tensor_facts.

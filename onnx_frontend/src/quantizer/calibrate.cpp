@@ -120,6 +120,7 @@ struct slot {
   struct streamed {
     std::optional<histogram_pieces> pieces;  ///< set while a node streams its output here
     std::atomic<std::size_t> values{0};      ///< elements the sink received
+    bool counted_extrema_first = false;      ///< for growth_counts, as observe_parallel
     chunk_sink sink;
   };
   std::shared_ptr<streamed> stream;
@@ -229,6 +230,14 @@ std::size_t extrema_first_batches(histogram_mode m) {
   return m == histogram_mode::signed_extend ? 6 : 3;
 }
 
+/// Whether the next batch of the slot's histogram finds its extrema before binning: the first
+/// batch (its edges come from it), and a signed histogram's first extrema_first_batches batches.
+bool extrema_first_next(const slot& s) {
+  const histogram_mode mode = s.hist->options().mode;
+  return s.hist->stats().empty() ||
+         (mode != histogram_mode::absolute && s.batches < extrema_first_batches(mode));
+}
+
 /// Values per chunk that the threads of observe_parallel take in turn: a thread that starts
 /// late (a worker woken from sleep) takes fewer chunks instead of making the other one wait.
 /// A multiple of the binning kernel's block (only the batch's last chunk has a scalar tail),
@@ -269,9 +278,7 @@ void observe_parallel(slot& s, std::span<const float> x, const runtime* rt, grow
   const std::size_t parts = rt ? rt->threads() : 1;
   const bool timed = growth.timed && rt;
   const bool first = h.stats().empty();
-  const histogram_mode mode = h.options().mode;
-  const bool extrema_first =
-      !first && mode != histogram_mode::absolute && s.batches < extrema_first_batches(mode);
+  const bool extrema_first = extrema_first_next(s);
   ++s.batches;
   using clock = std::chrono::steady_clock;
   const clock::time_point t0 = timed ? clock::now() : clock::time_point{};
@@ -305,15 +312,17 @@ void observe_parallel(slot& s, std::span<const float> x, const runtime* rt, grow
     growth.wall_s += seconds_since(t0);
   growth.rebinned += b.work().binned;
   growth.tail += b.work().tail;
-  if (extrema_first) {
+  if (extrema_first && !first) {
     ++growth.extrema_first;
     growth.extrema_first_grew += b.grew() ? 1u : 0u;
   }
 }
 
 /// Completes a batch whose phase 1 the producing kernel ran chunk by chunk (calib_params::fuse):
-/// range growth from the parts' extrema, the values beyond the old last edge read again on the
-/// runtime's threads if the range grew, then the parts added (as observe_parallel).
+/// range growth from the parts' extrema; then, on the runtime's threads, the whole value binned
+/// (a batch whose extrema came first, or a signed histogram that grew) or the values beyond the
+/// old last edge read again (an |x| histogram that grew); then the parts added (as
+/// observe_parallel).
 void finish_streamed(slot& s, std::span<const float> x, const runtime& rt, growth_counts& growth) {
   histogram_observer& h = *s.hist;
   histogram_pieces& b = *s.stream->pieces;
@@ -330,6 +339,10 @@ void finish_streamed(slot& s, std::span<const float> x, const runtime& rt, growt
   h.add_pieces(b);
   growth.tail += b.work().tail;
   growth.rebinned += b.work().binned;
+  if (s.stream->counted_extrema_first) {
+    ++growth.extrema_first;
+    growth.extrema_first_grew += b.grew() ? 1u : 0u;
+  }
 }
 
 /// First-pass observation of one value, large ones on the runtime's threads (`rt` null: all on
@@ -787,9 +800,10 @@ calib_output calibrate(const model& m, const std::map<std::string, calib_request
   } catch (const std::system_error&) {
     // No thread to be had: observe in place (bg1 stays empty).
   }
-  // calib_params::fuse: a sink for the values of histograms past their first batch (whose edges
-  // are known before the values are; signed ones past extrema_first_batches) that have no value
-  // with the background thread (which would write the histogram the sink reads). The kernel decides
+  // calib_params::fuse: a sink for the values of histograms that have no value with the
+  // background thread (which would write the histogram the sink reads). Past the batches whose
+  // extrema come first the chunks are binned as they come; in those batches only their extrema
+  // are taken, and the value is binned after the node. The kernel decides
   // whether it streams (large element-wise binary outputs); a value it did not stream is observed
   // as usual.
   chunk_request streams;
@@ -799,12 +813,7 @@ calib_output calibrate(const model& m, const std::map<std::string, calib_request
       if (it == slots.end())
         return nullptr;
       slot& s = it->second;
-      if (s.dropped || (bg1 && bg1->holds(s)) || !s.hist || s.hist->stats().empty())
-        return nullptr;
-      // A signed histogram finds the extrema of its first batches before binning them
-      // (observe_parallel); later batches rarely grow its range and may be streamed.
-      const histogram_mode mode = s.hist->options().mode;
-      if (mode != histogram_mode::absolute && s.batches < extrema_first_batches(mode))
+      if (s.dropped || (bg1 && bg1->holds(s)) || !s.hist)
         return nullptr;
       if (!s.stream) {
         s.stream = std::make_shared<slot::streamed>();
@@ -818,7 +827,11 @@ calib_output calibrate(const model& m, const std::map<std::string, calib_request
           st->values.fetch_add(chunk.size(), std::memory_order_relaxed);
         };
       }
-      s.stream->pieces.emplace(s.hist->begin_pieces(rt.threads(), false));
+      // A batch whose extrema come first (extrema_first_next) gets them from the chunks, and
+      // finish_streamed bins it once the range is known.
+      const bool extrema_first = extrema_first_next(s);
+      s.stream->counted_extrema_first = extrema_first && !s.hist->stats().empty();
+      s.stream->pieces.emplace(s.hist->begin_pieces(rt.threads(), extrema_first));
       s.stream->values.store(0, std::memory_order_relaxed);
       return &s.stream->sink;
     };

@@ -4,6 +4,7 @@
 // column blocks, batch images), so scheduling cost stays negligible.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <functional>
@@ -36,8 +37,10 @@ class thread_pool {
   std::condition_variable done_;
   const std::function<void(std::size_t, std::size_t)>* job_ = nullptr;
   std::vector<std::pair<std::size_t, std::size_t>> chunks_;
-  std::size_t generation_ = 0;
-  std::size_t pending_ = 0;
+  /// Written under mutex_; atomic so a worker (or the caller waiting for the workers) can poll
+  /// it for a moment before sleeping: back-to-back nodes then skip the futex wake-up.
+  std::atomic<std::size_t> generation_{0};
+  std::atomic<std::size_t> pending_{0};
   std::exception_ptr error_;
   bool stop_ = false;
   bool busy_ = false;  ///< nested calls run inline

@@ -298,3 +298,31 @@ TEST_CASE("histogram kernel: zeros inside a bin, on an edge, outside the range, 
     }
   }
 }
+
+TEST_CASE("histogram kernel: short spans (whole vectors, then a scalar tail) follow numpy's rule") {
+  // A convolution hands its output block row by row (151 values for a 3x3 conv of 96 input
+  // channels): spans shorter than a kernel block take 16-lane vectors and an exact tail. Every
+  // length around a vector and a block, on edge values, zeros of both signs, NaN and +-Inf.
+  const std::pair<double, double> ranges[] = {{-12.0, 12.0}, {0.0, 9.5}, {0.1, 0.7}};
+  const std::size_t lengths[] = {1, 15, 16, 17, 31, 32, 33, 151, 606, 1023, 1025, 1040, 2047};
+  for (const auto& r : ranges) {
+    const auto e = quark::detail::linspace_edges(r.first, r.second, 2048);
+    auto x = edge_data(e, 3000, 21);
+    for (std::size_t i = 0; i < x.size(); i += 7)
+      x[i] = i % 2 == 0 ? 0.0f : -0.0f;
+    x[40] = inf;
+    x[41] = -inf;
+    for (const std::size_t n : lengths) {
+      CAPTURE(r.first);
+      CAPTURE(n);
+      for (std::size_t off = 0; off + n <= x.size(); off += n + 5) {
+        const auto s = std::span<const float>(x).subspan(off, n);
+        check_histograms<kernel_path::portable>(e, s);
+#if QUARK_OBSERVER_AVX512
+        if (quark::detail::observer_avx512_usable())
+          check_histograms<kernel_path::avx512>(e, s);
+#endif
+      }
+    }
+  }
+}

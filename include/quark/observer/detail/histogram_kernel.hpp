@@ -386,11 +386,21 @@ QUARK_OBSERVER_AVX512_PUSH
 struct avx512_positions {
   __m512 lo;
   __m512 norm;
-  __m512 tol;
-  __m512 tol_hi;  ///< 1 - tol
+  __m512 half_in;  ///< 0.5 - tol, rounded down (with a margin for rounding |frac - 0.5|)
   __m512i bins;
   __m512i table;  ///< lane j counts into table j % 4: its offset (j % 4) * (bins + 1)
 };
+
+/// The bound of |frac - 0.5| below which a lane's fraction is surely in [tol, 1 - tol]:
+/// 0.5 - tol less 2^-23 (frac - 0.5 rounds by at most 2^-25 when frac < 0.25), as a float
+/// rounded toward zero. A lane passing it also passes the two compares it replaces.
+inline float centred_limit(double tol) noexcept {
+  const double limit = 0.5 - tol - 0x1p-23;
+  auto f = static_cast<float>(limit);
+  if (static_cast<double>(f) > limit)
+    f = std::nextafter(f, 0.0f);
+  return f;
+}
 
 /// The offsets of the four count tables, lane j on table j % 4.
 QUARK_OBSERVER_TARGET_AVX512 inline __m512i table_offsets(std::size_t stride) noexcept {
@@ -400,13 +410,14 @@ QUARK_OBSERVER_TARGET_AVX512 inline __m512i table_offsets(std::size_t stride) no
 }
 
 /// Positions of `M` values (float formula), and the raw values' min/max into `mn` / `mx`.
-/// Zeros (+0 and -0, whatever the edges: they all have the bin of 0) are only counted, into
-/// `zeros`; the positions of the other values are appended to `idx` in order and their number
-/// is returned. The count loop (one table increment per value) is the slow part of the kernel;
-/// after a ReLU about half the values are 0, and they cost one popcount per 16 lanes instead.
-/// A lane is exact unless its fraction lies within `tol` of an integer or its index is not
-/// in [0, bins) (which covers NaN, +-Inf and positions in (-1, 0): their fraction is negative);
-/// those lanes take `exact(v)`; `nans` receives the number of NaN values (all flagged).
+/// In a vector with a lane that is not exact, zeros (+0 and -0, whatever the edges: they all
+/// have the bin of 0) are only counted, into `zeros`; the positions of the other values are
+/// appended to `idx` in order and their number is returned. The count loop (one table
+/// increment per value) is the slow part of the kernel; after a ReLU about half the values are
+/// 0, and they cost one popcount per 16 lanes instead. A lane is exact unless its fraction lies
+/// within `tol` (plus 2^-23) of an integer or its index is not in [0, bins) (which covers NaN,
+/// +-Inf and positions in (-1, 0): their fraction is negative); the other lanes take `exact(v)`;
+/// `nans` receives the number of NaN values (all flagged).
 /// `avail` is the number of values readable from `p` (the prefetch stays inside them).
 /// `memo_v` / `memo_i` hold the last flagged non-NaN value and its exact bin (in every lane):
 /// a lane equal to it takes that bin without the scalar path. Equal floats have the same bin
@@ -428,9 +439,18 @@ QUARK_OBSERVER_TARGET_AVX512 QUARK_ALWAYS_INLINE std::size_t bin_block_avx512(
     const __m512 f = _mm512_mul_ps(_mm512_sub_ps(a, c.lo), c.norm);
     __m512i i = _mm512_maskz_cvttps_epi32(0xFFFF, f);
     const __m512 frac = _mm512_sub_ps(f, _mm512_maskz_cvtepi32_ps(0xFFFF, i));
-    __mmask16 ok = _mm512_cmplt_epu32_mask(i, c.bins);
-    ok = _mm512_mask_cmp_ps_mask(ok, frac, c.tol, _CMP_GE_OQ);
-    ok = _mm512_mask_cmp_ps_mask(ok, frac, c.tol_hi, _CMP_LE_OQ);
+    // A lane is exact when it is inside [0, bins) and its fraction lies within 0.5 - tol of
+    // 0.5 (two mask compares: on this kernel each costs more than the arithmetic). NaN, +-Inf
+    // and negative positions fail one of them. A vector of exact lanes is stored whole; the
+    // others (zeros, repeated edge values, the rest) go through the zero / memo masks.
+    const __m512 centred = _mm512_abs_ps(_mm512_sub_ps(frac, _mm512_set1_ps(0.5f)));
+    __mmask16 ok =
+        _mm512_cmplt_epu32_mask(i, c.bins) & _mm512_cmp_ps_mask(centred, c.half_in, _CMP_LE_OQ);
+    if (ok == 0xFFFF) [[likely]] {
+      _mm512_storeu_si512(idx + w, _mm512_add_epi32(i, c.table));
+      w += 16;
+      continue;
+    }
     const __mmask16 is_zero = _mm512_cmp_ps_mask(v, zero, _CMP_EQ_OQ);
     const __mmask16 same = _mm512_cmp_ps_mask(v, memo_v, _CMP_EQ_OQ);
     i = _mm512_mask_mov_epi32(i, same, memo_i);
@@ -488,10 +508,8 @@ QUARK_OBSERVER_TARGET_AVX512 minmax_partial histogram_count_avx512(std::span<con
   const std::size_t stride = s.n + 1;
   std::uint32_t* t0 = tables.prepare(s.n);
   alignas(64) std::array<std::int32_t, block + 16> idx;  // + 16: the last compressed store
-  const avx512_positions pos{_mm512_set1_ps(s.lo_f),
-                             _mm512_set1_ps(static_cast<float>(s.norm)),
-                             _mm512_set1_ps(static_cast<float>(s.tol_f)),
-                             _mm512_set1_ps(1.0f - static_cast<float>(s.tol_f)),
+  const avx512_positions pos{_mm512_set1_ps(s.lo_f), _mm512_set1_ps(static_cast<float>(s.norm)),
+                             _mm512_set1_ps(centred_limit(s.tol_f)),
                              _mm512_set1_epi32(static_cast<std::int32_t>(s.n)),
                              table_offsets(stride)};
   __m512 memo_v = _mm512_set1_ps(std::numeric_limits<float>::quiet_NaN());  // equals nothing
@@ -500,15 +518,27 @@ QUARK_OBSERVER_TARGET_AVX512 minmax_partial histogram_count_avx512(std::span<con
   for (std::size_t b = 0; b < x.size(); b += block) {
     const std::size_t m = std::min(block, x.size() - b);
     const float* p = x.data() + b;
-    if (m < block) {
+    if (m < block && !s.use_float) {
       count_tail(s, p, m, t0, ext);
       continue;
     }
     if (s.use_float) {
       __m512 mn = _mm512_set1_ps(std::numeric_limits<float>::infinity());
       __m512 mx = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
-      const std::size_t w = bin_block_avx512<T, block>(p, x.size() - b, pos, idx.data(), mn, mx, s,
-                                                       memo_v, memo_i, zeros, ext.nan_count);
+      std::size_t w = 0;
+      if (m == block) {
+        w = bin_block_avx512<T, block>(p, x.size() - b, pos, idx.data(), mn, mx, s, memo_v, memo_i,
+                                       zeros, ext.nan_count);
+      } else {
+        // A short span (a row of a convolution's output block, the end of a chunk): whole
+        // vectors here, the last m % 16 values exactly.
+        const std::size_t m16 = m / 16 * 16;
+        for (std::size_t k = 0; k < m16; k += 16) {
+          w += bin_block_avx512<T, 16>(p + k, m - k, pos, idx.data() + w, mn, mx, s, memo_v, memo_i,
+                                       zeros, ext.nan_count);
+        }
+        count_tail(s, p + m16, m - m16, t0, ext);
+      }
       alignas(64) float lmn[16];
       alignas(64) float lmx[16];
       _mm512_store_ps(lmn, mn);

@@ -1,14 +1,19 @@
 // SPDX-License-Identifier: MIT
 // The executor itself: observation hooks (each value once, as soon as it exists), dynamic shapes,
 // int64 shape arithmetic, If branches reading the enclosing scope, and load-time errors (every
-// unsupported op listed, cycles, dangling inputs). Models are written with the wire helper.
+// unsupported op listed, cycles, dangling inputs), and the thread pool behind parallel_for.
+// Models are written with the wire helper.
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <span>
+#include <stdexcept>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -581,5 +586,114 @@ TEST_CASE("streamed kernels: per-channel binary, unary, Clip and Conv hand on fi
     CHECK(close(values["e"], naive_conv(values["d"], 16, hw, hw, w3, 32, 3, 1, 1, b3)) == "");
     CHECK(close(values["f"], naive_conv(values["e"], 32, hw, hw, w1, 24, 1, 0, 1, b1)) == "");
     CHECK(close(values["g"], naive_conv(values["f"], 24, hw, hw, wg, 24, 1, 0, 2, {})) == "");
+  }
+}
+
+TEST_CASE("parallel_for: each index once, nested calls inline, errors rethrown, two callers") {
+  // The pool's threads poll for the next call for ~50 us before sleeping, and the caller polls
+  // for the workers: back-to-back calls with tiny bodies take the polling path, the pauses every
+  // 64 rounds the sleeping one. Each call must cover [0, n) exactly once, in at most threads()
+  // chunks, whichever way the threads woke up.
+  w::graph g;
+  g.add_input(w::value_info("x", 1, {1}));
+  g.add_output(w::value_info("y", 1, {1}));
+  g.add_node(w::node("Relu", {"x"}, {"y"}, "relu"));
+  const std::string bytes = w::model(g);
+  for (const unsigned threads : {1u, 2u, 3u, 4u}) {
+    CAPTURE(threads);
+    const runtime rt = runtime::from_bytes(
+        std::span<const std::byte>(reinterpret_cast<const std::byte*>(bytes.data()), bytes.size()),
+        {}, {.threads = threads});
+    REQUIRE(rt.threads() == threads);
+
+    // Coverage and chunk counts, over sizes below, at and above the thread count.
+    std::size_t bad = 0;
+    std::size_t split_calls = 0;  // calls that ran on more than one thread
+    for (int round = 0; round < 1500; ++round) {
+      for (const std::size_t n : {std::size_t{1}, std::size_t{2}, std::size_t{3}, std::size_t{7},
+                                  std::size_t{64}, std::size_t{1000}}) {
+        for (const std::size_t grain : {std::size_t{1}, std::size_t{5}, std::size_t{100}}) {
+          std::vector<std::atomic<int>> hits(n);
+          std::mutex m;
+          std::vector<std::thread::id> who;
+          std::size_t chunks = 0;
+          rt.parallel_for(n, grain, [&](std::size_t b, std::size_t e) {
+            for (std::size_t i = b; i < e; ++i)
+              hits[i].fetch_add(1, std::memory_order_relaxed);
+            const std::lock_guard lock(m);
+            ++chunks;
+            if (std::find(who.begin(), who.end(), std::this_thread::get_id()) == who.end())
+              who.push_back(std::this_thread::get_id());
+          });
+          const std::size_t most = std::min<std::size_t>(threads, (n + grain - 1) / grain);
+          bad += static_cast<std::size_t>(
+              std::any_of(hits.begin(), hits.end(), [](const auto& h) { return h.load() != 1; }));
+          bad += static_cast<std::size_t>(chunks == 0 || chunks > most || who.size() > chunks);
+          split_calls += static_cast<std::size_t>(who.size() > 1);
+        }
+      }
+      if (round % 64 == 63)
+        std::this_thread::sleep_for(std::chrono::microseconds(300));  // workers fall asleep
+    }
+    CHECK(bad == 0);
+    if (threads > 1) {
+      CHECK(split_calls > 0);  // the workers do take chunks
+    } else {
+      CHECK(split_calls == 0);
+    }
+
+    // A call from inside a chunk runs inline on that thread and still covers its range.
+    std::vector<std::atomic<int>> inner(4 * 100);
+    rt.parallel_for(4, 1, [&](std::size_t b, std::size_t e) {
+      for (std::size_t o = b; o < e; ++o) {
+        rt.parallel_for(100, 1, [&](std::size_t ib, std::size_t ie) {
+          for (std::size_t i = ib; i < ie; ++i)
+            inner[o * 100 + i].fetch_add(1);
+        });
+      }
+    });
+    CHECK(std::all_of(inner.begin(), inner.end(), [](const auto& h) { return h.load() == 1; }));
+
+    // An exception in the caller's chunk (the first) or in a worker's (the last) reaches the
+    // caller after every other chunk ran; the pool then works as before.
+    for (const bool in_first : {true, false}) {
+      CAPTURE(in_first);
+      std::vector<std::atomic<int>> hits(64);
+      const std::size_t thrower = in_first ? 0 : 63;
+      CHECK_THROWS_WITH_AS(rt.parallel_for(64, 1,
+                                           [&](std::size_t b, std::size_t e) {
+                                             for (std::size_t i = b; i < e; ++i)
+                                               hits[i].fetch_add(1);
+                                             if (b <= thrower && thrower < e)
+                                               throw std::runtime_error("chunk failed");
+                                           }),
+                           "chunk failed", std::runtime_error);
+      CHECK(std::all_of(hits.begin(), hits.end(), [](const auto& h) { return h.load() == 1; }));
+      std::atomic<std::size_t> sum = 0;
+      rt.parallel_for(64, 1, [&](std::size_t b, std::size_t e) {
+        for (std::size_t i = b; i < e; ++i)
+          sum.fetch_add(i);
+      });
+      CHECK(sum.load() == 64 * 63 / 2);
+    }
+
+    // Two threads calling at once (the background observer beside the graph): the call that
+    // finds the pool busy runs inline; both stay exact.
+    std::atomic<std::size_t> wrong = 0;
+    auto caller = [&] {
+      for (int r = 0; r < 400; ++r) {
+        std::vector<std::atomic<int>> hits(257);
+        rt.parallel_for(hits.size(), 1, [&](std::size_t b, std::size_t e) {
+          for (std::size_t i = b; i < e; ++i)
+            hits[i].fetch_add(1);
+        });
+        wrong += static_cast<std::size_t>(
+            std::any_of(hits.begin(), hits.end(), [](const auto& h) { return h.load() != 1; }));
+      }
+    };
+    std::thread other(caller);
+    caller();
+    other.join();
+    CHECK(wrong.load() == 0);
   }
 }

@@ -1,4 +1,5 @@
 # quark_add_test(<source> [NAME <name>] [LIBS ...] [LABELS ...]): one executable per test file
+# (the variable quark_test_cost_<target>, seconds, orders the long ones first; see below)
 # (named <group>_<name>, <name> defaulting to the file name), linked with the shared doctest main;
 # every TEST_CASE becomes its own ctest entry. NAME builds one source a second time (e.g. for
 # another instruction set).
@@ -24,7 +25,13 @@ function(quark_add_test src)
   # List-valued properties do not survive doctest_discover_tests(PROPERTIES ...): set them from a
   # file that ctest includes after the discovered tests.
   set(props ${CMAKE_CURRENT_BINARY_DIR}/${tgt}_props.cmake)
+  # COST: ctest starts the costliest tests first, so a long one does not run alone at the end
+  # (a fresh build has no timings of its own). quark_test_cost_<target>, if the caller set it.
+  set(cost 0)
+  if(DEFINED quark_test_cost_${tgt})
+    set(cost ${quark_test_cost_${tgt}})
+  endif()
   file(GENERATE OUTPUT ${props} CONTENT
-    "if(DEFINED ${tgt}_TESTS)\n  set_tests_properties(\${${tgt}_TESTS} PROPERTIES LABELS [==[${labels}]==] ENVIRONMENT [==[${arg_ENV}]==])\nendif()\n")
+    "if(DEFINED ${tgt}_TESTS)\n  set_tests_properties(\${${tgt}_TESTS} PROPERTIES LABELS [==[${labels}]==] ENVIRONMENT [==[${arg_ENV}]==] COST ${cost})\nendif()\n")
   set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${props})
 endfunction()

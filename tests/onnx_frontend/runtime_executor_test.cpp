@@ -609,7 +609,7 @@ TEST_CASE("parallel_for: each index once, nested calls inline, errors rethrown, 
     // Coverage and chunk counts, over sizes below, at and above the thread count.
     std::size_t bad = 0;
     std::size_t split_calls = 0;  // calls that ran on more than one thread
-    for (int round = 0; round < 1500; ++round) {
+    for (int round = 0; round < 500; ++round) {
       for (const std::size_t n : {std::size_t{1}, std::size_t{2}, std::size_t{3}, std::size_t{7},
                                   std::size_t{64}, std::size_t{1000}}) {
         for (const std::size_t grain : {std::size_t{1}, std::size_t{5}, std::size_t{100}}) {

@@ -1,8 +1,8 @@
 # quark_add_test(<source> [NAME <name>] [LIBS ...] [LABELS ...]): one executable per test file
-# (the variable quark_test_cost_<target>, seconds, orders the long ones first; see below)
 # (named <group>_<name>, <name> defaulting to the file name), linked with the shared doctest main;
 # every TEST_CASE becomes its own ctest entry. NAME builds one source a second time (e.g. for
-# another instruction set).
+# another instruction set). A variable quark_test_cost_<target> (seconds) set by the caller
+# becomes the COST of the target's tests, so ctest starts the long ones first.
 include_guard(GLOBAL)
 find_package(doctest REQUIRED)
 include(doctest)

@@ -93,18 +93,6 @@ void BM_minmax_observer(benchmark::State& state) {
   report(state, x.size());
 }
 
-template <quark::histogram_mode Mode>
-void BM_histogram_2048(benchmark::State& state) {
-  const auto x = data(state);
-  quark::histogram_observer h{{.mode = Mode, .num_bins = 2048}};
-  h.observe(x);  // the range is set; later passes bin only
-  for (auto _ : state) {
-    h.observe(x);
-    benchmark::DoNotOptimize(h.stats().counts.data());
-  }
-  report(state, x.size());
-}
-
 /// f applied to the first kSmall values of the normal data (an L2-resident activation).
 template <class F>
 std::vector<float> small_mapped(F f) {
@@ -125,6 +113,12 @@ void observe_repeatedly(benchmark::State& state, std::span<const float> x) {
     benchmark::DoNotOptimize(h.stats().counts.data());
   }
   report(state, x.size());
+}
+
+/// Normal data (signed or |x|), at the sizes of data(state).
+template <quark::histogram_mode Mode>
+void BM_histogram_2048(benchmark::State& state) {
+  observe_repeatedly<Mode>(state, data(state));
 }
 
 /// ReLU output (max(0, x) of the normal data: half the values are exactly 0), L2-resident. The

@@ -103,10 +103,10 @@ std::vector<float> small_mapped(F f) {
 }
 
 /// A 2048-bin histogram of mode Mode observing `x` once per iteration, after a first batch that
-/// sets the range (later passes bin only).
+/// sets the range (later passes bin only). `lump`: histogram_options::lump_percentile.
 template <quark::histogram_mode Mode>
-void observe_repeatedly(benchmark::State& state, std::span<const float> x) {
-  quark::histogram_observer h{{.mode = Mode, .num_bins = 2048}};
+void observe_repeatedly(benchmark::State& state, std::span<const float> x, double lump = 0.0) {
+  quark::histogram_observer h{{.mode = Mode, .num_bins = 2048, .lump_percentile = lump}};
   h.observe(x);
   for (auto _ : state) {
     h.observe(x);
@@ -138,6 +138,22 @@ void BM_histogram_relu6_2048(benchmark::State& state) {
   static const std::vector<float> gate =
       small_mapped([](float e) { return std::clamp(e + 3.0f, 0.0f, 6.0f); });
   observe_repeatedly<Mode>(state, gate);
+}
+
+/// The |x| histogram of Percentile 99.999 as calibration observes it (lumped after the first
+/// batch: the values under the top 1% only counted): normal data at the sizes of data(state),
+/// then the ReLU and ReLU6 data above. Compare with BM_histogram_2048<absolute> and the others.
+void BM_histogram_lumped_2048(benchmark::State& state) {
+  observe_repeatedly<quark::histogram_mode::absolute>(state, data(state), 99.999);
+}
+void BM_histogram_lumped_relu_2048(benchmark::State& state) {
+  static const std::vector<float> relu = small_mapped([](float e) { return std::max(e, 0.0f); });
+  observe_repeatedly<quark::histogram_mode::absolute>(state, relu, 99.999);
+}
+void BM_histogram_lumped_relu6_2048(benchmark::State& state) {
+  static const std::vector<float> gate =
+      small_mapped([](float e) { return std::clamp(e + 3.0f, 0.0f, 6.0f); });
+  observe_repeatedly<quark::histogram_mode::absolute>(state, gate, 99.999);
 }
 
 /// The portable binning kernel on the observer's edges (what a build without AVX-512 runs).
@@ -249,6 +265,9 @@ BENCHMARK(BM_histogram_relu_2048<quark::histogram_mode::signed_extend>)
 BENCHMARK(BM_histogram_relu6_2048<quark::histogram_mode::absolute>)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_histogram_relu6_2048<quark::histogram_mode::signed_extend>)
     ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_histogram_lumped_2048)->Arg(kSmall)->Arg(kLarge)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_histogram_lumped_relu_2048)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_histogram_lumped_relu6_2048)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_histogram_rows_2048)->Arg(151)->Arg(606)->Arg(kSmall)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_histogram_portable_2048)->Arg(kSmall)->Arg(kLarge)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_histogram_naive_2048)->Arg(kSmall)->Arg(kLarge)->Unit(benchmark::kMillisecond);

@@ -1,9 +1,12 @@
 // SPDX-License-Identifier: MIT
+#include <random>
+#include <string>
 #include <vector>
 
 #include <doctest/doctest.h>
 
 #include <quark/calib/percentile_calibrator.hpp>
+#include <quark/core/error.hpp>
 
 #include "calib/reference_data.hpp"
 
@@ -105,4 +108,148 @@ TEST_CASE("layerwise percentile: candidates and the scoring match the numpy refe
   const auto widest = cal(
       h, [](std::size_t, const quark::calibrated_range& c) { return -static_cast<double>(c.max); });
   CHECK(widest.max == cands[1].max);  // first of the equal widest ones
+}
+
+namespace {
+/// The counts of bins c and up, after the sum of bins 0..c-1 (c > 0): where a histogram lumped
+/// from bin c must agree with the unlumped one.
+std::vector<std::uint64_t> exact_part(const std::vector<std::uint64_t>& counts, std::size_t c) {
+  std::vector<std::uint64_t> out{0};
+  for (std::size_t i = 0; i < counts.size(); ++i) {
+    if (i < c)
+      out[0] += counts[i];
+    else
+      out.push_back(counts[i]);
+  }
+  return out;
+}
+}  // namespace
+
+TEST_CASE("percentile, lumped |x| histogram: the numpy reference thresholds over 7 batches") {
+  // Lumping for 99.9 (the tail share is then 100 * 0.1% = 10%) starts after the first batch;
+  // 99.9 and 99.999 must give numpy's thresholds exactly as the unlumped histogram does.
+  const auto a = quark_test::data_a();
+  const auto& ref = quark_test::reference()["percentile"];
+  quark::histogram_observer h{{.mode = histogram_mode::absolute,
+                               .num_bins = 2048,
+                               .lump_percentile = 99.9,
+                               .lump_min_values = 64}};
+  for (auto b : quark_test::split(a, 7))
+    h.observe(b);
+  REQUIRE(h.stats().exact_from > 0);
+  for (const char* p : {"99.999", "99.9"}) {
+    CAPTURE(p);
+    REQUIRE(quark::percentile_decided(h.stats(), std::stod(p)));
+    const auto r = quark::percentile_calibrator{std::stod(p)}(h.stats());
+    const auto& e = ref[std::string("abs_7_") + p];
+    CHECK(r.min == static_cast<float>(e[0].get<double>()));
+    CHECK(r.max == static_cast<float>(e[1].get<double>()));
+  }
+}
+
+TEST_CASE("percentile, lumped |x| histogram: decided percentiles equal the unlumped ones") {
+  // Random batch sequences (scales that grow the range and shrink again, zeros, NaN), observed
+  // whole or in pieces, lumped for 99.99 with the default tail share or a wider one: the bins
+  // from exact_from up and the prefix sum at exact_from - 1 equal the unlumped histogram's, and
+  // every percentile the lumped one says it decides is the unlumped one's. In every fourth
+  // round a small wide first batch sets the cut and 200 times as many narrow values follow,
+  // which leaves the lower percentiles below the cut (undecided).
+  std::mt19937 gen(11);
+  std::size_t decided = 0;
+  std::size_t undecided = 0;
+  for (int round = 0; round < 40; ++round) {
+    const double share = round % 3 == 0 ? 0.05 : 0.01;
+    const bool skewed = round % 4 == 1;
+    quark::histogram_observer plain{{.mode = histogram_mode::absolute, .num_bins = 512}};
+    quark::histogram_observer lumped{{.mode = histogram_mode::absolute,
+                                      .num_bins = 512,
+                                      .lump_percentile = 99.99,
+                                      .lump_tail_share = share,
+                                      .lump_min_values = 1000}};
+    std::uniform_real_distribution<float> scale(0.2f, 3.0f);
+    for (int b = 0; b < 6; ++b) {
+      std::normal_distribution<float> d(0.0f, skewed && b == 0 ? 8.0f : scale(gen));
+      std::vector<float> x(skewed ? (b == 0 ? 2000 : 80000)
+                                  : 3000 + 97 * static_cast<std::size_t>(b));
+      for (float& v : x)
+        v = d(gen);
+      for (std::size_t i = 0; i < x.size(); i += 13)
+        x[i] = 0.0f;
+      x[5] = std::numeric_limits<float>::quiet_NaN();
+      plain.observe(x);
+      if (b % 2 == 0) {
+        lumped.observe(x);
+      } else {
+        quark::histogram_pieces pc = lumped.begin_pieces(2);
+        const std::span<const float> xs(x);
+        // Part k reads one half of the batch, once.
+        const auto half_of = [xs](std::size_t k) {
+          return [xs, k, done = false]() mutable -> std::span<const float> {
+            if (done)
+              return {};
+            done = true;
+            return k == 0 ? xs.first(xs.size() / 2) : xs.subspan(xs.size() / 2);
+          };
+        };
+        for (std::size_t k = 0; k < 2; ++k)
+          lumped.observe_piece(pc, k, half_of(k));
+        if (lumped.grow_pieces(pc)) {
+          for (std::size_t k = 0; k < 2; ++k)
+            lumped.finish_piece(pc, k, half_of(k));
+        }
+        lumped.add_pieces(pc);
+      }
+    }
+    const auto& hp = plain.stats();
+    const auto& hl = lumped.stats();
+    REQUIRE(hl.exact_from > 0);
+    REQUIRE(hl.edges == hp.edges);
+    CHECK(hl.range == hp.range);
+    CHECK(exact_part(hl.counts, hl.exact_from) == exact_part(hp.counts, hl.exact_from));
+    for (const double p : {99.99, 99.995, 99.999, 99.9999, 100.0}) {
+      CAPTURE(round);
+      CAPTURE(p);
+      if (!quark::percentile_decided(hl, p)) {
+        ++undecided;
+        CHECK_THROWS_WITH_AS(static_cast<void>(quark::percentile_calibrator{p}(hl)),
+                             doctest::Contains("lumped"), quark::error);
+        continue;
+      }
+      ++decided;
+      const auto rl = quark::percentile_calibrator{p}(hl);
+      const auto rp = quark::percentile_calibrator{p}(hp);
+      CHECK(rl.min == rp.min);
+      CHECK(rl.max == rp.max);
+    }
+  }
+  CHECK(decided > 100);
+  CHECK(undecided > 0);  // the skewed rounds
+}
+
+TEST_CASE("percentile, lumped |x| histogram: no lumping where it could not pay or decide") {
+  // Lumping for 99 asks for a tail share of 100%: never lumped. Too few values: not yet.
+  std::vector<float> x(20000);
+  for (std::size_t i = 0; i < x.size(); ++i)
+    x[i] = static_cast<float>(i % 1000) * 0.01f;
+  quark::histogram_observer low{
+      {.mode = histogram_mode::absolute, .num_bins = 256, .lump_percentile = 99.0}};
+  low.observe(x);
+  low.observe(x);
+  CHECK(low.stats().exact_from == 0);
+  quark::histogram_observer small{{.mode = histogram_mode::absolute,
+                                   .num_bins = 256,
+                                   .lump_percentile = 99.999,
+                                   .lump_min_values = 30000}};
+  small.observe(x);
+  CHECK(small.stats().exact_from == 0);
+  small.observe(x);  // 40000 counts now
+  CHECK(small.stats().exact_from > 0);
+  // Signed histograms are never lumped.
+  quark::histogram_observer sig{
+      {.mode = histogram_mode::signed_symmetric, .num_bins = 256, .lump_percentile = 99.999}};
+  sig.observe(x);
+  sig.observe(x);
+  CHECK(sig.stats().exact_from == 0);
+  CHECK_THROWS_AS(quark::histogram_observer({.lump_percentile = 101.0}), quark::error);
+  CHECK_THROWS_AS(quark::histogram_observer({.lump_tail_share = 0.0}), quark::error);
 }

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 #include <limits>
 #include <random>
 #include <vector>
@@ -120,6 +121,23 @@ std::vector<float> edge_data(const std::vector<double>& e, std::size_t extra, un
   return x;
 }
 
+/// Linspace edges of each range (7 and 2048 bins), then Quark's appended edges (equal widths
+/// added one by one to [0, 3] in 128 bins: not exactly uniform).
+std::vector<std::vector<double>> test_edge_sets(
+    std::initializer_list<std::pair<double, double>> ranges) {
+  std::vector<std::vector<double>> sets;
+  for (const auto& r : ranges) {
+    for (const std::size_t bins : {std::size_t{7}, std::size_t{2048}})
+      sets.push_back(quark::detail::linspace_edges(r.first, r.second, bins));
+  }
+  auto grown = quark::detail::linspace_edges(0.0, 3.0, 128);
+  const double w = grown[1] - grown[0];
+  for (int i = 0; i < 300; ++i)
+    grown.push_back(grown.back() + w);
+  sets.push_back(grown);
+  return sets;
+}
+
 template <kernel_path P>
 void check_histograms(const std::vector<double>& e, std::span<const float> x) {
   check_histogram<bin_transform::identity, P>(x, e);
@@ -193,18 +211,8 @@ TEST_CASE("abs_min_reduce equals a scalar smallest-magnitude loop (NaN ignored, 
 TEST_CASE("histogram kernel: every form follows numpy's bin rule on the stored edges") {
   // Linspace edges of several ranges (one far from 0, so the double formula is used), and
   // Quark's appended edges (equal widths added one by one, not exactly uniform).
-  std::vector<std::vector<double>> edge_sets;
-  const std::pair<double, double> ranges[] = {
-      {-12.0, 12.0}, {0.0, 9.5}, {0.1, 0.7}, {1000.0, 1000.5}, {-3e-5, 7e-5}};
-  for (const auto& r : ranges) {
-    for (const std::size_t bins : {std::size_t{7}, std::size_t{2048}})
-      edge_sets.push_back(quark::detail::linspace_edges(r.first, r.second, bins));
-  }
-  auto grown = quark::detail::linspace_edges(0.0, 3.0, 128);
-  const double w = grown[1] - grown[0];
-  for (int i = 0; i < 300; ++i)
-    grown.push_back(grown.back() + w);
-  edge_sets.push_back(grown);
+  const auto edge_sets =
+      test_edge_sets({{-12.0, 12.0}, {0.0, 9.5}, {0.1, 0.7}, {1000.0, 1000.5}, {-3e-5, 7e-5}});
   unsigned seed = 1;
   for (const auto& e : edge_sets) {
     CAPTURE(e.front());
@@ -322,6 +330,67 @@ TEST_CASE("histogram kernel: short spans (whole vectors, then a scalar tail) fol
         if (quark::detail::observer_avx512_usable())
           check_histograms<kernel_path::avx512>(e, s);
 #endif
+      }
+    }
+  }
+}
+
+namespace {
+
+/// The lumped |x| kernel (bin_setup::lump_below(c)) against the oracle: bins c and up as numpy's
+/// rule gives them, bin c - 1 the sum of the oracle's bins 0..c-1, the bins below it empty.
+template <kernel_path P>
+void check_lumped(const std::vector<double>& e, std::size_t c, std::span<const float> x) {
+  const auto want_all = oracle_histogram(bin_transform::absolute, x, e);
+  std::vector<std::uint64_t> want(want_all.size(), 0);
+  for (std::size_t i = 0; i < want_all.size(); ++i)
+    want[i < c ? c - 1 : i] += want_all[i];
+  quark::detail::bin_setup<bin_transform::absolute> s(e);
+  s.lump_below(c);
+  std::vector<std::uint64_t> got(e.size() - 1, 0);
+  const minmax_partial ext = quark::detail::histogram_add<bin_transform::absolute, P>(x, s, got);
+  CHECK(got == want);
+  check_same(ext, oracle_minmax(x));
+}
+
+}  // namespace
+
+TEST_CASE("lumped |x| kernel: bins from the cut follow numpy's rule, the rest count in one bin") {
+  // |x| edges (first edge >= 0, or numpy's widened (v - 0.5, v + 0.5) for a constant batch),
+  // Quark's appended edges, cuts from the first bin to the last edge. The data holds every edge,
+  // its neighbours and negations, values below the first edge and beyond the last, NaN and
+  // +-Inf, at lengths that are not multiples of 16 (the scalar end) and with thousands of values
+  // above the cut (the gathering buffer is binned many times).
+  const auto edge_sets =
+      test_edge_sets({{0.0, 9.5}, {0.1, 0.7}, {1000.0, 1000.5}, {2e-5, 7e-5}, {-0.3, 0.7}});
+  unsigned seed = 100;
+  for (const auto& e : edge_sets) {
+    const std::size_t n = e.size() - 1;
+    for (const std::size_t c : {std::size_t{1}, std::size_t{2}, n / 2, n - 1, n}) {
+      if (c == 0 || !(e[c] > 0.0))
+        continue;
+      CAPTURE(e.front());
+      CAPTURE(e.size());
+      CAPTURE(c);
+      for (const std::size_t extra : {std::size_t{100}, std::size_t{9001}}) {
+        auto x = edge_data(e, extra, seed++);
+        for (std::size_t i = 0; i < x.size(); i += 11)
+          x[i] = i % 2 == 0 ? 0.0f : -0.0f;
+        check_lumped<kernel_path::portable>(e, c, x);
+        for (const std::size_t len : {std::size_t{1}, std::size_t{17}, std::size_t{1029}}) {
+          if (len <= x.size())
+            check_lumped<kernel_path::portable>(e, c, std::span<const float>(x).first(len));
+        }
+#if QUARK_OBSERVER_AVX512
+        if (quark::detail::observer_avx512_usable()) {
+          check_lumped<kernel_path::avx512>(e, c, x);
+          for (const std::size_t len : {std::size_t{1}, std::size_t{17}, std::size_t{1029}}) {
+            if (len <= x.size())
+              check_lumped<kernel_path::avx512>(e, c, std::span<const float>(x).first(len));
+          }
+        }
+#endif
+        check_lumped<kernel_path::automatic>(e, c, x);
       }
     }
   }

@@ -33,12 +33,29 @@ inline std::size_t cdf_search(std::span<const std::uint64_t> counts, double tota
   return counts.size();
 }
 
+/// Index of the symmetric percentile's bin (the first whose CDF reaches p/100) of an |x|
+/// histogram.
+inline std::size_t percentile_bin(const histogram_data& h, double percentile) noexcept {
+  return cdf_search(h.counts, static_cast<double>(h.total()), percentile / 100.0);
+}
+
 inline void require_histogram(const histogram_data& h) {
   require_values(h.range);
   if (h.total() == 0)
     throw_invalid("quark.calib.empty_input", "the histogram holds no count");
 }
 }  // namespace detail
+
+/// Whether `percentile` of `h` is the one its unlumped histogram gives (histogram_data::
+/// exact_from): always, unless the histogram is lumped and the percentile's bin lies below the
+/// exact bins. For an |x| histogram that is lumped from bin c, every prefix sum from bin c - 1
+/// on is exact and the ones before it are at most the true ones, so a search that ends at c or
+/// above ends where the true search does; one that ends below c cannot be confirmed.
+[[nodiscard]] inline bool percentile_decided(const histogram_data& h, double percentile) noexcept {
+  if (h.exact_from == 0 || h.mode != histogram_mode::absolute || h.total() == 0)
+    return true;
+  return detail::percentile_bin(h, percentile) >= h.exact_from;
+}
 
 /// Percentile calibrator (defaults: Percentile 99.999; the histogram decides symmetric or not:
 /// `histogram_mode::absolute` is Quark's symmetric default, CalibTensorRangeSymmetric=True).
@@ -61,6 +78,11 @@ struct percentile_calibrator {
     calibrated_range r;
     // 2. Threshold edges: left edge of the crossing bin.
     if (h.mode == histogram_mode::absolute) {
+      if (!percentile_decided(h, percentile)) {
+        detail::throw_invalid("quark.calib.lumped",
+                              "the percentile lies in the lumped bins of the histogram: observe "
+                              "the data again without lumping");
+      }
       const double t = h.edges[detail::cdf_search(h.counts, total, percentile / 100.0)];
       r.min = static_cast<float>(-t);
       r.max = static_cast<float>(t);

@@ -44,6 +44,16 @@ struct histogram_options {
   /// Growth beyond this many bins throws "quark.calib.histogram_too_large" (an outlier 1e6x the
   /// first batch's range would otherwise allocate billions of bins, as it does in Quark).
   std::size_t max_bins = std::size_t{1} << 24;
+  /// `absolute` mode: the smallest percentile that will be asked of the histogram (Percentile:
+  /// 99.999), or 0 (the default) for every count exact. When set, once the histogram holds at
+  /// least lump_min_values counts, the bins under the one where its top `lump_tail_share` of
+  /// counts begins (at least 100 times the 1 - p/100 the percentile leaves above it) are lumped:
+  /// later values in them are only counted, into the highest of them (histogram_data::exact_from).
+  /// A percentile that lands in the exact bins is the same as without lumping
+  /// (percentile_decided()), and the binning of most values becomes a compare and a popcount.
+  double lump_percentile = 0.0;
+  double lump_tail_share = 0.01;
+  std::size_t lump_min_values = std::size_t{1} << 14;
 };
 
 /// The statistic of a histogram observer: edges (size n + 1), counts (size n), the signed
@@ -55,6 +65,11 @@ struct histogram_data {
   std::vector<std::uint64_t> counts;
   range_stats range;
   double threshold = 0.0;
+  /// Lumped bins (histogram_options::lump_percentile): 0, or c > 0 when the counts of bins c and
+  /// up are exact, bin c - 1 holds every other count not in bins 0..c-2, and bins 0..c-2 hold
+  /// only the counts of the batches before the lumping began. Every prefix sum from bin c - 1 on
+  /// is exact.
+  std::size_t exact_from = 0;
 
   [[nodiscard]] bool empty() const noexcept { return counts.empty(); }
   [[nodiscard]] std::size_t bins() const noexcept { return counts.size(); }
@@ -120,6 +135,11 @@ class histogram_observer {
     if (opt_.num_bins == 0 || opt_.num_bins > hard_max_bins) {
       detail::throw_config("quark.calib.bad_option", "NumBins must lie in [1, 2^30]");
     }
+    if (!(opt_.lump_percentile >= 0.0 && opt_.lump_percentile <= 100.0) ||
+        !(opt_.lump_tail_share > 0.0 && opt_.lump_tail_share <= 1.0)) {
+      detail::throw_config("quark.calib.bad_option",
+                           "lump_percentile must lie in [0, 100] and lump_tail_share in (0, 1]");
+    }
     data_.mode = opt_.mode;
   }
   histogram_observer(histogram_options opt, state_type s) : histogram_observer(opt) {
@@ -135,6 +155,7 @@ class histogram_observer {
     data_.counts.clear();
     data_.range = range_stats{};
     data_.threshold = 0.0;
+    data_.exact_from = 0;
   }
 
   /// Bins one batch. Throws "quark.calib.infinite_input" for +-Inf under reject_inf.
@@ -150,6 +171,7 @@ class histogram_observer {
       account(b, x.size());
       grow(b, x);
       bin_into(x, data_.counts);
+      maybe_lump();
       return;
     }
     // First batch: extrema, edges, bins.
@@ -161,6 +183,7 @@ class histogram_observer {
     account(b, x.size());
     grow(b, x);
     bin_into(x, data_.counts);
+    maybe_lump();
   }
 
   /// observe(x) when the histogram has a range and `x` does not grow it: the same state as
@@ -182,6 +205,7 @@ class histogram_observer {
       if (b.valid != 0 && !would_grow(b)) {
         account(b, x.size());
         tables.fold_into(data_.counts);
+        maybe_lump();
         return true;
       }
     } else {
@@ -192,6 +216,7 @@ class histogram_observer {
         account(b, x.size());
         for (std::size_t i = 0; i < tmp.size(); ++i)
           data_.counts[i] += tmp[i];
+        maybe_lump();
         return true;
       }
     }
@@ -336,6 +361,7 @@ class histogram_observer {
       for (std::size_t i = 0; i < p.counts.size(); ++i)
         data_.counts[i] += p.counts[i];
     }
+    maybe_lump();
   }
 
   /// Adds another observer's histogram. Exact (counts add) when both have the same edges, which
@@ -365,7 +391,13 @@ class histogram_observer {
     if (o.edges == data_.edges) {
       for (std::size_t i = 0; i < o.counts.size(); ++i)
         data_.counts[i] += o.counts[i];
+      // Both prefix sums are exact from the higher lump on.
+      data_.exact_from = std::max(data_.exact_from, o.exact_from);
       return;
+    }
+    if (o.exact_from != 0 || data_.exact_from != 0) {
+      detail::throw_invalid("quark.calib.merge_mismatch",
+                            "lumped histograms merge only on the same edges");
     }
     // Grow to cover the other's edges, then rebin its counts by bin centre.
     switch (data_.mode) {
@@ -495,7 +527,7 @@ class histogram_observer {
   void count_parts(Next&& next, histogram_pieces::piece& p) const {
     with_transform([&](auto t) {
       constexpr detail::bin_transform T = decltype(t)::value;
-      const detail::bin_setup<T> setup(data_.edges);
+      const detail::bin_setup<T> setup = make_setup<T>();
       detail::count_tables& tables = detail::thread_count_tables();
       const detail::count_tables_guard guard(tables);  // zero again even if a kernel throws
       std::size_t pending = 0;
@@ -528,9 +560,7 @@ class histogram_observer {
     constexpr auto T = detail::bin_transform::absolute;
     // The smallest float >= old_last (> 0): |v| >= limit exactly when double(|v|) >= old_last,
     // and for |v| (sign bit clear) that is bits(|v|) >= bits(limit), NaN (above +Inf) excluded.
-    float limit = static_cast<float>(old_last);
-    if (static_cast<double>(limit) < old_last)
-      limit = std::nextafter(limit, std::numeric_limits<float>::infinity());
+    const float limit = detail::float_at_least(old_last);
     const std::uint32_t lo_bits = std::bit_cast<std::uint32_t>(limit);
     constexpr std::uint32_t inf_bits = 0x7f800000u;
     const detail::bin_setup<T> setup(data_.edges);
@@ -582,9 +612,40 @@ class histogram_observer {
     counts[old_bins - 1] -= on_edge;
   }
 
+  /// The kernel's setup for the current edges, lumping as data_.exact_from says.
+  template <detail::bin_transform T>
+  [[nodiscard]] detail::bin_setup<T> make_setup() const noexcept {
+    detail::bin_setup<T> s(data_.edges);
+    if (T == detail::bin_transform::absolute && data_.exact_from != 0)
+      s.lump_below(data_.exact_from);
+    return s;
+  }
+
+  /// Starts lumping (histogram_options::lump_percentile) once the counts allow it: the cut is
+  /// the highest bin c whose counts from c up are at least share * total, with c > 0 and
+  /// edges[c] > 0. Later batches can only add to the bins above it what they would add anyway.
+  void maybe_lump() noexcept {
+    if (opt_.mode != histogram_mode::absolute || !(opt_.lump_percentile > 0.0) ||
+        data_.exact_from != 0 || data_.counts.empty())
+      return;
+    const double share =
+        std::fmax(opt_.lump_tail_share, 100.0 * (1.0 - opt_.lump_percentile / 100.0));
+    const std::uint64_t total = data_.total();
+    if (!(share < 0.5) || total < opt_.lump_min_values)
+      return;
+    const double need = share * static_cast<double>(total);
+    std::uint64_t tail = 0;
+    std::size_t c = data_.counts.size();
+    while (c > 0 && static_cast<double>(tail) < need)
+      tail += data_.counts[--c];
+    if (c > 0 && data_.edges[c] > 0.0)
+      data_.exact_from = c;
+  }
+
   detail::minmax_partial count_into(std::span<const float> x, detail::count_tables& t) const {
     if (opt_.mode == histogram_mode::absolute) {
-      return detail::histogram_count<detail::bin_transform::absolute>(x, data_.edges, t);
+      return detail::histogram_count<detail::bin_transform::absolute>(
+          x, make_setup<detail::bin_transform::absolute>(), t);
     }
     if (opt_.non_finite == non_finite_policy::to_finite) {
       return detail::histogram_count<detail::bin_transform::to_finite>(x, data_.edges, t);
@@ -594,7 +655,8 @@ class histogram_observer {
 
   detail::minmax_partial bin_into(std::span<const float> x, std::span<std::uint64_t> counts) const {
     if (opt_.mode == histogram_mode::absolute) {
-      return detail::histogram_add<detail::bin_transform::absolute>(x, data_.edges, counts);
+      return detail::histogram_add<detail::bin_transform::absolute>(
+          x, make_setup<detail::bin_transform::absolute>(), counts);
     }
     if (opt_.non_finite == non_finite_policy::to_finite) {
       return detail::histogram_add<detail::bin_transform::to_finite>(x, data_.edges, counts);

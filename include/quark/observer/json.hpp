@@ -100,6 +100,12 @@ inline void to_json(nlohmann::json& j, const histogram_observer& o) {
        {"max_bins", opt.max_bins}, {"range", d.range},
        {"threshold", d.threshold}, {"edges", d.edges},
        {"counts", d.counts}};
+  if (opt.lump_percentile > 0.0 || d.exact_from != 0) {
+    j["lump_percentile"] = opt.lump_percentile;
+    j["lump_tail_share"] = opt.lump_tail_share;
+    j["lump_min_values"] = opt.lump_min_values;
+    j["exact_from"] = d.exact_from;
+  }
 }
 inline void from_json(const nlohmann::json& j, histogram_observer& o) {
   histogram_options opt;
@@ -107,14 +113,21 @@ inline void from_json(const nlohmann::json& j, histogram_observer& o) {
   opt.num_bins = j.at("num_bins").get<std::size_t>();
   opt.non_finite = static_cast<non_finite_policy>(j.at("non_finite").get<int>());
   opt.max_bins = j.at("max_bins").get<std::size_t>();
+  opt.lump_percentile = j.value("lump_percentile", 0.0);
+  opt.lump_tail_share = j.value("lump_tail_share", opt.lump_tail_share);
+  opt.lump_min_values = j.value("lump_min_values", opt.lump_min_values);
   histogram_data d;
   d.mode = opt.mode;
   d.range = j.at("range").get<range_stats>();
   d.threshold = j.at("threshold").get<double>();
   d.edges = j.at("edges").get<std::vector<double>>();
   d.counts = j.at("counts").get<std::vector<std::uint64_t>>();
+  d.exact_from = j.value("exact_from", std::size_t{0});
   if (!d.counts.empty() && d.edges.size() != d.counts.size() + 1) {
     detail::throw_invalid("quark.calib.bad_json", "histogram edges/counts sizes disagree");
+  }
+  if (d.exact_from > d.counts.size() || (d.exact_from != 0 && d.mode != histogram_mode::absolute)) {
+    detail::throw_invalid("quark.calib.bad_json", "histogram exact_from outside its bins");
   }
   o = histogram_observer{opt, std::move(d)};
 }

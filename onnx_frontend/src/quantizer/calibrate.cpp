@@ -114,6 +114,7 @@ struct slot {
   std::uint64_t seen = 0;   ///< elements observed in the first pass
   std::size_t batches = 0;  ///< batches observed in pieces (observe_parallel)
   bool dropped = false;     ///< calib_params::after_first_sample: no longer needed
+  bool redo = false;        ///< lumped Percentile undecided: observed again unlumped (pass 2)
   bool queued = false;      ///< a value of it waits in (or is run by) the background_observer
   /// calib_params::fuse: the batch being binned chunk by chunk inside the producing kernel.
   /// Shared so the slot stays movable; the sink refers to the slot's histogram.
@@ -132,6 +133,12 @@ struct slot {
   [[nodiscard]] bool needs_second_pass() const noexcept {
     return opt.method == calib_method::layerwise_percentile || (cal && cal->needs_second_pass());
   }
+  /// A lumped Percentile histogram whose percentile lies below its exact bins
+  /// (calib_params::lump).
+  [[nodiscard]] bool lump_undecided() const noexcept {
+    return opt.method == calib_method::percentile && hist &&
+           !percentile_decided(hist->stats(), opt.percentile);
+  }
   /// The symmetric table of the grid (signed >= 8 bits: -qmax..qmax), as tensor_calibrator.
   [[nodiscard]] int_grid pof2_grid() const noexcept {
     const int_grid g = opt.grid;
@@ -142,7 +149,7 @@ struct slot {
   }
 };
 
-slot make_slot(const std::string& name, const calib_request& r, const calib_params& p) {
+slot make_slot(const std::string& name, const calib_request& r, const calib_params& p, bool lump) {
   slot s;
   s.name = name;
   calib_options& o = s.opt;
@@ -161,10 +168,11 @@ slot make_slot(const std::string& name, const calib_request& r, const calib_para
   switch (o.method) {
     case calib_method::percentile:
     case calib_method::layerwise_percentile:
-      s.hist.emplace(histogram_options{.mode = sym == range_symmetry::symmetric
-                                                   ? histogram_mode::absolute
+      s.hist.emplace(histogram_options{
+          .mode = sym == range_symmetry::symmetric ? histogram_mode::absolute
                                                    : histogram_mode::signed_symmetric,
-                                       .num_bins = o.num_bins.value_or(2048)});
+          .num_bins = o.num_bins.value_or(2048),
+          .lump_percentile = lump && o.method == calib_method::percentile ? o.percentile : 0.0});
       return s;
     case calib_method::entropy:
       s.hist.emplace(histogram_options{.mode = histogram_mode::signed_symmetric,
@@ -387,7 +395,9 @@ void begin_second(slot& s) {
 }
 
 void observe_second(slot& s, std::span<const float> x) {
-  if (s.scorer) {
+  if (s.redo) {
+    s.hist->observe(x);
+  } else if (s.scorer) {
     s.scorer->observe(x);
   } else if (s.cal) {
     s.cal->observe_second(x);
@@ -759,8 +769,10 @@ calib_output calibrate(const model& m, const std::map<std::string, calib_request
   calib_output out;
   out.inputs = signatures(rt);
   std::unordered_map<std::string, slot> slots;
+  // Lumping may need a second pass (calib_params::lump).
+  const bool lump = params.lump && !params.keep_histograms && reader.can_rewind();
   for (const auto& [name, r] : requests)
-    slots.emplace(name, make_slot(name, r, params));
+    slots.emplace(name, make_slot(name, r, params, lump));
   const std::size_t total = params.max_samples ? *params.max_samples : reader.size().value_or(0);
   // The time of each phase goes to stderr (docs/bench/quantizer.md).
   using clock = std::chrono::steady_clock;
@@ -849,7 +861,7 @@ calib_output calibrate(const model& m, const std::map<std::string, calib_request
           for (const std::string& name : params.after_first_sample(out.tensors)) {
             auto it = slots.find(name);
             if (it != slots.end()) {
-              it->second = make_slot(name, requests.at(name), params);  // frees its state
+              it->second = make_slot(name, requests.at(name), params, false);  // frees its state
               it->second.dropped = true;
               ++dropped;
             }
@@ -875,12 +887,23 @@ calib_output calibrate(const model& m, const std::map<std::string, calib_request
   if (out.samples == 0) {
     throw frontend_error("quark.calib_data.empty", "the calibration data holds no sample");
   }
-  // Second pass (LayerwisePercentile scoring, pof2 MinMSE on raw data): the same samples again.
+  // Second pass (LayerwisePercentile scoring, pof2 MinMSE on raw data, a lumped Percentile
+  // histogram whose percentile it cannot decide): the same samples again.
   bool second = false;
+  std::size_t lumped = 0;
+  std::size_t redone = 0;
   for (auto& [name, s] : slots) {
+    lumped += s.hist && s.hist->stats().exact_from != 0 ? 1u : 0u;
     if (!s.dropped && s.seen > 0 && s.needs_second_pass()) {
       begin_second(s);
       second = true;
+    } else if (!s.dropped && s.seen > 0 && s.lump_undecided()) {
+      histogram_options o = s.hist->options();
+      o.lump_percentile = 0.0;
+      s.hist.emplace(o);
+      s.redo = true;
+      second = true;
+      ++redone;
     }
   }
   const clock::time_point t_second = clock::now();
@@ -935,10 +958,11 @@ calib_output calibrate(const model& m, const std::map<std::string, calib_request
                  "first; pass 1 %.3f s (of which the graph stopped for observers %.3f s); "
                  "pass 2 %.3f s; calibrators %.3f s; threaded growing batches: %zu binned "
                  "again, %zu read again beyond the old last edge; %zu batches extrema first "
-                 "(%zu grew)\n",
+                 "(%zu grew); %zu percentile histograms lumped, %zu of them observed again "
+                 "unlumped\n",
                  out.samples, slots.size() - dropped, slots.size(), first_s, observe_s, second_s,
                  since(t_results), growth.rebinned.load(), growth.tail.load(),
-                 growth.extrema_first.load(), growth.extrema_first_grew.load());
+                 growth.extrema_first.load(), growth.extrema_first_grew.load(), lumped, redone);
     std::string busy;
     for (const double b : growth.busy_s) {
       char buf[32];

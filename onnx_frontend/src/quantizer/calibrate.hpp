@@ -85,6 +85,14 @@ struct calib_params {
   /// beyond the old last edge, or a signed histogram binned again). Same counts as observing the
   /// whole value; QUARK_CALIB_FUSE=0 turns it off.
   bool fuse = true;
+  /// Percentile on |x| histograms: once a histogram holds enough counts, the bins far below the
+  /// percentile are lumped and later values in them only counted (histogram_options::
+  /// lump_percentile), which makes binning them a compare and a popcount. The ranges are those
+  /// of the unlumped histograms: a tensor whose percentile cannot be decided from the lumped one
+  /// (its later samples far smaller than the first) is observed again unlumped in a second pass.
+  /// Only with a reader that can_rewind(), and not with keep_histograms (the saved histograms
+  /// are whole). QUARK_CALIB_LUMP=0 turns it off.
+  bool lump = true;
   std::optional<std::size_t> max_samples;
   /// SaveTensorHistFig: copy each histogram method's histogram into tensor_facts.
   bool keep_histograms = false;

@@ -46,6 +46,7 @@ class float32_reader final : public calibration_data_reader {
   explicit float32_reader(calibration_data_reader& inner) : inner_(inner) {}
   std::optional<calib_sample> next() override;
   void rewind() override { inner_.rewind(); }
+  [[nodiscard]] bool can_rewind() const noexcept override { return inner_.can_rewind(); }
   std::optional<std::size_t> size() const override { return inner_.size(); }
 
  private:

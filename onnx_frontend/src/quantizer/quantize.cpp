@@ -1202,6 +1202,10 @@ model quantize_float32_model(model m, const qconfig& cfg, calibration_data_reade
   // streams (the same statistics and bytes; for comparison and measurement).
   if (const char* f = std::getenv("QUARK_CALIB_FUSE"); f != nullptr && std::string_view(f) == "0")
     cp.fuse = false;
+  // QUARK_CALIB_LUMP=0: every Percentile histogram count exact (the same ranges and bytes; for
+  // comparison and measurement).
+  if (const char* l = std::getenv("QUARK_CALIB_LUMP"); l != nullptr && std::string_view(l) == "0")
+    cp.lump = false;
   qz::calib_output cal;
   try {
     cal = qz::calibrate(m, requests, reader, cp);

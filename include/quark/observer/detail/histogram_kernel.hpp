@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -223,6 +224,17 @@ class count_tables_guard {
 /// 4 KiB block measured 1.0-1.3 in the same runs (docs/bench/calib.md).
 inline constexpr std::size_t histogram_prefetch_distance = 512;
 
+/// The smallest float whose value is at least `d` (d > 0; +Inf beyond the largest float): for a
+/// magnitude |v|, double(|v|) >= d exactly when bits(|v|) >= bits(float_at_least(d)).
+inline float float_at_least(double d) noexcept {
+  if (d > static_cast<double>(std::numeric_limits<float>::max()))
+    return std::numeric_limits<float>::infinity();
+  float f = static_cast<float>(d);
+  if (static_cast<double>(f) < d)
+    f = std::nextafter(f, std::numeric_limits<float>::infinity());
+  return f;
+}
+
 /// Which code computes the bin positions: `automatic` is the AVX-512 form where the CPU has
 /// AVX-512F (observer_avx512_usable(), checked at run time), else the portable one; the tests
 /// run both explicitly where the CPU allows.
@@ -267,6 +279,22 @@ struct bin_setup {
     tol_f = dev + std::fabs(lo - static_cast<double>(lo_f)) * norm +
             2.0 * half_ulp * (r * norm + 2.0 * static_cast<double>(n)) + 1e-6;
     use_float = n < (std::size_t{1} << 21) && tol_f < 0.01;
+  }
+
+  /// Lumping (|x| histograms only, histogram_options::lump_percentile): with lump_end = c > 0, a
+  /// value with edges[0] <= |v| < edges[c] is only counted, into bin c - 1; every other value
+  /// is binned as usual. For |v| (sign bit cleared) that is lump_lo_bits <= bits(|v|) <
+  /// lump_hi_bits, the bits of the smallest floats at or above edges[0] and edges[c], exactly
+  /// (NaN lies above both). 0: no lumping.
+  std::size_t lump_end = 0;
+  std::uint32_t lump_lo_bits = 0;
+  std::uint32_t lump_hi_bits = 0;
+
+  /// Lumps the bins below `c` (0 < c <= n, edges[c] > 0) as lump_end describes.
+  void lump_below(std::size_t c) noexcept {
+    lump_end = c;
+    lump_lo_bits = e[0] > 0.0 ? std::bit_cast<std::uint32_t>(float_at_least(e[0])) : 0u;
+    lump_hi_bits = std::bit_cast<std::uint32_t>(float_at_least(e[c]));
   }
 
   [[nodiscard]] std::int32_t sink() const noexcept { return static_cast<std::int32_t>(n); }
@@ -377,6 +405,56 @@ minmax_partial histogram_count_portable(std::span<const float> x, const bin_setu
     positions_portable(s, p, x.size() - b, idx.data(), ext);
     count_block(idx.data(), t0, t0 + stride, t0 + 2 * stride, t0 + 3 * stride);
   }
+  return ext;
+}
+
+/// Values that the lumped kernels gather (those binned as usual) before binning them.
+inline constexpr std::size_t lump_buffer = histogram_block;
+
+/// Bins `m` gathered values with the unlumped setup `plain` and adds their NaN count to `ext`
+/// (a gathered value's min/max is already in it).
+template <bin_transform T>
+QUARK_ALWAYS_INLINE void lump_flush_portable(const float* buf, std::size_t m,
+                                             const bin_setup<T>& plain, count_tables& tables,
+                                             minmax_partial& ext) {
+  ext.nan_count +=
+      histogram_count_portable<T>(std::span<const float>(buf, m), plain, tables).nan_count;
+}
+
+/// The portable form of histogram_count for a lumping setup (s.lump_end > 0): one pass counts
+/// the lumped values and gathers the others, which the plain kernel then bins.
+template <bin_transform T>
+minmax_partial histogram_count_lumped_portable(std::span<const float> x, const bin_setup<T>& s,
+                                               count_tables& tables) {
+  constexpr std::size_t sub = 256;
+  bin_setup<T> plain = s;
+  plain.lump_end = 0;
+  std::array<float, lump_buffer + sub> buf;
+  std::size_t used = 0;
+  std::uint64_t lumped = 0;
+  minmax_partial ext;
+  for (std::size_t b = 0; b < x.size(); b += sub) {
+    const std::size_t m = std::min(sub, x.size() - b);
+    const float* p = x.data() + b;
+    const minmax_partial part = minmax_reduce_portable(std::span<const float>(p, m));
+    ext.min = part.min < ext.min ? part.min : ext.min;  // NaN: counted by the plain kernel
+    ext.max = part.max > ext.max ? part.max : ext.max;
+    for (std::size_t k = 0; k < m; ++k) {
+      const std::uint32_t a = std::bit_cast<std::uint32_t>(p[k]) & 0x7fffffffu;
+      if (a >= s.lump_hi_bits) {
+        buf[used++] = p[k];
+      } else {
+        lumped += a >= s.lump_lo_bits ? 1u : 0u;
+      }
+    }
+    if (used >= lump_buffer) {
+      lump_flush_portable<T>(buf.data(), used, plain, tables, ext);
+      used = 0;
+    }
+  }
+  if (used > 0)
+    lump_flush_portable<T>(buf.data(), used, plain, tables, ext);
+  tables.prepare(s.n)[s.lump_end - 1] += static_cast<std::uint32_t>(lumped);
   return ext;
 }
 
@@ -554,6 +632,80 @@ QUARK_OBSERVER_TARGET_AVX512 minmax_partial histogram_count_avx512(std::span<con
     t0[s.exact(0.0f)] += static_cast<std::uint32_t>(zeros);
   return ext;
 }
+
+/// lump_flush_portable with the AVX-512 kernel.
+template <bin_transform T>
+QUARK_OBSERVER_TARGET_AVX512 QUARK_ALWAYS_INLINE void lump_flush_avx512(const float* buf,
+                                                                        std::size_t m,
+                                                                        const bin_setup<T>& plain,
+                                                                        count_tables& tables,
+                                                                        minmax_partial& ext) {
+  ext.nan_count +=
+      histogram_count_avx512<T>(std::span<const float>(buf, m), plain, tables).nan_count;
+}
+
+/// The AVX-512 form of histogram_count_lumped_portable: per 16 values two unsigned compares of
+/// the magnitude bits and a popcount; the few values binned as usual are compressed into a
+/// buffer. No table store for a lumped value, so this runs at several times the plain kernel's
+/// speed (docs/bench/calib.md).
+template <bin_transform T>
+QUARK_OBSERVER_TARGET_AVX512 minmax_partial histogram_count_lumped_avx512(std::span<const float> x,
+                                                                          const bin_setup<T>& s,
+                                                                          count_tables& tables) {
+  bin_setup<T> plain = s;
+  plain.lump_end = 0;
+  alignas(64) std::array<float, lump_buffer + 16> buf;  // + 16: the last compressed store
+  std::size_t used = 0;
+  std::uint64_t lumped = 0;
+  minmax_partial ext;  // NaN values are gathered: the plain kernel counts them
+  const float* p = x.data();
+  const std::size_t n = x.size();
+  const __m512i mag = _mm512_set1_epi32(0x7fffffff);
+  const __m512i lo = _mm512_set1_epi32(static_cast<std::int32_t>(s.lump_lo_bits));
+  const __m512i hi = _mm512_set1_epi32(static_cast<std::int32_t>(s.lump_hi_bits));
+  __m512 mn = _mm512_set1_ps(std::numeric_limits<float>::infinity());
+  __m512 mx = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  std::size_t k = 0;
+  for (; k + 16 <= n; k += 16) {
+    if (k + histogram_prefetch_distance < n)
+      prefetch_read(p + k + histogram_prefetch_distance);
+    const __m512 v = _mm512_loadu_ps(p + k);
+    mn = min512(v, mn);
+    mx = max512(v, mx);
+    const __m512i a = _mm512_and_si512(_mm512_castps_si512(v), mag);
+    const __mmask16 up = _mm512_cmpge_epu32_mask(a, hi);
+    const __mmask16 in = _mm512_mask_cmpge_epu32_mask(static_cast<__mmask16>(~up), a, lo);
+    lumped += static_cast<std::uint64_t>(__builtin_popcount(static_cast<std::uint32_t>(in)));
+    if (up != 0) {
+      _mm512_storeu_ps(buf.data() + used, _mm512_maskz_compress_ps(up, v));
+      used += static_cast<std::size_t>(__builtin_popcount(static_cast<std::uint32_t>(up)));
+      if (used >= lump_buffer) {
+        lump_flush_avx512<T>(buf.data(), used, plain, tables, ext);
+        used = 0;
+      }
+    }
+  }
+  alignas(64) float lmn[16];
+  alignas(64) float lmx[16];
+  _mm512_store_ps(lmn, mn);
+  _mm512_store_ps(lmx, mx);
+  fold_lanes(lmn, lmx, ext);
+  for (; k < n; ++k) {  // the last n % 16 values (the buffer has room for 16 more)
+    const float v = p[k];
+    ext.min = v < ext.min ? v : ext.min;
+    ext.max = v > ext.max ? v : ext.max;
+    const std::uint32_t a = std::bit_cast<std::uint32_t>(v) & 0x7fffffffu;
+    if (a >= s.lump_hi_bits) {
+      buf[used++] = v;
+    } else {
+      lumped += a >= s.lump_lo_bits ? 1u : 0u;
+    }
+  }
+  if (used > 0)
+    lump_flush_avx512<T>(buf.data(), used, plain, tables, ext);
+  tables.prepare(s.n)[s.lump_end - 1] += static_cast<std::uint32_t>(lumped);
+  return ext;
+}
 QUARK_OBSERVER_AVX512_POP
 #endif
 
@@ -567,10 +719,20 @@ minmax_partial histogram_count(std::span<const float> x, const bin_setup<T>& s,
                                count_tables& tables) {
   static_assert(Path != kernel_path::avx512 || QUARK_OBSERVER_AVX512,
                 "the AVX-512 path is compiled for x86 with GCC or Clang only");
+  constexpr bool absolute = T == bin_transform::absolute;
 #if QUARK_OBSERVER_AVX512
-  if (Path == kernel_path::avx512 || (Path == kernel_path::automatic && observer_avx512_usable()))
+  if (Path == kernel_path::avx512 || (Path == kernel_path::automatic && observer_avx512_usable())) {
+    if constexpr (absolute) {
+      if (s.lump_end != 0)
+        return histogram_count_lumped_avx512<T>(x, s, tables);
+    }
     return histogram_count_avx512<T>(x, s, tables);
+  }
 #endif
+  if constexpr (absolute) {
+    if (s.lump_end != 0)
+      return histogram_count_lumped_portable<T>(x, s, tables);
+  }
   return histogram_count_portable<T>(x, s, tables);
 }
 
@@ -581,23 +743,30 @@ minmax_partial histogram_count(std::span<const float> x, std::span<const double>
   return histogram_count<T, Path>(x, bin_setup<T>(edges), tables);
 }
 
-/// Adds the values of `x` to `counts` (size edges.size() - 1) and returns the min/max/NaN count
-/// of the raw values (histogram_count, then fold, per chunk of histogram_max_chunk values).
+/// Adds the values of `x` to `counts` (size s.n) and returns the min/max/NaN count of the raw
+/// values (histogram_count, then fold, per chunk of histogram_max_chunk values).
 template <bin_transform T, kernel_path Path = kernel_path::automatic>
-minmax_partial histogram_add(std::span<const float> x, std::span<const double> edges,
+minmax_partial histogram_add(std::span<const float> x, const bin_setup<T>& s,
                              std::span<std::uint64_t> counts) {
   count_tables& tables = thread_count_tables();
   const count_tables_guard guard(tables);
   minmax_partial ext;
   for (std::size_t done = 0; done < x.size(); done += histogram_max_chunk) {
     const std::size_t m = std::min(histogram_max_chunk, x.size() - done);
-    const minmax_partial part = histogram_count<T, Path>(x.subspan(done, m), edges, tables);
+    const minmax_partial part = histogram_count<T, Path>(x.subspan(done, m), s, tables);
     ext.min = part.min < ext.min ? part.min : ext.min;
     ext.max = part.max > ext.max ? part.max : ext.max;
     ext.nan_count += part.nan_count;
     tables.fold_into(counts);
   }
   return ext;
+}
+
+/// histogram_add for the bins of `edges`.
+template <bin_transform T, kernel_path Path = kernel_path::automatic>
+minmax_partial histogram_add(std::span<const float> x, std::span<const double> edges,
+                             std::span<std::uint64_t> counts) {
+  return histogram_add<T, Path>(x, bin_setup<T>(edges), counts);
 }
 
 }  // namespace quark::detail

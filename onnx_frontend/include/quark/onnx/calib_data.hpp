@@ -47,6 +47,11 @@ class calibration_data_reader {
   /// Starts again from the first sample (used when the data is read twice, e.g. for EvalMetrics).
   /// Readers that cannot rewind throw frontend_error "quark.calib_data.rewind".
   virtual void rewind();
+  /// Whether rewind() works. A reader that says so lets calibration take shortcuts that may, on
+  /// rare data, need a second pass over the samples (the Percentile histograms' lumping,
+  /// docs/quantizer.md); one that does not (the default) is read once unless the configuration
+  /// itself needs a second pass.
+  [[nodiscard]] virtual bool can_rewind() const noexcept { return false; }
   /// Number of samples if known (for the progress bar), else nullopt.
   virtual std::optional<std::size_t> size() const { return std::nullopt; }
 };
@@ -57,6 +62,7 @@ class memory_reader final : public calibration_data_reader {
   explicit memory_reader(std::vector<calib_sample> samples) : samples_(std::move(samples)) {}
   std::optional<calib_sample> next() override;
   void rewind() override { pos_ = 0; }
+  [[nodiscard]] bool can_rewind() const noexcept override { return true; }
   std::optional<std::size_t> size() const override { return samples_.size(); }
 
  private:
@@ -74,6 +80,7 @@ class npy_folder_reader final : public calibration_data_reader {
   explicit npy_folder_reader(std::filesystem::path folder);
   std::optional<calib_sample> next() override;
   void rewind() override { pos_ = 0; }
+  [[nodiscard]] bool can_rewind() const noexcept override { return true; }
   std::optional<std::size_t> size() const override { return entries_.size(); }
   /// Layout 3 needs the single input's name; the quantizer sets it from the model.
   void set_single_input_name(std::string name) { single_input_ = std::move(name); }
@@ -103,6 +110,7 @@ class random_reader final : public calibration_data_reader {
   random_reader(std::vector<input_signature> inputs, random_data_options options);
   std::optional<calib_sample> next() override;
   void rewind() override;
+  [[nodiscard]] bool can_rewind() const noexcept override { return true; }
   std::optional<std::size_t> size() const override { return options_.count; }
   /// The concrete shape used for each input.
   const std::vector<input_signature>& inputs() const noexcept { return inputs_; }

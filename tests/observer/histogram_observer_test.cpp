@@ -188,19 +188,28 @@ TEST_CASE("histogram: bad and degenerate input") {
 }
 
 TEST_CASE("histogram: JSON round trip restores a calibration that continues identically") {
+  // Plain, and lumped (the lumped bins and the lumping options travel with the state).
   const auto g = quark_test::data_grow();
   const auto parts = quark_test::split(g, 7);
-  histogram_observer h{{.mode = histogram_mode::signed_symmetric, .num_bins = 256}};
-  for (std::size_t i = 0; i < 3; ++i)
-    h.observe(parts[i]);
-  const nlohmann::json j = h;
-  auto restored = nlohmann::json::parse(j.dump()).get<histogram_observer>();
-  CHECK(restored.stats() == h.stats());
-  for (std::size_t i = 3; i < parts.size(); ++i) {
-    h.observe(parts[i]);
-    restored.observe(parts[i]);
+  for (const double lump : {0.0, 99.9}) {
+    CAPTURE(lump);
+    histogram_observer h{{.mode = histogram_mode::signed_symmetric,
+                          .num_bins = 256,
+                          .lump_percentile = lump,
+                          .lump_min_values = 1000}};
+    for (std::size_t i = 0; i < 3; ++i)
+      h.observe(parts[i]);
+    CHECK((h.stats().lump_end != 0) == (lump > 0.0));
+    const nlohmann::json j = h;
+    auto restored = nlohmann::json::parse(j.dump()).get<histogram_observer>();
+    CHECK(restored.stats() == h.stats());
+    CHECK(restored.options().lump_percentile == lump);
+    for (std::size_t i = 3; i < parts.size(); ++i) {
+      h.observe(parts[i]);
+      restored.observe(parts[i]);
+    }
+    CHECK(restored.stats() == h.stats());
   }
-  CHECK(restored.stats() == h.stats());
   quark::minmax_observer m;
   const nlohmann::json jm = m;  // empty: +-Inf survive as strings
   CHECK(nlohmann::json::parse(jm.dump()).get<quark::minmax_observer>().state() == m.state());

@@ -337,60 +337,69 @@ TEST_CASE("histogram kernel: short spans (whole vectors, then a scalar tail) fol
 
 namespace {
 
-/// The lumped |x| kernel (bin_setup::lump_below(c)) against the oracle: bins c and up as numpy's
-/// rule gives them, bin c - 1 the sum of the oracle's bins 0..c-1, the bins below it empty.
-template <kernel_path P>
-void check_lumped(const std::vector<double>& e, std::size_t c, std::span<const float> x) {
-  const auto want_all = oracle_histogram(bin_transform::absolute, x, e);
+/// The lumped kernel (bin_setup::lump(a, b)) against the oracle: the bins outside [a, b) as
+/// numpy's rule gives them, bin b - 1 the sum of the oracle's bins a..b-1, bins a..b-2 empty.
+template <bin_transform T, kernel_path P>
+void check_lumped(const std::vector<double>& e, std::size_t a, std::size_t b,
+                  std::span<const float> x) {
+  const auto want_all = oracle_histogram(T, x, e);
   std::vector<std::uint64_t> want(want_all.size(), 0);
   for (std::size_t i = 0; i < want_all.size(); ++i)
-    want[i < c ? c - 1 : i] += want_all[i];
-  quark::detail::bin_setup<bin_transform::absolute> s(e);
-  s.lump_below(c);
+    want[i >= a && i < b ? b - 1 : i] += want_all[i];
+  quark::detail::bin_setup<T> s(e);
+  s.lump(a, b);
   std::vector<std::uint64_t> got(e.size() - 1, 0);
-  const minmax_partial ext = quark::detail::histogram_add<bin_transform::absolute, P>(x, s, got);
+  const minmax_partial ext = quark::detail::histogram_add<T, P>(x, s, got);
   CHECK(got == want);
   check_same(ext, oracle_minmax(x));
 }
 
+/// check_lumped on `x`, on short prefixes of it (the scalar end), with every kernel form.
+template <bin_transform T>
+void check_lumped_forms(const std::vector<double>& e, std::size_t a, std::size_t b,
+                        std::span<const float> x) {
+  for (const std::size_t len : {x.size(), std::size_t{1}, std::size_t{17}, std::size_t{1029}}) {
+    if (len > x.size())
+      continue;
+    const auto part = x.first(len);
+    check_lumped<T, kernel_path::portable>(e, a, b, part);
+#if QUARK_OBSERVER_AVX512
+    if (quark::detail::observer_avx512_usable())
+      check_lumped<T, kernel_path::avx512>(e, a, b, part);
+#endif
+    check_lumped<T, kernel_path::automatic>(e, a, b, part);
+  }
+}
+
 }  // namespace
 
-TEST_CASE("lumped |x| kernel: bins from the cut follow numpy's rule, the rest count in one bin") {
-  // |x| edges (first edge >= 0, or numpy's widened (v - 0.5, v + 0.5) for a constant batch),
-  // Quark's appended edges, cuts from the first bin to the last edge. The data holds every edge,
-  // its neighbours and negations, values below the first edge and beyond the last, NaN and
-  // +-Inf, at lengths that are not multiples of 16 (the scalar end) and with thousands of values
-  // above the cut (the gathering buffer is binned many times).
-  const auto edge_sets =
-      test_edge_sets({{0.0, 9.5}, {0.1, 0.7}, {1000.0, 1000.5}, {2e-5, 7e-5}, {-0.3, 0.7}});
+TEST_CASE("lumped kernel: bins outside the lumped ones follow numpy's rule, those count in one") {
+  // |x| (lumped from bin 0) and signed histograms (lumped in the middle) on linspace edges,
+  // numpy's widened (v - 0.5, v + 0.5), and Quark's appended edges; lumped bins from one pair to
+  // all. The data holds every edge, its neighbours and negations, values below the first edge
+  // and beyond the last, zeros of both signs, NaN and +-Inf, at lengths that are not multiples
+  // of 16 (the scalar end) and with thousands of values outside the lumped bins (the gathering
+  // buffer is binned many times).
+  const auto edge_sets = test_edge_sets(
+      {{0.0, 9.5}, {0.1, 0.7}, {1000.0, 1000.5}, {2e-5, 7e-5}, {-0.3, 0.7}, {-12.0, 12.0}});
   unsigned seed = 100;
   for (const auto& e : edge_sets) {
     const std::size_t n = e.size() - 1;
-    for (const std::size_t c : {std::size_t{1}, std::size_t{2}, n / 2, n - 1, n}) {
-      if (c == 0 || !(e[c] > 0.0))
-        continue;
-      CAPTURE(e.front());
-      CAPTURE(e.size());
-      CAPTURE(c);
-      for (const std::size_t extra : {std::size_t{100}, std::size_t{9001}}) {
-        auto x = edge_data(e, extra, seed++);
-        for (std::size_t i = 0; i < x.size(); i += 11)
-          x[i] = i % 2 == 0 ? 0.0f : -0.0f;
-        check_lumped<kernel_path::portable>(e, c, x);
-        for (const std::size_t len : {std::size_t{1}, std::size_t{17}, std::size_t{1029}}) {
-          if (len <= x.size())
-            check_lumped<kernel_path::portable>(e, c, std::span<const float>(x).first(len));
+    CAPTURE(e.front());
+    CAPTURE(e.size());
+    for (const std::size_t extra : {std::size_t{100}, std::size_t{9001}}) {
+      auto x = edge_data(e, extra, seed++);
+      for (std::size_t i = 0; i < x.size(); i += 11)
+        x[i] = i % 2 == 0 ? 0.0f : -0.0f;
+      for (const std::size_t b : {std::size_t{2}, n / 2, n - 1, n}) {
+        CAPTURE(b);
+        if (b >= 2)
+          check_lumped_forms<bin_transform::absolute>(e, 0, b, x);
+        for (const std::size_t a : {std::size_t{0}, std::size_t{1}, n / 3}) {
+          CAPTURE(a);
+          if (a + 2 <= b)
+            check_lumped_forms<bin_transform::identity>(e, a, b, x);
         }
-#if QUARK_OBSERVER_AVX512
-        if (quark::detail::observer_avx512_usable()) {
-          check_lumped<kernel_path::avx512>(e, c, x);
-          for (const std::size_t len : {std::size_t{1}, std::size_t{17}, std::size_t{1029}}) {
-            if (len <= x.size())
-              check_lumped<kernel_path::avx512>(e, c, std::span<const float>(x).first(len));
-          }
-        }
-#endif
-        check_lumped<kernel_path::automatic>(e, c, x);
       }
     }
   }

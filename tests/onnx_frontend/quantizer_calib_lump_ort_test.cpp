@@ -141,61 +141,77 @@ run_result quantize(const fs::path& in, const fs::path& out, const qo::qconfig& 
 }  // namespace
 
 TEST_CASE("lumped Percentile histograms write the bytes of unlumped ones") {
+  // A8W8, U8S8: |x| histograms (CalibTensorRangeSymmetric is True for Percentile); U8S8 and
+  // S8S8 (99.9999) with CalibTensorRangeSymmetric False: signed ones, lumped in the middle.
   const fs::path dir = work_dir();
   save_proto(lump_model(), dir / "lump.onnx");
-  qo::qconfig cfg = qo::get_default_config("A8W8");
-  cfg.extra_options.set("QuantizeAllOpTypes", true);
   // Eight samples of 256 x 256 whose spread grows, then shrinks; sample 5 is ten times wider.
   std::vector<qo::calib_sample> calib;
   for (std::uint32_t s = 0; s < 8; ++s)
     calib.push_back(sample(256, s == 5 ? 12.0f : 1.0f + 0.3f * static_cast<float>(s % 4), 40 + s));
-  for (const std::string fuse : {"0", "1"}) {
-    for (const std::string background : {"0", "1"}) {
-      CAPTURE(fuse);
-      CAPTURE(background);
-      const env_var f("QUARK_CALIB_FUSE", fuse.c_str());
-      const env_var b("QUARK_CALIB_BACKGROUND", background.c_str());
-      run_result exact;
-      {
-        const env_var off("QUARK_CALIB_LUMP", "0");
-        exact = quantize(dir / "lump.onnx", dir / "exact.onnx", cfg, calib, true);
+  for (const std::string preset : {"A8W8", "U8S8", "U8S8 signed", "S8S8 signed"}) {
+    const bool sym = preset.find("signed") == std::string::npos;
+    qo::qconfig cfg = qo::get_default_config(preset.substr(0, 4));
+    cfg.extra_options.set("QuantizeAllOpTypes", true);
+    cfg.extra_options.set("CalibTensorRangeSymmetric", sym);
+    for (const std::string fuse : {"0", "1"}) {
+      for (const std::string background : {"0", "1"}) {
+        CAPTURE(preset);
+        CAPTURE(fuse);
+        CAPTURE(background);
+        const env_var f("QUARK_CALIB_FUSE", fuse.c_str());
+        const env_var b("QUARK_CALIB_BACKGROUND", background.c_str());
+        run_result exact;
+        {
+          const env_var off("QUARK_CALIB_LUMP", "0");
+          exact = quantize(dir / "lump.onnx", dir / "exact.onnx", cfg, calib, true);
+        }
+        const run_result lumped =
+            quantize(dir / "lump.onnx", dir / "lumped.onnx", cfg, calib, true);
+        CHECK(exact.bytes.size() > 500);
+        CHECK(lumped.bytes == exact.bytes);
+        CHECK(exact.reads == calib.size());
+        CHECK(lumped.reads == calib.size());  // decided from the lumped counts: one pass
+        CHECK(exact.lumped == 0);
+        CHECK(lumped.lumped >= 3);  // of x, c, m, a, y those observed after the first sample
       }
-      const run_result lumped = quantize(dir / "lump.onnx", dir / "lumped.onnx", cfg, calib, true);
-      CHECK(exact.bytes.size() > 500);
-      CHECK(lumped.bytes == exact.bytes);
-      CHECK(exact.reads == calib.size());
-      CHECK(lumped.reads == calib.size());  // decided from the lumped counts: one pass
-      CHECK(exact.lumped == 0);
-      CHECK(lumped.lumped >= 3);  // of x, c, m, a, y those observed after the first sample
     }
   }
 }
 
 TEST_CASE("a lumped percentile it cannot decide is observed again unlumped, with the same bytes") {
-  // Percentile 99.9 lumps below the first sample's top 10% (100 times the 0.1% above the
-  // percentile). The first sample (64 x 64, wide) sets the cut; the second (720 x 720, 126 times
-  // as many values, ten times narrower) puts the percentile far below it: every histogram is
-  // observed again without lumping, so the reader is read twice, and the bytes are those of
-  // QUARK_CALIB_LUMP=0. A reader that cannot rewind is not lumped: read once, the same bytes.
+  // Percentile 99.9 lumps the bins under the first sample's top 10% of |x| (100 times the 0.1%
+  // the percentile leaves above), or a signed histogram's bins between its bottom and top 10%
+  // (100 times the 0.05% it cuts off each end). The first sample (64 x 64, wide) sets them; the
+  // second, ten times narrower, puts the percentile deep inside them once it holds more than
+  // 100 times as many values (|x|: 720 x 720, 126 times) or 200 times (signed: 960 x 960, 225
+  // times). Then every histogram is observed again without lumping, so the reader is read twice,
+  // and the bytes are those of QUARK_CALIB_LUMP=0. A reader that cannot rewind is not lumped:
+  // read once, the same bytes.
   const fs::path dir = work_dir();
   save_proto(lump_model(), dir / "lump.onnx");
-  qo::qconfig cfg = qo::get_default_config("A8W8");
-  cfg.extra_options.set("QuantizeAllOpTypes", true);
-  cfg.extra_options.set("Percentile", 99.9);
-  const std::vector<qo::calib_sample> calib{sample(64, 10.0f, 7), sample(720, 1.0f, 8)};
-  run_result exact;
-  {
-    const env_var off("QUARK_CALIB_LUMP", "0");
-    exact = quantize(dir / "lump.onnx", dir / "exact.onnx", cfg, calib, true);
+  for (const bool sym : {true, false}) {
+    CAPTURE(sym);
+    qo::qconfig cfg = qo::get_default_config("U8S8");
+    cfg.extra_options.set("QuantizeAllOpTypes", true);
+    cfg.extra_options.set("CalibTensorRangeSymmetric", sym);
+    cfg.extra_options.set("Percentile", 99.9);
+    const std::vector<qo::calib_sample> calib{sample(64, 10.0f, 7),
+                                              sample(sym ? 720 : 960, 1.0f, 8)};
+    run_result exact;
+    {
+      const env_var off("QUARK_CALIB_LUMP", "0");
+      exact = quantize(dir / "lump.onnx", dir / "exact.onnx", cfg, calib, true);
+    }
+    const run_result again = quantize(dir / "lump.onnx", dir / "again.onnx", cfg, calib, true);
+    const run_result once = quantize(dir / "lump.onnx", dir / "once.onnx", cfg, calib, false);
+    CHECK(exact.bytes.size() > 500);
+    CHECK(exact.reads == 2);
+    CHECK(again.reads == 4);  // the second pass ran
+    CHECK(again.lumped >= 3);
+    CHECK(again.bytes == exact.bytes);
+    CHECK(once.reads == 2);
+    CHECK(once.lumped == 0);
+    CHECK(once.bytes == exact.bytes);
   }
-  const run_result again = quantize(dir / "lump.onnx", dir / "again.onnx", cfg, calib, true);
-  const run_result once = quantize(dir / "lump.onnx", dir / "once.onnx", cfg, calib, false);
-  CHECK(exact.bytes.size() > 500);
-  CHECK(exact.reads == 2);
-  CHECK(again.reads == 4);  // the second pass ran
-  CHECK(again.lumped >= 3);
-  CHECK(again.bytes == exact.bytes);
-  CHECK(once.reads == 2);
-  CHECK(once.lumped == 0);
-  CHECK(once.bytes == exact.bytes);
 }

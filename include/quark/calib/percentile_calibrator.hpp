@@ -33,12 +33,6 @@ inline std::size_t cdf_search(std::span<const std::uint64_t> counts, double tota
   return counts.size();
 }
 
-/// Index of the symmetric percentile's bin (the first whose CDF reaches p/100) of an |x|
-/// histogram.
-inline std::size_t percentile_bin(const histogram_data& h, double percentile) noexcept {
-  return cdf_search(h.counts, static_cast<double>(h.total()), percentile / 100.0);
-}
-
 inline void require_histogram(const histogram_data& h) {
   require_values(h.range);
   if (h.total() == 0)
@@ -47,14 +41,21 @@ inline void require_histogram(const histogram_data& h) {
 }  // namespace detail
 
 /// Whether `percentile` of `h` is the one its unlumped histogram gives (histogram_data::
-/// exact_from): always, unless the histogram is lumped and the percentile's bin lies below the
-/// exact bins. For an |x| histogram that is lumped from bin c, every prefix sum from bin c - 1
-/// on is exact and the ones before it are at most the true ones, so a search that ends at c or
-/// above ends where the true search does; one that ends below c cannot be confirmed.
+/// lump_begin, lump_end): always, unless the histogram is lumped and a threshold's bin lies in
+/// the lumped bins. Prefix sums before the lumped bins, and from their last on, are exact; the
+/// ones inside are at most the true ones. So a search (first bin whose CDF reaches q) that ends
+/// at lump_begin or before, or at lump_end or above, ends where the true search does; one that
+/// ends further inside cannot be confirmed (the true one may end before it).
 [[nodiscard]] inline bool percentile_decided(const histogram_data& h, double percentile) noexcept {
-  if (h.exact_from == 0 || h.mode != histogram_mode::absolute || h.total() == 0)
+  if (h.lump_end == 0 || h.total() == 0)
     return true;
-  return detail::percentile_bin(h, percentile) >= h.exact_from;
+  const double total = static_cast<double>(h.total());
+  const auto settled = [&h](std::size_t i) { return i <= h.lump_begin || i >= h.lump_end; };
+  if (h.mode == histogram_mode::absolute)
+    return settled(detail::cdf_search(h.counts, total, percentile / 100.0));
+  const double cut = (100.0 - percentile) / 200.0;
+  return settled(detail::cdf_search(h.counts, total, cut)) &&
+         settled(detail::cdf_search(h.counts, total, 1.0 - cut));
 }
 
 /// Percentile calibrator (defaults: Percentile 99.999; the histogram decides symmetric or not:
@@ -77,12 +78,12 @@ struct percentile_calibrator {
     const double total = static_cast<double>(h.total());
     calibrated_range r;
     // 2. Threshold edges: left edge of the crossing bin.
+    if (!percentile_decided(h, percentile)) {
+      detail::throw_invalid("quark.calib.lumped",
+                            "the percentile lies in the lumped bins of the histogram: observe "
+                            "the data again without lumping");
+    }
     if (h.mode == histogram_mode::absolute) {
-      if (!percentile_decided(h, percentile)) {
-        detail::throw_invalid("quark.calib.lumped",
-                              "the percentile lies in the lumped bins of the histogram: observe "
-                              "the data again without lumping");
-      }
       const double t = h.edges[detail::cdf_search(h.counts, total, percentile / 100.0)];
       r.min = static_cast<float>(-t);
       r.max = static_cast<float>(t);

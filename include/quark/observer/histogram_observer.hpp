@@ -44,13 +44,14 @@ struct histogram_options {
   /// Growth beyond this many bins throws "quark.calib.histogram_too_large" (an outlier 1e6x the
   /// first batch's range would otherwise allocate billions of bins, as it does in Quark).
   std::size_t max_bins = std::size_t{1} << 24;
-  /// `absolute` mode: the smallest percentile that will be asked of the histogram (Percentile:
-  /// 99.999), or 0 (the default) for every count exact. When set, once the histogram holds at
-  /// least lump_min_values counts, the bins under the one where its top `lump_tail_share` of
-  /// counts begins (at least 100 times the 1 - p/100 the percentile leaves above it) are lumped:
-  /// later values in them are only counted, into the highest of them (histogram_data::exact_from).
-  /// A percentile that lands in the exact bins is the same as without lumping
-  /// (percentile_decided()), and the binning of most values becomes a compare and a popcount.
+  /// `absolute` and `signed_symmetric` modes: the smallest percentile that will be asked of the
+  /// histogram (Percentile: 99.999), or 0 (the default) for every count exact. When set, once the
+  /// histogram holds at least lump_min_values counts, the bins between its top `lump_tail_share`
+  /// of counts and (signed) its bottom one, which is at least 100 times the 1 - p/100 the
+  /// percentile leaves outside, are lumped: later values in them are only counted, into the
+  /// highest of them (histogram_data::lump_begin, lump_end). A percentile that lands outside the
+  /// lumped bins is the same as without lumping (percentile_decided()), and the binning of most
+  /// values becomes two compares and a popcount.
   double lump_percentile = 0.0;
   double lump_tail_share = 0.01;
   std::size_t lump_min_values = std::size_t{1} << 14;
@@ -65,11 +66,14 @@ struct histogram_data {
   std::vector<std::uint64_t> counts;
   range_stats range;
   double threshold = 0.0;
-  /// Lumped bins (histogram_options::lump_percentile): 0, or c > 0 when the counts of bins c and
-  /// up are exact, bin c - 1 holds every other count not in bins 0..c-2, and bins 0..c-2 hold
-  /// only the counts of the batches before the lumping began. Every prefix sum from bin c - 1 on
-  /// is exact.
-  std::size_t exact_from = 0;
+  /// Lumped bins [lump_begin, lump_end) (histogram_options::lump_percentile; lump_end 0: none):
+  /// the counts of the bins outside them are exact; bin lump_end - 1 holds every count of the
+  /// lumped bins that bins lump_begin..lump_end-2 do not, and those hold only the counts of the
+  /// batches before the lumping began. So every prefix sum outside the lumped bins, and the one
+  /// that ends with them, is exact; the ones inside are at most the true ones. An |x|
+  /// histogram's lumped bins start at 0.
+  std::size_t lump_begin = 0;
+  std::size_t lump_end = 0;
 
   [[nodiscard]] bool empty() const noexcept { return counts.empty(); }
   [[nodiscard]] std::size_t bins() const noexcept { return counts.size(); }
@@ -155,7 +159,8 @@ class histogram_observer {
     data_.counts.clear();
     data_.range = range_stats{};
     data_.threshold = 0.0;
-    data_.exact_from = 0;
+    data_.lump_begin = 0;
+    data_.lump_end = 0;
   }
 
   /// Bins one batch. Throws "quark.calib.infinite_input" for +-Inf under reject_inf.
@@ -391,11 +396,15 @@ class histogram_observer {
     if (o.edges == data_.edges) {
       for (std::size_t i = 0; i < o.counts.size(); ++i)
         data_.counts[i] += o.counts[i];
-      // Both prefix sums are exact from the higher lump on.
-      data_.exact_from = std::max(data_.exact_from, o.exact_from);
+      // The union of the lumped bins: prefix sums stay exact outside it and at its end.
+      if (o.lump_end != 0) {
+        data_.lump_begin =
+            data_.lump_end != 0 ? std::min(data_.lump_begin, o.lump_begin) : o.lump_begin;
+        data_.lump_end = std::max(data_.lump_end, o.lump_end);
+      }
       return;
     }
-    if (o.exact_from != 0 || data_.exact_from != 0) {
+    if (o.lump_end != 0 || data_.lump_end != 0) {
       detail::throw_invalid("quark.calib.merge_mismatch",
                             "lumped histograms merge only on the same edges");
     }
@@ -612,21 +621,24 @@ class histogram_observer {
     counts[old_bins - 1] -= on_edge;
   }
 
-  /// The kernel's setup for the current edges, lumping as data_.exact_from says.
+  /// The kernel's setup for the current edges, lumping as data_ says.
   template <detail::bin_transform T>
   [[nodiscard]] detail::bin_setup<T> make_setup() const noexcept {
     detail::bin_setup<T> s(data_.edges);
-    if (T == detail::bin_transform::absolute && data_.exact_from != 0)
-      s.lump_below(data_.exact_from);
+    if (T != detail::bin_transform::to_finite && data_.lump_end != 0)
+      s.lump(data_.lump_begin, data_.lump_end);
     return s;
   }
 
-  /// Starts lumping (histogram_options::lump_percentile) once the counts allow it: the cut is
-  /// the highest bin c whose counts from c up are at least share * total, with c > 0 and
-  /// edges[c] > 0. Later batches can only add to the bins above it what they would add anyway.
+  /// Starts lumping (histogram_options::lump_percentile) once the counts allow it: the lumped
+  /// bins end at the highest bin b whose counts from b up are at least share * total, and start
+  /// at 0 (|x|) or at the lowest bin a whose counts below a are at least as many (signed; its
+  /// threshold must not be 0, where ORT's growth re-edges without moving the counts). Later
+  /// batches add to the other bins only what they would add anyway.
   void maybe_lump() noexcept {
-    if (opt_.mode != histogram_mode::absolute || !(opt_.lump_percentile > 0.0) ||
-        data_.exact_from != 0 || data_.counts.empty())
+    const bool absolute = opt_.mode == histogram_mode::absolute;
+    if (!(absolute || (opt_.mode == histogram_mode::signed_symmetric && data_.threshold > 0.0)) ||
+        !(opt_.lump_percentile > 0.0) || data_.lump_end != 0 || data_.counts.empty())
       return;
     const double share =
         std::fmax(opt_.lump_tail_share, 100.0 * (1.0 - opt_.lump_percentile / 100.0));
@@ -634,34 +646,40 @@ class histogram_observer {
     if (!(share < 0.5) || total < opt_.lump_min_values)
       return;
     const double need = share * static_cast<double>(total);
+    const std::size_t n = data_.counts.size();
     std::uint64_t tail = 0;
-    std::size_t c = data_.counts.size();
-    while (c > 0 && static_cast<double>(tail) < need)
-      tail += data_.counts[--c];
-    if (c > 0 && data_.edges[c] > 0.0)
-      data_.exact_from = c;
+    std::size_t b = n;
+    while (b > 0 && static_cast<double>(tail) < need)
+      tail += data_.counts[--b];
+    std::size_t a = 0;
+    if (!absolute) {
+      std::uint64_t head = 0;
+      while (a < n && static_cast<double>(head) < need)
+        head += data_.counts[a++];
+    }
+    // At least two bins lumped; an |x| cut above 0 (numpy's widened first batch may start below).
+    if (b >= a + 2 && (!absolute || data_.edges[b] > 0.0)) {
+      data_.lump_begin = a;
+      data_.lump_end = b;
+    }
   }
 
   detail::minmax_partial count_into(std::span<const float> x, detail::count_tables& t) const {
-    if (opt_.mode == histogram_mode::absolute) {
-      return detail::histogram_count<detail::bin_transform::absolute>(
-          x, make_setup<detail::bin_transform::absolute>(), t);
-    }
-    if (opt_.non_finite == non_finite_policy::to_finite) {
-      return detail::histogram_count<detail::bin_transform::to_finite>(x, data_.edges, t);
-    }
-    return detail::histogram_count<detail::bin_transform::identity>(x, data_.edges, t);
+    detail::minmax_partial ext;
+    with_transform([&](auto tr) {
+      constexpr detail::bin_transform T = decltype(tr)::value;
+      ext = detail::histogram_count<T>(x, make_setup<T>(), t);
+    });
+    return ext;
   }
 
   detail::minmax_partial bin_into(std::span<const float> x, std::span<std::uint64_t> counts) const {
-    if (opt_.mode == histogram_mode::absolute) {
-      return detail::histogram_add<detail::bin_transform::absolute>(
-          x, make_setup<detail::bin_transform::absolute>(), counts);
-    }
-    if (opt_.non_finite == non_finite_policy::to_finite) {
-      return detail::histogram_add<detail::bin_transform::to_finite>(x, data_.edges, counts);
-    }
-    return detail::histogram_add<detail::bin_transform::identity>(x, data_.edges, counts);
+    detail::minmax_partial ext;
+    with_transform([&](auto tr) {
+      constexpr detail::bin_transform T = decltype(tr)::value;
+      ext = detail::histogram_add<T>(x, make_setup<T>(), counts);
+    });
+    return ext;
   }
 
   static constexpr std::size_t hard_max_bins = std::size_t{1} << 30;  // 32-bit bin indices
@@ -768,6 +786,10 @@ class histogram_observer {
     data_.counts = std::move(counts);
     data_.edges = detail::linspace_edges(-thr, thr, n + 2 * h);
     data_.threshold = thr;
+    if (data_.lump_end != 0) {  // the lumped bins move with their counts
+      data_.lump_begin += h;
+      data_.lump_end += h;
+    }
   }
 
   void grow_extend(double lo_new, double hi_new) {

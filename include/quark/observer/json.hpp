@@ -100,11 +100,12 @@ inline void to_json(nlohmann::json& j, const histogram_observer& o) {
        {"max_bins", opt.max_bins}, {"range", d.range},
        {"threshold", d.threshold}, {"edges", d.edges},
        {"counts", d.counts}};
-  if (opt.lump_percentile > 0.0 || d.exact_from != 0) {
+  if (opt.lump_percentile > 0.0 || d.lump_end != 0) {
     j["lump_percentile"] = opt.lump_percentile;
     j["lump_tail_share"] = opt.lump_tail_share;
     j["lump_min_values"] = opt.lump_min_values;
-    j["exact_from"] = d.exact_from;
+    j["lump_begin"] = d.lump_begin;
+    j["lump_end"] = d.lump_end;
   }
 }
 inline void from_json(const nlohmann::json& j, histogram_observer& o) {
@@ -122,12 +123,15 @@ inline void from_json(const nlohmann::json& j, histogram_observer& o) {
   d.threshold = j.at("threshold").get<double>();
   d.edges = j.at("edges").get<std::vector<double>>();
   d.counts = j.at("counts").get<std::vector<std::uint64_t>>();
-  d.exact_from = j.value("exact_from", std::size_t{0});
+  d.lump_begin = j.value("lump_begin", std::size_t{0});
+  d.lump_end = j.value("lump_end", std::size_t{0});
   if (!d.counts.empty() && d.edges.size() != d.counts.size() + 1) {
     detail::throw_invalid("quark.calib.bad_json", "histogram edges/counts sizes disagree");
   }
-  if (d.exact_from > d.counts.size() || (d.exact_from != 0 && d.mode != histogram_mode::absolute)) {
-    detail::throw_invalid("quark.calib.bad_json", "histogram exact_from outside its bins");
+  if (d.lump_end != 0 && (d.lump_end > d.counts.size() || d.lump_begin >= d.lump_end ||
+                          d.mode == histogram_mode::signed_extend ||
+                          (d.mode == histogram_mode::absolute && d.lump_begin != 0))) {
+    detail::throw_invalid("quark.calib.bad_json", "histogram lumped bins outside its bins");
   }
   o = histogram_observer{opt, std::move(d)};
 }

@@ -893,7 +893,7 @@ calib_output calibrate(const model& m, const std::map<std::string, calib_request
   std::size_t lumped = 0;
   std::size_t redone = 0;
   for (auto& [name, s] : slots) {
-    lumped += s.hist && s.hist->stats().exact_from != 0 ? 1u : 0u;
+    lumped += s.hist && s.hist->stats().lump_end != 0 ? 1u : 0u;
     if (!s.dropped && s.seen > 0 && s.needs_second_pass()) {
       begin_second(s);
       second = true;

@@ -12,7 +12,6 @@
 
 #include <algorithm>
 #include <array>
-#include <bit>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -224,11 +223,15 @@ class count_tables_guard {
 /// 4 KiB block measured 1.0-1.3 in the same runs (docs/bench/calib.md).
 inline constexpr std::size_t histogram_prefetch_distance = 512;
 
-/// The smallest float whose value is at least `d` (d > 0; +Inf beyond the largest float): for a
-/// magnitude |v|, double(|v|) >= d exactly when bits(|v|) >= bits(float_at_least(d)).
+/// The smallest float whose value is at least `d` (+Inf beyond the largest float): for a float
+/// v, double(v) >= d exactly when v >= float_at_least(d), and for a magnitude |v| (d > 0) when
+/// bits(|v|) >= bits(float_at_least(d)).
 inline float float_at_least(double d) noexcept {
-  if (d > static_cast<double>(std::numeric_limits<float>::max()))
+  constexpr auto big = static_cast<double>(std::numeric_limits<float>::max());
+  if (d > big)
     return std::numeric_limits<float>::infinity();
+  if (d < -big)
+    return -std::numeric_limits<float>::max();
   float f = static_cast<float>(d);
   if (static_cast<double>(f) < d)
     f = std::nextafter(f, std::numeric_limits<float>::infinity());
@@ -281,20 +284,23 @@ struct bin_setup {
     use_float = n < (std::size_t{1} << 21) && tol_f < 0.01;
   }
 
-  /// Lumping (|x| histograms only, histogram_options::lump_percentile): with lump_end = c > 0, a
-  /// value with edges[0] <= |v| < edges[c] is only counted, into bin c - 1; every other value
-  /// is binned as usual. For |v| (sign bit cleared) that is lump_lo_bits <= bits(|v|) <
-  /// lump_hi_bits, the bits of the smallest floats at or above edges[0] and edges[c], exactly
-  /// (NaN lies above both). 0: no lumping.
+  /// Lumping (histogram_options::lump_percentile; the identity and absolute transforms): with
+  /// lump_end > 0, a value whose binned value w (v or |v|) lies in [edges[lump_begin],
+  /// edges[lump_end]) is only counted, into bin lump_end - 1; every other value is binned as
+  /// usual (for |v| the lumped bins start at 0, and a value below edges[0] is dropped as
+  /// always). lump_lo and lump_hi are the smallest floats at or above those two edges, so
+  /// lump_lo <= w < lump_hi decides it exactly, in floats (NaN fails both). 0: no lumping.
+  std::size_t lump_begin = 0;
   std::size_t lump_end = 0;
-  std::uint32_t lump_lo_bits = 0;
-  std::uint32_t lump_hi_bits = 0;
+  float lump_lo = 0.0f;
+  float lump_hi = 0.0f;
 
-  /// Lumps the bins below `c` (0 < c <= n, edges[c] > 0) as lump_end describes.
-  void lump_below(std::size_t c) noexcept {
-    lump_end = c;
-    lump_lo_bits = e[0] > 0.0 ? std::bit_cast<std::uint32_t>(float_at_least(e[0])) : 0u;
-    lump_hi_bits = std::bit_cast<std::uint32_t>(float_at_least(e[c]));
+  /// Lumps bins [begin, end) (begin < end <= n) as lump_end describes.
+  void lump(std::size_t begin, std::size_t end) noexcept {
+    lump_begin = begin;
+    lump_end = end;
+    lump_lo = float_at_least(e[begin]);
+    lump_hi = float_at_least(e[end]);
   }
 
   [[nodiscard]] std::int32_t sink() const noexcept { return static_cast<std::int32_t>(n); }
@@ -440,12 +446,13 @@ minmax_partial histogram_count_lumped_portable(std::span<const float> x, const b
     ext.min = part.min < ext.min ? part.min : ext.min;  // NaN: counted by the plain kernel
     ext.max = part.max > ext.max ? part.max : ext.max;
     for (std::size_t k = 0; k < m; ++k) {
-      const std::uint32_t a = std::bit_cast<std::uint32_t>(p[k]) & 0x7fffffffu;
-      if (a >= s.lump_hi_bits) {
+      const float a = T == bin_transform::absolute ? std::fabs(p[k]) : p[k];
+      const bool ge = a >= s.lump_lo;
+      const bool lt = a < s.lump_hi;
+      lumped += ge && lt ? 1u : 0u;
+      // Binned as usual: |v| at or above the lumped bins (below them it is dropped), v outside.
+      if (T == bin_transform::absolute ? !lt : !(ge && lt))
         buf[used++] = p[k];
-      } else {
-        lumped += a >= s.lump_lo_bits ? 1u : 0u;
-      }
     }
     if (used >= lump_buffer) {
       lump_flush_portable<T>(buf.data(), used, plain, tables, ext);
@@ -644,10 +651,9 @@ QUARK_OBSERVER_TARGET_AVX512 QUARK_ALWAYS_INLINE void lump_flush_avx512(const fl
       histogram_count_avx512<T>(std::span<const float>(buf, m), plain, tables).nan_count;
 }
 
-/// The AVX-512 form of histogram_count_lumped_portable: per 16 values two unsigned compares of
-/// the magnitude bits and a popcount; the few values binned as usual are compressed into a
-/// buffer. No table store for a lumped value, so this runs at several times the plain kernel's
-/// speed (docs/bench/calib.md).
+/// The AVX-512 form of histogram_count_lumped_portable: per 16 values two mask compares and a
+/// popcount; the few values binned as usual are compressed into a buffer. No table store for a
+/// lumped value, so this runs at several times the plain kernel's speed (docs/bench/calib.md).
 template <bin_transform T>
 QUARK_OBSERVER_TARGET_AVX512 minmax_partial histogram_count_lumped_avx512(std::span<const float> x,
                                                                           const bin_setup<T>& s,
@@ -660,9 +666,8 @@ QUARK_OBSERVER_TARGET_AVX512 minmax_partial histogram_count_lumped_avx512(std::s
   minmax_partial ext;  // NaN values are gathered: the plain kernel counts them
   const float* p = x.data();
   const std::size_t n = x.size();
-  const __m512i mag = _mm512_set1_epi32(0x7fffffff);
-  const __m512i lo = _mm512_set1_epi32(static_cast<std::int32_t>(s.lump_lo_bits));
-  const __m512i hi = _mm512_set1_epi32(static_cast<std::int32_t>(s.lump_hi_bits));
+  const __m512 lo = _mm512_set1_ps(s.lump_lo);
+  const __m512 hi = _mm512_set1_ps(s.lump_hi);
   __m512 mn = _mm512_set1_ps(std::numeric_limits<float>::infinity());
   __m512 mx = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
   std::size_t k = 0;
@@ -672,17 +677,19 @@ QUARK_OBSERVER_TARGET_AVX512 minmax_partial histogram_count_lumped_avx512(std::s
     const __m512 v = _mm512_loadu_ps(p + k);
     mn = min512(v, mn);
     mx = max512(v, mx);
-    const __m512i a = _mm512_and_si512(_mm512_castps_si512(v), mag);
-    const __mmask16 up = _mm512_cmpge_epu32_mask(a, hi);
-    const __mmask16 in = _mm512_mask_cmpge_epu32_mask(static_cast<__mmask16>(~up), a, lo);
+    const __m512 a = T == bin_transform::absolute ? _mm512_abs_ps(v) : v;
+    const __mmask16 lt = _mm512_cmp_ps_mask(a, hi, _CMP_LT_OQ);
+    const __mmask16 in = _mm512_mask_cmp_ps_mask(lt, a, lo, _CMP_GE_OQ);
+    // Binned as usual: |v| at or above the lumped bins (below them it is dropped), v outside.
+    const auto up = static_cast<__mmask16>(T == bin_transform::absolute ? ~lt : ~in);
     lumped += static_cast<std::uint64_t>(__builtin_popcount(static_cast<std::uint32_t>(in)));
-    if (up != 0) {
-      _mm512_storeu_ps(buf.data() + used, _mm512_maskz_compress_ps(up, v));
-      used += static_cast<std::size_t>(__builtin_popcount(static_cast<std::uint32_t>(up)));
-      if (used >= lump_buffer) {
-        lump_flush_avx512<T>(buf.data(), used, plain, tables, ext);
-        used = 0;
-      }
+    // Stored whether or not a lane is gathered: a branch on it would be mispredicted for a
+    // sizeable share of vectors (a lane of 16 is outside with chance 15-28%).
+    _mm512_storeu_ps(buf.data() + used, _mm512_maskz_compress_ps(up, v));
+    used += static_cast<std::size_t>(__builtin_popcount(static_cast<std::uint32_t>(up)));
+    if (used >= lump_buffer) [[unlikely]] {
+      lump_flush_avx512<T>(buf.data(), used, plain, tables, ext);
+      used = 0;
     }
   }
   alignas(64) float lmn[16];
@@ -694,12 +701,12 @@ QUARK_OBSERVER_TARGET_AVX512 minmax_partial histogram_count_lumped_avx512(std::s
     const float v = p[k];
     ext.min = v < ext.min ? v : ext.min;
     ext.max = v > ext.max ? v : ext.max;
-    const std::uint32_t a = std::bit_cast<std::uint32_t>(v) & 0x7fffffffu;
-    if (a >= s.lump_hi_bits) {
+    const float a = T == bin_transform::absolute ? std::fabs(v) : v;
+    const bool ge = a >= s.lump_lo;
+    const bool lt = a < s.lump_hi;
+    lumped += ge && lt ? 1u : 0u;
+    if (T == bin_transform::absolute ? !lt : !(ge && lt))
       buf[used++] = v;
-    } else {
-      lumped += a >= s.lump_lo_bits ? 1u : 0u;
-    }
   }
   if (used > 0)
     lump_flush_avx512<T>(buf.data(), used, plain, tables, ext);
@@ -719,17 +726,17 @@ minmax_partial histogram_count(std::span<const float> x, const bin_setup<T>& s,
                                count_tables& tables) {
   static_assert(Path != kernel_path::avx512 || QUARK_OBSERVER_AVX512,
                 "the AVX-512 path is compiled for x86 with GCC or Clang only");
-  constexpr bool absolute = T == bin_transform::absolute;
+  constexpr bool lumps = T != bin_transform::to_finite;
 #if QUARK_OBSERVER_AVX512
   if (Path == kernel_path::avx512 || (Path == kernel_path::automatic && observer_avx512_usable())) {
-    if constexpr (absolute) {
+    if constexpr (lumps) {
       if (s.lump_end != 0)
         return histogram_count_lumped_avx512<T>(x, s, tables);
     }
     return histogram_count_avx512<T>(x, s, tables);
   }
 #endif
-  if constexpr (absolute) {
+  if constexpr (lumps) {
     if (s.lump_end != 0)
       return histogram_count_lumped_portable<T>(x, s, tables);
   }

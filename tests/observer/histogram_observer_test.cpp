@@ -230,6 +230,58 @@ TEST_CASE("histogram: JSON round trip restores a calibration that continues iden
 }
 
 TEST_CASE(
+    "histogram: JSON with lumped bins outside the histogram, and bad lump options, are "
+    "refused by name") {
+  // A valid lumped |x| state, then each way its lumped bins can be wrong.
+  histogram_observer h{{.mode = histogram_mode::absolute,
+                        .num_bins = 64,
+                        .lump_percentile = 99.9,
+                        .lump_min_values = 1000}};
+  h.observe(quark_test::data_grow());
+  REQUIRE(h.stats().lump_end != 0);
+  const nlohmann::json good = h;
+  const std::size_t n = h.stats().counts.size();
+  struct bad_case {
+    const char* what;
+    std::size_t begin;
+    std::size_t end;
+    const char* mode;
+  };
+  const bad_case cases[] = {
+      {"end past the bins", 0, n + 1, nullptr},
+      {"begin at end", 5, 5, nullptr},
+      {"begin past end", 9, 5, nullptr},
+      {"|x| lumped bins not starting at 0", 1, 5, nullptr},
+  };
+  for (const bad_case& c : cases) {
+    CAPTURE(c.what);
+    nlohmann::json j = good;
+    j["lump_begin"] = c.begin;
+    j["lump_end"] = c.end;
+    CHECK_THROWS_WITH_AS(static_cast<void>(j.get<histogram_observer>()),
+                         doctest::Contains("histogram lumped bins outside its bins"),
+                         quark::invalid_argument);
+  }
+  // Taken apart from its lump fields, the state loads (the check above is on them alone).
+  nlohmann::json plain = good;
+  plain["lump_begin"] = 0;
+  plain["lump_end"] = 0;
+  CHECK(plain.get<histogram_observer>().stats().lump_end == 0);
+
+  for (const double p : {-1.0, 100.5, std::numeric_limits<double>::quiet_NaN()}) {
+    CAPTURE(p);
+    CHECK_THROWS_WITH_AS(histogram_observer({.lump_percentile = p}),
+                         doctest::Contains("lump_percentile must lie in [0, 100]"),
+                         quark::config_error);
+  }
+  for (const double share : {0.0, -0.5, 1.5}) {
+    CAPTURE(share);
+    CHECK_THROWS_WITH_AS(histogram_observer({.lump_percentile = 99.9, .lump_tail_share = share}),
+                         doctest::Contains("lump_tail_share in (0, 1]"), quark::config_error);
+  }
+}
+
+TEST_CASE(
     "histogram kernel: exact bins for values at and next to every edge (float and double paths)") {
   // Brute force: bin i holds e[i] <= v < e[i+1], the last bin also v == e[n].
   auto brute = [](const std::vector<double>& e, const std::vector<float>& x) {

@@ -40,6 +40,31 @@ inline void require_histogram(const histogram_data& h) {
 }
 }  // namespace detail
 
+namespace detail {
+/// Bins whose left edges are the thresholds of `percentile`: `absolute` mode uses `upper`
+/// only (the range is (-edge, edge)), a signed mode both.
+struct percentile_bins_t {
+  std::size_t lower = 0;
+  std::size_t upper = 0;
+};
+inline percentile_bins_t percentile_bins(const histogram_data& h, double percentile) noexcept {
+  const double total = static_cast<double>(h.total());
+  if (h.mode == histogram_mode::absolute)
+    return {0, cdf_search(h.counts, total, percentile / 100.0)};
+  const double cut = (100.0 - percentile) / 200.0;
+  return {cdf_search(h.counts, total, cut), cdf_search(h.counts, total, 1.0 - cut)};
+}
+
+/// Whether a search that ends at bin `i` ends where the unlumped histogram's would.
+inline bool settled(const histogram_data& h, std::size_t i) noexcept {
+  return h.lump_end == 0 || i <= h.lump_begin || i >= h.lump_end;
+}
+
+inline bool settled(const histogram_data& h, percentile_bins_t b) noexcept {
+  return settled(h, b.upper) && (h.mode == histogram_mode::absolute || settled(h, b.lower));
+}
+}  // namespace detail
+
 /// Whether `percentile` of `h` is the one its unlumped histogram gives (histogram_data::
 /// lump_begin, lump_end): always, unless the histogram is lumped and a threshold's bin lies in
 /// the lumped bins. Prefix sums before the lumped bins, and from their last on, are exact; the
@@ -49,13 +74,7 @@ inline void require_histogram(const histogram_data& h) {
 [[nodiscard]] inline bool percentile_decided(const histogram_data& h, double percentile) noexcept {
   if (h.lump_end == 0 || h.total() == 0)
     return true;
-  const double total = static_cast<double>(h.total());
-  const auto settled = [&h](std::size_t i) { return i <= h.lump_begin || i >= h.lump_end; };
-  if (h.mode == histogram_mode::absolute)
-    return settled(detail::cdf_search(h.counts, total, percentile / 100.0));
-  const double cut = (100.0 - percentile) / 200.0;
-  return settled(detail::cdf_search(h.counts, total, cut)) &&
-         settled(detail::cdf_search(h.counts, total, 1.0 - cut));
+  return detail::settled(h, detail::percentile_bins(h, percentile));
 }
 
 /// Percentile calibrator (defaults: Percentile 99.999; the histogram decides symmetric or not:
@@ -70,27 +89,26 @@ struct percentile_calibrator {
   double percentile = 99.999;
 
   [[nodiscard]] calibrated_range operator()(const histogram_data& h) const {
-    // 1. Validate and build the cumulative distribution.
+    // 1. Validate.
     detail::require_histogram(h);
     if (!(percentile >= 0.0 && percentile <= 100.0)) {
       detail::throw_config("quark.calib.bad_option", "Percentile must lie in [0, 100]");
     }
-    const double total = static_cast<double>(h.total());
-    calibrated_range r;
-    // 2. Threshold edges: left edge of the crossing bin.
-    if (!percentile_decided(h, percentile)) {
+    // 2. Threshold edges: left edge of the crossing bin, searched once.
+    const detail::percentile_bins_t bins = detail::percentile_bins(h, percentile);
+    if (!detail::settled(h, bins)) {
       detail::throw_invalid("quark.calib.lumped",
                             "the percentile lies in the lumped bins of the histogram: observe "
                             "the data again without lumping");
     }
+    calibrated_range r;
     if (h.mode == histogram_mode::absolute) {
-      const double t = h.edges[detail::cdf_search(h.counts, total, percentile / 100.0)];
+      const double t = h.edges[bins.upper];
       r.min = static_cast<float>(-t);
       r.max = static_cast<float>(t);
     } else {
-      const double cut = (100.0 - percentile) / 200.0;
-      r.min = static_cast<float>(h.edges[detail::cdf_search(h.counts, total, cut)]);
-      r.max = static_cast<float>(h.edges[detail::cdf_search(h.counts, total, 1.0 - cut)]);
+      r.min = static_cast<float>(h.edges[bins.lower]);
+      r.max = static_cast<float>(h.edges[bins.upper]);
     }
     // 3. Clamp to the observed signed extrema.
     r.min = r.min > h.range.min ? r.min : h.range.min;

@@ -285,19 +285,17 @@ struct bin_setup {
   }
 
   /// Lumping (histogram_options::lump_percentile; the identity and absolute transforms): with
-  /// lump_end > 0, a value whose binned value w (v or |v|) lies in [edges[lump_begin],
-  /// edges[lump_end]) is only counted, into bin lump_end - 1; every other value is binned as
-  /// usual (for |v| the lumped bins start at 0, and a value below edges[0] is dropped as
-  /// always). lump_lo and lump_hi are the smallest floats at or above those two edges, so
+  /// lump_end > 0, a value whose binned value w (v or |v|) lies in [edges[begin],
+  /// edges[lump_end]) (lump's arguments) is only counted, into bin lump_end - 1; every other value
+  /// is binned as usual (for |v| the lumped bins start at 0, and a value below edges[0] is dropped
+  /// as always). lump_lo and lump_hi are the smallest floats at or above those two edges, so
   /// lump_lo <= w < lump_hi decides it exactly, in floats (NaN fails both). 0: no lumping.
-  std::size_t lump_begin = 0;
   std::size_t lump_end = 0;
   float lump_lo = 0.0f;
   float lump_hi = 0.0f;
 
   /// Lumps bins [begin, end) (begin < end <= n) as lump_end describes.
   void lump(std::size_t begin, std::size_t end) noexcept {
-    lump_begin = begin;
     lump_end = end;
     lump_lo = float_at_least(e[begin]);
     lump_hi = float_at_least(e[end]);
@@ -417,6 +415,18 @@ minmax_partial histogram_count_portable(std::span<const float> x, const bin_setu
 /// Values that the lumped kernels gather (those binned as usual) before binning them.
 inline constexpr std::size_t lump_buffer = histogram_block;
 
+/// The lumping rule for one value (both lumped kernels): adds 1 to `lumped` when the value
+/// falls in the lumped bins, and returns whether it is binned as usual instead: |v| at or above
+/// the lumped bins (below them it is dropped), v outside them.
+template <bin_transform T>
+QUARK_ALWAYS_INLINE bool lump_one(const bin_setup<T>& s, float v, std::uint64_t& lumped) noexcept {
+  const float a = T == bin_transform::absolute ? std::fabs(v) : v;
+  const bool ge = a >= s.lump_lo;
+  const bool lt = a < s.lump_hi;
+  lumped += ge && lt ? 1u : 0u;
+  return T == bin_transform::absolute ? !lt : !(ge && lt);
+}
+
 /// Bins `m` gathered values with the unlumped setup `plain` and adds their NaN count to `ext`
 /// (a gathered value's min/max is already in it).
 template <bin_transform T>
@@ -446,12 +456,7 @@ minmax_partial histogram_count_lumped_portable(std::span<const float> x, const b
     ext.min = part.min < ext.min ? part.min : ext.min;  // NaN: counted by the plain kernel
     ext.max = part.max > ext.max ? part.max : ext.max;
     for (std::size_t k = 0; k < m; ++k) {
-      const float a = T == bin_transform::absolute ? std::fabs(p[k]) : p[k];
-      const bool ge = a >= s.lump_lo;
-      const bool lt = a < s.lump_hi;
-      lumped += ge && lt ? 1u : 0u;
-      // Binned as usual: |v| at or above the lumped bins (below them it is dropped), v outside.
-      if (T == bin_transform::absolute ? !lt : !(ge && lt))
+      if (lump_one(s, p[k], lumped))
         buf[used++] = p[k];
     }
     if (used >= lump_buffer) {
@@ -680,7 +685,7 @@ QUARK_OBSERVER_TARGET_AVX512 minmax_partial histogram_count_lumped_avx512(std::s
     const __m512 a = T == bin_transform::absolute ? _mm512_abs_ps(v) : v;
     const __mmask16 lt = _mm512_cmp_ps_mask(a, hi, _CMP_LT_OQ);
     const __mmask16 in = _mm512_mask_cmp_ps_mask(lt, a, lo, _CMP_GE_OQ);
-    // Binned as usual: |v| at or above the lumped bins (below them it is dropped), v outside.
+    // Binned as usual (lump_one's rule): |v| at or above the lumped bins, v outside them.
     const auto up = static_cast<__mmask16>(T == bin_transform::absolute ? ~lt : ~in);
     lumped += static_cast<std::uint64_t>(__builtin_popcount(static_cast<std::uint32_t>(in)));
     // Stored whether or not a lane is gathered: a branch on it would be mispredicted for a
@@ -701,11 +706,7 @@ QUARK_OBSERVER_TARGET_AVX512 minmax_partial histogram_count_lumped_avx512(std::s
     const float v = p[k];
     ext.min = v < ext.min ? v : ext.min;
     ext.max = v > ext.max ? v : ext.max;
-    const float a = T == bin_transform::absolute ? std::fabs(v) : v;
-    const bool ge = a >= s.lump_lo;
-    const bool lt = a < s.lump_hi;
-    lumped += ge && lt ? 1u : 0u;
-    if (T == bin_transform::absolute ? !lt : !(ge && lt))
+    if (lump_one(s, v, lumped))
       buf[used++] = v;
   }
   if (used > 0)

@@ -357,6 +357,125 @@ TEST_CASE("TensorQuantOverrides: per-channel weight scales and a weight's type")
   check_runs(q);
 }
 
+TEST_CASE("TensorQuantOverrides: 4-bit, FP8, the float16 Cast form and int32 weights") {
+  constexpr int onnx_uint4 = 21, onnx_int4 = 22, onnx_f8e4m3fn = 17, onnx_int32 = 6;
+  const qo::qconfig base = qo::get_default_config("A8W8");
+  const auto plain = to_proto(quantize(base));
+  const float r1_u8 = [&] {
+    qo::qconfig cfg = base;
+    cfg.extra_options.set(
+        "TensorQuantOverrides",
+        overrides("r1", {entry({{"quant_type", "QUInt8"}, {"symmetric", false}})}));
+    return float_init(to_proto(quantize(cfg)), "r1_scale").at(0);
+  }();
+  SUBCASE("QInt4 weight, QUInt4 activation: opset 21, scales on the 4-bit grids") {
+    qo::qconfig cfg = base;
+    qo::option_value o = overrides("r1", {entry({{"quant_type", "QUInt4"}, {"symmetric", false}})});
+    o.set("w1", qo::option_value::array({entry({{"quant_type", "QInt4"}})}));
+    cfg.extra_options.set("TensorQuantOverrides", o);
+    const auto q = quantize(cfg);
+    const auto p = to_proto(q);
+    CHECK(p.opset_import(0).version() == 21);
+    CHECK(zp_type(p, "w1_DequantizeLinear") == onnx_int4);
+    CHECK(zp_type(p, "r1_QuantizeLinear") == onnx_uint4);
+    CHECK(zp_type(p, "c2_QuantizeLinear") == onnx_int8);
+    // Symmetric int8 weight: absmax / 127 (the symmetric table); int4 has no symmetric table,
+    // so 2 absmax / 15 over its full -8..7 (quark-spec §1.2).
+    CHECK(float_init(p, "w1_scale").at(0) ==
+          doctest::Approx(static_cast<double>(float_init(plain, "w1_scale").at(0)) * 127.0 / 7.5)
+              .epsilon(1e-6));
+    // The same calibrated range of r1 over 15 steps instead of 255, zero point 0 (Relu >= 0).
+    CHECK(float_init(p, "r1_scale").at(0) ==
+          doctest::Approx(static_cast<double>(r1_u8) * 17.0).epsilon(1e-6));
+    CHECK(int_init0(p, "r1_zero_point") == 0);
+    check_runs(q, 0.9);
+  }
+  SUBCASE("QFLOAT8E4M3FN activation: opset 19, a float8 zero point") {
+    qo::qconfig cfg = base;
+    cfg.extra_options.set("TensorQuantOverrides",
+                          overrides("r1", {entry({{"quant_type", "QFLOAT8E4M3FN"}})}));
+    const auto q = quantize(cfg);
+    const auto p = to_proto(q);
+    CHECK(p.opset_import(0).version() == 19);
+    CHECK(zp_type(p, "r1_QuantizeLinear") == onnx_f8e4m3fn);
+    check_runs(q);
+  }
+  SUBCASE("QFloat16 / QBFloat16: a Cast pair instead of Q/DQ") {
+    for (const auto& type : {std::pair{"QFloat16", 10}, std::pair{"QBFloat16", 16}}) {
+      const char* const name = type.first;
+      const int to = type.second;
+      CAPTURE(name);
+      qo::qconfig cfg = base;
+      cfg.extra_options.set("TensorQuantOverrides",
+                            overrides("r1", {entry({{"quant_type", name}})}));
+      const auto q = quantize(cfg);
+      const auto p = to_proto(q);
+      const auto* cast = find_node(p, "r1_QuantizeLinear");
+      REQUIRE(cast != nullptr);
+      CHECK(cast->op_type() == "Cast");
+      REQUIRE(cast->attribute_size() == 1);
+      CHECK(cast->attribute(0).i() == to);
+      check_runs(q);
+    }
+  }
+  SUBCASE("QInt32 weight: a DequantizeLinear alone, int32 codes") {
+    qo::qconfig cfg = base;
+    cfg.extra_options.set("TensorQuantOverrides",
+                          overrides("w1", {entry({{"quant_type", "QInt32"}})}));
+    const auto q = quantize(cfg);
+    const auto p = to_proto(q);
+    CHECK(zp_type(p, "w1_DequantizeLinear") == onnx_int32);
+    CHECK(find_node(p, "w1_QuantizeLinear") == nullptr);
+    check_runs(q);
+  }
+}
+
+TEST_CASE(
+    "TensorQuantOverrides: a type ONNX cannot carry there, or keys its type has not, "
+    "are refused by name") {
+  qo::qconfig cfg = qo::get_default_config("A8W8");
+  const auto refused = [&](const char* tensor, qo::option_value e) {
+    cfg.extra_options.set("TensorQuantOverrides", overrides(tensor, {std::move(e)}));
+    return std::pair{error_id([&] { (void)quantize(cfg); }),
+                     error_text([&] { (void)quantize(cfg); })};
+  };
+  {
+    const auto [id, text] = refused("r1", entry({{"quant_type", "QInt32"}}));
+    CHECK(id == "quark.config.unsupported_type");
+    CHECK(text.find("TensorQuantOverrides.r1: quant_type QInt32 applies to weights only") !=
+          std::string::npos);
+  }
+  {
+    const auto [id, text] = refused("w1", entry({{"quant_type", "QUInt32"}}));
+    CHECK(id == "quark.config.unsupported_type");
+    CHECK(text.find("TensorQuantOverrides.w1: quant_type QUInt32") != std::string::npos);
+  }
+  {
+    const auto [id, text] = refused("r1", entry({{"quant_type", "QBFP"}}));
+    CHECK(id == "quark.config.not_implemented");
+    CHECK(text.find("TensorQuantOverrides.r1: quant_type QBFP") != std::string::npos);
+  }
+  {
+    const auto [id, text] =
+        refused("r1", entry({{"quant_type", "QFloat16"}, {"scale", 0.5}, {"zero_point", 0}}));
+    CHECK(id == "quark.config.value");
+    CHECK(text.find("TensorQuantOverrides.r1[0]: QFloat16 is a plain cast") != std::string::npos);
+  }
+  {
+    const auto [id, text] = refused("w1", entry({{"quant_type", "QFLOAT8E4M3FN"}, {"axis", 0}}));
+    CHECK(id == "quark.config.value");
+    CHECK(text.find("TensorQuantOverrides.w1[0].axis") != std::string::npos);
+  }
+  {
+    // int4 zero points lie in [-8, 7].
+    const auto [id, text] =
+        refused("c2", entry({{"quant_type", "QInt4"}, {"scale", 0.1}, {"zero_point", 8}}));
+    CHECK(id == "quark.config.value");
+    CHECK(text.find("TensorQuantOverrides.c2[0].zero_point: 8 is outside the range of int4") !=
+          std::string::npos);
+  }
+}
+
 TEST_CASE("TensorQuantOverrides: errors name the tensor") {
   qo::qconfig cfg = qo::get_default_config("A8W8");
   SUBCASE("unknown tensor") {

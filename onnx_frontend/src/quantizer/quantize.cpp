@@ -481,24 +481,87 @@ const tensor_override* first_override(const tensor_quant_overrides& o, const std
   return it == o.end() || it->second.empty() ? nullptr : &it->second.front();
 }
 
-/// The integer type an override asks for; other types are not implemented here.
-dtype_id override_dtype(override_quant_type t, const std::string& tensor) {
+/// The type an override asks for. Integer types of 4 to 16 bits, FP8 E4M3FN and the Cast form of
+/// float16 / bfloat16 go anywhere; int32 only on a weight (`weight`), as Int32Spec; uint32 has no
+/// QuantizeLinear; the block types are not implemented here.
+dtype_id override_dtype(override_quant_type t, const std::string& tensor, bool weight) {
+  using q = override_quant_type;
+  const std::string where =
+      "TensorQuantOverrides." + tensor + ": quant_type " + std::string(to_string(t));
   switch (t) {
-    case override_quant_type::int8:
+    case q::int8:
       return dtype_id::int8;
-    case override_quant_type::uint8:
+    case q::uint8:
       return dtype_id::uint8;
-    case override_quant_type::int16:
+    case q::int16:
       return dtype_id::int16;
-    case override_quant_type::uint16:
+    case q::uint16:
       return dtype_id::uint16;
-    default:
+    case q::int4:
+      return dtype_id::int4;
+    case q::uint4:
+      return dtype_id::uint4;
+    case q::float16:
+      return dtype_id::float16;
+    case q::bfloat16:
+      return dtype_id::bfloat16;
+    case q::float8_e4m3fn:
+      return dtype_id::float8_e4m3fn;
+    case q::int32:
+      if (weight)
+        return dtype_id::int32;
+      throw config_error("quark.config.unsupported_type",
+                         where +
+                             " applies to weights only: ONNX QuantizeLinear has no int32 "
+                             "output (an int32 weight takes a DequantizeLinear alone)");
+    case q::uint32:
+      throw config_error("quark.config.unsupported_type",
+                         where + ": ONNX QuantizeLinear / DequantizeLinear have no uint32 form");
+    case q::bfp:
+    case q::mx:
       break;
   }
   throw not_implemented("quark.config.not_implemented",
-                        "TensorQuantOverrides." + tensor + ": quant_type " +
-                            std::string(to_string(t)) +
-                            " is not implemented yet (QInt8, QUInt8, QInt16, QUInt16 are)");
+                        where +
+                            " is not implemented yet (the integer types, QInt32 on weights, "
+                            "QFloat16, QBFloat16 and QFLOAT8E4M3FN are)");
+}
+
+/// The keys an override may pair with its quant_type: axis is for integer types (seed 000); the
+/// Cast form of float16 / bfloat16 has no scale, zero point or range; an FP8 override takes its
+/// range (rmin / rmax, symmetric) but not a fixed scale / zero point yet.
+void check_override_keys(const tensor_quant_overrides& o) {
+  for (const auto& [name, list] : o) {
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      const tensor_override& e = list[i];
+      if (!e.quant_type)
+        continue;
+      const auto t = *e.quant_type;
+      const std::string where = "TensorQuantOverrides." + name + "[" + std::to_string(i) + "]";
+      const bool cast_form =
+          t == override_quant_type::float16 || t == override_quant_type::bfloat16;
+      const bool fp8 = t == override_quant_type::float8_e4m3fn;
+      if ((cast_form || fp8) && e.axis) {
+        throw config_error("quark.config.value",
+                           where +
+                               ".axis: per-channel overrides are for integer types only, "
+                               "not " +
+                               std::string(to_string(t)));
+      }
+      if (cast_form &&
+          (e.scale || e.zero_point || e.symmetric || e.reduce_range || e.rmin || e.rmax)) {
+        throw config_error("quark.config.value",
+                           where + ": " + std::string(to_string(t)) +
+                               " is a plain cast (no scale): it takes no scale, zero_point, "
+                               "symmetric, reduce_range, rmin or rmax");
+      }
+      if (fp8 && (e.scale || e.zero_point || e.reduce_range)) {
+        throw not_implemented("quark.config.not_implemented",
+                              where + ": a fixed scale / zero_point or reduce_range with " +
+                                  std::string(to_string(t)) + " is not implemented yet");
+      }
+    }
+  }
 }
 
 /// Every overridden tensor exists in the model.
@@ -523,22 +586,8 @@ void check_override_names(const model& m, const std::vector<node_info>& nodes,
 
 /// Zero point of an override, checked against the type's range.
 std::int32_t override_zero_point(std::int64_t zp, dtype_id t, const std::string& where) {
-  std::int64_t lo = 0, hi = 0;
-  switch (t) {
-    case dtype_id::int8:
-      lo = -128, hi = 127;
-      break;
-    case dtype_id::uint8:
-      lo = 0, hi = 255;
-      break;
-    case dtype_id::int16:
-      lo = -32768, hi = 32767;
-      break;
-    default:
-      lo = 0, hi = 65535;
-      break;
-  }
-  if (zp < lo || zp > hi) {
+  const auto r = quark::quant_range(t);
+  if (!r || zp < r->min || zp > r->max) {
     throw config_error("quark.config.value", where + ".zero_point: " + std::to_string(zp) +
                                                  " is outside the range of " + dtype_str(t));
   }
@@ -837,10 +886,11 @@ model quantize_float32_model(model m, const qconfig& cfg, calibration_data_reade
   }
   // TensorQuantOverrides quant_type / symmetric of a tensor (scale, zero point, ranges and axis
   // are applied where the parameters are computed).
-  auto overridden = [&](const std::string& name, tspec s) {
+  check_override_keys(opt.overrides);
+  auto overridden = [&](const std::string& name, tspec s, bool weight = false) {
     if (const auto* o = first_override(opt.overrides, name)) {
       if (o->quant_type)
-        s.type = override_dtype(*o->quant_type, name);
+        s.type = override_dtype(*o->quant_type, name, weight);
       if (o->symmetric)
         s.symmetric = *o->symmetric;
     }
@@ -1086,7 +1136,7 @@ model quantize_float32_model(model m, const qconfig& cfg, calibration_data_reade
               // TensorQuantOverrides on a weight: type, symmetry, axis (per channel), and one
               // entry per channel for per-channel scales / zero points.
               const tensor_override& o = ov->second.front();
-              e.spec = overridden(w, e.spec);
+              e.spec = overridden(w, e.spec, true);
               e.type = e.spec.type;
               if (o.axis && *o.axis < 0) {
                 throw config_error("quark.config.value", "TensorQuantOverrides." + w +

@@ -466,6 +466,18 @@ TEST_CASE(
     CHECK(id == "quark.config.value");
     CHECK(text.find("TensorQuantOverrides.w1[0].axis") != std::string::npos);
   }
+  for (const char* tensor : {"r1", "w1"}) {
+    // A tensor in a block format has no scale, zero point or range an override could set; an
+    // integer override on it was once dropped without a word.
+    CAPTURE(tensor);
+    qo::qconfig bfp = qo::get_default_config("BFP16");
+    bfp.extra_options.set("TensorQuantOverrides",
+                          overrides(tensor, {entry({{"quant_type", "QInt8"}})}));
+    CHECK(error_id([&] { (void)quantize(bfp); }) == "quark.config.not_implemented");
+    CHECK(error_text([&] { (void)quantize(bfp); })
+              .find("TensorQuantOverrides." + std::string(tensor) +
+                    ": the tensor takes the block format BFP16") != std::string::npos);
+  }
   {
     // int4 zero points lie in [-8, 7].
     const auto [id, text] =

@@ -889,6 +889,14 @@ model quantize_float32_model(model m, const qconfig& cfg, calibration_data_reade
   check_override_keys(opt.overrides);
   auto overridden = [&](const std::string& name, tspec s, bool weight = false) {
     if (const auto* o = first_override(opt.overrides, name)) {
+      if (s.block) {
+        // A block format has no scale, zero point or range to override, and turning the tensor
+        // into another type would need its calibration, which block specs skip.
+        throw not_implemented("quark.config.not_implemented",
+                              "TensorQuantOverrides." + name + ": the tensor takes the block " +
+                                  "format " + s.block->label +
+                                  "; overriding it is not implemented yet");
+      }
       if (o->quant_type)
         s.type = override_dtype(*o->quant_type, name, weight);
       if (o->symmetric)

@@ -466,6 +466,29 @@ TEST_CASE(
     CHECK(id == "quark.config.value");
     CHECK(text.find("TensorQuantOverrides.w1[0].axis") != std::string::npos);
   }
+  {
+    // Per-channel entries may repeat the tensor-wide keys of entry 0, not change them.
+    std::vector<qo::option_value> ch;
+    for (int k = 0; k < 4; ++k) {
+      ch.push_back(entry({{"quant_type", k == 2 ? "QUInt8" : "QInt8"},
+                          {"scale", 0.01 * (k + 1)},
+                          {"zero_point", 0}}));
+    }
+    const auto set = [&] {
+      qo::option_value o = qo::option_value::object();
+      o.set("w2", qo::option_value(qo::option_value::array_type(ch.begin(), ch.end())));
+      cfg.extra_options.set("TensorQuantOverrides", o);
+    };
+    set();
+    CHECK(error_id([&] { (void)quantize(cfg); }) == "quark.config.value");
+    CHECK(error_text([&] { (void)quantize(cfg); })
+              .find("TensorQuantOverrides.w2[2]: quant_type, axis, symmetric and reduce_range "
+                    "apply to the whole tensor") != std::string::npos);
+    ch[2] = entry({{"scale", 0.03}, {"zero_point", 0}});  // omitted: entry 0's applies
+    set();
+    CHECK(float_init(to_proto(quantize(cfg)), "w2_scale") ==
+          std::vector<float>{0.01f, 0.02f, 0.03f, 0.04f});
+  }
   for (const char* tensor : {"r1", "w1"}) {
     // A tensor in a block format has no scale, zero point or range an override could set; an
     // integer override on it was once dropped without a word.

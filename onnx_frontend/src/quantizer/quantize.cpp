@@ -532,6 +532,21 @@ dtype_id override_dtype(override_quant_type t, const std::string& tensor, bool w
 /// range (rmin / rmax, symmetric) but not a fixed scale / zero point yet.
 void check_override_keys(const tensor_quant_overrides& o) {
   for (const auto& [name, list] : o) {
+    for (std::size_t i = 1; i < list.size(); ++i) {
+      // Per-channel entries: the tensor-wide keys are read from entry 0, so a later entry may
+      // omit them or repeat them, but not contradict them.
+      const tensor_override& first = list.front();
+      const tensor_override& e = list[i];
+      const auto differs = [](const auto& a, const auto& b) { return b && a != b; };
+      if (differs(first.quant_type, e.quant_type) || differs(first.axis, e.axis) ||
+          differs(first.symmetric, e.symmetric) || differs(first.reduce_range, e.reduce_range)) {
+        throw config_error("quark.config.value",
+                           "TensorQuantOverrides." + name + "[" + std::to_string(i) +
+                               "]: quant_type, axis, symmetric and reduce_range apply to the "
+                               "whole tensor: give them in entry 0 (a later entry may repeat "
+                               "them, not change them)");
+      }
+    }
     for (std::size_t i = 0; i < list.size(); ++i) {
       const tensor_override& e = list[i];
       if (!e.quant_type)

@@ -375,6 +375,66 @@ TEST_CASE("TensorQuantOverrides are parsed and checked") {
                        quark::config_error);
   CHECK_THROWS_WITH_AS(bad(option_value::object().set("axes", 1)),
                        doctest::Contains("quark.config.unknown_key"), quark::config_error);
+  // Keys a type cannot take: axis with a float type (seed 000: integer types only), any range
+  // key with the Cast form of float16 / bfloat16, a fixed scale with FP8 (not implemented yet).
+  CHECK_THROWS_WITH_AS(
+      bad(option_value::object().set("quant_type", "QFLOAT8E4M3FN").set("axis", 0)),
+      doctest::Contains("TensorQuantOverrides.t[0].axis: per-channel overrides "
+                        "are for integer types only"),
+      quark::config_error);
+  for (const char* key : {"symmetric", "reduce_range"}) {
+    CAPTURE(key);
+    CHECK_THROWS_WITH_AS(bad(option_value::object().set("quant_type", "QBFloat16").set(key, true)),
+                         doctest::Contains("TensorQuantOverrides.t[0]: QBFloat16 is a plain cast"),
+                         quark::config_error);
+  }
+  CHECK_THROWS_WITH_AS(bad(option_value::object()
+                               .set("quant_type", "QFloat16")
+                               .set("scale", 0.5)
+                               .set("zero_point", 0)),
+                       doctest::Contains("QFloat16 is a plain cast"), quark::config_error);
+  CHECK_THROWS_WITH_AS(bad(option_value::object()
+                               .set("quant_type", "QFLOAT8E4M3FN")
+                               .set("rmax", 2.0)
+                               .set("reduce_range", true)),
+                       doctest::Contains("quark.config.not_implemented"), quark::not_implemented);
+  CHECK_NOTHROW(bad(option_value::object().set("quant_type", "QFLOAT8E4M3FN").set("rmax", 2.0)));
+
+  // Per-channel entries may repeat entry 0's tensor-wide keys or omit them, not change them.
+  auto channels = [&](option_value second) {
+    option_value v = option_value::object();
+    v.set("w", option_value::array({option_value::object()
+                                        .set("quant_type", "QInt8")
+                                        .set("axis", 0)
+                                        .set("scale", 0.1)
+                                        .set("zero_point", 0),
+                                    std::move(second)}));
+    o.set("TensorQuantOverrides", v);
+  };
+  for (const char* key : {"quant_type", "axis", "symmetric", "reduce_range"}) {
+    CAPTURE(key);
+    // (symmetric and reduce_range alone: with a scale they are refused for that reason)
+    const bool with_scale =
+        std::string_view(key) == "quant_type" || std::string_view(key) == "axis";
+    option_value second = with_scale ? option_value::object().set("scale", 0.2).set("zero_point", 0)
+                                     : option_value::object();
+    if (std::string_view(key) == "quant_type")
+      second.set(key, "QUInt8");
+    else if (std::string_view(key) == "axis")
+      second.set(key, 1);
+    else
+      second.set(key, true);
+    CHECK_THROWS_WITH_AS(channels(second),
+                         doctest::Contains("TensorQuantOverrides.w[1]: quant_type, axis, "
+                                           "symmetric and reduce_range apply to the whole tensor"),
+                         quark::config_error);
+  }
+  CHECK_NOTHROW(channels(option_value::object().set("scale", 0.2).set("zero_point", 0)));
+  CHECK_NOTHROW(channels(option_value::object()
+                             .set("quant_type", "QInt8")
+                             .set("axis", 0)
+                             .set("scale", 0.2)
+                             .set("zero_point", 0)));
 }
 
 TEST_CASE("option_value basics") {

@@ -238,14 +238,6 @@ std::vector<std::uint64_t> hand_count(const std::vector<double>& edges, bool abs
   return counts;
 }
 
-struct cwd_guard {
-  fs::path old = fs::current_path();
-  explicit cwd_guard(const fs::path& p) { fs::current_path(p); }
-  ~cwd_guard() { fs::current_path(old); }
-  cwd_guard(const cwd_guard&) = delete;
-  cwd_guard& operator=(const cwd_guard&) = delete;
-};
-
 }  // namespace
 
 TEST_CASE(

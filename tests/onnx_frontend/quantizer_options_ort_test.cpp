@@ -181,6 +181,7 @@ TEST_CASE("audit: every extra option of categories 2-6, 10, 11 is honoured by th
   write_npy((dir / "eval" / "s0.npy").string(),
             npy_array::from(std::span<const float>(v), {1, 3, 8, 8}));
   const auto probes = probe_values(dir);
+  const cwd_guard cwd(dir);  // SaveTensorHistFig's tensor_hist/ goes there
   {
     std::ofstream f(dir / "ranges_in.json");
     f << R"({"tensors": {"r1": {"range": {"min": 0.0, "max": 2.0}}}})";
@@ -434,60 +435,25 @@ TEST_CASE(
     "TensorQuantOverrides: a type ONNX cannot carry there, or keys its type has not, "
     "are refused by name") {
   qo::qconfig cfg = qo::get_default_config("A8W8");
-  const auto refused = [&](const char* tensor, qo::option_value e) {
-    cfg.extra_options.set("TensorQuantOverrides", overrides(tensor, {std::move(e)}));
-    return std::pair{error_id([&] { (void)quantize(cfg); }),
-                     error_text([&] { (void)quantize(cfg); })};
+  struct refusal {
+    const char* tensor;
+    const char* type;
+    const char* id;
+    const char* message;
   };
-  {
-    const auto [id, text] = refused("r1", entry({{"quant_type", "QInt32"}}));
-    CHECK(id == "quark.config.unsupported_type");
-    CHECK(text.find("TensorQuantOverrides.r1: quant_type QInt32 applies to weights only") !=
-          std::string::npos);
-  }
-  {
-    const auto [id, text] = refused("w1", entry({{"quant_type", "QUInt32"}}));
-    CHECK(id == "quark.config.unsupported_type");
-    CHECK(text.find("TensorQuantOverrides.w1: quant_type QUInt32") != std::string::npos);
-  }
-  {
-    const auto [id, text] = refused("r1", entry({{"quant_type", "QBFP"}}));
-    CHECK(id == "quark.config.not_implemented");
-    CHECK(text.find("TensorQuantOverrides.r1: quant_type QBFP") != std::string::npos);
-  }
-  {
-    const auto [id, text] =
-        refused("r1", entry({{"quant_type", "QFloat16"}, {"scale", 0.5}, {"zero_point", 0}}));
-    CHECK(id == "quark.config.value");
-    CHECK(text.find("TensorQuantOverrides.r1[0]: QFloat16 is a plain cast") != std::string::npos);
-  }
-  {
-    const auto [id, text] = refused("w1", entry({{"quant_type", "QFLOAT8E4M3FN"}, {"axis", 0}}));
-    CHECK(id == "quark.config.value");
-    CHECK(text.find("TensorQuantOverrides.w1[0].axis") != std::string::npos);
-  }
-  {
-    // Per-channel entries may repeat the tensor-wide keys of entry 0, not change them.
-    std::vector<qo::option_value> ch;
-    for (int k = 0; k < 4; ++k) {
-      ch.push_back(entry({{"quant_type", k == 2 ? "QUInt8" : "QInt8"},
-                          {"scale", 0.01 * (k + 1)},
-                          {"zero_point", 0}}));
-    }
-    const auto set = [&] {
-      qo::option_value o = qo::option_value::object();
-      o.set("w2", qo::option_value(qo::option_value::array_type(ch.begin(), ch.end())));
-      cfg.extra_options.set("TensorQuantOverrides", o);
-    };
-    set();
-    CHECK(error_id([&] { (void)quantize(cfg); }) == "quark.config.value");
-    CHECK(error_text([&] { (void)quantize(cfg); })
-              .find("TensorQuantOverrides.w2[2]: quant_type, axis, symmetric and reduce_range "
-                    "apply to the whole tensor") != std::string::npos);
-    ch[2] = entry({{"scale", 0.03}, {"zero_point", 0}});  // omitted: entry 0's applies
-    set();
-    CHECK(float_init(to_proto(quantize(cfg)), "w2_scale") ==
-          std::vector<float>{0.01f, 0.02f, 0.03f, 0.04f});
+  const refusal cases[] = {
+      {"r1", "QInt32", "quark.config.unsupported_type",
+       "TensorQuantOverrides.r1: quant_type QInt32 applies to weights only"},
+      {"w1", "QUInt32", "quark.config.unsupported_type",
+       "TensorQuantOverrides.w1: quant_type QUInt32"},
+      {"r1", "QBFP", "quark.config.not_implemented", "TensorQuantOverrides.r1: quant_type QBFP"},
+  };
+  for (const refusal& c : cases) {
+    CAPTURE(c.type);
+    cfg.extra_options.set("TensorQuantOverrides",
+                          overrides(c.tensor, {entry({{"quant_type", c.type}})}));
+    CHECK(error_id([&] { (void)quantize(cfg); }) == c.id);
+    CHECK(error_text([&] { (void)quantize(cfg); }).find(c.message) != std::string::npos);
   }
   for (const char* tensor : {"r1", "w1"}) {
     // A tensor in a block format has no scale, zero point or range an override could set; an
@@ -501,13 +467,34 @@ TEST_CASE(
               .find("TensorQuantOverrides." + std::string(tensor) +
                     ": the tensor takes the block format BFP16") != std::string::npos);
   }
+  // int4 zero points lie in [-8, 7].
+  cfg.extra_options.set(
+      "TensorQuantOverrides",
+      overrides("c2", {entry({{"quant_type", "QInt4"}, {"scale", 0.1}, {"zero_point", 8}})}));
+  CHECK(error_id([&] { (void)quantize(cfg); }) == "quark.config.value");
+  CHECK(error_text([&] {
+          (void)quantize(cfg);
+        }).find("TensorQuantOverrides.c2[0].zero_point: 8 is outside the range of int4") !=
+        std::string::npos);
+}
+
+TEST_CASE("TensorQuantOverrides: per-channel entries may omit entry 0's quant_type") {
+  qo::qconfig cfg = qo::get_default_config("A8W8");
   {
-    // int4 zero points lie in [-8, 7].
-    const auto [id, text] =
-        refused("c2", entry({{"quant_type", "QInt4"}, {"scale", 0.1}, {"zero_point", 8}}));
-    CHECK(id == "quark.config.value");
-    CHECK(text.find("TensorQuantOverrides.c2[0].zero_point: 8 is outside the range of int4") !=
-          std::string::npos);
+    // Per-channel entries that repeat or omit entry 0's quant_type (a contradicting one is
+    // refused when the options are set: config_options_test): entry 0's applies to all.
+    std::vector<qo::option_value> ch;
+    for (int k = 0; k < 4; ++k) {
+      ch.push_back(
+          k == 2 ? entry({{"scale", 0.03}, {"zero_point", 0}})
+                 : entry({{"quant_type", "QInt8"}, {"scale", 0.01 * (k + 1)}, {"zero_point", 0}}));
+    }
+    qo::option_value o = qo::option_value::object();
+    o.set("w2", qo::option_value(qo::option_value::array_type(ch.begin(), ch.end())));
+    cfg.extra_options.set("TensorQuantOverrides", o);
+    const auto p = to_proto(quantize(cfg));
+    CHECK(zp_type(p, "w2_DequantizeLinear") == onnx_int8);
+    CHECK(float_init(p, "w2_scale") == std::vector<float>{0.01f, 0.02f, 0.03f, 0.04f});
   }
 }
 

@@ -73,6 +73,16 @@ inline ::onnx::ModelProto to_proto(const quark::onnx::model& m) {
   return p;
 }
 
+/// Runs the scope in directory `p` (options such as SaveTensorHistFig write into the working
+/// directory, which must not be the source tree when a test is run by hand).
+struct cwd_guard {
+  std::filesystem::path old = std::filesystem::current_path();
+  explicit cwd_guard(const std::filesystem::path& p) { std::filesystem::current_path(p); }
+  ~cwd_guard() { std::filesystem::current_path(old); }
+  cwd_guard(const cwd_guard&) = delete;
+  cwd_guard& operator=(const cwd_guard&) = delete;
+};
+
 /// conv1 -> relu1 -> conv2 -> add1 (constant) -> pool1 (MaxPool 2x2) -> sig1 (Sigmoid) on
 /// x: 1x3x8x8, opset 13; tensors x, c1, r1, c2, a, p, y; weights w1, b1, w2, b2 and constant c.
 inline ::onnx::ModelProto conv_model() {

@@ -825,6 +825,33 @@ void check_option_value(option_type type, bool nullable, const option_value& v,
   }
 }
 
+namespace {
+/// The keys an override may pair with its quant_type: axis is for integer types (seed 000); the
+/// Cast form of float16 / bfloat16 has no scale, zero point or range; an FP8 override takes its
+/// range (rmin / rmax, symmetric) but not a fixed scale / zero point yet.
+void check_override_type_keys(const tensor_override& o, const std::string& epath) {
+  if (!o.quant_type)
+    return;
+  const auto t = *o.quant_type;
+  const bool cast_form = t == override_quant_type::float16 || t == override_quant_type::bfloat16;
+  const bool fp8 = t == override_quant_type::float8_e4m3fn;
+  if ((cast_form || fp8) && o.axis) {
+    throw_value(epath + ".axis", "per-channel overrides are for integer types only, not " +
+                                     std::string(to_string(t)));
+  }
+  if (cast_form && (o.scale || o.zero_point || o.symmetric || o.reduce_range || o.rmin || o.rmax)) {
+    throw_value(epath, std::string(to_string(t)) +
+                           " is a plain cast (no scale): it takes no scale, zero_point, "
+                           "symmetric, reduce_range, rmin or rmax");
+  }
+  if (fp8 && (o.scale || o.zero_point || o.reduce_range)) {
+    throw not_implemented("quark.config.not_implemented",
+                          epath + ": a fixed scale / zero_point or reduce_range with " +
+                              std::string(to_string(t)) + " is not implemented yet");
+  }
+}
+}  // namespace
+
 tensor_quant_overrides to_tensor_overrides(const option_value& v, std::string_view where) {
   if (!v.is_object())
     throw_option_type(where, "an object of override lists", v);
@@ -886,6 +913,20 @@ tensor_quant_overrides to_tensor_overrides(const option_value& v, std::string_vi
       }
       if (o.rmin && o.rmax && !(*o.rmin <= *o.rmax)) {
         throw_value(epath, "rmin must not exceed rmax");
+      }
+      check_override_type_keys(o, epath);
+      // Per-channel entries: the tensor-wide keys are read from entry 0, so a later entry may
+      // omit them or repeat them, but not contradict them.
+      const auto differs = [](const auto& first, const auto& later) {
+        return later && first != later;
+      };
+      if (!items.empty() &&
+          (differs(items.front().quant_type, o.quant_type) || differs(items.front().axis, o.axis) ||
+           differs(items.front().symmetric, o.symmetric) ||
+           differs(items.front().reduce_range, o.reduce_range))) {
+        throw_value(epath,
+                    "quant_type, axis, symmetric and reduce_range apply to the whole tensor: give "
+                    "them in entry 0 (a later entry may repeat them, not change them)");
       }
       items.push_back(o);
     }

@@ -527,58 +527,6 @@ dtype_id override_dtype(override_quant_type t, const std::string& tensor, bool w
                             "QFloat16, QBFloat16 and QFLOAT8E4M3FN are)");
 }
 
-/// The keys an override may pair with its quant_type: axis is for integer types (seed 000); the
-/// Cast form of float16 / bfloat16 has no scale, zero point or range; an FP8 override takes its
-/// range (rmin / rmax, symmetric) but not a fixed scale / zero point yet.
-void check_override_keys(const tensor_quant_overrides& o) {
-  for (const auto& [name, list] : o) {
-    for (std::size_t i = 1; i < list.size(); ++i) {
-      // Per-channel entries: the tensor-wide keys are read from entry 0, so a later entry may
-      // omit them or repeat them, but not contradict them.
-      const tensor_override& first = list.front();
-      const tensor_override& e = list[i];
-      const auto differs = [](const auto& a, const auto& b) { return b && a != b; };
-      if (differs(first.quant_type, e.quant_type) || differs(first.axis, e.axis) ||
-          differs(first.symmetric, e.symmetric) || differs(first.reduce_range, e.reduce_range)) {
-        throw config_error("quark.config.value",
-                           "TensorQuantOverrides." + name + "[" + std::to_string(i) +
-                               "]: quant_type, axis, symmetric and reduce_range apply to the "
-                               "whole tensor: give them in entry 0 (a later entry may repeat "
-                               "them, not change them)");
-      }
-    }
-    for (std::size_t i = 0; i < list.size(); ++i) {
-      const tensor_override& e = list[i];
-      if (!e.quant_type)
-        continue;
-      const auto t = *e.quant_type;
-      const std::string where = "TensorQuantOverrides." + name + "[" + std::to_string(i) + "]";
-      const bool cast_form =
-          t == override_quant_type::float16 || t == override_quant_type::bfloat16;
-      const bool fp8 = t == override_quant_type::float8_e4m3fn;
-      if ((cast_form || fp8) && e.axis) {
-        throw config_error("quark.config.value",
-                           where +
-                               ".axis: per-channel overrides are for integer types only, "
-                               "not " +
-                               std::string(to_string(t)));
-      }
-      if (cast_form &&
-          (e.scale || e.zero_point || e.symmetric || e.reduce_range || e.rmin || e.rmax)) {
-        throw config_error("quark.config.value",
-                           where + ": " + std::string(to_string(t)) +
-                               " is a plain cast (no scale): it takes no scale, zero_point, "
-                               "symmetric, reduce_range, rmin or rmax");
-      }
-      if (fp8 && (e.scale || e.zero_point || e.reduce_range)) {
-        throw not_implemented("quark.config.not_implemented",
-                              where + ": a fixed scale / zero_point or reduce_range with " +
-                                  std::string(to_string(t)) + " is not implemented yet");
-      }
-    }
-  }
-}
-
 /// Every overridden tensor exists in the model.
 void check_override_names(const model& m, const std::vector<node_info>& nodes,
                           const tensor_quant_overrides& o) {
@@ -901,7 +849,6 @@ model quantize_float32_model(model m, const qconfig& cfg, calibration_data_reade
   }
   // TensorQuantOverrides quant_type / symmetric of a tensor (scale, zero point, ranges and axis
   // are applied where the parameters are computed).
-  check_override_keys(opt.overrides);
   auto overridden = [&](const std::string& name, tspec s, bool weight = false) {
     if (const auto* o = first_override(opt.overrides, name)) {
       if (s.block) {

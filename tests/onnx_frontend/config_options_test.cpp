@@ -399,6 +399,31 @@ TEST_CASE("TensorQuantOverrides are parsed and checked") {
                                .set("reduce_range", true)),
                        doctest::Contains("quark.config.not_implemented"), quark::not_implemented);
   CHECK_NOTHROW(bad(option_value::object().set("quant_type", "QFLOAT8E4M3FN").set("rmax", 2.0)));
+  // QBFP / QMX are fused block nodes: an axis (the block axis), nothing a Q/DQ pair carries.
+  for (const char* key : {"scale", "zero_point", "symmetric", "reduce_range", "rmin", "rmax"}) {
+    CAPTURE(key);
+    option_value e = option_value::object().set("quant_type", "QMX");
+    if (std::string_view(key) == "symmetric" || std::string_view(key) == "reduce_range")
+      e.set(key, true);
+    else if (std::string_view(key) == "zero_point")
+      e.set("scale", 0.5).set(key, 0);
+    else
+      e.set(key, 0.5);
+    if (std::string_view(key) == "scale")
+      e.set("zero_point", 0);
+    CHECK_THROWS_WITH_AS(bad(e),
+                         doctest::Contains("TensorQuantOverrides.t[0]: QMX is a block format"),
+                         quark::config_error);
+  }
+  CHECK_NOTHROW(bad(option_value::object().set("quant_type", "QBFP").set("axis", -1)));
+  {
+    option_value v = option_value::object();
+    v.set("t", option_value::array({option_value::object().set("quant_type", "QBFP"),
+                                    option_value::object().set("axis", 0)}));
+    CHECK_THROWS_WITH_AS(o.set("TensorQuantOverrides", v),
+                         doctest::Contains("TensorQuantOverrides.t[1]: QBFP takes one entry"),
+                         quark::config_error);
+  }
 
   // Per-channel entries may repeat entry 0's tensor-wide keys or omit them, not change them.
   auto channels = [&](option_value second) {

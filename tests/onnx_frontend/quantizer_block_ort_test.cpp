@@ -562,3 +562,234 @@ TEST_CASE("PaddleOCR cls with the BFP16 and MXINT8 presets runs in our runtime")
     CHECK(opset_of(p, "com.amd.quark") == 1);
   }
 }
+
+namespace {
+
+qo::option_value override_list(std::initializer_list<std::pair<const char*, qo::option_value>> kv) {
+  qo::option_value entry = qo::option_value::object();
+  for (const auto& [k, v] : kv)
+    entry.set(k, v);
+  return qo::option_value::array({entry});
+}
+
+/// A8W8 on matmul_model() with the MatMul output left float and TensorQuantOverrides
+/// {"x": [x_entry], "w": [w_entry]}.
+qo::qconfig a8w8_overriding(
+    std::initializer_list<std::pair<const char*, qo::option_value>> x_entry,
+    std::initializer_list<std::pair<const char*, qo::option_value>> w_entry) {
+  qo::qconfig cfg = qo::get_default_config("A8W8");
+  cfg.extra_options.set("OpTypesToExcludeOutputQuantization", qo::option_value::array({"MatMul"}));
+  cfg.extra_options.set(
+      "TensorQuantOverrides",
+      qo::option_value::object().set("x", override_list(x_entry)).set("w", override_list(w_entry)));
+  return cfg;
+}
+
+/// The oracle for a8w8_overriding() with x in BFP `a` and w in MX `m` (along `w_axis`): q's
+/// output equals the float model evaluated on x and w fake-quantized by the header functions
+/// (x blocked along its last axis, MatMul A's reduction axis).
+void check_block_overrides(const qo::model& q, const quark::bfp_op_attributes& a,
+                           const quark::mx_op_attributes& m, std::int64_t w_axis) {
+  const std::vector<float> xq = bfp_fq(x_values(), {1, 3, 64}, a, 2);
+  const std::vector<float> wq = mx_fq(w_values(), {64, 8}, m, w_axis);
+  CHECK(xq != x_values());  // the quantization did something
+  CHECK(wq != w_values());
+  const auto y_ref = run_ours(to_model(matmul_model(wq)), "x", {1, 3, 64}, xq, "y");
+  CHECK(run_ours(q, "x", {1, 3, 64}, x_values(), "y") == y_ref);
+}
+
+/// The op types of `p`'s nodes.
+std::multiset<std::string> op_types(const ::onnx::ModelProto& p) {
+  std::multiset<std::string> r;
+  for (const auto& n : p.graph().node())
+    r.insert(n.op_type());
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "TensorQuantOverrides QBFP / QMX (seed 000's example): one fused node per named tensor "
+    "with the op defaults, no calibration, output = float model on header-fake-quantized "
+    "x and w") {
+  const qo::qconfig cfg = a8w8_overriding({{"quant_type", "ExtendedQuantType.QBFP"}},
+                                          {{"quant_type", "QMX"}, {"axis", 1}});
+  qo::quantize_report report;
+  const qo::model q = quantize(matmul_model(w_values()), cfg, "x", {1, 3, 64}, &report);
+  const auto p = to_proto(q);
+  const auto f = fused_nodes(p);
+  REQUIRE(f.size() == 2);
+  REQUIRE(f.contains("x"));
+  REQUIRE(f.contains("w"));
+  // BFP_OP_DEFAULT_ATTRS (quark-spec §1.8), blocked along MatMul A's reduction axis
+  // (RefineBlockAxis is on once an override asks for a block format, §7.7).
+  CHECK(f.at("x").op == "BFPQuantizeDequantize");
+  CHECK(f.at("x").strings.at("bfp_method") == "to_bfp");
+  CHECK(f.at("x").ints.at("bit_width") == 16);
+  CHECK(f.at("x").ints.at("block_size") == 8);
+  CHECK(f.at("x").ints.at("rounding_mode") == 0);
+  CHECK(f.at("x").ints.at("axis") == -1);
+  // MX_OP_DEFAULT_ATTRS (§1.7) with the entry's axis, which wins over RefineBlockAxis (0).
+  CHECK(f.at("w").op == "MXQuantizeDequantize");
+  CHECK(f.at("w").strings.at("element_dtype") == "int8");
+  CHECK(f.at("w").ints.at("block_size") == 32);
+  CHECK(f.at("w").ints.at("rounding_mode") == 0);
+  CHECK(f.at("w").ints.at("axis") == 1);
+  const auto ops = op_types(p);
+  CHECK(ops.count("QuantizeLinear") == 0);
+  CHECK(ops.count("DequantizeLinear") == 0);
+  CHECK(opset_of(p, "com.amd.quark") == 1);
+  CHECK(values(q.initializer("w")) == w_values());  // the fused node quantizes at run time
+  CHECK(report.tensors_per_type.at("BFP16") == 1);  // the same attributes as BFP16Spec
+  CHECK(report.tensors_per_type.at("QMX") == 1);    // MXInt8Spec rounds half to even (2)
+
+  check_block_overrides(q, bfp16_attrs(0), quark::mx_op_attributes{}, 1);
+}
+
+TEST_CASE(
+    "TensorQuantOverrides QBFP / QMX take BFPAttributes / MXAttributes, and are labelled as "
+    "the spec with the same attributes") {
+  qo::qconfig cfg = a8w8_overriding({{"quant_type", "QBFP"}}, {{"quant_type", "QMX"}});
+  // Quark's MX9 parameters (quark-spec §1.9) and an fp8 MX element with half-even rounding.
+  cfg.extra_options.set("BFPAttributes", qo::option_value::object()
+                                             .set("bfp_method", "to_bfp_prime")
+                                             .set("block_size", 16)
+                                             .set("rounding_mode", 2));
+  cfg.extra_options.set(
+      "MXAttributes",
+      qo::option_value::object().set("element_dtype", "fp8_e4m3").set("rounding_mode", 2));
+  qo::quantize_report report;
+  const qo::model q = quantize(matmul_model(w_values()), cfg, "x", {1, 3, 64}, &report);
+  const auto f = fused_nodes(to_proto(q));
+  REQUIRE(f.size() == 2);
+  CHECK(f.at("x").strings.at("bfp_method") == "to_bfp_prime");
+  CHECK(f.at("x").ints.at("block_size") == 16);
+  CHECK(f.at("x").ints.at("sub_block_size") == 2);
+  CHECK(f.at("x").ints.at("sub_block_shift_bits") == 1);
+  CHECK(f.at("w").strings.at("element_dtype") == "fp8_e4m3");
+  CHECK(f.at("w").ints.at("axis") == 0);  // RefineBlockAxis: MatMul B of rank 2
+  CHECK(report.tensors_per_type.at("MX9") == 1);
+  CHECK(report.tensors_per_type.at("MXFP8E4M3") == 1);
+
+  quark::bfp_op_attributes a;
+  a.bfp_method = "to_bfp_prime";
+  a.block_size = 16;
+  a.rounding_mode = 2;
+  quark::mx_op_attributes m;
+  m.element_dtype = "fp8_e4m3";
+  m.rounding_mode = 2;
+  check_block_overrides(q, a, m, 0);
+}
+
+TEST_CASE(
+    "TensorQuantOverrides out of a block format: QInt8 on a BFP16 tensor is a Q/DQ pair "
+    "with a MinMax symmetric scale, an axis alone moves the block axis") {
+  qo::qconfig cfg = qo::get_default_config("BFP16");
+  qo::option_value ov = qo::option_value::object();
+  ov.set("x", override_list({{"quant_type", "QInt8"}}));
+  ov.set("w", override_list({{"quant_type", "QInt8"}}));
+  cfg.extra_options.set("TensorQuantOverrides", ov);
+  qo::quantize_report report;
+  const qo::model q = quantize(matmul_model(w_values()), cfg, "x", {1, 3, 64}, &report);
+  const auto p = to_proto(q);
+  const auto f = fused_nodes(p);
+  REQUIRE(f.size() == 1);  // y keeps BFP16
+  CHECK(f.contains("y_QuantizeLinear_Input"));
+  CHECK(report.calibration_samples == 3);  // x needs its range now
+  // The scales by hand: the BFP16 spec is symmetric, MinMax over the three samples the
+  // quantize() helper feeds (seeds 50-52), int8's symmetric table -127..127 (quark-spec §1.2).
+  float x_absmax = 0.0f;
+  for (std::uint32_t s = 0; s < 3; ++s) {
+    for (const float v : random_floats(3 * 64, 50 + s))
+      x_absmax = std::max(x_absmax, std::abs(v));
+  }
+  float w_absmax = 0.0f;
+  for (const float v : w_values())
+    w_absmax = std::max(w_absmax, std::abs(v));
+  auto init = [&](const std::string& name) { return q.initializer(name); };
+  const float sx = init("x_scale").data<float>()[0];
+  const float sw = init("w_scale").data<float>()[0];
+  CHECK(sx == doctest::Approx(2.0 * static_cast<double>(x_absmax) / 254.0).epsilon(1e-6));
+  CHECK(sw == doctest::Approx(2.0 * static_cast<double>(w_absmax) / 254.0).epsilon(1e-6));
+  CHECK(init("x_zero_point").data<std::int8_t>()[0] == 0);
+  CHECK(init("w_zero_point").data<std::int8_t>()[0] == 0);
+  CHECK(opset_of(p, "") == 13);
+
+  // Oracle: QuantizeLinear of x (RNE, saturated to -128..127), weights clipped to -127..127.
+  auto qdq = [](const std::vector<float>& v, float s, float lo) {
+    std::vector<float> r;
+    for (const float e : v)
+      r.push_back(std::clamp(std::nearbyint(e / s), lo, 127.0f) * s);
+    return r;
+  };
+  const std::vector<float> xq = qdq(x_values(), sx, -128.0f);
+  const std::vector<float> wq = qdq(w_values(), sw, -127.0f);
+  const auto y_ref = run_ours(to_model(matmul_model(wq)), "x", {1, 3, 64}, xq, "y");
+  CHECK(run_ours(q, "x", {1, 3, 64}, x_values(), "y") ==
+        bfp_fq(y_ref, {1, 3, 8}, bfp16_attrs(0), 2));
+
+  // An axis alone on a block tensor: the block axis (RefineBlockAxis would give 0).
+  qo::qconfig axis_only = qo::get_default_config("BFP16");
+  axis_only.extra_options.set("TensorQuantOverrides",
+                              qo::option_value::object().set("w", override_list({{"axis", 1}})));
+  const auto fa =
+      fused_nodes(to_proto(quantize(matmul_model(w_values()), axis_only, "x", {1, 3, 64})));
+  CHECK(fa.at("w").ints.at("axis") == 1);
+  CHECK(fa.at("x").ints.at("axis") == -1);
+}
+
+TEST_CASE(
+    "TensorQuantOverrides QBFP on a Conv input keeps that Conv's bias float (int32 bias needs "
+    "an input scale), a range on a block tensor is refused by name") {
+  qo::qconfig cfg = qo::get_default_config("A8W8");
+  cfg.extra_options.set("OptimizeModel", false);
+  cfg.extra_options.set("RemoveQDQConvRelu", false);  // c1 keeps its Q/DQ pair
+  cfg.extra_options.set("TensorQuantOverrides",
+                        qo::option_value::object()
+                            .set("r1", override_list({{"quant_type", "QBFP"}}))
+                            .set("a", override_list({{"quant_type", "QMX"}})));
+  const qo::model q = quantize(conv_model(), cfg, "x", {1, 3, 8, 8});
+  const auto p = to_proto(q);
+  const auto f = fused_nodes(p);
+  CHECK(f.size() == 3);
+  REQUIRE(f.contains("r1"));
+  CHECK(f.at("r1").ints.at("axis") == 1);  // a Conv reader fixes no axis: the op default
+  // MaxPool's output shares its input's quantization (quark-spec §7.3), so it follows a into
+  // the same fused node.
+  REQUIRE(f.contains("a"));
+  REQUIRE(f.contains("p"));
+  CHECK(f.at("p").op == "MXQuantizeDequantize");
+  // Relu's input keeps its own calibrated range: r1 (now BFP) has none to give it (§3.5). A
+  // Conv output of this size spans a few units: an int8 step far below 0.1, not the step of
+  // an empty range.
+  const float c1_scale = q.initializer("c1_scale").data<float>()[0];
+  CHECK(c1_scale > 0.001f);
+  CHECK(c1_scale < 0.1f);
+  bool b1_dq = false;
+  bool b2_dq = false;
+  for (const auto& n : p.graph().node()) {
+    if (n.op_type() == "DequantizeLinear") {
+      b1_dq = b1_dq || n.input(0).starts_with("b1");
+      b2_dq = b2_dq || n.input(0).starts_with("b2");
+    }
+  }
+  CHECK(b1_dq);   // conv1: int8 input and weight, int32 bias
+  CHECK(!b2_dq);  // conv2 reads r1 through the fused node
+  CHECK(q.initializer("b2").type() == quark::dtype_id::float32);
+  const auto x = random_floats(3 * 64, 77);
+  const auto got = run_ours(q, "x", {1, 3, 8, 8}, x, "y");
+  const auto ref = run_ours(to_model(conv_model()), "x", {1, 3, 8, 8}, x, "y");
+  CHECK(quark::metrics::cosine(std::span<const float>(got), std::span<const float>(ref)) >= 0.99);
+
+  qo::qconfig range = qo::get_default_config("BFP16");
+  range.extra_options.set("TensorQuantOverrides",
+                          qo::option_value::object().set("x", override_list({{"rmax", 1.0}})));
+  CHECK(error_id([&] {
+          (void)quantize(matmul_model(w_values()), range, "x", {1, 3, 64});
+        }) == "quark.config.value");
+  CHECK(error_text([&] {
+          (void)quantize(matmul_model(w_values()), range, "x", {1, 3, 64});
+        })
+            .find("TensorQuantOverrides.x: the tensor takes the block format BFP16, which has no "
+                  "scale") != std::string::npos);
+}

@@ -446,7 +446,6 @@ TEST_CASE(
        "TensorQuantOverrides.r1: quant_type QInt32 applies to weights only"},
       {"w1", "QUInt32", "quark.config.unsupported_type",
        "TensorQuantOverrides.w1: quant_type QUInt32"},
-      {"r1", "QBFP", "quark.config.not_implemented", "TensorQuantOverrides.r1: quant_type QBFP"},
   };
   for (const refusal& c : cases) {
     CAPTURE(c.type);
@@ -454,18 +453,6 @@ TEST_CASE(
                           overrides(c.tensor, {entry({{"quant_type", c.type}})}));
     CHECK(error_id([&] { (void)quantize(cfg); }) == c.id);
     CHECK(error_text([&] { (void)quantize(cfg); }).find(c.message) != std::string::npos);
-  }
-  for (const char* tensor : {"r1", "w1"}) {
-    // A tensor in a block format has no scale, zero point or range an override could set; an
-    // integer override on it was once dropped without a word.
-    CAPTURE(tensor);
-    qo::qconfig bfp = qo::get_default_config("BFP16");
-    bfp.extra_options.set("TensorQuantOverrides",
-                          overrides(tensor, {entry({{"quant_type", "QInt8"}})}));
-    CHECK(error_id([&] { (void)quantize(bfp); }) == "quark.config.not_implemented");
-    CHECK(error_text([&] { (void)quantize(bfp); })
-              .find("TensorQuantOverrides." + std::string(tensor) +
-                    ": the tensor takes the block format BFP16") != std::string::npos);
   }
   // int4 zero points lie in [-8, 7].
   cfg.extra_options.set(

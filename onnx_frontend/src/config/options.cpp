@@ -844,6 +844,13 @@ void check_override_type_keys(const tensor_override& o, const std::string& epath
                            " is a plain cast (no scale): it takes no scale, zero_point, "
                            "symmetric, reduce_range, rmin or rmax");
   }
+  const bool block = t == override_quant_type::bfp || t == override_quant_type::mx;
+  if (block && (o.scale || o.zero_point || o.symmetric || o.reduce_range || o.rmin || o.rmax)) {
+    throw_value(epath, std::string(to_string(t)) +
+                           " is a block format (one fused node, a shared exponent per block): "
+                           "it takes an axis only, no scale, zero_point, symmetric, "
+                           "reduce_range, rmin or rmax");
+  }
   if (fp8 && (o.scale || o.zero_point || o.reduce_range)) {
     throw not_implemented("quark.config.not_implemented",
                           epath + ": a fixed scale / zero_point or reduce_range with " +
@@ -915,6 +922,11 @@ tensor_quant_overrides to_tensor_overrides(const option_value& v, std::string_vi
         throw_value(epath, "rmin must not exceed rmax");
       }
       check_override_type_keys(o, epath);
+      if (!items.empty() && (items.front().quant_type == override_quant_type::bfp ||
+                             items.front().quant_type == override_quant_type::mx)) {
+        throw_value(epath, std::string(to_string(*items.front().quant_type)) +
+                               " takes one entry: the fused node covers the whole tensor");
+      }
       // Per-channel entries: the tensor-wide keys are read from entry 0, so a later entry may
       // omit them or repeat them, but not contradict them.
       const auto differs = [](const auto& first, const auto& later) {

@@ -554,10 +554,40 @@ plan make_plan(const qconfig& cfg, const std::vector<node_ref>& nodes,
       for (const auto* t : {&c.input, &c.output, &c.weight, &c.bias})
         any_block = any_block || (*t && (*t)->block);
     }
+    for (const auto& [tensor, entries] : o.overrides) {
+      const auto type = entries.front().quant_type;
+      any_block = any_block || type == override_quant_type::bfp || type == override_quant_type::mx;
+    }
     const option_value* v = cfg.extra_options.find("RefineBlockAxis");
     o.refine_block_axis = v && !v->is_null() ? option_cast<bool>(*v, "RefineBlockAxis") : any_block;
   }
   return p;
+}
+
+tspec override_block_spec(override_quant_type t, const qconfig& cfg, bool activation,
+                          std::optional<std::int64_t> axis) {
+  const bool bfp = t == override_quant_type::bfp;
+  tspec s = resolve_block(make_spec(bfp ? spec_name::bfp16 : spec_name::mxint8));
+  s.block->rounding_mode = 0;  // both ops' default; the MX specs' parameter blocks say 2
+  apply_legacy_block_attributes(s, cfg.extra_options, activation);
+  if (axis)
+    s.axis = static_cast<int>(*axis);
+  // The label of the spec whose fused node carries the same attributes, if one does.
+  s.block->label = bfp ? "QBFP" : "QMX";
+  for (const spec_name n : all_spec_names()) {
+    const tensor_spec candidate = make_spec(n);
+    if (!candidate.is_block())
+      continue;
+    block_op b = *resolve_block(candidate).block;
+    b.label = s.block->label;
+    b.convert_to_bfloat_before_bfp = s.block->convert_to_bfloat_before_bfp;
+    b.use_compiler_version_cpu_kernel = s.block->use_compiler_version_cpu_kernel;
+    if (b == *s.block) {
+      s.block->label = resolve_block(candidate).block->label;
+      break;
+    }
+  }
+  return s;
 }
 
 }  // namespace quark::onnx::qz

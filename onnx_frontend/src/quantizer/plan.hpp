@@ -157,6 +157,13 @@ using subgraph_fn = std::function<std::vector<bool>(const std::vector<std::strin
 /// Resolves `cfg` for `nodes`. Throws config_error / not_implemented naming the option.
 plan make_plan(const qconfig& cfg, const std::vector<node_ref>& nodes, const subgraph_fn& subgraph);
 
+/// The fused stage a TensorQuantOverrides quant_type QBFP / QMX asks for (quark-spec §7.5): the
+/// op's default attributes (BFP_OP_DEFAULT_ATTRS §1.8, MX_OP_DEFAULT_ATTRS §1.7), then the keys
+/// of BFPAttributes / MXAttributes, then the entry's `axis`. Labelled as the spec with the same
+/// attributes would be (BFP16, MX9, MXInt8, ...), else "QBFP" / "QMX".
+tspec override_block_spec(override_quant_type t, const qconfig& cfg, bool activation,
+                          std::optional<std::int64_t> axis);
+
 /// Op types quantized by default (quark-spec §7.2: QLinearOps ∪ QDQ registry, plus the NPU CNN
 /// registry when `npu_cnn`).
 bool default_quantized_op(const std::string& op_type, bool npu_cnn);

@@ -483,7 +483,7 @@ const tensor_override* first_override(const tensor_quant_overrides& o, const std
 
 /// The type an override asks for. Integer types of 4 to 16 bits, FP8 E4M3FN and the Cast form of
 /// float16 / bfloat16 go anywhere; int32 only on a weight (`weight`), as Int32Spec; uint32 has no
-/// QuantizeLinear; the block types are not implemented here.
+/// QuantizeLinear; the block types QBFP / QMX are no Q/DQ type (qz::override_block_spec).
 dtype_id override_dtype(override_quant_type t, const std::string& tensor, bool weight) {
   using q = override_quant_type;
   const std::string where =
@@ -519,12 +519,9 @@ dtype_id override_dtype(override_quant_type t, const std::string& tensor, bool w
                          where + ": ONNX QuantizeLinear / DequantizeLinear have no uint32 form");
     case q::bfp:
     case q::mx:
-      break;
+      break;  // a fused block node, not a Q/DQ type (qz::override_block_spec)
   }
-  throw not_implemented("quark.config.not_implemented",
-                        where +
-                            " is not implemented yet (the integer types, QInt32 on weights, "
-                            "QFloat16, QBFloat16 and QFLOAT8E4M3FN are)");
+  throw frontend_error("quark.quantize.internal", where + " has no Q/DQ element type");
 }
 
 /// Every overridden tensor exists in the model.
@@ -615,8 +612,10 @@ std::vector<range_rule> range_rules(const model& m, const std::vector<node_info>
     const node_info& n = nodes[i];
     if (!node_quantized[i] || n.outputs.empty() || n.inputs.empty())
       continue;
+    // (An output in a block format, e.g. from an override, has no range to give.)
     if ((n.op_type == "Clip" || n.op_type == "Relu") && m.consumers(n.inputs[0]).size() == 1 &&
-        acts.contains(n.inputs[0]) && acts.contains(n.outputs[0])) {
+        acts.contains(n.inputs[0]) && acts.contains(n.outputs[0]) &&
+        !acts.at(n.outputs[0]).spec.block) {
       rules.push_back({n.inputs[0], n.outputs[0]});
     }
     if (n.op_type == "Softmax" && acts.contains(n.outputs[0]))
@@ -850,20 +849,41 @@ model quantize_float32_model(model m, const qconfig& cfg, calibration_data_reade
   // TensorQuantOverrides quant_type / symmetric of a tensor (scale, zero point, ranges and axis
   // are applied where the parameters are computed).
   auto overridden = [&](const std::string& name, tspec s, bool weight = false) {
-    if (const auto* o = first_override(opt.overrides, name)) {
-      if (s.block) {
-        // A block format has no scale, zero point or range to override, and turning the tensor
-        // into another type would need its calibration, which block specs skip.
-        throw not_implemented("quark.config.not_implemented",
-                              "TensorQuantOverrides." + name + ": the tensor takes the block " +
-                                  "format " + s.block->label +
-                                  "; overriding it is not implemented yet");
-      }
-      if (o->quant_type)
-        s.type = override_dtype(*o->quant_type, name, weight);
-      if (o->symmetric)
-        s.symmetric = *o->symmetric;
+    const auto* o = first_override(opt.overrides, name);
+    if (o == nullptr)
+      return s;
+    if (o->quant_type &&
+        (*o->quant_type == override_quant_type::bfp || *o->quant_type == override_quant_type::mx)) {
+      // One fused block node instead of a Q/DQ pair; no calibration (the option parser refused
+      // the keys a block format has no use for).
+      return qz::override_block_spec(*o->quant_type, cfg, !weight, o->axis);
     }
+    if (s.block) {
+      if (!o->quant_type) {
+        if (o->scale || o->zero_point || o->symmetric || o->reduce_range || o->rmin || o->rmax) {
+          throw config_error("quark.config.value",
+                             "TensorQuantOverrides." + name + ": the tensor takes the block " +
+                                 "format " + s.block->label +
+                                 ", which has no scale, zero point, symmetry or range to set "
+                                 "(give a quant_type to change its format, or only an axis)");
+        }
+        if (o->axis)
+          s.axis = static_cast<int>(*o->axis);  // the block axis
+        return s;
+      }
+      // Out of a block format into a Q/DQ type: calibrated by MinMax, the block specs' own
+      // calibration method; symmetric as the spec was (ActivationSymmetric defaults to True
+      // with block types, quark-spec §3.2) unless the entry says otherwise.
+      tspec t;
+      t.type = override_dtype(*o->quant_type, name, weight);
+      t.symmetric = o->symmetric.value_or(s.symmetric);
+      t.method = qz::act_method::minmax;
+      return t;
+    }
+    if (o->quant_type)
+      s.type = override_dtype(*o->quant_type, name, weight);
+    if (o->symmetric)
+      s.symmetric = *o->symmetric;
     return s;
   };
   std::set<std::string> graph_outputs;
@@ -882,10 +902,11 @@ model quantize_float32_model(model m, const qconfig& cfg, calibration_data_reade
   // (b) calibration requests: every non-initializer input / output of a quantized node.
   std::map<std::string, qz::calib_request> requests;
   auto request = [&](const std::string& name, const tspec& spec) {
-    if (name.empty() || inits.contains(name) || requests.contains(name) ||
-        spec.method == qz::act_method::none)
+    if (name.empty() || inits.contains(name) || requests.contains(name))
       return;
     const tspec s = overridden(name, spec);
+    if (s.method == qz::act_method::none)
+      return;  // a block format (the spec's or an override's) needs no range
     qz::calib_request r;
     r.method = s.method;
     r.type = s.type;
@@ -928,10 +949,16 @@ model quantize_float32_model(model m, const qconfig& cfg, calibration_data_reade
   cp.max_samples = opt.calib_data_size;
   cp.keep_histograms = opt.save_tensor_hist_fig;
   // Block specs need no range: when nothing else does, one sample gives the tensor types.
-  const bool any_block = std::any_of(pl.nodes.begin(), pl.nodes.end(), [](const node_choice& c) {
-    return (c.input && c.input->block) || (c.output && c.output->block) ||
-           (c.weight && c.weight->block);
-  });
+  const bool any_block = std::any_of(pl.nodes.begin(), pl.nodes.end(),
+                                     [](const node_choice& c) {
+                                       return (c.input && c.input->block) ||
+                                              (c.output && c.output->block) ||
+                                              (c.weight && c.weight->block);
+                                     }) ||
+                         std::any_of(opt.overrides.begin(), opt.overrides.end(), [](const auto& o) {
+                           const auto t = o.second.front().quant_type;
+                           return t == override_quant_type::bfp || t == override_quant_type::mx;
+                         });
   if (any_block && requests.empty())
     cp.max_samples = 1;
   cp.progress = run.progress;
@@ -993,7 +1020,7 @@ model quantize_float32_model(model m, const qconfig& cfg, calibration_data_reade
                                "activation takes one");
       }
       const tensor_override& o = it->second.front();
-      if (o.axis) {
+      if (o.axis && !e.spec.block) {
         throw not_implemented("quark.config.not_implemented",
                               where + "[0].axis: per-channel activations are not implemented yet");
       }
@@ -1108,12 +1135,14 @@ model quantize_float32_model(model m, const qconfig& cfg, calibration_data_reade
               const tensor_override& o = ov->second.front();
               e.spec = overridden(w, e.spec, true);
               e.type = e.spec.type;
-              if (o.axis && *o.axis < 0) {
+              if (o.axis && *o.axis < 0 && !e.spec.block) {
                 throw config_error("quark.config.value", "TensorQuantOverrides." + w +
                                                              "[0].axis: must be >= 0, got " +
                                                              std::to_string(*o.axis));
               }
-              if (o.axis)
+              if (e.spec.block)
+                e.axis = -1;  // a fused node: its axis is the block axis, in the spec
+              else if (o.axis)
                 e.axis = *o.axis;
               else if (ov->second.size() > 1)
                 e.axis = axis;
@@ -1371,6 +1400,8 @@ model quantize_float32_model(model m, const qconfig& cfg, calibration_data_reade
         e.rmin = src.rmin;
         e.rmax = src.rmax;
         e.spec.type = src.spec.type;  // the same quantization, so the same type
+        if (src.spec.block)
+          e.spec = src.spec;  // (a block format from an override: the same fused node)
       } else if (e.spec.method == qz::act_method::distribution) {
         e.params = qz::fp8_qparams_from_std(e.spec.type, e.std_dev, name);
       } else {

@@ -399,6 +399,34 @@ TEST_CASE("TensorQuantOverrides are parsed and checked") {
                                .set("reduce_range", true)),
                        doctest::Contains("quark.config.not_implemented"), quark::not_implemented);
   CHECK_NOTHROW(bad(option_value::object().set("quant_type", "QFLOAT8E4M3FN").set("rmax", 2.0)));
+  // A fixed FP8 scale is used as given; the float8 zero point is 0.
+  CHECK_NOTHROW(bad(option_value::object()
+                        .set("quant_type", "QFLOAT8E4M3FN")
+                        .set("scale", 0.5)
+                        .set("zero_point", 0)));
+  CHECK_THROWS_WITH_AS(
+      bad(option_value::object()
+              .set("quant_type", "QFLOAT8E4M3FN")
+              .set("scale", 0.5)
+              .set("zero_point", 3)),
+      doctest::Contains("TensorQuantOverrides.t[0].zero_point: QFLOAT8E4M3FN has no zero point"),
+      quark::config_error);
+  // Values the float32 quantizer cannot hold (a cast would overflow to inf or flush to 0).
+  for (const double s : {1e300, 1e-300, 0.0, -1.0}) {
+    CAPTURE(s);
+    CHECK_THROWS_WITH_AS(bad(option_value::object().set("scale", s).set("zero_point", 0)),
+                         doctest::Contains("TensorQuantOverrides.t[0].scale: must be positive"),
+                         quark::config_error);
+  }
+  for (const char* key : {"rmin", "rmax"}) {
+    CAPTURE(key);
+    CHECK_THROWS_WITH_AS(
+        bad(option_value::object().set(key, std::string_view(key) == "rmin" ? -1e39 : 1e39)),
+        doctest::Contains(doctest::String(("TensorQuantOverrides.t[0]." + std::string(key) +
+                                           ": must be finite and within the float32 range")
+                                              .c_str())),
+        quark::config_error);
+  }
   // QBFP / QMX are fused block nodes: an axis (the block axis), nothing a Q/DQ pair carries.
   for (const char* key : {"scale", "zero_point", "symmetric", "reduce_range", "rmin", "rmax"}) {
     CAPTURE(key);

@@ -401,6 +401,18 @@ TEST_CASE("TensorQuantOverrides: 4-bit, FP8, the float16 Cast form and int32 wei
     CHECK(zp_type(p, "r1_QuantizeLinear") == onnx_f8e4m3fn);
     check_runs(q);
   }
+  SUBCASE("QFLOAT8E4M3FN with a fixed scale: used as given, float8 zero point 0") {
+    qo::qconfig cfg = base;
+    cfg.extra_options.set(
+        "TensorQuantOverrides",
+        overrides("r1",
+                  {entry({{"quant_type", "QFLOAT8E4M3FN"}, {"scale", 0.01}, {"zero_point", 0}})}));
+    const auto q = quantize(cfg);
+    const auto p = to_proto(q);
+    CHECK(zp_type(p, "r1_QuantizeLinear") == onnx_f8e4m3fn);
+    CHECK(float_init(p, "r1_scale").at(0) == 0.01f);
+    check_runs(q);
+  }
   SUBCASE("QFloat16 / QBFloat16: a Cast pair instead of Q/DQ") {
     for (const auto& type : {std::pair{"QFloat16", 10}, std::pair{"QBFloat16", 16}}) {
       const char* const name = type.first;
@@ -454,6 +466,20 @@ TEST_CASE(
     CHECK(error_id([&] { (void)quantize(cfg); }) == c.id);
     CHECK(error_text([&] { (void)quantize(cfg); }).find(c.message) != std::string::npos);
   }
+  // Per-channel overrides are for initializers (ONNX Runtime's format): an axis, or several
+  // entries, on an activation are refused, naming it.
+  cfg.extra_options.set("TensorQuantOverrides",
+                        overrides("r1", {entry({{"quant_type", "QInt8"}, {"axis", 1}})}));
+  CHECK(error_id([&] { (void)quantize(cfg); }) == "quark.config.value");
+  CHECK(error_text([&] { (void)quantize(cfg); })
+            .find("TensorQuantOverrides.r1[0].axis: per-channel overrides apply to initializers "
+                  "(weights) only, not to the activation 'r1'") != std::string::npos);
+  cfg.extra_options.set("TensorQuantOverrides",
+                        overrides("r1", {entry({{"rmax", 1.0}}), entry({{"rmax", 2.0}})}));
+  CHECK(error_id([&] { (void)quantize(cfg); }) == "quark.config.value");
+  CHECK(error_text([&] { (void)quantize(cfg); })
+            .find("TensorQuantOverrides.r1: 2 entries (per-channel overrides) apply to weights "
+                  "only") != std::string::npos);
   // int4 zero points lie in [-8, 7].
   cfg.extra_options.set(
       "TensorQuantOverrides",

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -851,10 +852,16 @@ void check_override_type_keys(const tensor_override& o, const std::string& epath
                            "it takes an axis only, no scale, zero_point, symmetric, "
                            "reduce_range, rmin or rmax");
   }
-  if (fp8 && (o.scale || o.zero_point || o.reduce_range)) {
-    throw not_implemented("quark.config.not_implemented",
-                          epath + ": a fixed scale / zero_point or reduce_range with " +
-                              std::string(to_string(t)) + " is not implemented yet");
+  if (fp8 && o.zero_point && *o.zero_point != 0) {
+    throw_value(epath + ".zero_point", std::string(to_string(t)) +
+                                           " has no zero point to move (the float8 zero point "
+                                           "is 0), got " +
+                                           std::to_string(*o.zero_point));
+  }
+  if (fp8 && o.reduce_range) {
+    throw not_implemented(
+        "quark.config.not_implemented",
+        epath + ": reduce_range with " + std::string(to_string(t)) + " is not implemented yet");
   }
 }
 }  // namespace
@@ -915,8 +922,16 @@ tensor_quant_overrides to_tensor_overrides(const option_value& v, std::string_vi
                     "symmetric, reduce_range, rmax and rmin are invalid together with scale and "
                     "zero_point");
       }
-      if (o.scale && !(*o.scale > 0.0 && std::isfinite(*o.scale))) {
-        throw_value(epath + ".scale", "must be positive and finite");
+      // The quantizer works in float32: a value float32 cannot hold would become inf or 0.
+      constexpr auto float_min = static_cast<double>(std::numeric_limits<float>::min());
+      constexpr auto float_max = static_cast<double>(std::numeric_limits<float>::max());
+      if (o.scale && !(*o.scale >= float_min && *o.scale <= float_max)) {
+        throw_value(epath + ".scale",
+                    "must be positive, finite and a normal float32 value (1.18e-38 to 3.4e38)");
+      }
+      for (const auto& [key, bound] : {std::pair{"rmin", o.rmin}, std::pair{"rmax", o.rmax}}) {
+        if (bound && !(std::abs(*bound) <= float_max))
+          throw_value(epath + "." + key, "must be finite and within the float32 range");
       }
       if (o.rmin && o.rmax && !(*o.rmin <= *o.rmax)) {
         throw_value(epath, "rmin must not exceed rmax");

@@ -554,11 +554,19 @@ std::int32_t override_zero_point(std::int64_t zp, dtype_id t, const std::string&
   return static_cast<std::int32_t>(zp);
 }
 
-/// Full-range clip bounds of t (an override's fixed scale and zero point); a float type keeps
-/// qmin = qmax = 0, as qparams_for leaves it.
-std::pair<std::int64_t, std::int64_t> full_range(dtype_id t) {
+/// An override's fixed scale and zero point for type t, clipped to t's full range. A float8
+/// type keeps zero point 0 and qmin = qmax = 0, as qparams_for leaves them (the option parser
+/// refused any other float8 zero point).
+qp fixed_params(double scale, std::int64_t zero_point, dtype_id t, const std::string& where) {
+  qp p;
+  p.scale = static_cast<float>(scale);  // the option parser checked it fits
+  if (is_fp8(t))
+    return p;
+  p.zero_point = override_zero_point(zero_point, t, where);
   const auto r = quark::quant_range(t);
-  return r ? std::pair{r->min, r->max} : std::pair<std::int64_t, std::int64_t>{0, 0};
+  p.qmin = r->min;  // override_zero_point refused a type without a range
+  p.qmax = r->max;
+  return p;
 }
 
 /// SaveTensorHistFig: tensor_hist/ in the working directory (as Quark), one .json and one .svg
@@ -1021,8 +1029,13 @@ model quantize_float32_model(model m, const qconfig& cfg, calibration_data_reade
       }
       const tensor_override& o = it->second.front();
       if (o.axis && !e.spec.block) {
-        throw not_implemented("quark.config.not_implemented",
-                              where + "[0].axis: per-channel activations are not implemented yet");
+        // As in ONNX Runtime's override format, whose checks Quark inherits: an activation's
+        // channel count is not known before it runs (a block format's axis is not a channel).
+        throw config_error("quark.config.value",
+                           where +
+                               "[0].axis: per-channel overrides apply to initializers "
+                               "(weights) only, not to the activation '" +
+                               n + "'");
       }
       e.share_from.clear();  // an overridden tensor gets its own parameters
       e.reduce = o.reduce_range.value_or(false);
@@ -1030,13 +1043,8 @@ model quantize_float32_model(model m, const qconfig& cfg, calibration_data_reade
         e.over_min = static_cast<float>(*o.rmin);
       if (o.rmax)
         e.over_max = static_cast<float>(*o.rmax);
-      if (o.scale) {
-        qp p;
-        p.scale = static_cast<float>(*o.scale);
-        p.zero_point = override_zero_point(*o.zero_point, e.spec.type, where + "[0]");
-        std::tie(p.qmin, p.qmax) = full_range(e.spec.type);
-        e.fixed = p;
-      }
+      if (o.scale)
+        e.fixed = fixed_params(*o.scale, *o.zero_point, e.spec.type, where + "[0]");
     }
     acts.emplace(n, e);
   };
@@ -1594,11 +1602,8 @@ model quantize_float32_model(model m, const qconfig& cfg, calibration_data_reade
           p.scale = *r.scale;
           p.zero_point = static_cast<std::int32_t>(*r.zero_point);
         }
-        if (o && o->scale) {
-          p.scale = static_cast<float>(*o->scale);
-          p.zero_point = override_zero_point(*o->zero_point, e.type, where);
-          std::tie(p.qmin, p.qmax) = full_range(e.type);
-        }
+        if (o && o->scale)
+          p = fixed_params(*o->scale, *o->zero_point, e.type, where);
         e.scale.push_back(p.scale);
         e.zp.push_back(p.zero_point);
         qmin = p.qmin;

@@ -197,6 +197,24 @@ void check_weight_codes_against_ort(const ::onnx::ModelProto& qm, const std::str
   CHECK(diff == 0u);
 }
 
+/// Hand-derived group scales of matmul_weight() (16 x 6) in groups of 8 along axis 0: the
+/// scale of group (b, n) is 2 absmax / `steps` over w[8b .. 8b + 7][n] alone. Returns how many
+/// of `scale` (row-major 2 x 6) differ.
+std::size_t bad_group_scales(const std::vector<float>& scale, double steps) {
+  const auto& wv = matmul_weight();
+  std::size_t bad = 0;
+  for (std::size_t b = 0; b < 2; ++b) {
+    for (std::size_t n = 0; n < 6; ++n) {
+      double absmax = 0.0;
+      for (std::size_t k = 8 * b; k < 8 * b + 8; ++k)
+        absmax = std::max(absmax, std::fabs(static_cast<double>(wv[k * 6 + n])));
+      const auto s = static_cast<float>(2.0 * absmax / steps);
+      bad += std::fabs(scale.at(b * 6 + n) - s) <= 1e-6f * s ? 0u : 1u;
+    }
+  }
+  return bad;
+}
+
 qo::qconfig config(qo::tensor_spec act, qo::tensor_spec weight) {
   qo::qconfig cfg;
   act.calibration_method = act.calibration_method == qo::calib_method::distribution
@@ -462,19 +480,7 @@ TEST_CASE("Group granularity: blocked DequantizeLinear along the reduction axis"
     CHECK(st->dims(1) == 6);
     // Hand-derived: the scale of group (b, n) comes from w[8b .. 8b + 7][n] alone.
     if (spec.name == qo::spec_name::int4) {
-      const auto scale = floats_of(*st);
-      const auto& wv = matmul_weight();
-      std::size_t bad = 0;
-      for (std::size_t b = 0; b < 2; ++b) {
-        for (std::size_t n = 0; n < 6; ++n) {
-          double absmax = 0.0;
-          for (std::size_t k = 8 * b; k < 8 * b + 8; ++k)
-            absmax = std::max(absmax, std::fabs(static_cast<double>(wv[k * 6 + n])));
-          const auto s = static_cast<float>(2.0 * absmax / 15.0);
-          bad += std::fabs(scale[b * 6 + n] - s) <= 1e-6f * s ? 0u : 1u;
-        }
-      }
-      CHECK(bad == 0u);
+      CHECK(bad_group_scales(floats_of(*st), 15.0) == 0u);
     }
     check_weight_codes_against_ort(q.model, "w", matmul_weight(), {16, 6});
     if (ort_available()) {
@@ -482,6 +488,83 @@ TEST_CASE("Group granularity: blocked DequantizeLinear along the reduction axis"
       CHECK(q.vs_float >= 0.95);
     }
   }
+}
+
+TEST_CASE(
+    "Group granularity with TensorQuantOverrides: the weight's type changes, its groups stay, "
+    "keys with no per-group meaning are refused") {
+  auto w = qo::int4_spec();
+  w.quant_granularity = qo::granularity::group;
+  w.group_size = 8;
+  auto cfg = config(qo::int8_spec(), w);
+  auto override_w = [&](qo::option_value entry) {
+    cfg.extra_options.set(
+        "TensorQuantOverrides",
+        qo::option_value::object().set("w", qo::option_value::array({std::move(entry)})));
+  };
+  override_w(qo::option_value::object().set("quant_type", "QUInt8"));
+  const auto q = quantize_and_run(matmul_model(), "x", {2, 16}, cfg, "g_override_u8");
+  const auto* dq = find_node(q.model, "w_DequantizeLinear");
+  REQUIRE(dq != nullptr);
+  std::int64_t block = 0;
+  for (const auto& a : dq->attribute())
+    block = a.name() == "block_size" ? a.i() : block;
+  CHECK(block == 8);
+  const auto* zp = find_init(q.model, "w_zero_point");
+  REQUIRE(zp != nullptr);
+  CHECK(zp->data_type() == ::onnx::TensorProto::UINT8);
+  // Hand-derived: uint8, symmetric as the Int4 spec is (no entry sets symmetric); symmetric
+  // uint8 spans [-absmax, absmax] over 0..255 with zero point 128 (quark-spec §3.2), so group
+  // (b, n) has scale 2 absmax / 255 over w[8b .. 8b + 7][n].
+  std::vector<int> zps;
+  for (const int z : zp->int32_data())
+    zps.push_back(z);
+  for (const char c : zp->raw_data())
+    zps.push_back(static_cast<std::uint8_t>(c));
+  CHECK(zps == std::vector<int>(12, 128));
+  const auto* st = find_init(q.model, "w_scale");
+  REQUIRE(st != nullptr);
+  REQUIRE(floats_of(*st).size() == 12);
+  CHECK(bad_group_scales(floats_of(*st), 255.0) == 0u);
+  check_weight_codes_against_ort(q.model, "w", matmul_weight(), {16, 6});
+  if (ort_available()) {
+    CHECK(q.ort_vs_ours >= 0.99999);
+    CHECK(q.vs_float >= 0.99);
+  }
+  // A block format replaces the groups with one fused node.
+  override_w(qo::option_value::object().set("quant_type", "QBFP"));
+  {
+    const fs::path dir = work_dir();
+    save_proto(matmul_model(), dir / "g_bfp_float.onnx");
+    qo::memory_reader r({sample_for("x", {2, 16}, 1)});
+    (void)qo::quantize_model(dir / "g_bfp_float.onnx", dir / "g_bfp.onnx", cfg, r);
+    const auto m = load_proto(dir / "g_bfp.onnx");
+    CHECK(find_node(m, "w_DequantizeLinear") == nullptr);
+    const auto* f = find_node(m, "w_BFPQuantizeDequantize");
+    REQUIRE(f != nullptr);
+    CHECK(f->domain() == "com.amd.quark");
+  }
+  // Keys with no per-group meaning, and types not written per group yet.
+  auto error_of = [&](qo::option_value entry) {
+    override_w(std::move(entry));
+    const fs::path dir = work_dir();
+    save_proto(matmul_model(), dir / "g_err_float.onnx");
+    qo::memory_reader r({sample_for("x", {2, 16}, 1)});
+    return error_text(
+        [&] { (void)qo::quantize_model(dir / "g_err_float.onnx", dir / "g_err.onnx", cfg, r); });
+  };
+  for (const auto& entry :
+       {qo::option_value::object().set("axis", 0), qo::option_value::object().set("rmax", 1.0),
+        qo::option_value::object().set("scale", 0.1).set("zero_point", 0)}) {
+    CAPTURE(qo::to_string(entry));
+    CHECK(error_of(entry).find("quark.config.value: TensorQuantOverrides.w: a group-quantized "
+                               "weight takes one entry with quant_type and symmetric only") !=
+          std::string::npos);
+  }
+  CHECK(error_of(qo::option_value::object().set("quant_type", "QFLOAT8E4M3FN"))
+            .find("TensorQuantOverrides.w: quant_type QFLOAT8E4M3FN on a group-quantized weight "
+                  "is not implemented yet") != std::string::npos);
+  CHECK(!fs::exists(work_dir() / "g_err.onnx"));
 }
 
 TEST_CASE("Group granularity on a tensor without a block axis is refused") {

@@ -1157,10 +1157,29 @@ model quantize_float32_model(model m, const qconfig& cfg, calibration_data_reade
             }
           } else if (c.weight->group_size > 0) {
             if (ov != opt.overrides.end()) {
-              throw not_implemented("quark.config.not_implemented",
-                                    "TensorQuantOverrides." + w +
-                                        ": overrides of a group-quantized weight are not "
-                                        "implemented yet");
+              // Its type and symmetry: the groups stay (a block format or a Cast replaces
+              // them below). ONNX Runtime's format has no per-group entries, so no scale,
+              // zero point, range or axis.
+              const std::string where = "TensorQuantOverrides." + w;
+              const tensor_override& o = ov->second.front();
+              if (ov->second.size() > 1 || o.axis || o.scale || o.rmin || o.rmax ||
+                  o.reduce_range) {
+                throw config_error("quark.config.value",
+                                   where +
+                                       ": a group-quantized weight takes one entry with "
+                                       "quant_type and symmetric only (its per-group scales "
+                                       "have no override format)");
+              }
+              e.spec = overridden(w, e.spec, true);
+              e.type = e.spec.type;
+              if (e.type == dtype_id::int32 || is_fp8(e.type)) {
+                throw not_implemented("quark.config.not_implemented",
+                                      where + ": quant_type " +
+                                          std::string(to_string(*o.quant_type)) +
+                                          " on a group-quantized weight is not implemented yet "
+                                          "(the 4 to 16-bit integer types, QFloat16, "
+                                          "QBFloat16, QBFP and QMX are)");
+              }
             }
             // Groups run along the reduction (input-channel) axis, the one MatMulNBits and ONNX
             // blocked DequantizeLinear block: Conv 1, ConvTranspose 0, MatMul 0, Gemm transB ? 1 :
@@ -1174,6 +1193,10 @@ model quantize_float32_model(model m, const qconfig& cfg, calibration_data_reade
               axis = *c.weight->axis;
             e.axis = axis;
             e.block = c.weight->group_size;
+            if (e.spec.block) {  // an override's block format: one fused node, no groups
+              e.axis = -1;
+              e.block = 0;
+            }
           }
           if (is_fp16(e.type)) {
             e.axis = -1;  // BFloat16 / Float16 weights are a per-tensor cast (scale 1 or one scale)

@@ -393,11 +393,16 @@ TEST_CASE("TensorQuantOverrides are parsed and checked") {
                                .set("scale", 0.5)
                                .set("zero_point", 0)),
                        doctest::Contains("QFloat16 is a plain cast"), quark::config_error);
+  // reduce_range picks a reduced integer code table; float8 has none (Quark raises for it).
   CHECK_THROWS_WITH_AS(bad(option_value::object()
                                .set("quant_type", "QFLOAT8E4M3FN")
                                .set("rmax", 2.0)
                                .set("reduce_range", true)),
-                       doctest::Contains("quark.config.not_implemented"), quark::not_implemented);
+                       doctest::Contains("TensorQuantOverrides.t[0].reduce_range: reduce_range "
+                                         "selects a reduced integer code range"),
+                       quark::config_error);
+  CHECK_NOTHROW(
+      bad(option_value::object().set("quant_type", "QFLOAT8E4M3FN").set("reduce_range", false)));
   CHECK_NOTHROW(bad(option_value::object().set("quant_type", "QFLOAT8E4M3FN").set("rmax", 2.0)));
   // A fixed FP8 scale is used as given; the float8 zero point is 0.
   CHECK_NOTHROW(bad(option_value::object()

@@ -644,6 +644,21 @@ TEST_CASE(
   CHECK(report.tensors_per_type.at("QMX") == 1);    // MXInt8Spec rounds half to even (2)
 
   check_block_overrides(q, bfp16_attrs(0), quark::mx_op_attributes{}, 1);
+
+  // With MatMul's output overridden too, no activation needs a range: one calibration sample
+  // gives the tensor types (three without the overrides).
+  qo::qconfig all = qo::get_default_config("A8W8");
+  all.extra_options.set("TensorQuantOverrides",
+                        qo::option_value::object()
+                            .set("x", override_list({{"quant_type", "QBFP"}}))
+                            .set("y", override_list({{"quant_type", "QBFP"}})));
+  qo::quantize_report all_report;
+  (void)quantize(matmul_model(w_values()), all, "x", {1, 3, 64}, &all_report);
+  CHECK(all_report.calibration_samples == 1);
+  qo::quantize_report plain_report;
+  (void)quantize(matmul_model(w_values()), qo::get_default_config("A8W8"), "x", {1, 3, 64},
+                 &plain_report);
+  CHECK(plain_report.calibration_samples == 3);
 }
 
 TEST_CASE(

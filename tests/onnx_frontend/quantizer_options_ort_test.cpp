@@ -538,10 +538,169 @@ TEST_CASE("TensorQuantOverrides: errors name the tensor") {
     CHECK(error_text([&] { (void)quantize(cfg); }).find("TensorQuantOverrides.c2") !=
           std::string::npos);
   }
-  SUBCASE("a bias") {
+  SUBCASE("reduce_range on a tensor whose spec is float8") {
+    cfg.global_config.input_tensors = qo::make_spec(qo::spec_name::fp8_e4m3fn);
+    cfg.global_config.output_tensors = qo::make_spec(qo::spec_name::fp8_e4m3fn);
     cfg.extra_options.set("TensorQuantOverrides",
-                          overrides("b1", {entry({{"scale", 0.1}, {"zero_point", 0}})}));
-    CHECK(error_id([&] { (void)quantize(cfg); }) == "quark.config.not_implemented");
+                          overrides("r1", {entry({{"reduce_range", true}})}));
+    CHECK(error_text([&] {
+            (void)quantize(cfg);
+          }).find("TensorQuantOverrides.r1[0].reduce_range") != std::string::npos);
+    CHECK(error_id([&] { (void)quantize(cfg); }) == "quark.config.value");
+  }
+  SUBCASE("a bias axis outside its one dimension") {
+    cfg.extra_options.set("TensorQuantOverrides", overrides("b1", {entry({{"axis", 1}})}));
+    CHECK(error_text([&] { (void)quantize(cfg); }).find("'b1'") != std::string::npos);
+    cfg.extra_options.set("TensorQuantOverrides", overrides("b1", {entry({{"axis", -1}})}));
+    CHECK(error_text([&] { (void)quantize(cfg); }).find("TensorQuantOverrides.b1") !=
+          std::string::npos);
+  }
+}
+
+namespace {
+
+/// The codes of the initializer `name` (any integer type) as int64.
+std::vector<std::int64_t> int_codes(const ::onnx::ModelProto& m, const std::string& name) {
+  REQUIRE_MESSAGE(find_init(m, name) != nullptr, name);
+  const qo::tensor v = qo::model::from_bytes(m.SerializeAsString()).initializer(name);
+  std::vector<std::int64_t> out;
+  quark::visit_dtype(v.type(), [&](auto id) {
+    using T = typename decltype(id)::type;
+    if constexpr (std::is_integral_v<T>) {
+      for (const T c : v.data<T>())
+        out.push_back(static_cast<std::int64_t>(c));
+    }
+  });
+  return out;
+}
+
+/// conv_model()'s bias b1 (model_files.hpp).
+std::vector<float> b1_values() {
+  return random_floats(4, 2, -0.1f, 0.1f);
+}
+
+}  // namespace
+
+TEST_CASE("TensorQuantOverrides: a bias is quantized as a weight with its own scale") {
+  // Quark's QDQQuantizer.quantize_bias_tensor: an overridden bias is quantized like a weight
+  // (the weight spec with the override applied, its range its own values), not with the int32
+  // scale input scale x weight scale; per tensor unless the entry gives an axis.
+  const std::vector<float> b = b1_values();
+  const float lo = std::min(0.0f, *std::min_element(b.begin(), b.end()));
+  const float hi = std::max(0.0f, *std::max_element(b.begin(), b.end()));
+  SUBCASE("per tensor, QUInt8 asymmetric") {
+    qo::qconfig cfg = qo::get_default_config("A8W8");
+    cfg.extra_options.set(
+        "TensorQuantOverrides",
+        overrides("b1", {entry({{"quant_type", "QUInt8"}, {"symmetric", false}})}));
+    const auto q = quantize(cfg);
+    const auto p = to_proto(q);
+    CHECK(zp_type(p, "b1_DequantizeLinear") == onnx_uint8);
+    // Asymmetric uint8 over [min(b, 0), max(b, 0)]: scale (hi - lo) / 255, zero point
+    // rne(-lo / scale) (quark-spec 2.1), derived here by hand.
+    const std::vector<float> sb = float_init(p, "b1_scale");
+    REQUIRE(sb.size() == 1);
+    const double scale = (static_cast<double>(hi) - static_cast<double>(lo)) / 255.0;
+    CHECK(static_cast<double>(sb[0]) == doctest::Approx(scale).epsilon(1e-6));
+    const std::int64_t zp = int_init0(p, "b1_zero_point");
+    CHECK(zp == static_cast<std::int64_t>(std::nearbyint(-static_cast<double>(lo) / scale)));
+    const auto codes = int_codes(p, "b1_quantized");
+    REQUIRE(codes.size() == 4);
+    for (std::size_t i = 0; i < 4; ++i) {
+      const double c = std::nearbyint(static_cast<double>(b[i]) / static_cast<double>(sb[0])) +
+                       static_cast<double>(zp);
+      CHECK(codes[i] == static_cast<std::int64_t>(std::clamp(c, 0.0, 255.0)));
+    }
+    // The other bias keeps the int32 rule: scale = input scale x weight scale, per channel.
+    CHECK(zp_type(p, "b2_DequantizeLinear") == 6);
+    const float r1 = float_init(p, "r1_scale").at(0);
+    const std::vector<float> w2 = float_init(p, "w2_scale");
+    const std::vector<float> b2 = float_init(p, "b2_scale");
+    REQUIRE(b2.size() == w2.size());
+    for (std::size_t i = 0; i < w2.size(); ++i)
+      CHECK(b2[i] == r1 * w2[i]);
+    check_runs(q);
+  }
+  SUBCASE("per channel with an axis, QInt16") {
+    qo::qconfig cfg = qo::get_default_config("A8W8");
+    cfg.extra_options.set("TensorQuantOverrides",
+                          overrides("b1", {entry({{"quant_type", "QInt16"}, {"axis", 0}})}));
+    const auto q = quantize(cfg);
+    const auto p = to_proto(q);
+    CHECK(zp_type(p, "b1_DequantizeLinear") == onnx_int16);
+    const auto* dq = find_node(p, "b1_DequantizeLinear");
+    REQUIRE(dq != nullptr);
+    REQUIRE(dq->attribute_size() == 1);
+    CHECK(dq->attribute(0).i() == 0);
+    // One element per channel, symmetric int16: scale |b_k| / 32767 and code +-32767.
+    const std::vector<float> sb = float_init(p, "b1_scale");
+    REQUIRE(sb.size() == 4);
+    const auto codes = int_codes(p, "b1_quantized");
+    REQUIRE(codes.size() == 4);
+    for (std::size_t k = 0; k < 4; ++k) {
+      CHECK(static_cast<double>(sb[k]) ==
+            doctest::Approx(std::fabs(static_cast<double>(b[k])) / 32767.0).epsilon(1e-6));
+      CHECK(codes[k] == (b[k] < 0.0f ? -32767 : 32767));
+    }
+    check_runs(q);
+  }
+  SUBCASE("a fixed scale and zero point") {
+    qo::qconfig cfg = qo::get_default_config("A8W8");
+    cfg.extra_options.set("TensorQuantOverrides",
+                          overrides("b1", {entry({{"scale", 0.001}, {"zero_point", 2}})}));
+    const auto q = quantize(cfg);
+    const auto p = to_proto(q);
+    CHECK(float_init(p, "b1_scale") == std::vector<float>{0.001f});
+    CHECK(int_init0(p, "b1_zero_point") == 2);
+    const auto codes = int_codes(p, "b1_quantized");
+    REQUIRE(codes.size() == 4);
+    for (std::size_t i = 0; i < 4; ++i) {
+      const double c = std::nearbyint(static_cast<double>(b[i]) / 0.001) + 2.0;
+      CHECK(codes[i] == static_cast<std::int64_t>(std::clamp(c, -128.0, 127.0)));
+    }
+    check_runs(q);
+  }
+  SUBCASE("QuantizeBias false: the override still quantizes it, the other bias stays float") {
+    qo::qconfig cfg = qo::get_default_config("A8W8");
+    cfg.extra_options.set("QuantizeBias", false);
+    cfg.extra_options.set("TensorQuantOverrides", overrides("b1", {entry({{"symmetric", true}})}));
+    const auto q = quantize(cfg);
+    const auto p = to_proto(q);
+    CHECK(zp_type(p, "b1_DequantizeLinear") == onnx_int8);
+    CHECK(float_init(p, "b1_scale") ==
+          std::vector<float>{std::max(std::fabs(lo), std::fabs(hi)) / 127.0f});
+    CHECK(find_init(p, "b2") != nullptr);
+    CHECK(find_node(p, "b2_DequantizeLinear") == nullptr);
+    check_runs(q);
+  }
+}
+
+TEST_CASE("AddQDQPairToWeight: a bias quantized like a weight gets the pair, an int32 one not") {
+  // Quark's _add_qdq_pair_for_initializer handles every tensor quantized like a weight, biases
+  // included (Int32Bias False, or an overridden bias); the int32 bias (input scale x weight
+  // scale) is written by _quantize_bias_tensors as a DequantizeLinear only.
+  for (const bool int32_bias : {true, false}) {
+    CAPTURE(int32_bias);
+    qo::qconfig cfg = qo::get_default_config("A8W8");
+    cfg.extra_options.set("AddQDQPairToWeight", true);
+    cfg.extra_options.set("Int32Bias", int32_bias);
+    const auto q = quantize(cfg);
+    const auto p = to_proto(q);
+    CHECK(find_node(p, "w2_QuantizeLinear") != nullptr);
+    CHECK(find_init(p, "w2") != nullptr);
+    if (int32_bias) {
+      CHECK(find_node(p, "b2_QuantizeLinear") == nullptr);
+      CHECK(find_init(p, "b2_quantized") != nullptr);
+      CHECK(zp_type(p, "b2_DequantizeLinear") == 6);
+    } else {
+      const auto* bq = find_node(p, "b2_QuantizeLinear");
+      REQUIRE(bq != nullptr);
+      CHECK(bq->input(0) == "b2");  // the float bias is kept
+      CHECK(find_init(p, "b2") != nullptr);
+      CHECK(find_init(p, "b2_quantized") == nullptr);
+      CHECK(zp_type(p, "b2_QuantizeLinear") == onnx_int8);
+    }
+    check_runs(q);
   }
 }
 

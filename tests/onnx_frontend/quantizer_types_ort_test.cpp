@@ -215,6 +215,19 @@ std::size_t bad_group_scales(const std::vector<float>& scale, double steps) {
   return bad;
 }
 
+/// The integer attribute `attr` of node `node` (`fallback` when absent); fails when there is no
+/// such node.
+std::int64_t int_attr(const ::onnx::ModelProto& m, const char* node, const char* attr,
+                      std::int64_t fallback) {
+  const auto* n = find_node(m, node);
+  REQUIRE_MESSAGE(n != nullptr, node);
+  for (const auto& a : n->attribute()) {
+    if (a.name() == attr)
+      return a.i();
+  }
+  return fallback;
+}
+
 qo::qconfig config(qo::tensor_spec act, qo::tensor_spec weight) {
   qo::qconfig cfg;
   act.calibration_method = act.calibration_method == qo::calib_method::distribution
@@ -462,17 +475,8 @@ TEST_CASE("Group granularity: blocked DequantizeLinear along the reduction axis"
     w.group_size = 8;
     const auto q = quantize_and_run(matmul_model(), "x", {2, 16}, config(qo::int8_spec(), w), tag);
     CHECK(opset_of(q.model) == 21);
-    const auto* dq = find_node(q.model, "w_DequantizeLinear");
-    REQUIRE(dq != nullptr);
-    std::int64_t axis = -1, block = 0;
-    for (const auto& a : dq->attribute()) {
-      if (a.name() == "axis")
-        axis = a.i();
-      if (a.name() == "block_size")
-        block = a.i();
-    }
-    CHECK(axis == 0);
-    CHECK(block == 8);
+    CHECK(int_attr(q.model, "w_DequantizeLinear", "axis", -1) == 0);
+    CHECK(int_attr(q.model, "w_DequantizeLinear", "block_size", 0) == 8);
     const auto* st = find_init(q.model, "w_scale");
     REQUIRE(st != nullptr);
     REQUIRE(st->dims_size() == 2);
@@ -504,12 +508,7 @@ TEST_CASE(
   };
   override_w(qo::option_value::object().set("quant_type", "QUInt8"));
   const auto q = quantize_and_run(matmul_model(), "x", {2, 16}, cfg, "g_override_u8");
-  const auto* dq = find_node(q.model, "w_DequantizeLinear");
-  REQUIRE(dq != nullptr);
-  std::int64_t block = 0;
-  for (const auto& a : dq->attribute())
-    block = a.name() == "block_size" ? a.i() : block;
-  CHECK(block == 8);
+  CHECK(int_attr(q.model, "w_DequantizeLinear", "block_size", 0) == 8);
   const auto* zp = find_init(q.model, "w_zero_point");
   REQUIRE(zp != nullptr);
   CHECK(zp->data_type() == ::onnx::TensorProto::UINT8);
@@ -531,6 +530,24 @@ TEST_CASE(
     CHECK(q.ort_vs_ours >= 0.99999);
     CHECK(q.vs_float >= 0.99);
   }
+  // QInt32: the groups stay, stored int32 behind a blocked DequantizeLinear as Int32Spec with
+  // Group is; symmetric int32 spans -(2^31 - 1)..2^31 - 1, so scale 2 absmax / (2^32 - 2).
+  override_w(qo::option_value::object().set("quant_type", "QInt32"));
+  {
+    const auto q32 = quantize_and_run(matmul_model(), "x", {2, 16}, cfg, "g_override_i32");
+    CHECK(int_attr(q32.model, "w_DequantizeLinear", "block_size", 0) == 8);
+    const auto* t = find_init(q32.model, "w_quantized");
+    REQUIRE(t != nullptr);
+    CHECK(t->data_type() == ::onnx::TensorProto::INT32);
+    const auto* s32 = find_init(q32.model, "w_scale");
+    REQUIRE(s32 != nullptr);
+    REQUIRE(floats_of(*s32).size() == 12);
+    CHECK(bad_group_scales(floats_of(*s32), 4294967294.0) == 0u);
+    if (ort_available()) {
+      CHECK(q32.ort_vs_ours >= 0.99999);
+      CHECK(q32.vs_float >= 0.9999);
+    }
+  }
   // A block format replaces the groups with one fused node.
   override_w(qo::option_value::object().set("quant_type", "QBFP"));
   {
@@ -544,7 +561,7 @@ TEST_CASE(
     REQUIRE(f != nullptr);
     CHECK(f->domain() == "com.amd.quark");
   }
-  // Keys with no per-group meaning, and types not written per group yet.
+  // Keys with no per-group meaning, and a type with no Group form.
   auto error_of = [&](qo::option_value entry) {
     override_w(std::move(entry));
     const fs::path dir = work_dir();
@@ -561,9 +578,11 @@ TEST_CASE(
                                "weight takes one entry with quant_type and symmetric only") !=
           std::string::npos);
   }
+  // Float8 has no Group form, as for the specs (Group needs an integer spec).
   CHECK(error_of(qo::option_value::object().set("quant_type", "QFLOAT8E4M3FN"))
-            .find("TensorQuantOverrides.w: quant_type QFLOAT8E4M3FN on a group-quantized weight "
-                  "is not implemented yet") != std::string::npos);
+            .find("quark.config.value: TensorQuantOverrides.w: quant_type QFLOAT8E4M3FN on a "
+                  "group-quantized weight: Group granularity needs an integer type") !=
+        std::string::npos);
   CHECK(!fs::exists(work_dir() / "g_err.onnx"));
 }
 

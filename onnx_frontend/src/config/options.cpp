@@ -845,8 +845,8 @@ void check_override_type_keys(const tensor_override& o, const std::string& epath
                            " is a plain cast (no scale): it takes no scale, zero_point, "
                            "symmetric, reduce_range, rmin or rmax");
   }
-  const bool block = t == override_quant_type::bfp || t == override_quant_type::mx;
-  if (block && (o.scale || o.zero_point || o.symmetric || o.reduce_range || o.rmin || o.rmax)) {
+  if (is_block_type(t) &&
+      (o.scale || o.zero_point || o.symmetric || o.reduce_range || o.rmin || o.rmax)) {
     throw_value(epath, std::string(to_string(t)) +
                            " is a block format (one fused node, a shared exponent per block): "
                            "it takes an axis only, no scale, zero_point, symmetric, "
@@ -858,11 +858,8 @@ void check_override_type_keys(const tensor_override& o, const std::string& epath
                                            "is 0), got " +
                                            std::to_string(*o.zero_point));
   }
-  if (fp8 && o.reduce_range) {
-    throw not_implemented(
-        "quark.config.not_implemented",
-        epath + ": reduce_range with " + std::string(to_string(t)) + " is not implemented yet");
-  }
+  if (fp8 && o.reduce_range.value_or(false))
+    throw_value(epath + ".reduce_range", std::string(reduce_range_fp8_why));
 }
 }  // namespace
 
@@ -937,8 +934,7 @@ tensor_quant_overrides to_tensor_overrides(const option_value& v, std::string_vi
         throw_value(epath, "rmin must not exceed rmax");
       }
       check_override_type_keys(o, epath);
-      if (!items.empty() && (items.front().quant_type == override_quant_type::bfp ||
-                             items.front().quant_type == override_quant_type::mx)) {
+      if (!items.empty() && items.front().quant_type && is_block_type(*items.front().quant_type)) {
         throw_value(epath, std::string(to_string(*items.front().quant_type)) +
                                " takes one entry: the fused node covers the whole tensor");
       }

@@ -556,8 +556,9 @@ plan make_plan(const qconfig& cfg, const std::vector<node_ref>& nodes,
     }
     for (const auto& [tensor, entries] : o.overrides) {
       const auto type = entries.front().quant_type;
-      any_block = any_block || type == override_quant_type::bfp || type == override_quant_type::mx;
+      any_block = any_block || (type && is_block_type(*type));
     }
+    o.any_block = any_block;
     const option_value* v = cfg.extra_options.find("RefineBlockAxis");
     o.refine_block_axis = v && !v->is_null() ? option_cast<bool>(*v, "RefineBlockAxis") : any_block;
   }
@@ -566,7 +567,7 @@ plan make_plan(const qconfig& cfg, const std::vector<node_ref>& nodes,
 
 tspec override_block_spec(override_quant_type t, const qconfig& cfg, bool activation,
                           std::optional<std::int64_t> axis) {
-  const bool bfp = t == override_quant_type::bfp;
+  const bool bfp = t == override_quant_type::bfp;  // else mx (is_block_type)
   tspec s = resolve_block(make_spec(bfp ? spec_name::bfp16 : spec_name::mxint8));
   s.block->rounding_mode = 0;  // both ops' default; the MX specs' parameter blocks say 2
   apply_legacy_block_attributes(s, cfg.extra_options, activation);
@@ -579,11 +580,12 @@ tspec override_block_spec(override_quant_type t, const qconfig& cfg, bool activa
     if (!candidate.is_block())
       continue;
     block_op b = *resolve_block(candidate).block;
+    const std::string label = b.label;
     b.label = s.block->label;
     b.convert_to_bfloat_before_bfp = s.block->convert_to_bfloat_before_bfp;
     b.use_compiler_version_cpu_kernel = s.block->use_compiler_version_cpu_kernel;
     if (b == *s.block) {
-      s.block->label = resolve_block(candidate).block->label;
+      s.block->label = label;
       break;
     }
   }

@@ -143,6 +143,8 @@ struct settings {
   bool fill_all_value_info = false;           ///< FillAllValueInfo
   int log_severity = 1;                       ///< LogSeverityLevel
   bool refine_block_axis = false;  ///< RefineBlockAxis (default: true when a block spec is used)
+  /// Some spec or TensorQuantOverrides entry asks for a block format (BFP / MX).
+  bool any_block = false;
 };
 
 struct plan {

@@ -148,6 +148,12 @@ struct const_entry {
   std::size_t node = 0;  ///< consumer node (file index)
   std::size_t slot = 0;
   bool is_bias = false;
+  /// A bias with TensorQuantOverrides: quantized as a weight (its own scale), not from the
+  /// input and weight scales.
+  bool own_params = false;
+  /// An int32 / int16 bias whose scale is input scale x weight scale: a DequantizeLinear only,
+  /// whatever AddQDQPairToWeight says (every other weight or bias follows it).
+  bool product_scale = false;
   tspec spec;
   std::int64_t axis = -1;  ///< per-channel or group axis, -1 per tensor
   std::int64_t block = 0;  ///< > 0: per group of `block` along `axis` (blocked DequantizeLinear)
@@ -860,8 +866,7 @@ model quantize_float32_model(model m, const qconfig& cfg, calibration_data_reade
     const auto* o = first_override(opt.overrides, name);
     if (o == nullptr)
       return s;
-    if (o->quant_type &&
-        (*o->quant_type == override_quant_type::bfp || *o->quant_type == override_quant_type::mx)) {
+    if (o->quant_type && is_block_type(*o->quant_type)) {
       // One fused block node instead of a Q/DQ pair; no calibration (the option parser refused
       // the keys a block format has no use for).
       return qz::override_block_spec(*o->quant_type, cfg, !weight, o->axis);
@@ -892,6 +897,12 @@ model quantize_float32_model(model m, const qconfig& cfg, calibration_data_reade
       s.type = override_dtype(*o->quant_type, name, weight);
     if (o->symmetric)
       s.symmetric = *o->symmetric;
+    if (o->reduce_range.value_or(false) && is_fp8(s.type)) {
+      // (The option parser refuses it with an FP8 quant_type; here the type is the spec's.)
+      throw config_error("quark.config.value",
+                         "TensorQuantOverrides." + name +
+                             "[0].reduce_range: " + std::string(reduce_range_fp8_why));
+    }
     return s;
   };
   std::set<std::string> graph_outputs;
@@ -957,17 +968,7 @@ model quantize_float32_model(model m, const qconfig& cfg, calibration_data_reade
   cp.max_samples = opt.calib_data_size;
   cp.keep_histograms = opt.save_tensor_hist_fig;
   // Block specs need no range: when nothing else does, one sample gives the tensor types.
-  const bool any_block = std::any_of(pl.nodes.begin(), pl.nodes.end(),
-                                     [](const node_choice& c) {
-                                       return (c.input && c.input->block) ||
-                                              (c.output && c.output->block) ||
-                                              (c.weight && c.weight->block);
-                                     }) ||
-                         std::any_of(opt.overrides.begin(), opt.overrides.end(), [](const auto& o) {
-                           const auto t = o.second.front().quant_type;
-                           return t == override_quant_type::bfp || t == override_quant_type::mx;
-                         });
-  if (any_block && requests.empty())
+  if (opt.any_block && requests.empty())
     cp.max_samples = 1;
   cp.progress = run.progress;
   if (auto* folder = dynamic_cast<npy_folder_reader*>(&reader)) {
@@ -1172,13 +1173,13 @@ model quantize_float32_model(model m, const qconfig& cfg, calibration_data_reade
               }
               e.spec = overridden(w, e.spec, true);
               e.type = e.spec.type;
-              if (e.type == dtype_id::int32 || is_fp8(e.type)) {
-                throw not_implemented("quark.config.not_implemented",
-                                      where + ": quant_type " +
-                                          std::string(to_string(*o.quant_type)) +
-                                          " on a group-quantized weight is not implemented yet "
-                                          "(the 4 to 16-bit integer types, QFloat16, "
-                                          "QBFloat16, QBFP and QMX are)");
+              if (is_fp8(e.type)) {
+                // As for the specs (config validation: Group needs an integer spec).
+                throw config_error("quark.config.value",
+                                   where + ": quant_type " + std::string(to_string(*o.quant_type)) +
+                                       " on a group-quantized weight: Group granularity needs "
+                                       "an integer type (or QFloat16 / QBFloat16 / QBFP / QMX, "
+                                       "which replace the groups)");
               }
             }
             // Groups run along the reduction (input-channel) axis, the one MatMulNBits and ONNX
@@ -1207,14 +1208,41 @@ model quantize_float32_model(model m, const qconfig& cfg, calibration_data_reade
         }
       }
       // Bias.
-      if (r.bias >= 0 && opt.quantize_bias && c.weight) {
-        const std::string b = input(static_cast<std::size_t>(r.bias));
-        if (is_float_init(b) && opt.overrides.contains(b)) {
-          throw not_implemented("quark.config.not_implemented",
-                                "TensorQuantOverrides." + b +
-                                    ": overrides of a bias are not implemented yet (the bias "
-                                    "follows QuantizeBias / Int32Bias)");
+      const std::string bias_name = r.bias >= 0 ? input(static_cast<std::size_t>(r.bias)) : "";
+      const auto bias_ov = opt.overrides.find(bias_name);
+      if (c.weight && bias_ov != opt.overrides.end() && is_float_init(bias_name)) {
+        // A bias with TensorQuantOverrides is quantized as a weight of the weight spec with the
+        // override applied, its own scale from its own values, and no int32 input x weight
+        // scale (Quark's QDQQuantizer.quantize_bias_tensor, whose override branch comes before
+        // the QuantizeBias check). Per tensor, unless the entry gives an axis or there is one
+        // entry per element (axis 0): ONNX Runtime's is_tensor_per_channel with default axis 0.
+        const std::string b = bias_name;
+        const tensor_override& o = bias_ov->second.front();
+        const_entry e;
+        e.name = b;
+        e.node = i;
+        e.slot = static_cast<std::size_t>(r.bias);
+        e.is_bias = true;
+        e.own_params = true;
+        e.spec = overridden(b, *c.weight, true);
+        e.spec.group_size = 0;
+        e.type = e.spec.type;
+        if (o.axis && *o.axis < 0 && !e.spec.block) {
+          throw config_error("quark.config.value", "TensorQuantOverrides." + b +
+                                                       "[0].axis: must be >= 0, got " +
+                                                       std::to_string(*o.axis));
         }
+        if (!e.spec.block && !is_fp16(e.type)) {
+          if (o.axis)
+            e.axis = *o.axis;
+          else if (bias_ov->second.size() > 1)
+            e.axis = 0;
+        }
+        e.spec.per_channel = e.axis >= 0;
+        consts.push_back(std::move(e));
+        any = true;
+      } else if (r.bias >= 0 && opt.quantize_bias && c.weight) {
+        const std::string b = bias_name;
         if (is_float_init(b)) {
           const_entry e;
           e.name = b;
@@ -1468,13 +1496,14 @@ model quantize_float32_model(model m, const qconfig& cfg, calibration_data_reade
       e.rmin = v.empty() ? 0.0f : *std::min_element(v.begin(), v.end());
       e.rmax = v.empty() ? 0.0f : *std::max_element(v.begin(), v.end());
       const node_info& n = nodes[e.node];
-      if (e.spec.block && !(e.is_bias && e.type == dtype_id::int32)) {
+      const bool int32_bias = e.is_bias && !e.own_params && e.type == dtype_id::int32;
+      if (e.spec.block && !int32_bias) {
         // A fused block node on the float initializer (AddQDQPairToWeight forced); only the
         // shape is needed (block axis).
         e.param_shape = w.shape();
         continue;
       }
-      if (e.is_bias && e.type == dtype_id::int32) {
+      if (int32_bias) {
         // (e) int32 bias: scale = input scale x weight scale (x Gemm beta), zero point 0.
         auto in_it = acts.find(n.inputs[0]);
         auto w_it = weight_of_node.find({n.name, e.node});
@@ -1523,6 +1552,7 @@ model quantize_float32_model(model m, const qconfig& cfg, calibration_data_reade
                                    std::to_string(e.scale.size()) + " weight channels");
         }
         e.zp.assign(e.scale.size(), 0);
+        e.product_scale = true;
         e.q = quantize_values(w, dtype_id::int32, e.scale, e.zp, e.axis,
                               std::numeric_limits<std::int32_t>::min(),
                               std::numeric_limits<std::int32_t>::max());
@@ -1539,7 +1569,7 @@ model quantize_float32_model(model m, const qconfig& cfg, calibration_data_reade
         continue;
       }
       // (c) weights (and biases quantized like weights): per tensor, per channel or per group.
-      if (e.is_bias && e.spec.per_channel && !is_fp16(e.type))
+      if (e.is_bias && !e.own_params && e.spec.per_channel && !is_fp16(e.type))
         e.axis = 0;
       const std::int64_t axis = e.axis >= 0 ? norm_axis(e.axis, w.rank()) : -1;
       if (axis >= static_cast<std::int64_t>(w.rank())) {
@@ -1555,7 +1585,8 @@ model quantize_float32_model(model m, const qconfig& cfg, calibration_data_reade
       }
       e.axis = axis;
       const std::vector<tensor_override>* ov = nullptr;
-      if (auto it = opt.overrides.find(e.name); it != opt.overrides.end() && !e.is_bias) {
+      if (auto it = opt.overrides.find(e.name);
+          it != opt.overrides.end() && (!e.is_bias || e.own_params)) {
         ov = &it->second;
         const std::size_t channels =
             axis >= 0 ? static_cast<std::size_t>(w.shape()[static_cast<std::size_t>(axis)]) : 1;
@@ -1898,7 +1929,7 @@ model quantize_float32_model(model m, const qconfig& cfg, calibration_data_reade
       const bool scaled = e.scale.front() != 1.0f;
       if (scaled)
         add_init(s_name, scale_tensor(e.scale, true));
-      if (opt.add_qdq_pair_to_weight && !e.is_bias) {
+      if (opt.add_qdq_pair_to_weight && !e.product_scale) {
         emit_cast_pair(prologue, base + "_QuantizeLinear", base + "_DequantizeLinear", base,
                        base + "_QuantizeLinear_Output", dq, e.type, s_name, scaled);
       } else {
@@ -1914,7 +1945,7 @@ model quantize_float32_model(model m, const qconfig& cfg, calibration_data_reade
         }
         consts_replaced.insert(e.name);
       }
-    } else if (opt.add_qdq_pair_to_weight && !e.is_bias) {
+    } else if (opt.add_qdq_pair_to_weight && !e.product_scale) {
       add_init(s_name, scale_tensor(e.scale, !per_channel, e.param_shape));
       add_init(z_name, zero_point_tensor(e.type, e.zp, !per_channel, e.param_shape));
       const std::string q = base + "_QuantizeLinear_Output";

@@ -234,6 +234,17 @@ std::optional<override_quant_type> parse_override_quant_type(std::string_view s)
 /// The canonical spelling, e.g. "QInt8", "QBFP".
 std::string_view to_string(override_quant_type t) noexcept;
 
+/// QBFP / QMX: a fused block node (BFPQuantizeDequantize / MXQuantizeDequantize), not a Q/DQ type.
+constexpr bool is_block_type(override_quant_type t) noexcept {
+  return t == override_quant_type::bfp || t == override_quant_type::mx;
+}
+
+/// Why reduce_range true is refused on a float8 tensor: it selects a reduced integer code table
+/// (int8 -64..64, ...), and Quark's get_qmin_qmax_for_qType has none for float8 (it raises).
+inline constexpr std::string_view reduce_range_fp8_why =
+    "reduce_range selects a reduced integer code range (int8 -64..64, uint8 0..127, ...); a "
+    "float8 type has none (Quark's get_qmin_qmax_for_qType raises for it)";
+
 /// One dictionary of a TensorQuantOverrides list (seed 000: quant_type, axis, scale, zero_point,
 /// symmetric, reduce_range, rmax, rmin).
 struct tensor_override {

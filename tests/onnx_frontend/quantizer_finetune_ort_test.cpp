@@ -388,18 +388,35 @@ TEST_CASE(
   }
 }
 
-TEST_CASE("AdaQuant lowers a Gemm's loss below round-to-nearest (with and without update_bias)") {
-  const std::size_t out = 8, in = 16;
-  const std::vector<float> w = random_floats(out * in, 31, -1.0f, 1.0f);
-  const std::vector<float> b = random_floats(out, 32, -0.5f, 0.5f);
-  std::vector<qo::calib_sample> calib;
+namespace {
+
+/// An 8 x 16 Gemm and four samples of positive inputs (as after a Relu), the AdaQuant cases.
+struct adaquant_gemm {
+  static constexpr std::size_t out = 8, in = 16;
+  std::vector<float> w = random_floats(out * in, 31, -1.0f, 1.0f);
+  std::vector<float> b = random_floats(out, 32, -0.5f, 0.5f);
   std::vector<std::vector<float>> xs;
-  for (std::uint32_t s = 0; s < 4; ++s) {
-    xs.push_back(random_floats(gemm_rows * in, 40 + s, 0.0f, 1.0f));
-    calib.push_back(
-        {{"x", qo::tensor::from_floats({static_cast<std::int64_t>(gemm_rows), 16}, xs.back())}});
+  std::vector<qo::calib_sample> calib;
+  qo::model fm = to_model(gemm_model(w, b, out, in));
+  adaquant_gemm() {
+    for (std::uint32_t s = 0; s < 4; ++s) {
+      xs.push_back(random_floats(gemm_rows * in, 40 + s, 0.0f, 1.0f));
+      calib.push_back(
+          {{"x", qo::tensor::from_floats({static_cast<std::int64_t>(gemm_rows), 16}, xs.back())}});
+    }
   }
-  const qo::model fm = to_model(gemm_model(w, b, out, in));
+};
+
+}  // namespace
+
+TEST_CASE("AdaQuant lowers a Gemm's loss below round-to-nearest (with and without update_bias)") {
+  const adaquant_gemm g;
+  const std::size_t out = adaquant_gemm::out, in = adaquant_gemm::in;
+  const std::vector<float>& w = g.w;
+  const std::vector<float>& b = g.b;
+  const std::vector<qo::calib_sample>& calib = g.calib;
+  const std::vector<std::vector<float>>& xs = g.xs;
+  const qo::model& fm = g.fm;
   // Positive inputs (as after a Relu): the rounding errors add up along each row, which the
   // weights (and the bias) can take back. Adam moves every weight by about learning_rate per
   // step, so a short run (at most ~0.13 of a step here) is the useful regime.
@@ -432,6 +449,59 @@ TEST_CASE("AdaQuant lowers a Gemm's loss below round-to-nearest (with and withou
     CHECK(got < 0.9 * nearest);
     for (std::size_t i = 0; i < sw.q.size(); ++i)
       CHECK(std::llabs(sw.q[i] - rtn(w, sw)[i]) <= 1);
+  }
+}
+
+TEST_CASE("lr_adjust: a module whose MSE before training exceeds the threshold uses its rate") {
+  // Quark's ModelOptimizer.run: recons_err = torch mse_loss of the module's output with its
+  // initial (round-to-nearest) weights against the float output, over every element of every
+  // sample; above lr_adjust[0] the module trains at lr_adjust[1]. The MSE is derived here from
+  // the definition (gemm_loss sums over the 8 outputs and averages over the rows).
+  const adaquant_gemm g;
+  const std::size_t out = adaquant_gemm::out, in = adaquant_gemm::in;
+  const std::vector<float>& w = g.w;
+  const std::vector<qo::calib_sample>& calib = g.calib;
+  const std::vector<std::vector<float>>& xs = g.xs;
+  const qo::model& fm = g.fm;
+  auto run = [&](double lr, qo::option_value lr_adjust, qo::quantize_report* rep = nullptr) {
+    qo::memory_reader reader(calib);
+    const qo::model qm =
+        qo::quantize_model(fm,
+                           weights_only("adaquant", obj({{"num_iterations", 100},
+                                                         {"learning_rate", lr},
+                                                         {"batch_size", 4},
+                                                         {"lr_adjust", std::move(lr_adjust)}})),
+                           reader, rep);
+    return weight_of(qm, "n0");
+  };
+  const stored_weight plain = run(1e-12, qo::option_value());  // too small to move anything
+  double nearest = 0.0;
+  for (const auto& x : xs)
+    nearest += gemm_loss(x, w, dequant(rtn(w, plain), plain), out, in);
+  const double mse = nearest / static_cast<double>(xs.size()) / static_cast<double>(out);
+  MESSAGE("module MSE with round-to-nearest weights: " << mse);
+  REQUIRE(mse > 0.0);
+  CHECK(plain.q == rtn(w, plain));
+  const stored_weight trained = run(1e-5, qo::option_value());
+  CHECK(trained.q != plain.q);  // the adjusted rate does move the weights
+  SUBCASE("threshold below the MSE: trained at lr_adjust's rate") {
+    qo::quantize_report rep;
+    const stored_weight got = run(1e-12, qo::option_value::array({0.5 * mse, 1e-5}), &rep);
+    CHECK(got.q == trained.q);
+    CHECK(std::any_of(rep.notes.begin(), rep.notes.end(), [](const std::string& n) {
+      return n.find("lr_adjust: 1 modules above MSE") != std::string::npos;
+    }));
+  }
+  SUBCASE("threshold above the MSE: learning_rate stays") {
+    qo::quantize_report rep;
+    const stored_weight got = run(1e-12, qo::option_value::array({2.0 * mse, 1e-5}), &rep);
+    CHECK(got.q == plain.q);
+    CHECK(std::any_of(rep.notes.begin(), rep.notes.end(), [](const std::string& n) {
+      return n.find("lr_adjust: 0 modules above MSE") != std::string::npos;
+    }));
+  }
+  SUBCASE("[] is Quark's default: no adjustment") {
+    CHECK(run(1e-12, qo::option_value::array({})).q == plain.q);
   }
 }
 
@@ -801,12 +871,26 @@ TEST_CASE("fast finetune: bad parameters are errors naming the parameter") {
       {"adaquant", obj({{"output_index", 1}}), "quark.config.value", "adaquant.output_index"},
       {"adaquant", obj({{"output_qdq", true}}), "quark.config.not_implemented",
        "adaquant.output_qdq"},
+      {"adaquant", obj({{"lr_adjust", qo::option_value::array({0.1})}}), "quark.config.value",
+       "adaquant.lr_adjust"},
+      {"adaquant", obj({{"lr_adjust", qo::option_value::array({0.1, 0.2, 0.3})}}),
+       "quark.config.value", "adaquant.lr_adjust"},
+      {"adaquant", obj({{"lr_adjust", qo::option_value::array({-1.0, 0.1})}}), "quark.config.value",
+       "adaquant.lr_adjust"},
+      {"adaround", obj({{"lr_adjust", qo::option_value::array({0.1, 0.0})}}), "quark.config.value",
+       "adaround.lr_adjust"},
+      // A wrong type names the parameter (it used to say only "expected an array, got a
+      // string": the options were read before the configuration was validated).
+      {"adaround", obj({{"lr_adjust", "fast"}}), "quark.config.type", "algo_config[0].lr_adjust"},
+      {"adaround", obj({{"beta_range", 3}}), "quark.config.type", "algo_config[0].beta_range"},
   };
   for (const auto& c : cases) {
     CAPTURE(std::string(c.names));
     qo::memory_reader reader(calib);
     const auto [id, what] =
         error_of([&] { qo::quantize_model(fm, weights_only(c.algo, c.params), reader); });
+    const std::string message = what;
+    CAPTURE(message);
     CHECK(id == c.id);
     CHECK(what.find(c.names) != std::string::npos);
   }

@@ -41,7 +41,7 @@ std::vector<param> finetune_params(double lr, std::int64_t iters, const char* al
       {"learning_rate", ty::number, false, lr},
       {"early_stop", ty::boolean, false, false},
       {"output_index", ty::integer, true, 0},
-      {"lr_adjust", ty::object, true, nullptr},
+      {"lr_adjust", ty::number_list, true, nullptr},
       {"target_op_type", ty::string_list, false,
        option_value::array({"Conv", "ConvTranspose", "Gemm", "MatMul", "InstanceNormalization",
                             "LayerNormalization"})},

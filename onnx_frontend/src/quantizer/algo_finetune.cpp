@@ -698,6 +698,7 @@ std::vector<double> dequantize(const module& m, const std::vector<std::int64_t>&
 struct module_result {
   double before = 0.0, after = 0.0;
   bool improved = false;
+  bool lr_adjusted = false;  ///< trained at lr_adjust's rate
 };
 
 /// Fine-tunes one module on its data; writes the new integers into `qm` when they are better.
@@ -716,6 +717,16 @@ module_result train(model& qm, const module& m, const std::vector<sample_data>& 
   std::vector<mat> wt, grad(m.groups);
   fill_wt(m, dequantize(m, q0), m.bias, wt);
   r.before = loss_and_grad(data, gram, all, wt, nullptr);
+  // lr_adjust: the loss sums the squared error over the output channels and averages over the
+  // positions, so the mean over every output element (torch's mse_loss) is loss / channels.
+  double lr = o.learning_rate;
+  if (o.lr_adjust) {
+    const double mse = r.before / static_cast<double>(m.groups * m.cout_g);
+    if (mse > o.lr_adjust->first) {
+      lr = o.lr_adjust->second;
+      r.lr_adjusted = true;
+    }
+  }
 
   const std::size_t n_it = o.num_iterations;
   const std::size_t warm_iters = adaround_warm_iterations(n_it, o.warm_start);
@@ -758,7 +769,7 @@ module_result train(model& qm, const module& m, const std::vector<sample_data>& 
     }
   };
   const tensor_shape shape = weight_shape(m);
-  const adam_options adam_o{.lr = o.learning_rate};
+  const adam_options adam_o{.lr = lr};
   with_weight_type(m.wtype, [&](auto type) {
     using D = typename decltype(type)::type;
     std::vector<zero_point_t<D>> z;
@@ -863,6 +874,10 @@ std::string finetune_note(const finetune_options& o, const finetune_stats& s) {
   if (o.selective_update) {
     os << "; selective_update: " << s.dropped << " improved modules undone, average L2 of output 0 "
        << s.l2_before << " -> " << s.l2_after;
+  }
+  if (o.lr_adjust) {
+    os << "; lr_adjust: " << s.lr_adjusted << " modules above MSE " << o.lr_adjust->first
+       << " trained at learning rate " << o.lr_adjust->second;
   }
   if (!o.ref_model_path.empty())
     os << "; reference model " << o.ref_model_path;
@@ -1190,6 +1205,8 @@ finetune_stats fast_finetune(model& qm, const model& float_model_in,
       ++st.improved;
     else
       ++st.unchanged;
+    if (r.lr_adjusted)
+      ++st.lr_adjusted;
   }
   st.l2_after = l2_now;
   return st;

@@ -187,8 +187,22 @@ finetune_options read_finetune(const algo_entry& e) {
         "must be 0 or null (the fine-tuned Conv / Gemm / MatMul have one output), got " +
             std::to_string(v.as_int()));
   }
-  if (!p("lr_adjust").is_null())
-    unsupported(where("lr_adjust"), "a learning-rate schedule is not implemented yet (use null)");
+  // lr_adjust (Quark's TrainParameters.lr_adjust): [threshold, lr]; a module whose reconstruction
+  // MSE before training exceeds the threshold trains with lr. null or [] (Quark's default ()):
+  // none. Quark ignores any other form without a word; here it is an error.
+  if (const option_value v = p("lr_adjust"); !v.is_null() && !v.as_array().empty()) {
+    const auto& a = v.as_array();
+    if (a.size() != 2)
+      bad(where("lr_adjust"), "must be null, [] or [threshold, learning_rate], got " +
+                                  std::to_string(a.size()) + " numbers");
+    const double threshold = a[0].as_number();
+    const double lr = a[1].as_number();
+    if (!(threshold >= 0.0) || !std::isfinite(threshold))
+      bad(where("lr_adjust"), "the threshold (first number) must be a finite number >= 0");
+    if (!(lr > 0.0) || !std::isfinite(lr))
+      bad(where("lr_adjust"), "the learning rate (second number) must be a finite number > 0");
+    f.lr_adjust = std::pair{threshold, lr};
+  }
   const option_value types = p("target_op_type");
   for (const auto& t : types.as_array()) {
     const std::string& op = t.as_string();
@@ -249,6 +263,12 @@ finetune_options read_finetune(const algo_entry& e) {
 
 algo_options read_algo_options(const qconfig& cfg) {
   algo_options a;
+  // The parameter types first (qconfig::validate checks them too, but runs later): a wrong type
+  // read below would be reported without the parameter's name.
+  for (std::size_t i = 0; i < cfg.algo_config.size(); ++i) {
+    check_algo_params(cfg.algo_config[i].name, cfg.algo_config[i].params,
+                      "algo_config[" + std::to_string(i) + "]");
+  }
   // The legacy extra options (CLESteps, ..., BiasCorrection) are the same parameters under Quark's
   // old names: a parameter given in the algo_config entry wins over its extra option.
   const option_map eff = cfg.effective_options();

@@ -29,6 +29,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <quark/dtype/dtype_id.hpp>
@@ -62,6 +63,11 @@ struct finetune_options {
   std::size_t num_batches = 1;              ///< the module data is num_batches * batch_size samples
   std::size_t num_iterations = 1000;
   double learning_rate = 0.1;
+  /// lr_adjust (threshold, lr): a module whose reconstruction MSE (mean over every output
+  /// element of every sample, with its initial weights) exceeds the threshold trains with lr
+  /// instead of learning_rate (Quark's ModelOptimizer.run; each module starts from
+  /// learning_rate again, Quark's parameters being parsed anew per module).
+  std::optional<std::pair<double, double>> lr_adjust;
   bool early_stop = false;
   std::size_t log_period = 100;             ///< early stop window
   std::vector<std::string> target_op_type;  ///< node types to fine-tune
@@ -190,7 +196,8 @@ struct finetune_stats {
   std::size_t improved = 0;  ///< modules whose weights changed
   std::size_t dropped = 0;   ///< selective_update: improved modules undone (whole-model L2 rose)
   double l2_before = 0.0, l2_after = 0.0;  ///< selective_update: average L2 of output 0
-  std::size_t unchanged = 0;  ///< fine-tuned but not better than round-to-nearest: kept as it was
+  std::size_t unchanged = 0;    ///< fine-tuned but not better than round-to-nearest: kept as it was
+  std::size_t lr_adjusted = 0;  ///< modules trained at lr_adjust's rate
   std::size_t samples = 0;
   std::vector<std::string> skipped;  ///< "node (reason)" for targets left alone
   double loss_before = 0.0;          ///< sum over modules of the reconstruction error

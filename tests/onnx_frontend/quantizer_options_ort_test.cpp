@@ -675,6 +675,33 @@ TEST_CASE("TensorQuantOverrides: a bias is quantized as a weight with its own sc
   }
 }
 
+TEST_CASE("TensorQuantOverrides: a bias in a block format or a float16 cast") {
+  qo::qconfig cfg = qo::get_default_config("A8W8");
+  SUBCASE("QBFP: one fused node on the float bias, no DequantizeLinear") {
+    cfg.extra_options.set("TensorQuantOverrides",
+                          overrides("b1", {entry({{"quant_type", "QBFP"}})}));
+    const auto p = to_proto(quantize(cfg));
+    const auto* f = find_node(p, "b1_BFPQuantizeDequantize");
+    REQUIRE(f != nullptr);
+    CHECK(f->input(0) == "b1");
+    CHECK(find_init(p, "b1") != nullptr);
+    CHECK(find_node(p, "b1_DequantizeLinear") == nullptr);
+    CHECK(input_of(p, "conv1", 2) == f->output(0));
+  }
+  SUBCASE("QFloat16: the Cast form, values as float16 rounds them") {
+    cfg.extra_options.set("TensorQuantOverrides",
+                          overrides("b1", {entry({{"quant_type", "QFloat16"}})}));
+    const auto q = quantize(cfg);
+    const auto p = to_proto(q);
+    CHECK(find_node(p, "b1_DequantizeLinear") != nullptr);
+    CHECK(find_init(p, "b1_scale") == nullptr);  // unscaled: a plain cast
+    const auto* stored = find_init(p, "b1_quantized");
+    REQUIRE(stored != nullptr);
+    CHECK(stored->data_type() == 10);  // FLOAT16
+    check_runs(q);
+  }
+}
+
 TEST_CASE("AddQDQPairToWeight: a bias quantized like a weight gets the pair, an int32 one not") {
   // Quark's _add_qdq_pair_for_initializer handles every tensor quantized like a weight, biases
   // included (Int32Bias False, or an overridden bias); the int32 bias (input scale x weight
@@ -702,6 +729,22 @@ TEST_CASE("AddQDQPairToWeight: a bias quantized like a weight gets the pair, an 
     }
     check_runs(q);
   }
+}
+
+TEST_CASE("AddQDQPairToWeight with BF16: the float bias behind the Cast pair") {
+  // The BF16 preset: AddQDQPairToWeight True (bfloat16 weights), Int32Bias False, so the bias is
+  // quantized like a weight and keeps its float values behind Cast(to bfloat16) -> Cast(to float).
+  const auto q = quantize(qo::get_default_config("BF16"));
+  const auto p = to_proto(q);
+  for (const char* b : {"b1", "b2"}) {
+    CAPTURE(std::string(b));
+    const auto* cq = find_node(p, std::string(b) + "_QuantizeLinear");
+    REQUIRE(cq != nullptr);
+    CHECK(cq->op_type() == "Cast");
+    CHECK(find_init(p, b) != nullptr);
+    CHECK(find_init(p, std::string(b) + "_quantized") == nullptr);
+  }
+  check_runs(q, 0.999);
 }
 
 TEST_CASE("EnableDualQuantNodePairs: a second pair where two precisions meet") {

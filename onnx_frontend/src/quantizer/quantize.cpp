@@ -1585,8 +1585,8 @@ model quantize_float32_model(model m, const qconfig& cfg, calibration_data_reade
       }
       e.axis = axis;
       const std::vector<tensor_override>* ov = nullptr;
-      if (auto it = opt.overrides.find(e.name);
-          it != opt.overrides.end() && (!e.is_bias || e.own_params)) {
+      // (Only biases with an override reach this with one: own_params.)
+      if (auto it = opt.overrides.find(e.name); it != opt.overrides.end()) {
         ov = &it->second;
         const std::size_t channels =
             axis >= 0 ? static_cast<std::size_t>(w.shape()[static_cast<std::size_t>(axis)]) : 1;

@@ -9,9 +9,13 @@
 //  * Models with Conv / depthwise Conv / Gemm / MatMul fine-tuned under A8W8, A16W8 and the
 //    XINT8_ADAROUND / XINT8_ADAQUANT presets run in ONNX Runtime 1.30, our runtime agrees, and
 //    every stored weight is within one step of round-to-nearest.
+//  * AdaRound on a LayerNormalization (weights only) and an InstanceNormalization (input
+//    quantized): the loss is derived here from the operators' definitions and every down / up
+//    rounding of the scale is enumerated; fine-tuned normalizations run in ORT.
 //  * Bad parameters are errors naming the parameter.
 // The formulas, Adam and the AdaRound / AdaQuant states have their own tests in tests/algo/.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <filesystem>
 #include <limits>
@@ -77,8 +81,9 @@ std::int64_t as_int(const qo::tensor& t, std::size_t i) {
   return 0;
 }
 
-/// The weight (input 1) of node `node` of the quantized model: DequantizeLinear(int, scale[, zp]).
-stored_weight weight_of(const qo::model& m, const std::string& node) {
+/// The weight (input `slot`, default 1) of node `node` of the quantized model:
+/// DequantizeLinear(int, scale[, zp]).
+stored_weight weight_of(const qo::model& m, const std::string& node, std::size_t slot = 1) {
   const auto nodes = m.nodes();
   std::map<std::string, const qo::node_info*> producer;
   for (const auto& n : nodes)
@@ -86,7 +91,7 @@ stored_weight weight_of(const qo::model& m, const std::string& node) {
   const auto it =
       std::find_if(nodes.begin(), nodes.end(), [&](const auto& n) { return n.name == node; });
   REQUIRE(it != nodes.end());
-  const qo::node_info* dq = producer.at(it->inputs.at(1));
+  const qo::node_info* dq = producer.at(it->inputs.at(slot));
   REQUIRE(dq->op_type == "DequantizeLinear");
   const qo::tensor q = m.initializer(dq->inputs.at(0));
   const qo::tensor s = m.initializer(dq->inputs.at(1));
@@ -507,6 +512,23 @@ TEST_CASE("lr_adjust: a module whose MSE before training exceeds the threshold u
 
 namespace {
 
+/// quantize_model with `cfg` (one fast-finetune algorithm) on `calib`: the model, after checking
+/// that the note lists no skipped module.
+qo::model finetuned(const qo::model& fm, const qo::qconfig& cfg,
+                    const std::vector<qo::calib_sample>& calib) {
+  qo::memory_reader reader(calib);
+  qo::quantize_report rep;
+  qo::model qm = qo::quantize_model(fm, cfg, reader, &rep);
+  const auto note = std::find_if(rep.notes.begin(), rep.notes.end(), [](const std::string& n) {
+    return n.starts_with("adaround: ") || n.starts_with("adaquant: ");
+  });
+  REQUIRE(note != rep.notes.end());
+  MESSAGE(*note);
+  CHECK(note->find("skipped") == std::string::npos);
+  CHECK(note->find(": 0 modules improved") == std::string::npos);
+  return qm;
+}
+
 /// The fine-tuned model `qm` against the plain quantization `rm` of the same float model: every
 /// named node's stored weight has the same scale and integers within one step; and `qm`, saved
 /// as <dir>/<name>.onnx, gives in our runtime the output ORT gives on input `x` (1x3x8x8).
@@ -609,14 +631,7 @@ TEST_CASE("fine-tuned models run in ORT, our runtime agrees, weights within one 
   const std::vector<float> x = random_floats(192, 999, -1.0f, 1.0f);
   for (auto& c : cases) {
     CAPTURE(std::string(c.name));
-    qo::memory_reader reader(calib);
-    qo::quantize_report rep;
-    const qo::model qm = qo::quantize_model(fm, c.cfg, reader, &rep);
-    const auto note = std::find_if(rep.notes.begin(), rep.notes.end(), [](const std::string& n) {
-      return n.starts_with("adaround: ") || n.starts_with("adaquant: ");
-    });
-    REQUIRE(note != rep.notes.end());
-    MESSAGE(*note);
+    const qo::model qm = finetuned(fm, c.cfg, calib);
     // Round-to-nearest: the same configuration without the algorithm.
     qo::qconfig plain = c.cfg;
     plain.algo_config.clear();
@@ -693,16 +708,7 @@ TEST_CASE("fine-tuned ConvTransposes run in ORT, our runtime agrees, weights wit
       plain.global_config.weight->quant_granularity = qo::granularity::channel;
     qo::qconfig cfg = plain;
     cfg.algo_config.push_back({.name = *qo::parse_algo_name(c.algo), .params = c.params});
-    qo::memory_reader reader(calib);
-    qo::quantize_report rep;
-    const qo::model qm = qo::quantize_model(fm, cfg, reader, &rep);
-    const auto note = std::find_if(rep.notes.begin(), rep.notes.end(), [](const std::string& n) {
-      return n.starts_with("adaround: ") || n.starts_with("adaquant: ");
-    });
-    REQUIRE(note != rep.notes.end());
-    MESSAGE(*note);
-    CHECK(note->find("skipped") == std::string::npos);
-    CHECK(note->find(": 0 modules improved") == std::string::npos);
+    const qo::model qm = finetuned(fm, cfg, calib);
     qo::memory_reader reader2(calib);
     const qo::model rm = qo::quantize_model(fm, plain, reader2);
     check_near_nearest_and_ort(qm, rm, {"n0", "n2", "n4"}, dir, c.name, x);
@@ -893,5 +899,199 @@ TEST_CASE("fast finetune: bad parameters are errors naming the parameter") {
     CAPTURE(message);
     CHECK(id == c.id);
     CHECK(what.find(c.names) != std::string::npos);
+  }
+}
+
+namespace {
+
+/// (v - mean) / sqrt(var + eps) over each run of `len` consecutive values (biased variance).
+std::vector<double> normalized(const std::vector<double>& v, std::size_t len, double eps) {
+  std::vector<double> out(v.size());
+  for (std::size_t b = 0; b < v.size(); b += len) {
+    double mean = 0.0, var = 0.0;
+    for (std::size_t e = 0; e < len; ++e)
+      mean += v[b + e];
+    mean /= static_cast<double>(len);
+    for (std::size_t e = 0; e < len; ++e)
+      var += (v[b + e] - mean) * (v[b + e] - mean);
+    var /= static_cast<double>(len);
+    for (std::size_t e = 0; e < len; ++e)
+      out[b + e] = (v[b + e] - mean) / std::sqrt(var + eps);
+  }
+  return out;
+}
+
+std::vector<double> to_double(const std::vector<float>& v) {
+  return {v.begin(), v.end()};
+}
+
+/// The stored codes `sw` of float weights `w` under `loss`: at most the round-to-nearest loss and
+/// within a quarter of the gap to the exhaustive optimum. Returns whether round-to-nearest is
+/// worse than the optimum (the case had something to find).
+template <class Loss>
+bool check_against_optimum(const std::vector<float>& w, const stored_weight& sw, Loss loss) {
+  const double got = loss(dequant(sw.q, sw));
+  const double nearest = loss(dequant(rtn(w, sw), sw));
+  const double best = exhaustive_best(w, sw, loss);
+  MESSAGE("adaround " << got << ", nearest " << nearest << ", optimum " << best);
+  CHECK(got <= nearest + 1e-12);
+  CHECK(got <= best + 0.25 * (nearest - best) + 1e-12);
+  return nearest > best + 1e-9;
+}
+
+}  // namespace
+
+TEST_CASE("AdaRound on a LayerNormalization's scale: exhaustive oracle from the definition") {
+  // x 16x8 -> LayerNormalization over the last axis (scale and B of 8) -> y, weights only: the
+  // scale is fine-tuned; B is quantized as a weight (Quark's QDQLayerNorm), so its rounding error
+  // db is fixed. Loss: the squared error summed over the 8 outputs, averaged over the 16 rows,
+  // of xhat (sq - s) + db with xhat the normalized rows.
+  const std::size_t rows = 16, d = 8;
+  std::size_t beaten = 0;
+  for (std::uint32_t seed : {31u, 32u, 33u, 34u}) {
+    CAPTURE(seed);
+    const std::vector<float> sc = random_floats(d, seed, -1.5f, 1.5f);
+    // A wide B (its rounding error db up to max|B| / 254) and columns with different offsets
+    // (so each column of xhat has a mean far from 0): the cross term 2 (sq - s) db mean(xhat)
+    // makes the nearest rounding of the scale not always the best.
+    const std::vector<float> b = random_floats(d, seed + 1, -3.0f, 3.0f);
+    std::vector<float> x = random_floats(rows * d, seed + 2, -1.0f, 1.0f);
+    for (std::size_t i = 0; i < x.size(); ++i)
+      x[i] += static_cast<float>(i % d) - 3.5f;
+    model_builder mb(17);
+    mb.input("x", onnx_type::float32, {16, 8});
+    mb.initializer("s", onnx_type::float32, {8}, sc);
+    mb.initializer("b", onnx_type::float32, {8}, b);
+    mb.node("LayerNormalization", {"x", "s", "b"}, {"y"}, {attr_float("epsilon", 1e-5f)});
+    mb.output("y", onnx_type::float32, {16, 8});
+    const qo::model fm = to_model(mb.build());
+    std::vector<qo::calib_sample> calib{{{"x", qo::tensor::from_floats({16, 8}, x)}}};
+    qo::memory_reader reader(calib);
+    qo::quantize_report rep;
+    const qo::model qm = qo::quantize_model(
+        fm, weights_only("adaround", obj({{"num_iterations", 1000}})), reader, &rep);
+    const stored_weight sw = weight_of(qm, "n0");
+    const stored_weight sb = weight_of(qm, "n0", 2);
+    const std::vector<double> bq = dequant(sb.q, sb);
+    const std::vector<double> xhat = normalized(to_double(x), d, 1e-5);
+    auto loss = [&](const std::vector<double>& sq) {
+      double sum = 0.0;
+      for (std::size_t r = 0; r < rows; ++r) {
+        for (std::size_t k = 0; k < d; ++k) {
+          const double e = xhat[r * d + k] * (sq[k] - static_cast<double>(sc[k])) + bq[k] -
+                           static_cast<double>(b[k]);
+          sum += e * e;
+        }
+      }
+      return sum / static_cast<double>(rows);
+    };
+    beaten += check_against_optimum(sc, sw, loss) ? 1u : 0u;
+    for (std::size_t i = 0; i < sc.size(); ++i)
+      CHECK(std::llabs(sw.q[i] - rtn(sc, sw)[i]) <= 1);
+    CHECK(std::any_of(rep.notes.begin(), rep.notes.end(), [](const std::string& n) {
+      return n.starts_with("adaround: ") && n.find("on 1 samples") != std::string::npos &&
+             n.find("skipped") == std::string::npos;
+    }));
+  }
+  CHECK(beaten >= 2);  // round-to-nearest is not already optimal: the oracle has work to check
+}
+
+TEST_CASE("AdaRound on an InstanceNormalization's scale: the input quantized, exhaustive oracle") {
+  // x 2x4x3x5 -> InstanceNormalization (scale and B of 4) -> y under A8W8: the module's input is
+  // x through its int8 Q/DQ, so its normalized planes differ from the float ones and the best
+  // rounding of the scale is not always the nearest. B is the int32 bias (scale x scale x scale
+  // of the scale). Loss: squared error summed over the 4 channels, averaged over the 30
+  // positions of each channel, against the float InstanceNormalization.
+  const std::size_t n = 2, c = 4, hw = 15;
+  std::size_t beaten = 0;
+  for (std::uint32_t seed : {41u, 42u, 43u, 44u}) {
+    CAPTURE(seed);
+    const std::vector<float> sc = random_floats(c, seed, -2.0f, 2.0f);
+    const std::vector<float> b = random_floats(c, seed + 1, -0.5f, 0.5f);
+    std::vector<float> x = random_floats(n * c * hw, seed + 2, -1.0f, 1.0f);
+    // Channel ranges 1, 3, 9 and 60 under one per-tensor int8 step of about 0.5: the small
+    // channels get a few levels, so their quantized planes normalize to something else than the
+    // float ones and the best scale shrinks away from the float one.
+    const std::array<float, 4> range{1.0f, 3.0f, 9.0f, 60.0f};
+    for (std::size_t i = 0; i < x.size(); ++i)
+      x[i] *= range[(i / hw) % c];
+    model_builder mb(17);
+    mb.input("x", onnx_type::float32, {2, 4, 3, 5});
+    mb.initializer("s", onnx_type::float32, {4}, sc);
+    mb.initializer("b", onnx_type::float32, {4}, b);
+    mb.node("InstanceNormalization", {"x", "s", "b"}, {"y"});
+    mb.output("y", onnx_type::float32, {2, 4, 3, 5});
+    const qo::model fm = to_model(mb.build());
+    std::vector<qo::calib_sample> calib{{{"x", qo::tensor::from_floats({2, 4, 3, 5}, x)}}};
+    qo::memory_reader reader(calib);
+    qo::qconfig cfg = qo::get_default_config("A8W8");
+    cfg.algo_config.push_back(
+        {.name = *qo::parse_algo_name("adaround"), .params = obj({{"num_iterations", 1000}})});
+    const qo::model qm = qo::quantize_model(fm, cfg, reader);
+    const stored_weight sw = weight_of(qm, "n0");
+    const stored_weight sb = weight_of(qm, "n0", 2);
+    CHECK(qm.initializer(sb.name).type() == quark::dtype_id::int32);
+    const std::vector<double> bq = dequant(sb.q, sb);
+    // The module's input: x through QuantizeLinear / DequantizeLinear with the stored parameters.
+    const double sx = static_cast<double>(qm.initializer("x_scale").data<float>()[0]);
+    std::vector<double> xq;
+    for (const float v : x)
+      xq.push_back(std::clamp(std::nearbyint(static_cast<double>(v / static_cast<float>(sx))),
+                              -128.0, 127.0) *
+                   sx);
+    const std::vector<double> xh_q = normalized(xq, hw, 1e-5);
+    const std::vector<double> xh_f = normalized(to_double(x), hw, 1e-5);
+    auto loss = [&](const std::vector<double>& sq) {
+      double sum = 0.0;
+      for (std::size_t i = 0; i < x.size(); ++i) {
+        const std::size_t ch = (i / hw) % c;
+        const double e = xh_q[i] * sq[ch] + bq[ch] -
+                         (xh_f[i] * static_cast<double>(sc[ch]) + static_cast<double>(b[ch]));
+        sum += e * e;
+      }
+      return sum / static_cast<double>(n * hw);
+    };
+    beaten += check_against_optimum(sc, sw, loss) ? 1u : 0u;
+  }
+  CHECK(beaten >= 1);
+}
+
+TEST_CASE("fine-tuned normalizations run in ORT, our runtime agrees, weights within one step") {
+  if (!ort_available()) {
+    MESSAGE("skipped: " << ort_unavailable_reason());
+    return;
+  }
+  // x 1x3x8x8 -> InstanceNormalization -> Relu -> LayerNormalization (last axis) -> y.
+  model_builder mb(17);
+  mb.input("x", onnx_type::float32, {1, 3, 8, 8});
+  mb.initializer("s1", onnx_type::float32, {3}, random_floats(3, 81, -1.5f, 1.5f));
+  mb.initializer("b1", onnx_type::float32, {3}, random_floats(3, 82, -0.3f, 0.3f));
+  mb.initializer("s2", onnx_type::float32, {8}, random_floats(8, 83, -1.5f, 1.5f));
+  mb.initializer("b2", onnx_type::float32, {8}, random_floats(8, 84, -0.3f, 0.3f));
+  mb.node("InstanceNormalization", {"x", "s1", "b1"}, {"i"});
+  mb.node("Relu", {"i"}, {"r"});
+  mb.node("LayerNormalization", {"r", "s2", "b2"}, {"y"}, {attr_int("axis", -1)});
+  mb.output("y", onnx_type::float32, {1, 3, 8, 8});
+  const qo::model fm = to_model(mb.build());
+  std::vector<qo::calib_sample> calib;
+  for (std::uint32_t i = 0; i < 4; ++i)
+    calib.push_back(
+        {{"x", qo::tensor::from_floats({1, 3, 8, 8}, random_floats(192, 400 + i, -1.0f, 1.0f))}});
+  const std::vector<float> x = random_floats(192, 998, -1.0f, 1.0f);
+  for (const char* algo : {"adaround", "adaquant"}) {
+    CAPTURE(std::string(algo));
+    qo::qconfig cfg = qo::get_default_config("A8W8");
+    cfg.algo_config.push_back(
+        {.name = *qo::parse_algo_name(algo),
+         .params = obj({{"num_iterations", 200},
+                        {"num_batches", 4},
+                        {"learning_rate", std::string(algo) == "adaquant" ? 1e-5 : 0.1},
+                        {"update_bias", std::string(algo) == "adaquant"}})});
+    const qo::model qm = finetuned(fm, cfg, calib);
+    qo::qconfig plain = cfg;
+    plain.algo_config.clear();
+    qo::memory_reader reader2(calib);
+    const qo::model rm = qo::quantize_model(fm, plain, reader2);
+    check_near_nearest_and_ort(qm, rm, {"n0", "n2"}, work_dir(), std::string("norms_") + algo, x);
   }
 }

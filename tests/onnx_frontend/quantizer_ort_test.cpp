@@ -130,6 +130,51 @@ void check_quantized(const ::onnx::ModelProto& float_model, const std::string& i
   return b.build();
 }
 
+/// x 2x4x3x5 -> InstanceNormalization (scale / B of 4) -> LayerNormalization over the last axis
+/// (scale / B of 5) -> y, opset 17.
+const std::vector<float> in_scale{0.5f, 1.25f, -0.75f, 2.0f}, in_bias{0.1f, -0.3f, 0.25f, 0.0f};
+const std::vector<float> ln_scale{1.0f, 0.8f, 1.2f, -0.6f, 0.9f},
+    ln_bias{0.05f, -0.2f, 0.4f, 0.0f, 0.3f};
+
+::onnx::ModelProto norm_model() {
+  model_builder b(17);
+  b.input("x", onnx_type::float32, {2, 4, 3, 5});
+  b.initializer("s_in", onnx_type::float32, {4}, in_scale);
+  b.initializer("b_in", onnx_type::float32, {4}, in_bias);
+  b.initializer("s_ln", onnx_type::float32, {5}, ln_scale);
+  b.initializer("b_ln", onnx_type::float32, {5}, ln_bias);
+  b.node("InstanceNormalization", {"x", "s_in", "b_in"}, {"n"}, {attr_float("epsilon", 1e-5f)});
+  b.node("LayerNormalization", {"n", "s_ln", "b_ln"}, {"y"}, {attr_int("axis", -1)});
+  b.output("y", onnx_type::float32, {2, 4, 3, 5});
+  return b.build();
+}
+
+std::vector<std::int64_t> codes_of(const qo::tensor& t) {
+  std::vector<std::int64_t> v;
+  for (std::size_t i = 0; i < t.size(); ++i) {
+    switch (t.type()) {
+      case quark::dtype_id::int8:
+        v.push_back(t.data<std::int8_t>()[i]);
+        break;
+      case quark::dtype_id::int32:
+        v.push_back(t.data<std::int32_t>()[i]);
+        break;
+      default:
+        FAIL("unexpected type");
+    }
+  }
+  return v;
+}
+
+/// Symmetric int8 weight codes of `v` with scale `s`: rne(v / s) clipped to +-127.
+std::vector<std::int64_t> int8_codes(const std::vector<float>& v, const std::vector<float>& s) {
+  std::vector<std::int64_t> c;
+  for (std::size_t i = 0; i < v.size(); ++i)
+    c.push_back(std::clamp<std::int64_t>(
+        static_cast<std::int64_t>(std::nearbyint(v[i] / s[s.size() == 1 ? 0 : i])), -127, 127));
+  return c;
+}
+
 }  // namespace
 
 TEST_CASE("conv graph: presets load and run in ORT and match our runtime") {
@@ -371,5 +416,90 @@ TEST_CASE("quantize_model: moving the model in gives the bytes and report of the
     CHECK(moved.to_bytes() == copied.to_bytes());
     CHECK(qo::summary_table(rep2) == qo::summary_table(rep1));
     CHECK(copied.to_bytes() != before);  // it did quantize
+  }
+}
+
+TEST_CASE(
+    "normalizations: the scale a weight, InstanceNormalization's B an int32 bias, "
+    "LayerNormalization's B a weight") {
+  // Quark's QDQ registry: InstanceNormalization is ONNX Runtime's QDQNormalization (input 0 an
+  // activation, the scale a weight, B an int32 bias with scale input scale x weight scale),
+  // LayerNormalization Quark's QDQLayerNorm (the scale and B both weights, B per tensor, even
+  // with QuantizeBias false). Scales and codes derived here from the A8W8 rule (int8 symmetric,
+  // scale max|v| / 127).
+  std::vector<qo::calib_sample> calib;
+  for (std::uint32_t i = 0; i < 4; ++i)
+    calib.push_back(sample_for("x", {2, 4, 3, 5}, 100 + i));
+  auto quantize = [&](const qo::qconfig& cfg) {
+    qo::memory_reader reader(calib);
+    return qo::quantize_model(to_model(norm_model()), cfg, reader);
+  };
+  auto floats = [](const qo::model& m, const std::string& n) {
+    const qo::tensor t = m.initializer(n);
+    const auto d = t.data<float>();
+    return std::vector<float>(d.begin(), d.end());
+  };
+  auto reads = [](const qo::model& m, const std::string& op, std::size_t k) {
+    for (const auto& n : m.nodes()) {
+      if (n.op_type == op)
+        return n.inputs.at(k);
+    }
+    return std::string();
+  };
+  SUBCASE("per tensor, QuantizeBias true and false") {
+    for (const bool quantize_bias : {true, false}) {
+      CAPTURE(quantize_bias);
+      qo::qconfig cfg = qo::get_default_config("A8W8");
+      cfg.extra_options.set("QuantizeBias", quantize_bias);
+      const qo::model q = quantize(cfg);
+      CHECK(reads(q, "InstanceNormalization", 1) == "s_in_DequantizeLinear_Output");
+      CHECK(reads(q, "LayerNormalization", 1) == "s_ln_DequantizeLinear_Output");
+      CHECK(reads(q, "LayerNormalization", 2) == "b_ln_DequantizeLinear_Output");
+      const std::vector<float> s_in{2.0f / 127.0f}, s_ln{1.2f / 127.0f}, s_bln{0.4f / 127.0f};
+      CHECK(floats(q, "s_in_scale") == s_in);
+      CHECK(codes_of(q.initializer("s_in_quantized")) == int8_codes(in_scale, s_in));
+      CHECK(floats(q, "s_ln_scale") == s_ln);
+      CHECK(codes_of(q.initializer("s_ln_quantized")) == int8_codes(ln_scale, s_ln));
+      CHECK(floats(q, "b_ln_scale") == s_bln);
+      CHECK(codes_of(q.initializer("b_ln_quantized")) == int8_codes(ln_bias, s_bln));
+      if (quantize_bias) {
+        CHECK(reads(q, "InstanceNormalization", 2) == "b_in_DequantizeLinear_Output");
+        const float sb = floats(q, "x_scale").at(0) * s_in[0];
+        CHECK(floats(q, "b_in_scale") == std::vector<float>{sb});
+        const auto c = codes_of(q.initializer("b_in_quantized"));
+        REQUIRE(c.size() == 4);
+        CHECK(q.initializer("b_in_quantized").type() == quark::dtype_id::int32);
+        for (std::size_t i = 0; i < 4; ++i)
+          CHECK(c[i] == static_cast<std::int64_t>(std::nearbyint(in_bias[i] / sb)));
+      } else {
+        CHECK(reads(q, "InstanceNormalization", 2) == "b_in");
+        CHECK(floats(q, "b_in") == in_bias);
+      }
+    }
+  }
+  SUBCASE("per channel: one scale per element on axis 0, the int32 bias per channel") {
+    qo::qconfig cfg = qo::get_default_config("A8W8");
+    cfg.global_config.weight->quant_granularity = qo::granularity::channel;
+    const qo::model q = quantize(cfg);
+    std::vector<float> s_in;
+    for (const float v : in_scale)
+      s_in.push_back(std::fabs(v) / 127.0f);
+    CHECK(floats(q, "s_in_scale") == s_in);
+    CHECK(codes_of(q.initializer("s_in_quantized")) ==
+          std::vector<std::int64_t>{127, 127, -127, 127});
+    const float sx = floats(q, "x_scale").at(0);
+    const auto sb = floats(q, "b_in_scale");
+    REQUIRE(sb.size() == 4);
+    for (std::size_t i = 0; i < 4; ++i)
+      CHECK(sb[i] == sx * s_in[i]);
+    CHECK(floats(q, "s_ln_scale").size() == 5);
+    CHECK(floats(q, "b_ln_scale") == std::vector<float>{0.4f / 127.0f});  // B per tensor
+  }
+  SUBCASE("every form runs in ONNX Runtime and our runtime agrees") {
+    for (const case_t& c :
+         {case_t{"A8W8", false, 0.99}, case_t{"A8W8", true, 0.99}, case_t{"XINT8", false, 0.98},
+          case_t{"A16W8", false, 0.999}, case_t{"U8S8", false, 0.99}}) {
+      check_quantized(norm_model(), "x", {2, 4, 3, 5}, c);
+    }
   }
 }

@@ -1,15 +1,17 @@
 // SPDX-License-Identifier: MIT
 // Fast finetune: AdaRound and AdaQuant (quark-spec §10.5; see algorithms.hpp).
 //
-// A module is one quantized Conv / Gemm / MatMul of the quantized model whose weight is an integer
+// A module is one quantized Conv / ConvTranspose / Gemm / MatMul / InstanceNormalization /
+// LayerNormalization of the quantized model whose weight (a normalization's scale) is an integer
 // initializer behind a DequantizeLinear (per tensor or per channel). Modules are fine-tuned one at
 // a time in graph order, each on the quantized model as it stands (earlier modules already
 // updated): the quantized model runs on the samples and the module's input is taken as it is
 // produced (mixed element-wise with the float model's input when drop_ratio < 1); the float model
 // gives the target, the node's own float output. The module computes Y = W X + b with X the
-// im2col matrix of the input (Conv, grouped and depthwise included) or the input rows (Gemm,
-// MatMul), so the reconstruction loss (quark-spec §10.5: squared error summed over the output
-// channels, averaged over the other axes) is quadratic in [W b]:
+// im2col matrix of the input (Conv, grouped and depthwise included), the input rows (Gemm,
+// MatMul) or, for a normalization y = xhat * scale + B, the normalized input with one group per
+// scale element (a depthwise 1x1 map), so the reconstruction loss (quark-spec §10.5: squared error
+// summed over the output channels, averaged over the other axes) is quadratic in [W b]:
 //
 //     L = (tr(Wt G Wt^T) - 2 tr(Wt C^T) + e) / P,  G = Xt Xt^T, C = T Xt^T, e = ||T||^2,
 //
@@ -68,10 +70,32 @@ Index ix(std::size_t v) {
   return static_cast<Index>(v);
 }
 
-enum class op_kind : std::uint8_t { conv, conv_transpose, gemm, matmul };
+enum class op_kind : std::uint8_t { conv, conv_transpose, gemm, matmul, instance_norm, layer_norm };
 
 bool is_conv(op_kind k) {
   return k == op_kind::conv || k == op_kind::conv_transpose;
+}
+
+bool is_norm(op_kind k) {
+  return k == op_kind::instance_norm || k == op_kind::layer_norm;
+}
+
+const char* kind_name(op_kind k) {
+  switch (k) {
+    case op_kind::conv:
+      return "Conv";
+    case op_kind::conv_transpose:
+      return "ConvTranspose";
+    case op_kind::gemm:
+      return "Gemm";
+    case op_kind::matmul:
+      return "MatMul";
+    case op_kind::instance_norm:
+      return "InstanceNormalization";
+    case op_kind::layer_norm:
+      return "LayerNormalization";
+  }
+  return "?";
 }
 
 /// Where the weight of a module lives and how its elements map onto the GEMM.
@@ -110,6 +134,10 @@ struct module {
   // ConvTranspose only
   std::int64_t oph = 0, opw = 0;  ///< output_padding
   bool output_shape = false;      ///< output_shape given: the pads follow from the output size
+  // InstanceNormalization / LayerNormalization: y = xhat * scale + bias with xhat the normalized
+  // input, one group per scale element (cout_g = k_g = 1)
+  double epsilon = 1e-5;
+  std::int64_t norm_axis = -1;  ///< LayerNormalization's axis
 };
 
 /// Thrown by a runtime observer once it has what it needs: the rest of the run is skipped.
@@ -158,10 +186,12 @@ std::string describe(const model& qm, const model& fm, const GraphProto& g, int 
   const NodeProto& n = g.node(i);
   m.node = i;
   m.name = n.name().empty() ? n.output(0) : n.name();
-  m.kind = n.op_type() == "Conv"            ? op_kind::conv
-           : n.op_type() == "ConvTranspose" ? op_kind::conv_transpose
-           : n.op_type() == "Gemm"          ? op_kind::gemm
-                                            : op_kind::matmul;
+  m.kind = n.op_type() == "Conv"                    ? op_kind::conv
+           : n.op_type() == "ConvTranspose"         ? op_kind::conv_transpose
+           : n.op_type() == "Gemm"                  ? op_kind::gemm
+           : n.op_type() == "InstanceNormalization" ? op_kind::instance_norm
+           : n.op_type() == "LayerNormalization"    ? op_kind::layer_norm
+                                                    : op_kind::matmul;
   if (n.input_size() < 2 || n.output_size() < 1 || qm.has_initializer(n.input(0)))
     return "no activation input";
   m.input = n.input(0);
@@ -240,7 +270,21 @@ std::string describe(const model& qm, const model& fm, const GraphProto& g, int 
 
   // GEMM view.
   std::size_t cout = 0;
-  if (is_conv(m.kind)) {
+  if (is_norm(m.kind)) {
+    // y = xhat * scale + bias: a depthwise 1x1 "convolution" of the normalized input, one group
+    // per scale element (its channel for InstanceNormalization, its position in the normalized
+    // dimensions for LayerNormalization).
+    if (m.kind == op_kind::instance_norm && rank != 1)
+      return "scale of rank " + std::to_string(rank);
+    m.epsilon = static_cast<double>(attr_f(n, "epsilon", 1e-5f));
+    m.norm_axis = attr_i(n, "axis", -1);
+    cout = count;
+    m.groups = count;
+    m.cout_g = 1;
+    m.k_g = 1;
+    m.flat.resize(count);
+    std::iota(m.flat.begin(), m.flat.end(), std::size_t{0});
+  } else if (is_conv(m.kind)) {
     if (rank != 4 && rank != 3)
       return "weight of rank " + std::to_string(rank);
     m.one_d = rank == 3;
@@ -380,7 +424,8 @@ std::string describe(const model& qm, const model& fm, const GraphProto& g, int 
     if (b.size() != cout)
       return "bias shape";
     if (m.bias_quantized) {
-      if (b.type() != dtype_id::int32 && b.type() != dtype_id::int16 && b.type() != dtype_id::int8)
+      if (b.type() != dtype_id::int32 && b.type() != dtype_id::int16 &&
+          b.type() != dtype_id::int8 && b.type() != dtype_id::uint8 && b.type() != dtype_id::uint16)
         return "bias type";
       if (m.bias_scale.size() != 1 && m.bias_scale.size() != cout)
         return "bias scale shape";
@@ -482,6 +527,73 @@ bool transposed_matrices(const module& m, std::span<const float> xv, std::span<c
   return true;
 }
 
+/// Xt (per group: the normalized input of that group's positions and a row of ones) and T of a
+/// normalization. InstanceNormalization normalizes each (n, c) plane of x (N, C, D...), its group c
+/// holds the N x D... positions of channel c; LayerNormalization normalizes each row of x viewed as
+/// (prod of the dims before axis, prod of the dims from axis), its group d holds column d. The
+/// mean and the (biased) variance are computed in double, as xhat = (x - mean) / sqrt(var + eps).
+bool norm_matrices(const module& m, const tensor& x, const tensor& t, std::vector<mat>& xs,
+                   std::vector<mat>& ts) {
+  if (x.shape() != t.shape() || x.rank() < 1)
+    return false;
+  const auto xv = x.data<float>();
+  const auto tv = t.data<float>();
+  std::size_t outer = 0, groups = 0, inner = 0;  // x viewed as (outer, groups, inner)
+  std::size_t norm_len = 0;                      // elements per mean / variance
+  if (m.kind == op_kind::instance_norm) {
+    if (x.rank() < 3)
+      return false;
+    outer = static_cast<std::size_t>(x.shape()[0]);
+    groups = static_cast<std::size_t>(x.shape()[1]);
+    inner = groups == 0 || outer == 0 ? 0 : x.size() / (outer * groups);
+    norm_len = inner;
+  } else {
+    const auto rank = static_cast<std::int64_t>(x.rank());
+    const std::int64_t a = m.norm_axis < 0 ? m.norm_axis + rank : m.norm_axis;
+    if (a < 0 || a >= rank)
+      return false;
+    outer = 1;
+    for (std::int64_t d = 0; d < a; ++d)
+      outer *= static_cast<std::size_t>(x.shape()[static_cast<std::size_t>(d)]);
+    groups = outer == 0 ? 0 : x.size() / outer;
+    inner = 1;
+    norm_len = groups;
+  }
+  if (groups != m.groups || norm_len == 0)
+    return false;
+  const std::size_t positions = outer * inner;
+  for (std::size_t gi = 0; gi < groups; ++gi) {
+    xs[gi].resize(2, ix(positions));
+    xs[gi].row(1).setOnes();
+    ts[gi].resize(1, ix(positions));
+  }
+  // One normalization set at a time: (n, c) planes, or rows.
+  const std::size_t sets = m.kind == op_kind::instance_norm ? outer * groups : outer;
+  for (std::size_t set = 0; set < sets; ++set) {
+    const std::size_t base = set * norm_len;
+    double mean = 0.0;
+    for (std::size_t e = 0; e < norm_len; ++e)
+      mean += static_cast<double>(xv[base + e]);
+    mean /= static_cast<double>(norm_len);
+    double var = 0.0;
+    for (std::size_t e = 0; e < norm_len; ++e) {
+      const double d = static_cast<double>(xv[base + e]) - mean;
+      var += d * d;
+    }
+    var /= static_cast<double>(norm_len);
+    const double inv = 1.0 / std::sqrt(var + m.epsilon);
+    for (std::size_t e = 0; e < norm_len; ++e) {
+      // InstanceNormalization: set = (n, c), element e is position n * inner + e of group c.
+      // LayerNormalization: set = row r, element e is position r of group e.
+      const std::size_t gi = m.kind == op_kind::instance_norm ? set % groups : e;
+      const std::size_t pos = m.kind == op_kind::instance_norm ? (set / groups) * inner + e : set;
+      xs[gi](0, ix(pos)) = (static_cast<double>(xv[base + e]) - mean) * inv;
+      ts[gi](0, ix(pos)) = static_cast<double>(tv[base + e]);
+    }
+  }
+  return true;
+}
+
 /// Xt (per group, (k_g + 1) x P with a last row of ones) and T (cout_g x P) of one sample.
 /// Returns false when the shapes do not fit the module.
 bool make_matrices(const module& m, const tensor& x, const tensor& t, std::vector<mat>& xs,
@@ -492,6 +604,8 @@ bool make_matrices(const module& m, const tensor& x, const tensor& t, std::vecto
   const auto tv = t.data<float>();
   xs.assign(m.groups, mat());
   ts.assign(m.groups, mat());
+  if (is_norm(m.kind))
+    return norm_matrices(m, x, t, xs, ts);
   if (!is_conv(m.kind)) {
     const std::size_t k = m.k_g, cout = m.cout_g;
     if (x.rank() < 1 || static_cast<std::size_t>(x.shape().back()) != k || t.rank() < 1 ||
@@ -1003,12 +1117,6 @@ finetune_stats fast_finetune(model& qm, const model& float_model_in,
                qm.has_initializer(g.node(it->second).input(0));
       });
       const std::string label = (n.name().empty() ? n.output(0) : n.name()) + " (" + n.op_type();
-      if (n.op_type() != "Conv" && n.op_type() != "ConvTranspose" && n.op_type() != "Gemm" &&
-          n.op_type() != "MatMul") {
-        if (dq_input)
-          st.skipped.push_back(label + ": not implemented yet)");
-        continue;
-      }
       if (!dq_input)
         continue;  // not quantized: nothing to fine-tune
       module m;
@@ -1164,12 +1272,7 @@ finetune_stats fast_finetune(model& qm, const model& float_model_in,
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
     }
     if (!ok) {
-      st.skipped.push_back(m.name + " (" +
-                           std::string(m.kind == op_kind::conv             ? "Conv"
-                                       : m.kind == op_kind::conv_transpose ? "ConvTranspose"
-                                       : m.kind == op_kind::gemm           ? "Gemm"
-                                                                           : "MatMul") +
-                           ": input / output shapes)");
+      st.skipped.push_back(m.name + " (" + kind_name(m.kind) + ": input / output shapes)");
       continue;
     }
     const auto t2 = std::chrono::steady_clock::now();

@@ -53,6 +53,9 @@ struct op_rule {
   bool shares_output = false;  ///< output reuses input 0's parameters (data-movement ops)
   bool needs_input = false;    ///< quantized only if input 0 is (unless ForceQuantizeNoInputCheck)
   bool const_inputs = false;   ///< float initializer inputs are quantized as activations
+  /// The bias is quantized as a weight (the weight spec, its own scale, per tensor) whatever
+  /// QuantizeBias / Int32Bias say: Quark's QDQLayerNorm.
+  bool bias_as_weight = false;
 };
 
 op_rule rule_for(const std::string& op) {
@@ -78,8 +81,6 @@ op_rule rule_for(const std::string& op) {
                                               "ReduceMin",
                                               "ReduceSum",
                                               "LpNormalization",
-                                              "InstanceNormalization",
-                                              "LayerNormalization",
                                               "BatchNormalization",
                                               "ArgMax",
                                               "Softplus",
@@ -107,6 +108,14 @@ op_rule rule_for(const std::string& op) {
   } else if (op == "MatMul") {
     r.act_inputs = {0};
     r.weight = 1;
+  } else if (op == "InstanceNormalization" || op == "LayerNormalization") {
+    // Quark's QDQ registry: InstanceNormalization is ONNX Runtime's QDQNormalization (the scale a
+    // weight, the bias an int32 bias from the input and scale scales), LayerNormalization Quark's
+    // own QDQLayerNorm (the scale a weight, the bias a weight as well).
+    r.act_inputs = {0};
+    r.weight = 1;
+    r.bias = 2;
+    r.bias_as_weight = op == "LayerNormalization";
   } else if (movement.contains(op)) {
     r.act_inputs = {0};
     r.shares_output = true;
@@ -148,8 +157,8 @@ struct const_entry {
   std::size_t node = 0;  ///< consumer node (file index)
   std::size_t slot = 0;
   bool is_bias = false;
-  /// A bias with TensorQuantOverrides: quantized as a weight (its own scale), not from the
-  /// input and weight scales.
+  /// A bias with TensorQuantOverrides, or a LayerNormalization's: quantized as a weight (its own
+  /// scale), not from the input and weight scales.
   bool own_params = false;
   /// An int32 / int16 bias whose scale is input scale x weight scale: a DequantizeLinear only,
   /// whatever AddQDQPairToWeight says (every other weight or bias follows it).
@@ -1125,8 +1134,12 @@ model quantize_float32_model(model m, const qconfig& cfg, calibration_data_reade
           e.slot = static_cast<std::size_t>(r.weight);
           e.spec = *c.weight;
           e.type = c.weight->type;
+          // A normalization's scale has no reduction axis: Group falls back to per tensor, as
+          // for a bias.
+          if (n.op_type == "InstanceNormalization" || n.op_type == "LayerNormalization")
+            e.spec.group_size = 0;
           const auto ov = opt.overrides.find(w);
-          if (c.weight->per_channel || (ov != opt.overrides.end() && c.weight->group_size == 0)) {
+          if (e.spec.per_channel || (ov != opt.overrides.end() && e.spec.group_size == 0)) {
             std::int64_t axis = 0;
             if (n.op_type == "ConvTranspose" || n.op_type == "MatMul")
               axis = 1;
@@ -1156,7 +1169,7 @@ model quantize_float32_model(model m, const qconfig& cfg, calibration_data_reade
               else if (ov->second.size() > 1)
                 e.axis = axis;
             }
-          } else if (c.weight->group_size > 0) {
+          } else if (e.spec.group_size > 0) {
             if (ov != opt.overrides.end()) {
               // Its type and symmetry: the groups stay (a block format or a Cast replaces
               // them below). ONNX Runtime's format has no per-group entries, so no scale,
@@ -1193,7 +1206,7 @@ model quantize_float32_model(model m, const qconfig& cfg, calibration_data_reade
             if (c.weight->axis)
               axis = *c.weight->axis;
             e.axis = axis;
-            e.block = c.weight->group_size;
+            e.block = e.spec.group_size;
             if (e.spec.block) {  // an override's block format: one fused node, no groups
               e.axis = -1;
               e.block = 0;
@@ -1210,6 +1223,19 @@ model quantize_float32_model(model m, const qconfig& cfg, calibration_data_reade
       // Bias.
       const std::string bias_name = r.bias >= 0 ? input(static_cast<std::size_t>(r.bias)) : "";
       const auto bias_ov = opt.overrides.find(bias_name);
+      // A bias quantized as a weight of `spec`: its own scale from its own values.
+      auto own_bias = [&](const tspec& spec) {
+        const_entry e;
+        e.name = bias_name;
+        e.node = i;
+        e.slot = static_cast<std::size_t>(r.bias);
+        e.is_bias = true;
+        e.own_params = true;
+        e.spec = spec;
+        e.spec.group_size = 0;
+        e.type = e.spec.type;
+        return e;
+      };
       if (c.weight && bias_ov != opt.overrides.end() && is_float_init(bias_name)) {
         // A bias with TensorQuantOverrides is quantized as a weight of the weight spec with the
         // override applied, its own scale from its own values, and no int32 input x weight
@@ -1218,15 +1244,7 @@ model quantize_float32_model(model m, const qconfig& cfg, calibration_data_reade
         // entry per element (axis 0): ONNX Runtime's is_tensor_per_channel with default axis 0.
         const std::string b = bias_name;
         const tensor_override& o = bias_ov->second.front();
-        const_entry e;
-        e.name = b;
-        e.node = i;
-        e.slot = static_cast<std::size_t>(r.bias);
-        e.is_bias = true;
-        e.own_params = true;
-        e.spec = overridden(b, *c.weight, true);
-        e.spec.group_size = 0;
-        e.type = e.spec.type;
+        const_entry e = own_bias(overridden(b, *c.weight, true));
         if (o.axis && *o.axis < 0 && !e.spec.block) {
           throw config_error("quark.config.value", "TensorQuantOverrides." + b +
                                                        "[0].axis: must be >= 0, got " +
@@ -1239,6 +1257,14 @@ model quantize_float32_model(model m, const qconfig& cfg, calibration_data_reade
             e.axis = 0;
         }
         e.spec.per_channel = e.axis >= 0;
+        consts.push_back(std::move(e));
+        any = true;
+      } else if (r.bias_as_weight && c.weight && is_float_init(bias_name)) {
+        // LayerNormalization: Quark's QDQLayerNorm quantizes the bias with quantize_weight_tensor,
+        // so it is a weight of the weight spec with its own scale, per tensor, whatever
+        // QuantizeBias, Int32Bias and a bias spec say.
+        const_entry e = own_bias(*c.weight);
+        e.spec.per_channel = false;
         consts.push_back(std::move(e));
         any = true;
       } else if (r.bias >= 0 && opt.quantize_bias && c.weight) {
@@ -1585,7 +1611,7 @@ model quantize_float32_model(model m, const qconfig& cfg, calibration_data_reade
       }
       e.axis = axis;
       const std::vector<tensor_override>* ov = nullptr;
-      // (Only biases with an override reach this with one: own_params.)
+      // (A bias finds an entry here only when it has an override.)
       if (auto it = opt.overrides.find(e.name); it != opt.overrides.end()) {
         ov = &it->second;
         const std::size_t channels =

@@ -16,6 +16,7 @@
 #include <fstream>
 #include <memory>
 #include <random>
+#include <span>
 
 #include <doctest/doctest.h>
 
@@ -82,7 +83,7 @@ std::vector<float> text_image(std::size_t h, std::size_t w, std::uint32_t seed) 
 
 /// Quantizes `file` with `preset`, calibrating on 2 random samples of `shape` (Quark's
 /// UseRandomData) or on 2 text images written as a calibration folder, and returns the mean
-/// cosine similarity of output 0 against the float model in ORT on three other text images.
+/// cosine similarity of output 0 against the float model in ORT on sixteen other text images.
 double cosine_in_ort(const char* file, qo::qconfig cfg, const std::string& tag,
                      const std::vector<std::int64_t>& shape, bool random_calibration,
                      std::uint32_t n_calib = 2, qo::quantize_report* report_out = nullptr,
@@ -124,20 +125,35 @@ double cosine_in_ort(const char* file, qo::qconfig cfg, const std::string& tag,
     *report_out = report;
   const auto fm = load_proto(in);
   const auto qm = load_proto(out);
-  const std::vector<std::size_t> dims_u(shape.begin(), shape.end());
-  double sum = 0.0;
-  // Three evaluation images: one image makes the 2-class cls output a noisy measure.
-  constexpr std::uint32_t n_eval = 3;
+  // Sixteen evaluation images (seeds 100-115) in one batch: one ORT run per model (both models
+  // take a dynamic batch). The 2-class cls output sits near 0.5 on some of these synthetic
+  // images, where a small shift of the logits moves the cosine by 1e-2, so a mean over a few
+  // images is noisy: the first three of these images gave 0.9996 for a model at 0.9963 over all
+  // sixteen (docs/bench/quantizer.md, "Sixteen evaluation images").
+  constexpr std::size_t n_eval = 16;
+  std::vector<float> xs;
   for (std::uint32_t s = 0; s < n_eval; ++s) {
     const std::vector<float> x = text_image(h, w, 100 + s);
-    const auto a = run_ort(fm, {npy_array::from(x, dims_u)}).begin()->second.values<float>();
-    const auto b = run_ort(qm, {npy_array::from(x, dims_u)}).begin()->second.values<float>();
-    const double c = quark::metrics::cosine(a, b);
+    xs.insert(xs.end(), x.begin(), x.end());
+  }
+  const std::vector<std::size_t> dims{n_eval, static_cast<std::size_t>(shape[1]), h, w};
+  const auto a = run_ort(fm, {npy_array::from(xs, dims)}).begin()->second.values<float>();
+  const auto b = run_ort(qm, {npy_array::from(xs, dims)}).begin()->second.values<float>();
+  REQUIRE(a.size() == b.size());
+  REQUIRE(a.size() % n_eval == 0);
+  const std::size_t per = a.size() / n_eval;
+  double sum = 0.0, lowest = 1.0;
+  for (std::size_t s = 0; s < n_eval; ++s) {
+    const double c = quark::metrics::cosine(std::span<const float>(a).subspan(s * per, per),
+                                            std::span<const float>(b).subspan(s * per, per));
     // An all-zero quantized output (XINT8 det on some images) has no cosine: score it 0, the
     // worst agreement, rather than letting NaN make every comparison below false.
     sum += std::isnan(c) ? 0.0 : c;
+    lowest = std::min(lowest, std::isnan(c) ? 0.0 : c);
   }
-  return sum / n_eval;
+  MESSAGE(out.filename().string() << ": cosine over " << n_eval << " images: mean "
+                                  << sum / static_cast<double>(n_eval) << ", lowest " << lowest);
+  return sum / static_cast<double>(n_eval);
 }
 
 double cosine_in_ort(const char* file, const char* preset, const std::vector<std::int64_t>& shape,
@@ -167,13 +183,14 @@ TEST_CASE("PaddleOCR v4 det and cls: cosine similarity against the float model i
       // The issue's targets (A8W8/XINT8/VINT8 >= 0.99, A16W8 >= 0.999) are not all reached yet:
       // PP-OCRv4 det is very sensitive to per-tensor int8 weights and int8 activations (numbers in
       // docs/bench/quantizer.md). WARN reports the gap without failing; the CHECKs guard against
-      // regressions below what the quantizer reaches today (three evaluation images: the lowest
-      // cls mean is 0.86 with random calibration, A16W8 det with text calibration 0.908).
+      // regressions below what the quantizer reaches today (2026-11-24, sixteen evaluation
+      // images: the lowest cls mean is 0.935, XINT8 with random calibration; A16W8 det with text
+      // calibration 0.849).
       WARN(det >= k.min_cos);
       WARN(cls >= k.min_cos);
-      CHECK(cls >= 0.85);
+      CHECK(cls >= 0.92);
       if (!rnd && std::string(k.preset) == "A16W8")
-        CHECK(det >= 0.88);
+        CHECK(det >= 0.83);
     }
   }
 }
@@ -197,14 +214,14 @@ TEST_CASE("PaddleOCR v4 det and cls with CLE / bias correction (algo_config)") {
   const std::vector<std::int64_t> det{1, 3, 160, 160}, cls{1, 3, 48, 192};
   const char* det_file = "ch_PP-OCRv4_det_infer.onnx";
   const char* cls_file = "ch_ppocr_mobile_v2.0_cls_infer.onnx";
-  // Reached (2026-11-22): det A16W8 + bias correction 0.915 (0.914 without); det A16W8 with
-  // per-channel weights + CLE + bias correction 0.994 (0.988 without the algorithms); cls A8W8 +
-  // CLE + bias correction 0.997 (0.967 without); cls A16W8 per-channel + CLE + bias correction
-  // 0.998.
+  // Reached (2026-11-24, sixteen evaluation images): det A16W8 + bias correction 0.911; det A16W8
+  // with per-channel weights + CLE + bias correction 0.977; cls A8W8 + CLE + bias correction
+  // 0.967; cls A16W8 per-channel + CLE + bias correction 0.992. (On the first three of these
+  // images: 0.915, 0.994, 0.997, 0.998.)
   for (const c& k : {c{"A16W8", false, true, false, det_file, det, 0.999, 0.90},
-                     c{"A16W8", true, true, true, det_file, det, 0.999, 0.985},
-                     c{"A8W8", true, true, false, cls_file, cls, 0.99, 0.99},
-                     c{"A16W8", true, true, true, cls_file, cls, 0.999, 0.995}}) {
+                     c{"A16W8", true, true, true, det_file, det, 0.999, 0.97},
+                     c{"A8W8", true, true, false, cls_file, cls, 0.99, 0.955},
+                     c{"A16W8", true, true, true, cls_file, cls, 0.999, 0.985}}) {
     qo::qconfig cfg = qo::get_default_config(k.preset);
     std::string tag = k.preset;
     if (k.per_channel) {
@@ -260,7 +277,7 @@ TEST_CASE("PaddleOCR v4 cls and det with auto mixed precision (algo_config auto_
     MESSAGE("cls A8W8 + CLE + auto MP (3 raised): cosine " << cos << ", int16 activations "
                                                            << n["int16"] << ", int8 " << n["int8"]);
     CHECK(n["int16"] == 3);
-    CHECK(cos >= 0.995);  // reached 0.9990 (2026-11-22)
+    CHECK(cos >= 0.95);  // reached 0.960 (2026-11-24; 0.9990 on the first three images)
   }
   {
     qo::qconfig cfg = qo::get_default_config("S16S16_MIXED_S8S8");
@@ -272,7 +289,7 @@ TEST_CASE("PaddleOCR v4 cls and det with auto mixed precision (algo_config auto_
     MESSAGE("det S16S16_MIXED_S8S8: cosine " << cos << ", int16 activations " << n["int16"]
                                              << ", int8 " << n["int8"]);
     CHECK(n["int8"] == 0);  // the all-int16 model is at L2 0.98 > 0.5 already: nothing lowered
-    CHECK(cos >= 0.995);    // reached 0.9966 (2026-11-22)
+    CHECK(cos >= 0.985);    // reached 0.991 (2026-11-24; 0.9966 on the first three images)
   }
 }
 
@@ -300,13 +317,16 @@ TEST_CASE("PaddleOCR v4 det and cls with AdaRound (algo_config adaround)") {
     MESSAGE("skipped: run scripts/fetch-models.sh and install ONNX Runtime (tests/ort)");
     return;
   }
-  // AdaRound fine-tuned on the calibration text images, evaluated on 3 others, with fewer
+  // AdaRound fine-tuned on the calibration text images, evaluated on 16 others, with fewer
   // iterations than the default 1000 to keep the dev build near a minute (docs/bench/quantizer.md,
-  // "Fast finetune", has the sweep with the defaults). Reached (2026-11-22): cls A16W8, 100
-  // iterations on 8 images: 0.99964 (A16W8 alone 0.99828); det A16W8 with per-channel weights +
-  // CLE, 50 iterations on 2 of the 8 images: 0.99663 with the two ConvTranspose nodes fine-tuned
-  // too (0.99659 without them; without AdaRound 0.99198; 1000 iterations on 8 images in the
-  // release build 0.99579). Floors are regression guards just under these.
+  // "Fast finetune", has the sweep with the defaults). Modules end as Quark's Subgraph.find_end
+  // ends them (a Conv and the Relu that reads it train as one). Reached (2026-11-24, sixteen
+  // evaluation images): cls A16W8, 100 iterations on 8 images: 0.9978 (0.9963 with each module
+  // ending at its node, as before session 19); det A16W8 with per-channel weights + CLE, 50
+  // iterations on 2 of the 8 images: 0.9911 (0.9910). The difference between the two module ends
+  // is within this measure's noise: over 24 images (seeds 100-123) the two cls figures swap
+  // order (0.9958 against 0.9968), and with 0 iterations (round to nearest) they are 0.984 (cls)
+  // and 0.978 (det). Floors are regression guards under these.
   struct c {
     const char* preset;
     bool cle, per_channel;
@@ -317,8 +337,8 @@ TEST_CASE("PaddleOCR v4 det and cls with AdaRound (algo_config adaround)") {
   };
   const std::vector<std::int64_t> cls{1, 3, 48, 192}, det{1, 3, 160, 160};
   for (const c& k :
-       {c{"A16W8", false, false, "ch_ppocr_mobile_v2.0_cls_infer.onnx", cls, 100, 8, 0.999, 0.9995},
-        c{"A16W8", true, true, "ch_PP-OCRv4_det_infer.onnx", det, 50, 2, 0.999, 0.996}}) {
+       {c{"A16W8", false, false, "ch_ppocr_mobile_v2.0_cls_infer.onnx", cls, 100, 8, 0.999, 0.995},
+        c{"A16W8", true, true, "ch_PP-OCRv4_det_infer.onnx", det, 50, 2, 0.999, 0.985}}) {
     auto params = qo::option_value::object();
     params.set("num_iterations", k.iterations);
     params.set("num_batches", k.batches);

@@ -36,6 +36,7 @@
 #include <limits>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <set>
 #include <span>
@@ -98,6 +99,20 @@ const char* kind_name(op_kind k) {
   return "?";
 }
 
+/// An activation inside a module: Quark's Subgraph.find_end (ACT_OPS) ends the module after an
+/// activation that reads the node's output directly.
+enum class act_kind : std::uint8_t {
+  none,
+  relu,
+  leaky_relu,
+  prelu,
+  clip,
+  tanh,
+  sigmoid,
+  gelu,
+  softmax
+};
+
 /// Where the weight of a module lives and how its elements map onto the GEMM.
 struct module {
   int node = -1;  ///< in the quantized graph
@@ -138,7 +153,74 @@ struct module {
   // input, one group per scale element (cout_g = k_g = 1)
   double epsilon = 1e-5;
   std::int64_t norm_axis = -1;  ///< LayerNormalization's axis
+  // The end of the module (Quark's Subgraph.find_end): an activation read directly from the
+  // node's output (the target is then the float activation's output), and with output_qdq the
+  // output QuantizeLinear / DequantizeLinear after the node or the activation.
+  act_kind act = act_kind::none;
+  double alpha = 0.01;  ///< LeakyRelu
+  double lo = -std::numeric_limits<double>::infinity();
+  double hi = std::numeric_limits<double>::infinity();  ///< Clip
+  bool gelu_tanh = false;                               ///< Gelu approximate="tanh"
+  std::int64_t softmax_axis = -1;
+  bool softmax_legacy = false;  ///< opset < 13: Softmax flattens the dims from its axis
+  std::vector<double> slope;    ///< PRelu: one, or one per output channel
+  bool out_fq = false;
+  double fq_scale = 1.0, fq_zp = 0.0, fq_min = 0.0, fq_max = 0.0;
+  /// The loss is not quadratic in [W b]: no Gram form, the activation and the output's fake
+  /// quantization in the loss and its gradient.
+  [[nodiscard]] bool nonlinear() const { return act != act_kind::none || out_fq; }
 };
+
+/// f(y) of output channel c of module m's activation; `d` receives f'(y) (torch's conventions
+/// at the kinks: Relu 0 at 0, Clip 1 on its bounds).
+double activate(const module& m, double y, std::size_t c, double& d) {
+  switch (m.act) {
+    case act_kind::none:
+      d = 1.0;
+      return y;
+    case act_kind::relu:
+      d = y > 0.0 ? 1.0 : 0.0;
+      return y > 0.0 ? y : 0.0;
+    case act_kind::leaky_relu:
+      d = y > 0.0 ? 1.0 : m.alpha;
+      return y > 0.0 ? y : m.alpha * y;
+    case act_kind::prelu: {
+      const double sl = m.slope[m.slope.size() == 1 ? 0 : c];
+      d = y < 0.0 ? sl : 1.0;
+      return y < 0.0 ? sl * y : y;
+    }
+    case act_kind::clip:
+      d = y >= m.lo && y <= m.hi ? 1.0 : 0.0;
+      return std::min(std::max(y, m.lo), m.hi);
+    case act_kind::tanh: {
+      const double a = std::tanh(y);
+      d = 1.0 - a * a;
+      return a;
+    }
+    case act_kind::sigmoid: {
+      const double a = 1.0 / (1.0 + std::exp(-y));
+      d = a * (1.0 - a);
+      return a;
+    }
+    case act_kind::softmax:  // over the channels, in loss_and_grad
+      d = 1.0;
+      return y;
+    case act_kind::gelu: {
+      if (m.gelu_tanh) {
+        constexpr double k = 0.7978845608028654;  // sqrt(2 / pi)
+        const double u = k * (y + 0.044715 * y * y * y);
+        const double t = std::tanh(u);
+        d = 0.5 * (1.0 + t) + 0.5 * y * (1.0 - t * t) * k * (1.0 + 3.0 * 0.044715 * y * y);
+        return 0.5 * y * (1.0 + t);
+      }
+      const double cdf = 0.5 * (1.0 + std::erf(y * 0.7071067811865476));
+      d = cdf + y * std::exp(-0.5 * y * y) * 0.3989422804014327;  // y phi(y)
+      return y * cdf;
+    }
+  }
+  d = 1.0;
+  return y;
+}
 
 /// Thrown by a runtime observer once it has what it needs: the rest of the run is skipped.
 struct stop_run {};
@@ -178,11 +260,192 @@ std::pair<std::int64_t, std::int64_t> weight_clip(dtype_id t) {
   return r;
 }
 
+/// The values of constant `name` as the quantized model computes them: a float initializer, a
+/// DequantizeLinear of an integer initializer, or a QuantizeLinear / DequantizeLinear pair on a
+/// float initializer (per tensor); nullopt otherwise.
+std::optional<std::vector<double>> constant_values(const model& qm, const GraphProto& g,
+                                                   const std::map<std::string, int>& producer,
+                                                   const std::string& name) {
+  auto floats = [&](const std::string& n) -> std::optional<std::vector<double>> {
+    if (!qm.has_initializer(n))
+      return std::nullopt;
+    const tensor t = qm.initializer(n);
+    if (t.type() != dtype_id::float32)
+      return std::nullopt;
+    return std::vector<double>(t.data<float>().begin(), t.data<float>().end());
+  };
+  if (qm.has_initializer(name))
+    return floats(name);
+  const auto pit = producer.find(name);
+  if (pit == producer.end() || g.node(pit->second).op_type() != "DequantizeLinear")
+    return std::nullopt;
+  const NodeProto& dq = g.node(pit->second);
+  const auto ds = dq.input_size() >= 2 ? floats(dq.input(1)) : std::nullopt;
+  if (!ds || ds->size() != 1)
+    return std::nullopt;
+  const double dz = dq.input_size() >= 3 && qm.has_initializer(dq.input(2))
+                        ? static_cast<double>(int_value(qm.initializer(dq.input(2)), 0))
+                        : 0.0;
+  std::vector<double> v;
+  if (qm.has_initializer(dq.input(0))) {
+    const tensor q = qm.initializer(dq.input(0));
+    for (std::size_t k = 0; k < q.size(); ++k)
+      v.push_back((static_cast<double>(int_value(q, k)) - dz) * (*ds)[0]);
+    return v;
+  }
+  const auto qit = producer.find(dq.input(0));
+  if (qit == producer.end() || g.node(qit->second).op_type() != "QuantizeLinear")
+    return std::nullopt;
+  const NodeProto& qn = g.node(qit->second);
+  const auto x = floats(qn.input(0));
+  const auto qs = qn.input_size() >= 2 ? floats(qn.input(1)) : std::nullopt;
+  if (!x || !qs || qs->size() != 1 || qn.input_size() < 3 || !qm.has_initializer(qn.input(2)))
+    return std::nullopt;
+  const tensor z = qm.initializer(qn.input(2));
+  std::int64_t lo = 0, hi = 0;
+  quark::visit_dtype(z.type(), [&](auto id) {
+    using D = typename decltype(id)::type;
+    if constexpr (std::is_integral_v<D> && !std::is_same_v<D, bool> && sizeof(D) <= 2) {
+      lo = std::numeric_limits<D>::min();
+      hi = std::numeric_limits<D>::max();
+    }
+  });
+  if (lo == hi)
+    return std::nullopt;
+  const double qz = static_cast<double>(int_value(z, 0));
+  for (const double e : *x) {
+    const float r = std::nearbyint(static_cast<float>(e) / static_cast<float>((*qs)[0]));
+    const double q =
+        std::clamp(static_cast<double>(r) + qz, static_cast<double>(lo), static_cast<double>(hi));
+    v.push_back((q - dz) * (*ds)[0]);
+  }
+  return v;
+}
+
+/// output_qdq: the fake quantization of QuantizeLinear `qn` (per tensor, an 8- or 16-bit
+/// integer zero point) into m; the reason it cannot be used otherwise.
+std::string output_fake_quant(const model& qm, const NodeProto& qn, module& m) {
+  if (qn.input_size() < 3 || !qm.has_initializer(qn.input(1)) || !qm.has_initializer(qn.input(2)))
+    return "output QuantizeLinear without constant parameters";
+  const tensor sc = qm.initializer(qn.input(1));
+  const tensor z = qm.initializer(qn.input(2));
+  if (sc.type() != dtype_id::float32 || sc.size() != 1 || z.size() != 1)
+    return "output QuantizeLinear not per tensor";
+  if (z.type() != dtype_id::int8 && z.type() != dtype_id::uint8 && z.type() != dtype_id::int16 &&
+      z.type() != dtype_id::uint16)
+    return "output QuantizeLinear of type " + std::string(dtype_name(z.type()));
+  quark::visit_dtype(z.type(), [&](auto id) {
+    using D = typename decltype(id)::type;
+    if constexpr (std::is_integral_v<D> && !std::is_same_v<D, bool> && sizeof(D) <= 2) {
+      m.fq_min = static_cast<double>(std::numeric_limits<D>::min());
+      m.fq_max = static_cast<double>(std::numeric_limits<D>::max());
+    }
+  });
+  m.out_fq = true;
+  m.fq_scale = static_cast<double>(sc.data<float>()[0]);
+  m.fq_zp = static_cast<double>(int_value(z, 0));
+  return {};
+}
+
+/// Where the module ends (Quark's Subgraph.find_end): the last reader of the node's output
+/// decides. A QuantizeLinear: the node's output (with output_qdq, through that Q/DQ); one of
+/// Quark's ACT_OPS: the activation's output, and the float target is the output of the float
+/// node's last reader (with output_qdq, through the activation's Q/DQ); anything else: the
+/// node's output.
+std::string module_end(const model& qm, const GraphProto& g,
+                       const std::map<std::string, int>& producer,
+                       const std::map<std::string, std::vector<int>>& consumers,
+                       const NodeProto& fnode,
+                       const std::map<std::string, const NodeProto*>& float_last_consumer,
+                       bool output_qdq, std::size_t cout, module& m) {
+  auto last_reader = [&](const std::string& v) -> const NodeProto* {
+    const auto it = consumers.find(v);
+    return it == consumers.end() || it->second.empty() ? nullptr : &g.node(it->second.back());
+  };
+  auto is_fused = [](const NodeProto& n) {
+    return n.op_type() == "BFPQuantizeDequantize" || n.op_type() == "MXQuantizeDequantize";
+  };
+  const NodeProto* r = last_reader(m.output);
+  if (r == nullptr)
+    return {};
+  if (r->op_type() == "QuantizeLinear" || is_fused(*r)) {
+    if (!output_qdq)
+      return {};
+    if (is_fused(*r))
+      return "output_qdq with a block-format output";
+    return output_fake_quant(qm, *r, m);
+  }
+  static const std::map<std::string, act_kind> acts = {
+      {"Relu", act_kind::relu},   {"LeakyRelu", act_kind::leaky_relu},
+      {"PRelu", act_kind::prelu}, {"Clip", act_kind::clip},
+      {"Tanh", act_kind::tanh},   {"Sigmoid", act_kind::sigmoid},
+      {"Gelu", act_kind::gelu},   {"Softmax", act_kind::softmax}};
+  const auto ak = acts.find(r->op_type());
+  if (ak == acts.end() || !r->domain().empty())
+    return {};
+  m.act = ak->second;
+  if (m.act == act_kind::softmax) {
+    // Over the output channels only: one group (make_matrices checks the axis on the shapes).
+    if (m.groups != 1 || is_norm(m.kind))
+      return "a Softmax after a grouped or normalization module";
+    std::int64_t opset = 0;
+    for (const auto& op : proto(qm).opset_import()) {
+      if (op.domain().empty() || op.domain() == "ai.onnx")
+        opset = op.version();
+    }
+    m.softmax_legacy = opset < 13;
+    m.softmax_axis = attr_i(*r, "axis", m.softmax_legacy ? 1 : -1);
+  }
+  if (m.act == act_kind::leaky_relu)
+    m.alpha = static_cast<double>(attr_f(*r, "alpha", 0.01f));
+  if (m.act == act_kind::gelu) {
+    const auto* a = find_attr(*r, "approximate");
+    m.gelu_tanh = a != nullptr && a->s() == "tanh";
+  }
+  if (m.act == act_kind::clip) {
+    if (const auto* a = find_attr(*r, "min"))
+      m.lo = static_cast<double>(a->f());
+    if (const auto* a = find_attr(*r, "max"))
+      m.hi = static_cast<double>(a->f());
+    for (int k : {1, 2}) {
+      if (r->input_size() <= k || r->input(k).empty())
+        continue;
+      const auto v = constant_values(qm, g, producer, r->input(k));
+      if (!v || v->size() != 1)
+        return "Clip bounds not constant";
+      (k == 1 ? m.lo : m.hi) = (*v)[0];
+    }
+  }
+  if (m.act == act_kind::prelu) {
+    const auto v =
+        r->input_size() >= 2 ? constant_values(qm, g, producer, r->input(1)) : std::nullopt;
+    if (!v || (v->size() != 1 && v->size() != cout))
+      return "PRelu slope not constant, or not one per output channel";
+    m.slope = *v;
+  }
+  const auto fc = float_last_consumer.find(fnode.output(0));
+  if (fc == float_last_consumer.end() || fc->second->op_type() != r->op_type() ||
+      fc->second->output_size() < 1)
+    return "the activation has no float counterpart";
+  m.float_output = fc->second->output(0);
+  if (output_qdq) {
+    if (const NodeProto* rq = last_reader(r->output(0)); rq != nullptr) {
+      if (is_fused(*rq))
+        return "output_qdq with a block-format output";
+      if (rq->op_type() == "QuantizeLinear")
+        return output_fake_quant(qm, *rq, m);
+    }
+  }
+  return {};
+}
+
 /// Builds the module of quantized node `i`, or returns the reason it is left alone.
 std::string describe(const model& qm, const model& fm, const GraphProto& g, int i,
                      const std::map<std::string, int>& producer,
                      const std::map<std::string, std::vector<int>>& consumers,
-                     const std::map<std::string, const NodeProto*>& float_by_name, module& m) {
+                     const std::map<std::string, const NodeProto*>& float_by_name,
+                     const std::map<std::string, const NodeProto*>& float_last_consumer,
+                     bool output_qdq, module& m) {
   const NodeProto& n = g.node(i);
   m.node = i;
   m.name = n.name().empty() ? n.output(0) : n.name();
@@ -444,7 +707,7 @@ std::string describe(const model& qm, const model& fm, const GraphProto& g, int 
         m.bias[c] = static_cast<double>(b.data<float>()[c]);
     }
   }
-  return {};
+  return module_end(qm, g, producer, consumers, fnode, float_last_consumer, output_qdq, cout, m);
 }
 
 /// T (per group, cout_g x P) from the output planes of a Conv / ConvTranspose.
@@ -606,6 +869,18 @@ bool make_matrices(const module& m, const tensor& x, const tensor& t, std::vecto
   ts.assign(m.groups, mat());
   if (is_norm(m.kind))
     return norm_matrices(m, x, t, xs, ts);
+  if (m.act == act_kind::softmax) {
+    // The Softmax must normalise over the channel axis alone (1 for a Conv, the last for Gemm /
+    // MatMul); before opset 13 it flattens the dims from its axis, so those must be the channels.
+    const auto rank = static_cast<std::int64_t>(t.rank());
+    const std::int64_t channel = is_conv(m.kind) ? 1 : rank - 1;
+    const std::int64_t a = m.softmax_axis < 0 ? m.softmax_axis + rank : m.softmax_axis;
+    std::int64_t trailing = 1;
+    for (std::int64_t k = channel + 1; k < rank; ++k)
+      trailing *= t.shape()[static_cast<std::size_t>(k)];
+    if (a != channel || (m.softmax_legacy && trailing != 1))
+      return false;
+  }
   if (!is_conv(m.kind)) {
     const std::size_t k = m.k_g, cout = m.cout_g;
     if (x.rank() < 1 || static_cast<std::size_t>(x.shape().back()) != k || t.rank() < 1 ||
@@ -705,7 +980,7 @@ bool make_matrices(const module& m, const tensor& x, const tensor& t, std::vecto
 
 /// Loss and gradient of the module with weights+bias `wt` (per group cout_g x (k_g + 1)) over the
 /// samples `batch`.
-double loss_and_grad(const std::vector<sample_data>& data, bool gram,
+double loss_and_grad(const module& m, const std::vector<sample_data>& data, bool gram,
                      const std::vector<std::size_t>& batch, const std::vector<mat>& wt,
                      std::vector<mat>* grad) {
   double loss = 0.0, positions = 0.0;
@@ -714,6 +989,7 @@ double loss_and_grad(const std::vector<sample_data>& data, bool gram,
       (*grad)[gi].setZero(wt[gi].rows(), wt[gi].cols());
   }
   mat tmp;
+  std::vector<double> softmax_g;
   for (const std::size_t s : batch) {
     const sample_data& d = data[s];
     positions += d.positions;
@@ -723,10 +999,66 @@ double loss_and_grad(const std::vector<sample_data>& data, bool gram,
         loss += tmp.cwiseProduct(wt[gi]).sum() - 2.0 * wt[gi].cwiseProduct(d.b[gi]).sum();
         if (grad != nullptr)
           (*grad)[gi] += tmp - d.b[gi];
-      } else {
+      } else if (!m.nonlinear()) {
         tmp.noalias() = wt[gi] * d.a[gi];
         tmp -= d.b[gi];
         loss += tmp.squaredNorm();
+        if (grad != nullptr)
+          (*grad)[gi].noalias() += tmp * d.a[gi].transpose();
+      } else {
+        // The activation, then the output's fake quantization (straight-through inside the
+        // clip range, as torch's fake_quantize): tmp becomes dL/dY / 2 per element.
+        tmp.noalias() = wt[gi] * d.a[gi];
+        if (m.act == act_kind::softmax) {
+          // Per position: a = softmax(y) over the channels, r = fq(a) - t, dL/dy / 2 =
+          // a (g - a.g) with g = r times the fake quantization's pass mask.
+          for (Index p = 0; p < tmp.cols(); ++p) {
+            const double mx = tmp.col(p).maxCoeff();
+            double sum = 0.0;
+            for (Index o = 0; o < tmp.rows(); ++o) {
+              tmp(o, p) = std::exp(tmp(o, p) - mx);
+              sum += tmp(o, p);
+            }
+            double dot = 0.0;
+            std::vector<double>& gbuf = softmax_g;
+            gbuf.resize(static_cast<std::size_t>(tmp.rows()));
+            for (Index o = 0; o < tmp.rows(); ++o) {
+              const double a = tmp(o, p) / sum;
+              tmp(o, p) = a;
+              double out = a, pass = 1.0;
+              if (m.out_fq) {
+                const double q = std::nearbyint(a / m.fq_scale) + m.fq_zp;
+                pass = q < m.fq_min || q > m.fq_max ? 0.0 : 1.0;
+                out = (std::clamp(q, m.fq_min, m.fq_max) - m.fq_zp) * m.fq_scale;
+              }
+              const double r = out - d.b[gi](o, p);
+              loss += r * r;
+              gbuf[static_cast<std::size_t>(o)] = r * pass;
+              dot += a * gbuf[static_cast<std::size_t>(o)];
+            }
+            for (Index o = 0; o < tmp.rows(); ++o)
+              tmp(o, p) = tmp(o, p) * (gbuf[static_cast<std::size_t>(o)] - dot);
+          }
+          if (grad != nullptr)
+            (*grad)[gi].noalias() += tmp * d.a[gi].transpose();
+          continue;
+        }
+        for (Index o = 0; o < tmp.rows(); ++o) {
+          const std::size_t c = gi * m.cout_g + static_cast<std::size_t>(o);
+          for (Index p = 0; p < tmp.cols(); ++p) {
+            double dv = 1.0;
+            double out = activate(m, tmp(o, p), c, dv);
+            if (m.out_fq) {
+              const double q = std::nearbyint(out / m.fq_scale) + m.fq_zp;
+              if (q < m.fq_min || q > m.fq_max)
+                dv = 0.0;
+              out = (std::clamp(q, m.fq_min, m.fq_max) - m.fq_zp) * m.fq_scale;
+            }
+            const double r = out - d.b[gi](o, p);
+            loss += r * r;
+            tmp(o, p) = r * dv;
+          }
+        }
         if (grad != nullptr)
           (*grad)[gi].noalias() += tmp * d.a[gi].transpose();
       }
@@ -830,7 +1162,7 @@ module_result train(model& qm, const module& m, const std::vector<sample_data>& 
   }
   std::vector<mat> wt, grad(m.groups);
   fill_wt(m, dequantize(m, q0), m.bias, wt);
-  r.before = loss_and_grad(data, gram, all, wt, nullptr);
+  r.before = loss_and_grad(m, data, gram, all, wt, nullptr);
   // lr_adjust: the loss sums the squared error over the output channels and averages over the
   // positions, so the mean over every output element (torch's mse_loss) is loss / channels.
   double lr = o.learning_rate;
@@ -896,7 +1228,7 @@ module_result train(model& qm, const module& m, const std::vector<sample_data>& 
       for (std::size_t it = 0; it < n_it; ++it) {
         draw();
         fill_wt(m, ar.soft_weights(), m.bias, wt);
-        double loss = loss_and_grad(data, gram, batch, wt, &grad);
+        double loss = loss_and_grad(m, data, gram, batch, wt, &grad);
         scatter();
         std::optional<adaround_reg> reg;
         if (it >= warm_iters)
@@ -917,7 +1249,7 @@ module_result train(model& qm, const module& m, const std::vector<sample_data>& 
       for (std::size_t it = 0; it < n_it; ++it) {
         draw();
         fill_wt(m, aq.fake_weights(), train_bias ? aq.bias() : std::span<const double>(m.bias), wt);
-        const double loss = loss_and_grad(data, gram, batch, wt, &grad);
+        const double loss = loss_and_grad(m, data, gram, batch, wt, &grad);
         scatter();
         aq.step(g, gb);
         if (stop_now(it, loss))
@@ -955,7 +1287,7 @@ module_result train(model& qm, const module& m, const std::vector<sample_data>& 
     }
   }
   fill_wt(m, dequantize(m, q_new), bias_eval, wt);
-  r.after = loss_and_grad(data, gram, all, wt, nullptr);
+  r.after = loss_and_grad(m, data, gram, all, wt, nullptr);
   if (r.after < r.before) {
     r.improved = true;
     qm.set_initializer(m.weight_q, int_tensor(m.wtype, m.wshape, q_new));
@@ -1092,6 +1424,14 @@ finetune_stats fast_finetune(model& qm, const model& float_model_in,
     if (!n.name().empty())
       float_by_name[n.name()] = &n;
   }
+  // The last reader of each float value (Quark's Subgraph keeps the last consumer by name).
+  std::map<std::string, const NodeProto*> float_last_consumer;
+  for (const auto& n : fp.graph().node()) {
+    for (const auto& x : n.input()) {
+      if (!x.empty())
+        float_last_consumer[x] = &n;
+    }
+  }
   std::vector<module> modules;
   {
     const GraphProto& g = proto(qm).graph();
@@ -1120,8 +1460,8 @@ finetune_stats fast_finetune(model& qm, const model& float_model_in,
       if (!dq_input)
         continue;  // not quantized: nothing to fine-tune
       module m;
-      const std::string why =
-          describe(qm, float_model, g, i, producer, consumers, float_by_name, m);
+      const std::string why = describe(qm, float_model, g, i, producer, consumers, float_by_name,
+                                       float_last_consumer, o.output_qdq, m);
       if (!why.empty()) {
         st.skipped.push_back(label + ": " + why + ")");
         continue;
@@ -1251,7 +1591,7 @@ finetune_stats fast_finetune(model& qm, const model& float_model_in,
       if (s == 0) {
         // Per iteration: Gram form ~ (k + 1)^2, direct form ~ 2 (k + 1) P per sample.
         const double k1 = static_cast<double>(m.k_g + 1);
-        gram = k1 < 2.0 * d.positions;
+        gram = !m.nonlinear() && k1 < 2.0 * d.positions;
       }
       for (std::size_t gi = 0; gi < m.groups; ++gi) {
         if (gram) {
@@ -1272,7 +1612,11 @@ finetune_stats fast_finetune(model& qm, const model& float_model_in,
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
     }
     if (!ok) {
-      st.skipped.push_back(m.name + " (" + kind_name(m.kind) + ": input / output shapes)");
+      st.skipped.push_back(m.name + " (" + kind_name(m.kind) +
+                           (m.act == act_kind::softmax
+                                ? ": input / output shapes, or a Softmax over other axes than "
+                                  "the channels)"
+                                : ": input / output shapes)"));
       continue;
     }
     const auto t2 = std::chrono::steady_clock::now();

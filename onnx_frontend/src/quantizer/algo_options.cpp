@@ -219,9 +219,7 @@ finetune_options read_finetune(const algo_entry& e) {
   f.update_bias = p("update_bias").as_bool();
   if (f.update_bias && !f.adaquant)
     bad(where("update_bias"), "AdaRound learns roundings only; update_bias needs adaquant");
-  if (p("output_qdq").as_bool())
-    unsupported(where("output_qdq"),
-                "true (the output's QDQ inside the module) is not implemented yet");
+  f.output_qdq = p("output_qdq").as_bool();
   f.drop_ratio = p("drop_ratio").as_number();
   if (!(f.drop_ratio >= 0.0 && f.drop_ratio <= 1.0))
     bad(where("drop_ratio"), "must be in [0, 1]");

@@ -80,6 +80,9 @@ struct finetune_options {
   /// Keep a module's new weights only if the average L2 distance of the whole quantized model's
   /// output 0 to the reference model's, over the samples, falls (Quark's selective_update).
   bool selective_update = false;
+  /// The module's output goes through its output QuantizeLinear / DequantizeLinear during
+  /// training (Quark's Subgraph.find_end with OutputQDQ: the subgraph ends after the DQ).
+  bool output_qdq = false;
   /// The reference (float) model: another file with the same graph (node names, weight shapes)
   /// whose node outputs are the targets and whose weights are rounded; empty: the float model.
   std::string ref_model_path;

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // End to end on PaddleOCR v4 detection and the mobile v2 direction classifier (fetched by
-// scripts/fetch-models.sh into $QUARK_DATA_CACHE/models): random or text-image calibration, then
-// the float and the quantized model run in ONNX Runtime 1.30 on other text images; the presets
+// scripts/fetch-models.sh into $QUARK_DATA_CACHE/models): random or rendered-text calibration
+// (support/text_images.hpp: DejaVu text, each model's own preprocessing), then the float and the
+// quantized model run in ONNX Runtime 1.30 on other text images; the presets
 // alone, then with CLE / bias correction / AdaRound (algo_config) and per-channel weights. The
 // fast-finetune sweep of docs/bench/quantizer.md is a skipped case (run it with --no-skip in the
 // release build; QUARK_FT_SWEEP_MODEL=det|cls and QUARK_FT_SWEEP_ROWS=tag,... select). Small inputs
@@ -30,6 +31,7 @@
 
 #include "support/model_files.hpp"
 #include "support/ort.hpp"
+#include "support/text_images.hpp"
 
 namespace fs = std::filesystem;
 namespace qo = quark::onnx;
@@ -44,46 +46,18 @@ fs::path model_path(const char* file) {
   return cache / "models" / "ocr-models" / "assets" / file;
 }
 
-/// A synthetic "rendered text" image, normalised as PaddleOCR's preprocessing does
-/// ((x / 255 - mean) / std per channel), CHW: a light background with dark text lines made of
-/// glyph-like strokes of random widths.
-std::vector<float> text_image(std::size_t h, std::size_t w, std::uint32_t seed) {
-  std::mt19937 g(seed);
-  auto uni = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(g); };
-  std::vector<float> gray(h * w, static_cast<float>(uni(200, 255)));
-  const int lines = uni(2, 5);
-  for (int l = 0; l < lines; ++l) {
-    const int lh = uni(static_cast<int>(h) / 16, static_cast<int>(h) / 8);
-    const int y0 = uni(0, static_cast<int>(h) - lh - 1);
-    int x = uni(0, static_cast<int>(w) / 4);
-    const int x_end = uni(static_cast<int>(w) / 2, static_cast<int>(w) - 1);
-    const float ink = static_cast<float>(uni(0, 80));
-    while (x < x_end) {
-      const int gw = uni(lh / 3, lh);  // one glyph: a few vertical and horizontal strokes
-      for (int s = 0; s < 3; ++s) {
-        const int sx = x + uni(0, gw), sy = y0 + uni(0, lh / 2);
-        const int sw = uni(1, std::max(2, lh / 6)), sh = uni(lh / 3, lh);
-        for (int yy = sy; yy < std::min<int>(sy + sh, static_cast<int>(h)); ++yy) {
-          for (int xx = sx; xx < std::min<int>(sx + sw, static_cast<int>(w)); ++xx) {
-            gray[static_cast<std::size_t>(yy) * w + static_cast<std::size_t>(xx)] = ink;
-          }
-        }
-      }
-      x += gw + uni(1, lh / 2);
-    }
-  }
-  const float mean[3] = {0.485f, 0.456f, 0.406f}, stdv[3] = {0.229f, 0.224f, 0.225f};
-  std::vector<float> out(3 * h * w);
-  for (std::size_t c = 0; c < 3; ++c) {
-    for (std::size_t i = 0; i < h * w; ++i)
-      out[c * h * w + i] = (gray[i] / 255.0f - mean[c]) / stdv[c];
-  }
-  return out;
+/// A rendered-text image for `file`'s input (support/text_images.hpp): a page of text lines for
+/// detection, one text line (turned by 180 degrees on odd seeds) for the direction classifier,
+/// each normalised as PaddleOCR's preprocessing for that model does.
+std::vector<float> text_image(const char* file, std::size_t h, std::size_t w, std::uint32_t seed) {
+  return std::string_view(file).find("_cls_") != std::string_view::npos ? line_image(h, w, seed)
+                                                                        : page_image(h, w, seed);
 }
 
-/// Quantizes `file` with `preset`, calibrating on 2 random samples of `shape` (Quark's
-/// UseRandomData) or on 2 text images written as a calibration folder, and returns the mean
-/// cosine similarity of output 0 against the float model in ORT on sixteen other text images.
+/// Quantizes `file` with `cfg`, calibrating on `n_calib` random samples of `shape` (Quark's
+/// UseRandomData) or on `n_calib` text images (seeds 0, 1, ...) written as a calibration folder,
+/// and returns the mean cosine similarity of output 0 against the float model in ORT on sixteen
+/// other text images (seeds 100-115).
 double cosine_in_ort(const char* file, qo::qconfig cfg, const std::string& tag,
                      const std::vector<std::int64_t>& shape, bool random_calibration,
                      std::uint32_t n_calib = 2, qo::quantize_report* report_out = nullptr,
@@ -108,9 +82,9 @@ double cosine_in_ort(const char* file, qo::qconfig cfg, const std::string& tag,
                                   std::to_string(n_calib));
     fs::create_directories(calib);
     for (std::uint32_t k = 0; k < n_calib; ++k) {
-      qo::write_npy(
-          calib / ("img" + std::to_string(k) + ".npy"),
-          qo::tensor::from_floats({shape[0], shape[1], shape[2], shape[3]}, text_image(h, w, k)));
+      qo::write_npy(calib / ("img" + std::to_string(k) + ".npy"),
+                    qo::tensor::from_floats({shape[0], shape[1], shape[2], shape[3]},
+                                            text_image(file, h, w, k)));
     }
     reader = std::make_unique<qo::npy_folder_reader>(calib);
   }
@@ -126,14 +100,14 @@ double cosine_in_ort(const char* file, qo::qconfig cfg, const std::string& tag,
   const auto fm = load_proto(in);
   const auto qm = load_proto(out);
   // Sixteen evaluation images (seeds 100-115) in one batch: one ORT run per model (both models
-  // take a dynamic batch). The 2-class cls output sits near 0.5 on some of these synthetic
-  // images, where a small shift of the logits moves the cosine by 1e-2, so a mean over a few
-  // images is noisy: the first three of these images gave 0.9996 for a model at 0.9963 over all
-  // sixteen (docs/bench/quantizer.md, "Sixteen evaluation images").
+  // take a dynamic batch). The float classifier is unsure on a few of them (random letters, not
+  // words), and there a small shift of its two logits moves the cosine by 1e-2, so a mean over
+  // a few images is noisy (docs/bench/quantizer.md, "Sixteen evaluation images" and "Rendered
+  // text").
   constexpr std::size_t n_eval = 16;
   std::vector<float> xs;
   for (std::uint32_t s = 0; s < n_eval; ++s) {
-    const std::vector<float> x = text_image(h, w, 100 + s);
+    const std::vector<float> x = text_image(file, h, w, 100 + s);
     xs.insert(xs.end(), x.begin(), x.end());
   }
   const std::vector<std::size_t> dims{n_eval, static_cast<std::size_t>(shape[1]), h, w};
@@ -180,17 +154,17 @@ TEST_CASE("PaddleOCR v4 det and cls: cosine similarity against the float model i
           cosine_in_ort("ch_ppocr_mobile_v2.0_cls_infer.onnx", k.preset, {1, 3, 48, 192}, rnd);
       const std::string label = std::string(k.preset) + (rnd ? " random" : " text-image");
       MESSAGE(label << " calibration: det cosine " << det << ", cls cosine " << cls);
-      // The issue's targets (A8W8/XINT8/VINT8 >= 0.99, A16W8 >= 0.999) are not all reached yet:
-      // PP-OCRv4 det is very sensitive to per-tensor int8 weights and int8 activations (numbers in
-      // docs/bench/quantizer.md). WARN reports the gap without failing; the CHECKs guard against
-      // regressions below what the quantizer reaches today (2026-11-24, sixteen evaluation
-      // images: the lowest cls mean is 0.935, XINT8 with random calibration; A16W8 det with text
-      // calibration 0.849).
+      // The presets alone (per-tensor int8 weights, 2 calibration samples) do not reach the
+      // issue's targets (A8W8/XINT8/VINT8 >= 0.99, A16W8 >= 0.999); per-channel weights and the
+      // algorithms do for some (the cases below; docs/bench/quantizer.md, "Rendered text"). WARN
+      // reports the gap without failing; the CHECKs guard against regressions below what the
+      // quantizer reaches today (2026-11-24, rendered text: the lowest cls mean is 0.872, A16W8
+      // with random calibration; det with text calibration A8W8 0.958, A16W8 0.965).
       WARN(det >= k.min_cos);
       WARN(cls >= k.min_cos);
-      CHECK(cls >= 0.92);
-      if (!rnd && std::string(k.preset) == "A16W8")
-        CHECK(det >= 0.83);
+      CHECK(cls >= 0.85);
+      if (!rnd && (std::string(k.preset) == "A16W8" || std::string(k.preset) == "A8W8"))
+        CHECK(det >= 0.95);
     }
   }
 }
@@ -214,14 +188,15 @@ TEST_CASE("PaddleOCR v4 det and cls with CLE / bias correction (algo_config)") {
   const std::vector<std::int64_t> det{1, 3, 160, 160}, cls{1, 3, 48, 192};
   const char* det_file = "ch_PP-OCRv4_det_infer.onnx";
   const char* cls_file = "ch_ppocr_mobile_v2.0_cls_infer.onnx";
-  // Reached (2026-11-24, sixteen evaluation images): det A16W8 + bias correction 0.911; det A16W8
-  // with per-channel weights + CLE + bias correction 0.977; cls A8W8 + CLE + bias correction
-  // 0.967; cls A16W8 per-channel + CLE + bias correction 0.992. (On the first three of these
-  // images: 0.915, 0.994, 0.997, 0.998.)
-  for (const c& k : {c{"A16W8", false, true, false, det_file, det, 0.999, 0.90},
-                     c{"A16W8", true, true, true, det_file, det, 0.999, 0.97},
-                     c{"A8W8", true, true, false, cls_file, cls, 0.99, 0.955},
-                     c{"A16W8", true, true, true, cls_file, cls, 0.999, 0.985}}) {
+  // Reached (2026-11-24, rendered text): det A16W8 + bias correction 0.968; det A16W8 with
+  // per-channel weights + CLE + bias correction 0.9987; cls A8W8 + CLE + bias correction 0.986;
+  // cls A16W8 per-channel + CLE + bias correction 0.99986, per-channel alone 0.99973: the last
+  // two meet the A16W8 target, so their floor is the target.
+  for (const c& k : {c{"A16W8", false, true, false, det_file, det, 0.999, 0.96},
+                     c{"A16W8", true, true, true, det_file, det, 0.999, 0.997},
+                     c{"A8W8", true, true, false, cls_file, cls, 0.99, 0.975},
+                     c{"A16W8", true, true, true, cls_file, cls, 0.999, 0.999},
+                     c{"A16W8", false, false, true, cls_file, cls, 0.999, 0.999}}) {
     qo::qconfig cfg = qo::get_default_config(k.preset);
     std::string tag = k.preset;
     if (k.per_channel) {
@@ -277,7 +252,7 @@ TEST_CASE("PaddleOCR v4 cls and det with auto mixed precision (algo_config auto_
     MESSAGE("cls A8W8 + CLE + auto MP (3 raised): cosine " << cos << ", int16 activations "
                                                            << n["int16"] << ", int8 " << n["int8"]);
     CHECK(n["int16"] == 3);
-    CHECK(cos >= 0.95);  // reached 0.960 (2026-11-24; 0.9990 on the first three images)
+    CHECK(cos >= 0.94);  // reached 0.948 (2026-11-24, rendered text; 0.960 on the strokes)
   }
   {
     qo::qconfig cfg = qo::get_default_config("S16S16_MIXED_S8S8");
@@ -288,8 +263,10 @@ TEST_CASE("PaddleOCR v4 cls and det with auto mixed precision (algo_config auto_
     auto n = count_types(rep);
     MESSAGE("det S16S16_MIXED_S8S8: cosine " << cos << ", int16 activations " << n["int16"]
                                              << ", int8 " << n["int8"]);
-    CHECK(n["int8"] == 0);  // the all-int16 model is at L2 0.98 > 0.5 already: nothing lowered
-    CHECK(cos >= 0.985);    // reached 0.991 (2026-11-24; 0.9966 on the first three images)
+    // On the strokes of session 19 the all-int16 model was at L2 0.98 > 0.5 already and nothing
+    // was lowered; on rendered text 24 of 307 activations are (2026-11-24: cosine 0.99956).
+    CHECK(n["int8"] + n["int16"] == 307);
+    CHECK(cos >= 0.998);
   }
 }
 
@@ -320,13 +297,13 @@ TEST_CASE("PaddleOCR v4 det and cls with AdaRound (algo_config adaround)") {
   // AdaRound fine-tuned on the calibration text images, evaluated on 16 others, with fewer
   // iterations than the default 1000 to keep the dev build near a minute (docs/bench/quantizer.md,
   // "Fast finetune", has the sweep with the defaults). Modules end as Quark's Subgraph.find_end
-  // ends them (a Conv and the Relu that reads it train as one). Reached (2026-11-24, sixteen
-  // evaluation images): cls A16W8, 100 iterations on 8 images: 0.9978 (0.9963 with each module
-  // ending at its node, as before session 19); det A16W8 with per-channel weights + CLE, 50
-  // iterations on 2 of the 8 images: 0.9911 (0.9910). The difference between the two module ends
-  // is within this measure's noise: over 24 images (seeds 100-123) the two cls figures swap
-  // order (0.9958 against 0.9968), and with 0 iterations (round to nearest) they are 0.984 (cls)
-  // and 0.978 (det). Floors are regression guards under these.
+  // ends them (a Conv and the Relu that reads it train as one). Reached (2026-11-24, rendered
+  // text, sixteen evaluation images): cls A16W8, 100 iterations on 8 images: 0.99905; cls A8W8
+  // with per-channel weights + CLE, 100 iterations: 0.99814 (0.9937 on seeds 200-215; 0.983
+  // without AdaRound); det A16W8 with per-channel weights, 50 iterations on 2 of the 8 images:
+  // 0.99948 (0.9969 without AdaRound). The last two meet the issue's targets for A8W8 (cls) and
+  // A16W8 (det), so their floor is the target; the first is guarded at 0.998 (its margin over the
+  // target, 5e-5, is below this measure's noise).
   struct c {
     const char* preset;
     bool cle, per_channel;
@@ -336,9 +313,11 @@ TEST_CASE("PaddleOCR v4 det and cls with AdaRound (algo_config adaround)") {
     double target, floor;
   };
   const std::vector<std::int64_t> cls{1, 3, 48, 192}, det{1, 3, 160, 160};
+  const char* cls_file = "ch_ppocr_mobile_v2.0_cls_infer.onnx";
   for (const c& k :
-       {c{"A16W8", false, false, "ch_ppocr_mobile_v2.0_cls_infer.onnx", cls, 100, 8, 0.999, 0.995},
-        c{"A16W8", true, true, "ch_PP-OCRv4_det_infer.onnx", det, 50, 2, 0.999, 0.985}}) {
+       {c{"A16W8", false, false, cls_file, cls, 100, 8, 0.999, 0.998},
+        c{"A8W8", true, true, cls_file, cls, 100, 8, 0.99, 0.99},
+        c{"A16W8", false, true, "ch_PP-OCRv4_det_infer.onnx", det, 50, 2, 0.999, 0.999}}) {
     auto params = qo::option_value::object();
     params.set("num_iterations", k.iterations);
     params.set("num_batches", k.batches);

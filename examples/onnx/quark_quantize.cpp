@@ -82,7 +82,7 @@ int main(int argc, char** argv) {
       "Calibration data: --calib-data DIR (one sub-folder per sample with <input>.npy files, one\n"
       ".npz per sample, or loose .npy files for a single-input model) or --random.",
       "quark_quantize"};
-  std::string in, out, config_file, preset, calib_dir;
+  std::string in, out, config_file, preset, calib_dir, eval_dir;
   bool random = false, quiet = false, no_summary = false;
   std::vector<std::string> shapes, ranges;
   std::size_t samples = 0, eval = 0;
@@ -107,6 +107,9 @@ int main(int argc, char** argv) {
   });
   app.add_option("--eval", eval,
                  "compare with the float model on N calibration samples and print metrics");
+  app.add_option("--eval-data", eval_dir,
+                 "compare with the float model on the samples of this folder instead (EvalMetrics "
+                 "+ EvalDataReader; --eval N limits them to N)");
   app.add_option(
       "--tensors-json", tensors_json,
       "write per-tensor ranges and scales as JSON to this file ('-' : OUT.tensors.json)");
@@ -151,6 +154,13 @@ int main(int argc, char** argv) {
       cfg.extra_options.set("CalibDataSize", static_cast<long long>(samples));
     if (random)
       cfg.extra_options.set("UseRandomData", true);
+    if (!eval_dir.empty()) {
+      std::error_code dir_ec;
+      if (!fs::is_directory(eval_dir, dir_ec))
+        throw std::runtime_error("--eval-data '" + eval_dir + "' is not a folder");
+      cfg.extra_options.set("EvalMetrics", true);
+      cfg.extra_options.set("EvalDataReader", eval_dir);
+    }
     // CryptoMode (seed 000): every message is blocked (progress bar, summary, metrics, notes;
     // errors are still reported) and no side file is written.
     const qo::option_map eff = cfg.effective_options();

@@ -11,19 +11,25 @@
 //
 //     std::vector<float> x = quark::test::page_image(160, 160, seed);   // CHW, 3 channels
 //     std::vector<float> y = quark::test::line_image(48, 192, seed);
+//
+// Standard C++ and npy.hpp only, so examples/onnx/quark_render_text.cpp writes the same images
+// for the command line (the README's quick start calibrates and evaluates on them). The atlas is
+// read from $QUARK_SOURCE_DIR/tests/onnx_frontend/data/text, else from the source tree this
+// header sits in.
 #pragma once
 
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
+#include <filesystem>
 #include <random>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "npy.hpp"
-#include "ort.hpp"
 
 namespace quark::test {
 
@@ -36,9 +42,19 @@ struct glyph_atlas {
   static constexpr int glyphs_per_font = 94;  // '!' .. '~'
 };
 
+/// tests/onnx_frontend/data/text under $QUARK_SOURCE_DIR, else under the tree of this header.
+inline std::filesystem::path atlas_dir() {
+  const char* env = std::getenv("QUARK_SOURCE_DIR");
+  const std::filesystem::path root =
+      env != nullptr && *env != '\0'
+          ? std::filesystem::path(env)
+          : std::filesystem::path(__FILE__).parent_path().parent_path().parent_path();
+  return root / "tests" / "onnx_frontend" / "data" / "text";
+}
+
 inline const glyph_atlas& atlas() {
   static const glyph_atlas a = [] {
-    const auto dir = detail::source_dir() / "tests" / "onnx_frontend" / "data" / "text";
+    const std::filesystem::path dir = atlas_dir();
     const npy_array g = read_npy(dir / "glyphs.npy");
     const npy_array x = read_npy(dir / "glyph_x.npy");
     if (g.descr != "|u1" || g.shape.size() != 2 || x.descr != "<i4" || x.shape.size() != 1 ||

@@ -411,8 +411,8 @@ std::optional<calib_sample> random_reader::next() {
 }
 
 void check_sample(const calib_sample& s, const std::vector<input_signature>& inputs,
-                  std::size_t index) {
-  const std::string where = "calibration sample " + std::to_string(index);
+                  std::size_t index, std::string_view what) {
+  const std::string where = std::string(what) + " " + std::to_string(index);
   for (const auto& [name, t] : s) {
     const std::string& key = name;
     auto it = std::find_if(inputs.begin(), inputs.end(),

@@ -1020,12 +1020,14 @@ eval_report compare_models(const std::string& float_bytes, const std::string& qu
   if (ref.outputs().empty())
     throw frontend_error("quark.eval.no_output", "the model has no output");
   const std::string out0 = ref.outputs().front().name;
+  const std::vector<input_signature> inputs = signatures(ref);
   metrics::summary cos, l2, psnr, ssim;
   eval_report r;
   while (r.samples < samples) {
     auto s = reader.next();
     if (!s)
       break;
+    check_sample(*s, inputs, r.samples, "evaluation sample");
     const auto a = ref.run(*s).at(out0);
     const auto b = q.run(*s).at(out0);
     if (a.type() != dtype_id::float32 || b.type() != dtype_id::float32) {

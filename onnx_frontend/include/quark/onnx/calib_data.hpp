@@ -15,6 +15,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -133,8 +134,8 @@ std::map<std::string, tensor> read_npz(const std::filesystem::path& file);
 
 /// Checks a sample against the model inputs: every input present, no unknown name, element type
 /// and static dims matching. Throws frontend_error "quark.calib_data.input" / ".shape" / ".type"
-/// naming the input and the sample index.
+/// naming the input and the sample as `what` and its index ("calibration sample 3").
 void check_sample(const calib_sample& s, const std::vector<input_signature>& inputs,
-                  std::size_t index);
+                  std::size_t index, std::string_view what = "calibration sample");
 
 }  // namespace quark::onnx

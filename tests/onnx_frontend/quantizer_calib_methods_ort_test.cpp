@@ -385,3 +385,57 @@ TEST_CASE("Float32 weights with MinMSE: float_minmse_calibrator in every MinMSEM
     }
   }
 }
+
+TEST_CASE("XINT8: a constant input of Mul / Add is searched like a weight (five candidates)") {
+  // quark-spec §7.3 / §4.8: a constant input of a generic op is quantized as an initializer by
+  // quantize_data with the activation's method; for PowerOfTwoMethod.MinMSE that is the
+  // five-candidate search, not the nearest power of two of the range (§2.2), which would clip
+  // a lone value by up to sqrt(2). PP-LCNetV3's learnable-affine scalars are such constants.
+  // Hand-derived: c = 1.39148438: max / 127 = 0.010957, -log2 = 6.51 -> rint 7 -> 2^-7, whose
+  // grid ends at 127 / 128 = 0.992 (a 29% clip); the candidates 2^-6 .. 2^-10 give errors
+  // |1.39148438 - 89 / 64| = 8.6e-4 for 2^-6 and >= 0.399 for the others -> 2^-6.
+  // d = -0.54658866: 0.5466 / 127 -> -log2 = 7.86 -> 2^-8 clips to 0.496; 2^-7 gives
+  // 70 / 128 = 0.546875 (error 2.9e-4) -> 2^-7.
+  const fs::path dir = work_dir();
+  const fs::path fin = dir / "affine_float.onnx";
+  {
+    model_builder b(13);
+    b.input("x", onnx_type::float32, {1, 64});
+    b.initializer("c", onnx_type::float32, {1}, std::vector<float>{1.39148438f});
+    b.initializer("d", onnx_type::float32, {1}, std::vector<float>{-0.54658866f});
+    b.node("Mul", {"x", "c"}, {"m"});
+    b.node("Add", {"m", "d"}, {"y"});
+    b.output("y", onnx_type::float32, {1, 64});
+    std::ofstream f(fin, std::ios::binary);
+    REQUIRE(b.build().SerializeToOstream(&f));
+  }
+  std::vector<qo::calib_sample> cal;
+  for (std::uint32_t i = 0; i < 4; ++i)
+    cal.push_back({{"x", qo::tensor::from_floats({1, 64}, random_floats(64, 40 + i, -1.f, 1.f))}});
+  qo::qconfig cfg = qo::get_default_config("XINT8");
+  cfg.extra_options.set("UseRandomData", false);
+  qo::memory_reader reader(cal);
+  const fs::path fout = dir / "affine_xint8.onnx";
+  const auto r = qo::quantize_model(fin, fout, cfg, reader);
+  std::map<std::string, float> scale;
+  for (const auto& t : r.tensors) {
+    if (t.scale.size() == 1)
+      scale[t.name] = t.scale[0];
+  }
+  REQUIRE(scale.contains("c"));
+  REQUIRE(scale.contains("d"));
+  CHECK(scale["c"] == 0.015625f);
+  CHECK(scale["d"] == 0.0078125f);
+  if (ort_available()) {
+    // The quantized model in ORT stays within the hand-derived error budget: x's step 2^-7
+    // times 1.39 / 2, the Mul and Add outputs' steps 2^-6 / 2 each, the constants' 1.2e-3: 0.022.
+    // With the clipped constants the error reaches 0.4 * |x|.
+    const auto q = run_in_ort(fout, cal[0]);
+    const auto ref = run_in_ort(fin, cal[0]);
+    REQUIRE(q.size() == ref.size());
+    double worst = 0.0;
+    for (std::size_t i = 0; i < q.size(); ++i)
+      worst = std::max(worst, std::abs(static_cast<double>(q[i]) - static_cast<double>(ref[i])));
+    CHECK(worst < 0.03);
+  }
+}

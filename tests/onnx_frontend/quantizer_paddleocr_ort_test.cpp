@@ -159,12 +159,17 @@ TEST_CASE("PaddleOCR v4 det and cls: cosine similarity against the float model i
       // algorithms do for some (the cases below; docs/bench/quantizer.md, "Rendered text"). WARN
       // reports the gap without failing; the CHECKs guard against regressions below what the
       // quantizer reaches today (2026-11-24, rendered text: the lowest cls mean is 0.872, A16W8
-      // with random calibration; det with text calibration A8W8 0.958, A16W8 0.965).
+      // with random calibration; det with text calibration A8W8 0.958, A16W8 0.965, XINT8 0.954,
+      // VINT8 0.908: XINT8 / VINT8 det were 0.043 / 0.171 while their Mul / Add constants took
+      // the nearest power of two instead of the five-candidate search, see
+      // quantizer_calib_methods_ort_test).
       WARN(det >= k.min_cos);
       WARN(cls >= k.min_cos);
       CHECK(cls >= 0.85);
-      if (!rnd && (std::string(k.preset) == "A16W8" || std::string(k.preset) == "A8W8"))
-        CHECK(det >= 0.95);
+      if (!rnd) {
+        const std::string p = k.preset;
+        CHECK(det >= (p == "VINT8" ? 0.89 : 0.94));
+      }
     }
   }
 }

@@ -1413,6 +1413,15 @@ model quantize_float32_model(model m, const qconfig& cfg, calibration_data_reade
       e.rmin = v.empty() ? 0.0f : *std::min_element(v.begin(), v.end());
       e.rmax = v.empty() ? 0.0f : *std::max_element(v.begin(), v.end());
       e.std_dev = qz::population_std(v);
+      // A constant input quantized with a power-of-two MinMSE spec (XINT8's Mul / Add scalars)
+      // goes through Quark's quantize_data like a weight (quark-spec §7.3, §4.8): the
+      // five-candidate search on its values and the symmetric grid, not the nearest power of
+      // two of its range, which clips a lone value by up to sqrt(2).
+      if (e.spec.pof2 && e.spec.method == qz::act_method::pof2_minmse && e.spec.symmetric &&
+          !v.empty()) {
+        const qp g = qz::qparams_for(e.spec.type, true, true, e.rmin, e.rmax, true, name);
+        e.pof2_position = pof2_minmse_search(v, int_grid{g.qmin, g.qmax}).pof2_position;
+      }
     } else if (const auto* f = facts(name)) {
       e.rmin = f->rmin;
       e.rmax = f->rmax;

@@ -60,14 +60,20 @@ endif()
 expect(eval_data_missing EXIT_NONZERO ${out} MESSAGES "--eval-data" "no_such_eval"
        ARGS ${model} ${out} --preset A8W8 --calib-data ${DATA}/calib_ok
             --eval-data ${WORK}/no_such_eval)
-expect(eval_data_wrong_shape EXIT_NONZERO ${out} MESSAGES "quark.calib_data.shape" "x"
+expect(eval_data_wrong_shape EXIT_NONZERO ${out}
+       MESSAGES "quark.calib_data.shape" "evaluation sample 0" "x"
        ARGS ${model} ${out} --preset A8W8 --calib-data ${DATA}/calib_ok
             --eval-data ${DATA}/calib_bad_shape)
-# --eval-data prints the metrics over that folder's samples (not the calibration data's).
+# --eval-data prints the metrics over that folder's samples (two), not the calibration data's
+# (one).
+foreach(s s0 s1)
+  file(MAKE_DIRECTORY ${WORK}/eval2/${s})
+  file(COPY ${DATA}/calib_ok/x.npy DESTINATION ${WORK}/eval2/${s})
+endforeach()
 execute_process(COMMAND ${TOOL} ${model} ${out} --preset A8W8 --calib-data ${DATA}/calib_ok
-                        --eval-data ${DATA}/calib_ok --no-summary
+                        --eval-data ${WORK}/eval2 --no-summary
                 RESULT_VARIABLE rc OUTPUT_VARIABLE o ERROR_VARIABLE err)
-string(FIND "${o}" "Evaluation against the float model (output 0, 1 samples)" at)
+string(FIND "${o}" "Evaluation against the float model (output 0, 2 samples)" at)
 if(NOT rc EQUAL 0 OR at EQUAL -1 OR NOT EXISTS ${out})
   message(FATAL_ERROR "eval_data: expected success with the metrics, got exit ${rc}:\n${o}${err}")
 endif()

@@ -1416,7 +1416,9 @@ model quantize_float32_model(model m, const qconfig& cfg, calibration_data_reade
       // A constant input quantized with a power-of-two MinMSE spec (XINT8's Mul / Add scalars)
       // goes through Quark's quantize_data like a weight (quark-spec §7.3, §4.8): the
       // five-candidate search on its values and the symmetric grid, not the nearest power of
-      // two of its range, which clips a lone value by up to sqrt(2).
+      // two of its range, which clips a lone value by up to sqrt(2). (An asymmetric spec keeps
+      // the nearest power of two: the fixed-zero-point search is not implemented yet; see
+      // docs/quantizer.md.)
       if (e.spec.pof2 && e.spec.method == qz::act_method::pof2_minmse && e.spec.symmetric &&
           !v.empty()) {
         const qp g = qz::qparams_for(e.spec.type, true, true, e.rmin, e.rmax, true, name);

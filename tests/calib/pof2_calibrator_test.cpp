@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: MIT
+#include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include <doctest/doctest.h>
@@ -85,6 +87,67 @@ TEST_CASE("pof2 MinMSE: histogram costs match numpy, streaming within tolerance"
   const auto h1 = extend_hist(g, 1);
   for (std::size_t parts : {7u, 64u})
     CHECK(*cal(extend_hist(g, parts)).pof2_position == *cal(h1).pof2_position);
+}
+
+TEST_CASE("pof2 MinMSE: asymmetric search keeps the min/max zero point (hand-derived)") {
+  // INT8 full table -128..127, x in [-0.2, 2.5]: s = 2.7 / 255 = 0.010588, -log2 s = 6.56 ->
+  // rint 7 (2^-7); zp = RNE(-128 + 0.2 / s) = RNE(-109.11) = -109. With zp fixed:
+  //  * 2^-6: x * 64 = -12.8, 3.2, 44.8, 83.2, 160 -> q = -122 .. 51, no clip; error 0.2 / 64
+  //    on four values: SSE 4 * 0.04 / 4096 = 3.9e-5;
+  //  * 2^-5: errors 0.4 / 32 on four values: 6.25e-4;
+  //  * 2^-7 (the nearest power of two) clips 2.5 to (127 + 109) / 128 = 1.84: 0.43.
+  // So 2^-6, and the returned range is ((-128 + 109) / 64, (127 + 109) / 64).
+  const std::vector<float> x{-0.2f, 0.05f, 0.7f, 1.3f, 2.5f};
+  const auto a = quark::pof2_minmse_search(x, {-128, 127}, quark::range_symmetry::asymmetric);
+  CHECK(*a.pof2_position == 6);
+  CHECK(a.min == -19.0f / 64.0f);
+  CHECK(a.max == 236.0f / 64.0f);
+  // Symmetric on the same values: absmax 2.5, s = 5 / 254, -log2 s = 5.67 -> 2^-6, whose grid
+  // ends at 127 / 64 = 1.98 and clips 2.5 (0.27); 2^-5 rounds to 0.4 / 32 (6.25e-4) -> 2^-5.
+  const auto sy = quark::pof2_minmse_search(x, {-127, 127});
+  CHECK(*sy.pof2_position == 5);
+  CHECK(sy.max == 127.0f / 32.0f);
+  // A caller-given start (Quark's asymmetric signed weights: scale and zero point from the full
+  // table, values clipped to -127..127): start 2^-7, zp -109 -> the same 2^-6.
+  const auto w = quark::pof2_minmse_search(x, {-127, 127}, 7, -109);
+  CHECK(*w.pof2_position == 6);
+  CHECK(w.min == -18.0f / 64.0f);
+  // Other starts, zero points and clip tables (some clipping most values) against a
+  // brute-force SSE of the five candidates, written out independently here (first strict
+  // minimum wins).
+  const auto brute = [&](int start, int zp, int qmin, int qmax) {
+    double best = 0.0;
+    int pos = 0;
+    for (int i = 0; i < 5; ++i) {
+      const double s = std::ldexp(1.0, -(start + i - 1));
+      double sse = 0.0;
+      for (const float v : x) {
+        double q = std::nearbyint(static_cast<double>(v) / s) + zp;
+        q = std::clamp(q, static_cast<double>(qmin), static_cast<double>(qmax));
+        const double d = static_cast<double>(v) - (q - zp) * s;
+        sse += d * d;
+      }
+      if (i == 0 || sse < best) {
+        best = sse;
+        pos = start + i - 1;
+      }
+    }
+    return pos;
+  };
+  for (int start = 3; start <= 9; ++start) {
+    for (const int zp : {-109, -20, 0, 30}) {
+      for (const int lo : {-128, -127, -8}) {
+        const int hi = lo == -8 ? 7 : 127;  // INT8 full, INT8 symmetric, INT4
+        CAPTURE(start);
+        CAPTURE(zp);
+        CAPTURE(lo);
+        CHECK(*quark::pof2_minmse_search(x, {lo, hi}, start, zp).pof2_position ==
+              brute(start, zp, lo, hi));
+      }
+    }
+  }
+  CHECK_THROWS_AS(static_cast<void>(quark::pof2_minmse_search({}, {-127, 127}, 7, 0)),
+                  quark::invalid_argument);
 }
 
 TEST_CASE("pof2 MinMSE: hand-computed five-candidate search") {

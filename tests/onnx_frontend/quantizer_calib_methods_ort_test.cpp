@@ -116,6 +116,18 @@ std::vector<float> run_in_ort(const fs::path& p, const qo::calib_sample& s) {
   return out.begin()->second.values<float>();
 }
 
+/// The largest |quantized - float| over output 0 of the two models in ONNX Runtime.
+double worst_ort_error(const fs::path& float_model, const fs::path& quantized,
+                       const qo::calib_sample& s) {
+  const auto q = run_in_ort(quantized, s);
+  const auto ref = run_in_ort(float_model, s);
+  REQUIRE(q.size() == ref.size());
+  double worst = 0.0;
+  for (std::size_t i = 0; i < q.size(); ++i)
+    worst = std::max(worst, std::abs(static_cast<double>(q[i]) - static_cast<double>(ref[i])));
+  return worst;
+}
+
 void check_case(const method_case& c, const fs::path& fin,
                 const std::map<std::string, std::vector<std::vector<float>>>& acts) {
   CAPTURE(std::string(c.label));
@@ -430,12 +442,82 @@ TEST_CASE("XINT8: a constant input of Mul / Add is searched like a weight (five 
     // The quantized model in ORT stays within the hand-derived error budget: x's step 2^-7
     // times 1.39 / 2, the Mul and Add outputs' steps 2^-6 / 2 each, the constants' 1.2e-3: 0.022.
     // With the clipped constants the error reaches 0.4 * |x|.
-    const auto q = run_in_ort(fout, cal[0]);
-    const auto ref = run_in_ort(fin, cal[0]);
-    REQUIRE(q.size() == ref.size());
-    double worst = 0.0;
-    for (std::size_t i = 0; i < q.size(); ++i)
-      worst = std::max(worst, std::abs(static_cast<double>(q[i]) - static_cast<double>(ref[i])));
+    const double worst = worst_ort_error(fin, fout, cal[0]);
     CHECK(worst < 0.03);
+  }
+}
+
+TEST_CASE("Asymmetric power-of-two MinMSE: constants and weights search with their zero point") {
+  // quark-spec §4.8: quantize_data's five-candidate search holds the zero point of the min/max
+  // range fixed, so an asymmetric spec keeps it. Hand-derived:
+  //  * weight w = {-0.2, 0.05, 0.7, 1.3, 2.5}, INT8 asymmetric: s = 2.7 / 255 -> 2^-7 (rint
+  //    of 6.56), zp = RNE(-128 + 0.2 / s) = -109; values clip to -127..127 (§1.3). 2^-7 clips
+  //    2.5 to (127 + 109) / 128 = 1.84; 2^-6 puts every value on q = -122 .. 51 with error
+  //    <= 2^-7 -> 2^-6, zp -109;
+  //  * constant c = 2.5 (input of Mul), UINT8 asymmetric: range [0, 2.5], s = 2.5 / 255 -> 2^-7,
+  //    zp 0, grid end 255 / 128 = 1.99 (a 20% clip); 2^-6 holds 2.5 exactly (q 160) -> 2^-6;
+  //  * constant d = -0.54658866 (input of Add): range [-0.5466, 0], s = 0.5466 / 255 -> 2^-9
+  //    (rint of 8.87), zp = RNE(0.5466 / s) = 255, grid end -255 / 512 = -0.498; 2^-8 gives
+  //    q = 255 - 140 (error 2.7e-4) -> 2^-8, zp 255.
+  const fs::path dir = work_dir();
+  const fs::path fin = dir / "asym_float.onnx";
+  {
+    model_builder b(13);
+    b.input("x", onnx_type::float32, {1, 5, 4, 4});
+    b.initializer("w", onnx_type::float32, {1, 5, 1, 1},
+                  std::vector<float>{-0.2f, 0.05f, 0.7f, 1.3f, 2.5f});
+    b.initializer("c", onnx_type::float32, {1}, std::vector<float>{2.5f});
+    b.initializer("d", onnx_type::float32, {1}, std::vector<float>{-0.54658866f});
+    b.node("Conv", {"x", "w"}, {"v"});
+    b.node("Mul", {"v", "c"}, {"m"});
+    b.node("Add", {"m", "d"}, {"y"});
+    b.output("y", onnx_type::float32, {1, 1, 4, 4});
+    std::ofstream f(fin, std::ios::binary);
+    REQUIRE(b.build().SerializeToOstream(&f));
+  }
+  std::vector<qo::calib_sample> cal;
+  for (std::uint32_t i = 0; i < 4; ++i) {
+    cal.push_back(
+        {{"x", qo::tensor::from_floats({1, 5, 4, 4}, random_floats(80, 60 + i, -1.f, 1.f))}});
+  }
+  qo::qconfig cfg;
+  qo::tensor_spec act = qo::uint8_spec();
+  act.symmetric = false;
+  act.scale_type = qo::scale_kind::power_of_2;
+  act.calibration_method = qo::calib_method::min_mse;
+  qo::tensor_spec wt = qo::int8_spec();
+  wt.symmetric = false;
+  wt.scale_type = qo::scale_kind::power_of_2;
+  wt.calibration_method = qo::calib_method::min_mse;
+  wt.quant_granularity = qo::granularity::tensor;
+  cfg.global_config.input_tensors = act;
+  cfg.global_config.output_tensors = act;
+  cfg.global_config.weight = wt;
+  cfg.extra_options.set("ForceQuantizeNoInputCheck", true);
+  cfg.extra_options.set("OptimizeModel", false);  // keep Mul / Add out of the Conv
+  qo::memory_reader reader(cal);
+  const fs::path fout = dir / "asym_pof2.onnx";
+  const auto r = qo::quantize_model(fin, fout, cfg, reader);
+  std::map<std::string, std::pair<float, std::int64_t>> got;
+  for (const auto& t : r.tensors) {
+    if (t.scale.size() == 1)
+      got[t.name] = {t.scale[0], t.zero_point[0]};
+  }
+  REQUIRE(got.contains("w"));
+  REQUIRE(got.contains("c"));
+  REQUIRE(got.contains("d"));
+  CHECK(got["w"] == std::pair<float, std::int64_t>{0.015625f, -109});
+  CHECK(got["c"] == std::pair<float, std::int64_t>{0.015625f, 0});
+  CHECK(got["d"] == std::pair<float, std::int64_t>{0.00390625f, 255});
+  if (ort_available()) {
+    // ORT on the quantized model within a hand-derived budget. The activations calibrate to
+    // symmetric ranges on the UINT8 grid (zp 128): x 2^-7 (|x| <= 1), v 2^-5, m and y 2^-3.
+    // v = w . x gets x's rounding (2^-8 times sum |w| = 4.75: 0.019), w's (2^-7 times
+    // sum |x| <= 5: 0.039) and its own (2^-6: 0.016); times c = 2.5: 0.18; m's and y's rounding
+    // add 2^-4 each, d's 2.7e-4: 0.31 in all. With the nearest powers of two (c clipped to
+    // 1.99, w's 2.5 to 1.84) the error reaches 1.3.
+    const double worst = worst_ort_error(fin, fout, cal[0]);
+    CHECK(worst < 0.32);
+    MESSAGE("worst |ORT quantized - float| = " << worst);
   }
 }

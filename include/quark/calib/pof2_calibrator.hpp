@@ -36,13 +36,14 @@ inline float to_finite(float v) noexcept {
   return v != v ? 0.0f : (v > big ? big : (v < -big ? -big : v));
 }
 
-/// Position and zero point of the symmetric min/max scale for [lo, hi] on `g`.
+/// Position and zero point of the min/max scale for [lo, hi] on `g`.
 struct pof2_start {
   int pos = 0;
   std::int64_t zp = 0;
 };
-inline pof2_start pof2_from_range(double lo, double hi, int_grid g) noexcept {
-  const grid_params p = scale_zp(lo, hi, g, range_symmetry::symmetric);
+inline pof2_start pof2_from_range(double lo, double hi, int_grid g,
+                                  range_symmetry sym = range_symmetry::symmetric) noexcept {
+  const grid_params p = scale_zp(lo, hi, g, sym);
   return {scale_to_position(p.scale), p.zero_point};
 }
 
@@ -147,11 +148,21 @@ struct pof2_minmse_calibrator {
 /// ```
 class pof2_sse_observer {
  public:
-  pof2_sse_observer(const range_stats& global, int_grid grid) : grid_(grid) {
+  /// `symmetry` picks the zero point of the start (asymmetric: quark-spec §3.1's
+  /// RNE(qmin - rmin / s)); the candidates keep it fixed.
+  pof2_sse_observer(const range_stats& global, int_grid grid,
+                    range_symmetry symmetry = range_symmetry::symmetric)
+      : grid_(grid) {
     detail::require_values(global);
-    start_ = detail::pof2_from_range(static_cast<double>(detail::to_finite(global.min)),
-                                     static_cast<double>(detail::to_finite(global.max)), grid);
+    start_ =
+        detail::pof2_from_range(static_cast<double>(detail::to_finite(global.min)),
+                                static_cast<double>(detail::to_finite(global.max)), grid, symmetry);
   }
+  /// A given start: the candidates are 2^-(start_position + i - 1), i = 0..4, on `grid` with
+  /// `zero_point` fixed. For a caller whose scale table and clip table differ (Quark's signed
+  /// weights: the scale from the full table, values clipped to the symmetric one, §1.3).
+  pof2_sse_observer(int start_position, std::int64_t zero_point, int_grid grid) noexcept
+      : grid_(grid), start_{start_position, zero_point} {}
   void observe(std::span<const float> x) noexcept { detail::pof2_sse(x, start_, grid_, sse_); }
   void merge(const pof2_sse_observer& o) noexcept {
     for (std::size_t i = 0; i < sse_.size(); ++i)
@@ -171,12 +182,15 @@ class pof2_sse_observer {
   std::array<double, detail::pof2_candidates> sse_{};
 };
 
-/// The weight-style five-candidate search on one tensor (quark-spec §4.8, pof2 MinMSE weights).
+/// The weight-style five-candidate search on one tensor (quark-spec §4.8, pof2 MinMSE weights
+/// and constants), symmetric or with the asymmetric zero point of the min/max range held fixed.
 ///
 /// ```cpp
 /// auto r = quark::pof2_minmse_search(weights, {-127, 127});   // *r.pof2_position
+/// auto a = quark::pof2_minmse_search(values, {-128, 127}, quark::range_symmetry::asymmetric);
 /// ```
-inline calibrated_range pof2_minmse_search(std::span<const float> x, int_grid grid) {
+inline calibrated_range pof2_minmse_search(std::span<const float> x, int_grid grid,
+                                           range_symmetry symmetry = range_symmetry::symmetric) {
   range_stats s;
   for (const float raw : x) {
     const float v = detail::to_finite(raw);
@@ -184,7 +198,23 @@ inline calibrated_range pof2_minmse_search(std::span<const float> x, int_grid gr
     s.max = v > s.max ? v : s.max;
   }
   s.count = x.size();
-  pof2_sse_observer o{s, grid};
+  pof2_sse_observer o{s, grid, symmetry};
+  o.observe(x);
+  return o.result();
+}
+
+/// The same search from a start the caller computed (its position and zero point), the values
+/// clipped to `grid`: the form for Quark's asymmetric signed weights, whose scale and zero point
+/// come from the full table while quantize_nparray clips to the symmetric one (quark-spec §1.3).
+///
+/// ```cpp
+/// auto r = quark::pof2_minmse_search(weights, {-127, 127}, /*start_position=*/7, /*zp=*/-109);
+/// ```
+inline calibrated_range pof2_minmse_search(std::span<const float> x, int_grid grid,
+                                           int start_position, std::int64_t zero_point) {
+  if (x.empty())
+    detail::throw_invalid("quark.calib.empty_input", "no value to search a scale for");
+  pof2_sse_observer o{start_position, zero_point, grid};
   o.observe(x);
   return o.result();
 }

@@ -1415,14 +1415,16 @@ model quantize_float32_model(model m, const qconfig& cfg, calibration_data_reade
       e.std_dev = qz::population_std(v);
       // A constant input quantized with a power-of-two MinMSE spec (XINT8's Mul / Add scalars)
       // goes through Quark's quantize_data like a weight (quark-spec §7.3, §4.8): the
-      // five-candidate search on its values and the symmetric grid, not the nearest power of
-      // two of its range, which clips a lone value by up to sqrt(2). (An asymmetric spec keeps
-      // the nearest power of two: the fixed-zero-point search is not implemented yet; see
-      // docs/quantizer.md.)
-      if (e.spec.pof2 && e.spec.method == qz::act_method::pof2_minmse && e.spec.symmetric &&
-          !v.empty()) {
-        const qp g = qz::qparams_for(e.spec.type, true, true, e.rmin, e.rmax, true, name);
-        e.pof2_position = pof2_minmse_search(v, int_grid{g.qmin, g.qmax}).pof2_position;
+      // five-candidate search on its values, not the nearest power of two of its range, which
+      // clips a lone value by up to sqrt(2). It starts from the min/max scale and zero point
+      // (the same ones params_of computes below, so an asymmetric spec keeps its zero point)
+      // and clips as quantize_nparray does (§1.3).
+      if (e.spec.pof2 && e.spec.method == qz::act_method::pof2_minmse && !v.empty()) {
+        const qp g = qz::qparams_for(e.spec.type, qz::scale_choice{.pof2 = true}, e.spec.symmetric,
+                                     e.rmin, e.rmax, true, name, e.reduce);
+        e.pof2_position =
+            pof2_minmse_search(v, int_grid{g.qmin, g.qmax}, -std::ilogb(g.scale), g.zero_point)
+                .pof2_position;
       }
     } else if (const auto* f = facts(name)) {
       e.rmin = f->rmin;
@@ -1671,14 +1673,11 @@ model quantize_float32_model(model m, const qconfig& cfg, calibration_data_reade
         if (o && (o->rmin || o->rmax)) {
           // TensorQuantOverrides rmin / rmax: the range is used as given, no search.
         } else if (e.spec.weight_minmse && e.spec.pof2 && !vals.empty()) {
-          // quark-spec §4.8: the five-candidate search of calib/pof2_calibrator.hpp on the
-          // weight's (symmetric) clip grid.
-          if (!sym) {
-            throw quark::not_implemented("quark.config.not_implemented",
-                                         "power-of-two MinMSE for the asymmetric weight '" +
-                                             e.name + "' is not implemented yet");
-          }
-          const calibrated_range r = pof2_minmse_search(vals, int_grid{p.qmin, p.qmax});
+          // quark-spec §4.8: the five-candidate search of calib/pof2_calibrator.hpp from the
+          // min/max power of two and zero point (held fixed, so an asymmetric weight keeps
+          // its zero point), values clipped to the weight's clip table (§1.3).
+          const calibrated_range r = pof2_minmse_search(vals, int_grid{p.qmin, p.qmax},
+                                                        -std::ilogb(p.scale), p.zero_point);
           p.scale = std::ldexp(1.0f, -*r.pof2_position);
         } else if (e.spec.weight_minmse && !e.spec.pof2 && !e.spec.int16_scale && !vals.empty()) {
           // Float-scale MinMSE (quark-spec §4.8, MinMSEModeFloatScale) on the weight's grid.

@@ -1,6 +1,10 @@
 // SPDX-License-Identifier: MIT
 // Presets: every field each preset sets, hand-checked against quark-spec.md §8.1 / §8.2 (line
 // numbers below are lines of /work/shared/docs/quark-spec.md) and seed 000 / seed 002.
+#include <algorithm>
+#include <deque>
+#include <string>
+
 #include <doctest/doctest.h>
 
 #include <quark/onnx/presets.hpp>
@@ -30,7 +34,8 @@ option_member opt(const char* k, option_value v) {
 TEST_CASE("every preset's specs and extra options") {
   using sn = spec_name;
   using cm = calib_method;
-  const std::vector<expected_preset> table = {
+  std::deque<std::string> names;  // stable storage for the variants' names
+  std::vector<expected_preset> table = {
       // §8.1 line 910: XInt8Spec both; ForceQuantizeNoInputCheck True.
       {"XINT8",
        sn::xint8,
@@ -186,6 +191,45 @@ TEST_CASE("every preset's specs and extra options") {
        cm::min_max,
        {opt("EnableNPUTransformer", true), opt("CalibMovingAverage", true)},
        0},
+      // §8.2 lines 952-954: Percentile calibration, Percentile 99.9999, FastFinetune =
+      // DEFAULT_ADAROUND_PARAMS (one adaround entry, checked below); the CNN ones with
+      // ForceQuantizeNoInputCheck as the CNN defaults, the transformer ones with the NPU flow.
+      {"INT8_CNN_ACCURATE",
+       sn::uint8,
+       false,
+       cm::percentile,
+       sn::int8,
+       true,
+       cm::percentile,
+       {opt("Percentile", 99.9999), opt("ForceQuantizeNoInputCheck", true)},
+       1},
+      {"INT16_CNN_ACCURATE",
+       sn::uint16,
+       false,
+       cm::percentile,
+       sn::int16,
+       true,
+       cm::percentile,
+       {opt("Percentile", 99.9999), opt("ForceQuantizeNoInputCheck", true)},
+       1},
+      {"INT8_TRANSFORMER_ACCURATE",
+       sn::uint8,
+       false,
+       cm::percentile,
+       sn::int8,
+       true,
+       cm::percentile,
+       {opt("Percentile", 99.9999), opt("EnableNPUTransformer", true)},
+       1},
+      {"INT16_TRANSFORMER_ACCURATE",
+       sn::uint16,
+       false,
+       cm::percentile,
+       sn::int16,
+       true,
+       cm::percentile,
+       {opt("Percentile", 99.9999), opt("EnableNPUTransformer", true)},
+       1},
       // §8.2 line 942.
       {"S16S16_MIXED_S8S8",
        sn::int16,
@@ -232,6 +276,22 @@ TEST_CASE("every preset's specs and extra options") {
       {"MXFP4E2M1", sn::mxfp4_e2m1, true, cm::min_max, sn::mxfp4_e2m1, true, cm::min_max, {}, 0},
       {"MXINT8", sn::mxint8, true, cm::min_max, sn::mxint8, true, cm::min_max, {}, 0},
   };
+  // Quark's DefaultConfigMapping: the four AAWS / ASWS presets with FastFinetune =
+  // DEFAULT_ADAROUND_PARAMS / DEFAULT_ADAQUANT_PARAMS (one entry, checked below), otherwise the
+  // base preset's fields.
+  for (const char* base : {"S8S8_AAWS", "U8S8_AAWS", "S16S8_ASWS", "U16S8_AAWS"}) {
+    const auto it = std::find_if(table.begin(), table.end(),
+                                 [&](const expected_preset& e) { return e.name == base; });
+    REQUIRE(it != table.end());
+    const expected_preset found = *it;  // (push_back below moves the elements)
+    for (const char* suffix : {"_ADAROUND", "_ADAQUANT"}) {
+      expected_preset v = found;
+      names.push_back(std::string(base) + suffix);
+      v.name = names.back();
+      v.algos = 1;
+      table.push_back(v);
+    }
+  }
   CHECK(table.size() == presets().size());
   for (const auto& e : table) {
     CAPTURE(e.name);
@@ -259,6 +319,35 @@ TEST_CASE("every preset's specs and extra options") {
     CHECK(!c.use_external_data_format);
     CHECK_NOTHROW(c.validate());
   }
+}
+
+TEST_CASE("the legacy FastFinetune block of the ACCURATE and AAWS / ASWS fine-tuning presets") {
+  // quark-spec §8 (lines 898-899): DEFAULT_ADAROUND_PARAMS = DataSize 1000, FixedSeed
+  // 1705472343, BatchSize 2, NumIterations 1000, LearningRate 0.1, EarlyStop True;
+  // DEFAULT_ADAQUANT_PARAMS the same with LearningRate 1e-5 and adaquant.
+  for (const char* name : {"INT8_CNN_ACCURATE", "INT16_CNN_ACCURATE", "INT8_TRANSFORMER_ACCURATE",
+                           "INT16_TRANSFORMER_ACCURATE", "S8S8_AAWS_ADAROUND", "S8S8_AAWS_ADAQUANT",
+                           "U8S8_AAWS_ADAROUND", "U8S8_AAWS_ADAQUANT", "S16S8_ASWS_ADAROUND",
+                           "S16S8_ASWS_ADAQUANT", "U16S8_AAWS_ADAROUND", "U16S8_AAWS_ADAQUANT"}) {
+    CAPTURE(std::string(name));
+    const qconfig c = get_default_config(name);
+    REQUIRE(c.algo_config.size() == 1u);
+    const algo_entry& a = c.algo_config[0];
+    const bool quant = std::string_view(name).ends_with("_ADAQUANT");
+    CHECK(a.name == (quant ? algo_name::adaquant : algo_name::adaround));
+    const std::vector<option_member> want = {opt("data_size", 1000),
+                                             opt("fixed_seed", 1705472343),
+                                             opt("batch_size", 2),
+                                             opt("num_iterations", 1000),
+                                             opt("learning_rate", quant ? 1e-5 : 0.1),
+                                             opt("early_stop", true)};
+    CHECK(a.params.as_object() == want);
+  }
+  // The variants are their base preset plus the one entry.
+  qconfig base = get_default_config("U16S8_AAWS");
+  qconfig variant = get_default_config("U16S8_AAWS_ADAQUANT");
+  variant.algo_config.clear();
+  CHECK(variant == base);
 }
 
 TEST_CASE("derived options of the NPU presets") {

@@ -642,8 +642,53 @@ TEST_CASE("Int16Bias: the int32 bias saturated to int16, same scale, opset 21") 
           static_cast<std::int16_t>(std::clamp(r, -32768.0, 32767.0)));
   }
   CHECK(codes[3] == 32767);
+  // The clipping is reported, naming the bias and the count (quark-spec §6.2's warning).
+  CHECK(std::count_if(q.report.notes.begin(), q.report.notes.end(), [](const std::string& n) {
+          return n.find("bias 'b'") != std::string::npos &&
+                 n.find("1 of 4 values clipped to the int16 range") != std::string::npos;
+        }) == 1);
   if (ort_available())
     CHECK(q.ort_vs_ours >= 0.99999);
+}
+
+TEST_CASE("Int32 bias beyond the int32 range is clipped with a note naming it") {
+  // UInt16 activations and Int16 weights make the product scale tiny: x in [0, 1] gives
+  // s_x = 1 / 65535 (asymmetric, zp 0), w = 1 (one weight, symmetric int16) s_w = 1 / 32767, so
+  // s_b = 4.66e-10 (float32 product) and a bias of 2 needs 4.29e9 steps > 2^31 - 1: clipped to
+  // 2147483647 (quark-spec §6.2). 0.5 needs 1.07e9 steps and fits.
+  auto cfg = config(qo::uint16_spec(), qo::int16_spec());
+  model_builder b(13, 7);
+  b.input("x", onnx_type::float32, {1, 1, 4, 4});
+  b.initializer("w", onnx_type::float32, {2, 1, 1, 1}, std::vector<float>{1.0f, 1.0f});
+  b.initializer("b", onnx_type::float32, {2}, std::vector<float>{0.5f, 2.0f});
+  b.node("Conv", {"x", "w", "b"}, {"c"});
+  b.output("c", onnx_type::float32, {1, 2, 4, 4});
+  const fs::path dir = work_dir();
+  save_proto(b.build(), dir / "bias32_float.onnx");
+  std::vector<float> ramp(16);
+  for (std::size_t i = 0; i < ramp.size(); ++i)
+    ramp[i] = static_cast<float>(i) / 15.0f;  // exactly [0, 1]
+  std::vector<qo::calib_sample> calib{{{"x", qo::tensor::from_floats({1, 1, 4, 4}, ramp)}}};
+  qo::memory_reader reader(calib);
+  const auto report =
+      qo::quantize_model(dir / "bias32_float.onnx", dir / "bias32.onnx", cfg, reader);
+  const auto m = load_proto(dir / "bias32.onnx");
+  const float sx = floats_of(*find_init(m, "x_scale"))[0];
+  const float sw = floats_of(*find_init(m, "w_scale"))[0];
+  CHECK(sx == static_cast<float>(1.0 / 65535.0));
+  CHECK(sw == static_cast<float>(1.0 / 32767.0));
+  const auto* bq = find_init(m, "b_quantized");
+  REQUIRE(bq != nullptr);
+  REQUIRE(bq->raw_data().size() == 8u);
+  std::int32_t codes[2];
+  std::memcpy(codes, bq->raw_data().data(), 8);
+  const float sb = sx * sw;
+  CHECK(codes[0] == static_cast<std::int32_t>(std::nearbyint(0.5 / static_cast<double>(sb))));
+  CHECK(codes[1] == 2147483647);
+  CHECK(std::count_if(report.notes.begin(), report.notes.end(), [](const std::string& n) {
+          return n.find("bias 'b' of node") != std::string::npos &&
+                 n.find("1 of 2 values clipped to the int32 range") != std::string::npos;
+        }) == 1);
 }
 
 TEST_CASE("FP8 per-channel Conv weights and WeightScaled BFloat16 weights") {

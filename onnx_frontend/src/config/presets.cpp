@@ -67,6 +67,34 @@ std::vector<preset_info> build_presets() {
                "uint16 activations, int16 weights, MinMax with moving average, NPU transformer "
                "flow",
                {}});
+  p.push_back({"INT8_CNN_ACCURATE",
+               {},
+               "uint8 activations, int8 weights, Percentile 99.9999, AdaRound (Quark's "
+               "DEFAULT_ADAROUND_PARAMS)",
+               {}});
+  p.push_back({"INT16_CNN_ACCURATE",
+               {},
+               "uint16 activations, int16 weights, Percentile 99.9999, AdaRound",
+               {}});
+  p.push_back({"INT8_TRANSFORMER_ACCURATE",
+               {},
+               "uint8 activations, int8 weights, Percentile 99.9999, AdaRound, NPU transformer "
+               "flow",
+               {}});
+  p.push_back({"INT16_TRANSFORMER_ACCURATE",
+               {},
+               "uint16 activations, int16 weights, Percentile 99.9999, AdaRound, NPU "
+               "transformer flow",
+               {}});
+  // The legacy fine-tuning variants of the four AAWS / ASWS presets.
+  p.push_back({"S8S8_AAWS_ADAROUND", {}, "S8S8_AAWS plus AdaRound", {}});
+  p.push_back({"S8S8_AAWS_ADAQUANT", {}, "S8S8_AAWS plus AdaQuant", {}});
+  p.push_back({"U8S8_AAWS_ADAROUND", {}, "U8S8_AAWS plus AdaRound", {}});
+  p.push_back({"U8S8_AAWS_ADAQUANT", {}, "U8S8_AAWS plus AdaQuant", {}});
+  p.push_back({"S16S8_ASWS_ADAROUND", {}, "S16S8_ASWS plus AdaRound", {}});
+  p.push_back({"S16S8_ASWS_ADAQUANT", {}, "S16S8_ASWS plus AdaQuant", {}});
+  p.push_back({"U16S8_AAWS_ADAROUND", {}, "U16S8_AAWS plus AdaRound", {}});
+  p.push_back({"U16S8_AAWS_ADAQUANT", {}, "U16S8_AAWS plus AdaQuant", {}});
   p.push_back({"S16S16_MIXED_S8S8",
                {},
                "int16 activations and weights with auto mixed precision towards int8",
@@ -97,10 +125,6 @@ constexpr std::pair<std::string_view, std::string_view> unsupported_presets[] = 
     {"BF16_MIXED_BFP16", "bfloat16/BFP16 auto mixed precision (DedicateDQNode)"},
     {"BF16_MIXED_BFP16_ADAQUANT", "bfloat16/BFP16 auto mixed precision (DedicateDQNode)"},
     {"BF16_MIXED_MXINT8", "bfloat16/MXINT8 auto mixed precision (DedicateDQNode)"},
-    {"INT8_CNN_ACCURATE", "the fast-finetune accurate presets"},
-    {"INT16_CNN_ACCURATE", "the fast-finetune accurate presets"},
-    {"INT8_TRANSFORMER_ACCURATE", "the fast-finetune accurate presets"},
-    {"INT16_TRANSFORMER_ACCURATE", "the fast-finetune accurate presets"},
 };
 
 std::string upper(std::string_view s) {
@@ -127,8 +151,43 @@ qconfig two_specs(tensor_spec act, tensor_spec weight) {
   return c;
 }
 
+/// Quark's DEFAULT_ADAROUND_PARAMS / DEFAULT_ADAQUANT_PARAMS (quark-spec §8): the legacy
+/// FastFinetune block of the *_ACCURATE presets and the legacy _ADAROUND / _ADAQUANT variants.
+/// (XINT8_ADAROUND / _ADAQUANT are new-API presets with their own two parameters.)
+algo_entry legacy_fast_finetune(algo_name n) {
+  algo_entry a{n, option_value::object()};
+  a.params.set("data_size", 1000);
+  a.params.set("fixed_seed", 1705472343);
+  a.params.set("batch_size", 2);
+  a.params.set("num_iterations", 1000);
+  a.params.set("learning_rate", n == algo_name::adaround ? 0.1 : 1e-5);
+  a.params.set("early_stop", true);
+  return a;
+}
+
 qconfig build(std::string_view name) {
   const auto i8 = int8_spec();
+  if (!name.starts_with("XINT8") && (name.ends_with("_ADAROUND") || name.ends_with("_ADAQUANT"))) {
+    // S8S8_AAWS_ADAROUND, ...: the base preset plus the legacy fine-tuning block.
+    qconfig c = build(name.substr(0, name.size() - std::string_view("_ADAROUND").size()));
+    c.algo_config.push_back(legacy_fast_finetune(
+        name.ends_with("_ADAROUND") ? algo_name::adaround : algo_name::adaquant));
+    return c;
+  }
+  if (name.ends_with("_ACCURATE")) {
+    // §8.2: Percentile calibration, QUInt8 / QInt8 (QUInt16 / QInt16), Percentile 99.9999,
+    // FastFinetune = DEFAULT_ADAROUND_PARAMS; the CNN ones with ForceQuantizeNoInputCheck
+    // (as the CNN defaults), the transformer ones with the NPU transformer flow.
+    const bool wide = name.starts_with("INT16");
+    qconfig c = two_specs(wide ? uint16_spec() : uint8_spec(), wide ? int16_spec() : i8);
+    c.extra_options.set("Percentile", 99.9999);
+    if (name.find("TRANSFORMER") != std::string_view::npos)
+      c.extra_options.set("EnableNPUTransformer", true);
+    else
+      c.extra_options.set("ForceQuantizeNoInputCheck", true);
+    c.algo_config.push_back(legacy_fast_finetune(algo_name::adaround));
+    return c;
+  }
   if (name == "XINT8" || name == "XINT8_ADAROUND" || name == "XINT8_ADAQUANT") {
     // §8.1: XInt8Spec both; ForceQuantizeNoInputCheck; EnableNPUCnn is derived from the specs.
     qconfig c = two_specs(xint8_spec(), xint8_spec());

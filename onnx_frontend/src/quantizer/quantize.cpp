@@ -17,6 +17,7 @@
 #include <quark/calib/mse_calibrator.hpp>
 #include <quark/calib/pof2_calibrator.hpp>
 #include <quark/onnx/quantizer.hpp>
+#include <quark/quant/bias.hpp>
 
 #include "io/proto_access.hpp"
 #include "quantizer/algorithms.hpp"
@@ -1592,9 +1593,33 @@ model quantize_float32_model(model m, const qconfig& cfg, calibration_data_reade
         }
         e.zp.assign(e.scale.size(), 0);
         e.product_scale = true;
-        e.q = quantize_values(w, dtype_id::int32, e.scale, e.zp, e.axis,
-                              std::numeric_limits<std::int32_t>::min(),
-                              std::numeric_limits<std::int32_t>::max());
+        // quark-spec §6.2: q = RNE(double(b) / double(s)), clipped to int32 with a warning (a
+        // small product scale, e.g. int16 activations times int16 weights, can make a large
+        // bias saturate and change the model's output). Int16Bias then saturates to int16.
+        e.q = tensor(dtype_id::int32, w.shape());
+        const bias_clip_report clip = quantize_bias_int32(v, e.scale, e.q.data<std::int32_t>());
+        std::size_t clipped = clip.clipped;
+        double worst = clip.worst_steps;
+        if (opt.int16_bias) {
+          const auto codes = e.q.data<std::int32_t>();
+          clipped = 0;
+          for (std::size_t k = 0; k < codes.size(); ++k) {
+            if (codes[k] < -32768 || codes[k] > 32767) {
+              ++clipped;
+              worst = std::max(worst,
+                               std::abs(static_cast<double>(v[k]) /
+                                        static_cast<double>(e.scale[e.scale.size() == 1 ? 0 : k])));
+            }
+          }
+        }
+        if (clipped > 0) {
+          std::ostringstream msg;
+          msg << "bias '" << e.name << "' of node '" << n.name << "': " << clipped << " of "
+              << v.size() << " values clipped to the " << (opt.int16_bias ? "int16" : "int32")
+              << " range (input scale x weight scale is too small for them; the largest needs "
+              << worst << " steps); Int32Bias false quantizes the bias with its own scale";
+          report.notes.push_back(msg.str());
+        }
         if (opt.int16_bias) {
           // quark-spec §6.4: the int32 codes saturate to int16; the scale is kept.
           tensor q16(dtype_id::int16, e.q.shape());

@@ -7,8 +7,9 @@
 //    and the exhaustive optimum (it reaches the optimum in 5 of the 7 cases).
 //  * AdaQuant lowers a tiny Gemm's loss below round-to-nearest (loss computed by the test).
 //  * Models with Conv / depthwise Conv / Gemm / MatMul fine-tuned under A8W8, A16W8 and the
-//    XINT8_ADAROUND / XINT8_ADAQUANT presets run in ONNX Runtime 1.30, our runtime agrees, and
-//    every stored weight is within one step of round-to-nearest.
+//    XINT8_ADAROUND / XINT8_ADAQUANT / INT8_CNN_ACCURATE / U16S8_AAWS_ADAQUANT presets run in ONNX
+//    Runtime 1.30, our runtime agrees, and every stored weight is within one step of
+//    round-to-nearest.
 //  * AdaRound on a LayerNormalization (weights only) and an InstanceNormalization (input
 //    quantized): the loss is derived here from the operators' definitions and every down / up
 //    rounding of the scale is enumerated; fine-tuned normalizations run in ORT.
@@ -637,6 +638,10 @@ TEST_CASE("fine-tuned models run in ORT, our runtime agrees, weights within one 
                                                {"batch_size", 2}}))});
   cases.push_back({"XINT8_ADAROUND", preset_small("XINT8_ADAROUND")});
   cases.push_back({"XINT8_ADAQUANT", preset_small("XINT8_ADAQUANT")});
+  // The legacy FastFinetune presets: uint8 asymmetric activations with AdaRound, uint16
+  // asymmetric activations with AdaQuant (both early_stop, batch 2).
+  cases.push_back({"INT8_CNN_ACCURATE", preset_small("INT8_CNN_ACCURATE")});
+  cases.push_back({"U16S8_AAWS_ADAQUANT", preset_small("U16S8_AAWS_ADAQUANT")});
   const std::vector<float> x = random_floats(192, 999, -1.0f, 1.0f);
   for (auto& c : cases) {
     CAPTURE(std::string(c.name));

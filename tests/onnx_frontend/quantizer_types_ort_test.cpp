@@ -691,6 +691,34 @@ TEST_CASE("Int32 bias beyond the int32 range is clipped with a note naming it") 
         }) == 1);
 }
 
+TEST_CASE("An int32 bias scale that underflows to zero is an error naming the bias") {
+  // x in [0, 1e-30] (uint8: s_x = 1e-30 / 255 = 3.9e-33) and w = 1e-20 (int8 symmetric:
+  // s_w = 7.9e-23): the float32 product 3.1e-55 is 0, so no int32 code exists for b = 0.5.
+  auto cfg = config(qo::uint8_spec(), qo::int8_spec());
+  model_builder b(13, 7);
+  b.input("x", onnx_type::float32, {1, 1, 2, 2});
+  b.initializer("w", onnx_type::float32, {1, 1, 1, 1}, std::vector<float>{1e-20f});
+  b.initializer("b", onnx_type::float32, {1}, std::vector<float>{0.5f});
+  b.node("Conv", {"x", "w", "b"}, {"c"});
+  b.output("c", onnx_type::float32, {1, 1, 2, 2});
+  const fs::path dir = work_dir();
+  save_proto(b.build(), dir / "tinyscale.onnx");
+  std::vector<qo::calib_sample> calib{
+      {{"x",
+        qo::tensor::from_floats({1, 1, 2, 2}, std::vector<float>{0.0f, 1e-30f, 5e-31f, 0.0f})}}};
+  qo::memory_reader r(calib);
+  std::string id, what;
+  try {
+    qo::quantize_model(dir / "tinyscale.onnx", dir / "tinyscale_q.onnx", cfg, r);
+  } catch (const quark::error& e) {
+    id = e.id();
+    what = e.what();
+  }
+  CHECK(id == "quark.quantize.bias");
+  CHECK(what.find("bias 'b'") != std::string::npos);
+  CHECK(!fs::exists(dir / "tinyscale_q.onnx"));
+}
+
 TEST_CASE("FP8 per-channel Conv weights and WeightScaled BFloat16 weights") {
   SUBCASE("FP8E4M3FN per channel: one std / std_fp8 scale per output channel") {
     auto w = qo::make_spec(qo::spec_name::fp8_e4m3fn);

@@ -1597,7 +1597,14 @@ model quantize_float32_model(model m, const qconfig& cfg, calibration_data_reade
         // small product scale, e.g. int16 activations times int16 weights, can make a large
         // bias saturate and change the model's output). Int16Bias then saturates to int16.
         e.q = tensor(dtype_id::int32, w.shape());
-        const bias_clip_report clip = quantize_bias_int32(v, e.scale, e.q.data<std::int32_t>());
+        bias_clip_report clip;
+        try {
+          clip = quantize_bias_int32(v, e.scale, e.q.data<std::int32_t>());
+        } catch (const quark::invalid_argument& err) {
+          // A product scale that underflowed to 0 or overflowed (pathological ranges).
+          throw frontend_error("quark.quantize.bias",
+                               "bias '" + e.name + "' of node '" + n.name + "': " + err.what());
+        }
         std::size_t clipped = clip.clipped;
         double worst = clip.worst_steps;
         if (opt.int16_bias) {

@@ -80,3 +80,17 @@ endif()
 file(REMOVE ${out})
 expect(unknown_option EXIT_NONZERO ${out} MESSAGES "--no-such-flag"
        ARGS ${model} ${out} --preset A8W8 --random --no-such-flag)
+
+# --list-presets: every preset name (aliases in parentheses) with its description, exit 0,
+# without MODEL / OUT.
+execute_process(COMMAND ${TOOL} --list-presets RESULT_VARIABLE rc OUTPUT_VARIABLE o
+                ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "list_presets: expected exit 0, got ${rc}: ${err}")
+endif()
+foreach(m "XINT8 " "S8S8_AAWS (S8S8)" "INT8_CNN_ACCURATE" "U16S8_AAWS_ADAQUANT" "MXINT8")
+  string(FIND "${o}" "${m}" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "list_presets: expected \"${m}\" in:\n${o}")
+  endif()
+endforeach()

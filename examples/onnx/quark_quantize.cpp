@@ -117,6 +117,21 @@ int main(int argc, char** argv) {
   app.add_option("--infer-only", infer_only,
                  "benchmark: run N plain inferences of MODEL on the calibration data, print the "
                  "time and exit (OUT is not written)");
+  app.add_flag_callback(
+      "--list-presets",
+      [] {
+        // Every preset --preset accepts, with its aliases and what it sets (docs/config.md
+        // lists every field).
+        for (const auto& p : quark::onnx::presets()) {
+          std::string name(p.name);
+          for (auto a : p.aliases)
+            name += " (" + std::string(a) + ")";
+          std::printf("%-28s %.*s\n", name.c_str(), static_cast<int>(p.description.size()),
+                      p.description.data());
+        }
+        throw CLI::Success();
+      },
+      "print every preset name with what it does, and exit");
   app.add_flag("--no-summary", no_summary, "do not print the summary table");
   app.add_flag("-q,--quiet", quiet, "print errors only");
   CLI11_PARSE(app, argc, argv);

@@ -50,6 +50,21 @@ TEST_CASE("quantize_bias_int32: saturation at the int32 range is counted") {
   CHECK(r.worst_steps == 2.5 * std::ldexp(1.0, 30));
 }
 
+TEST_CASE("quantize_bias_int32: narrower bounds (Int16Bias) saturate and count there") {
+  // s = 2^-10: 31.999 -> 32766.976 -> 32767 fits; 32 -> 32768 clips to 32767; -32 -> -32768
+  // fits; -40 -> -40960 clips to -32768 (|b / s| = 40960 is the worst).
+  const float s = std::ldexp(1.0f, -10);
+  const std::vector<float> b{31.999f, 32.0f, -32.0f, -40.0f};
+  std::vector<std::int32_t> q(4);
+  const auto r = quark::quantize_bias_int32(b, {&s, 1}, q, -32768, 32767);
+  CHECK(q == std::vector<std::int32_t>{32767, 32767, -32768, -32768});
+  CHECK(r.clipped == 2u);
+  CHECK(r.worst_steps == 40960.0);
+  CHECK_THROWS_AS(quark::quantize_bias_int32(b, {&s, 1}, q, 5, 4), quark::invalid_argument);
+  CHECK_THROWS_AS(quark::quantize_bias_int32(b, {&s, 1}, q, 0, std::int64_t{1} << 40),
+                  quark::invalid_argument);
+}
+
 TEST_CASE("quantize_bias_int32: bad input is refused, naming the element") {
   const std::vector<float> b{1.0f, std::nanf(""), 3.0f};
   const float one = 1.0f, zero = 0.0f;

@@ -2,9 +2,9 @@
 // The int32 bias of a quantized Conv / Gemm / MatMul (quark-spec §6.2, ONNX Runtime's
 // quantize_bias_static_impl): scale = input scale x weight scale (a float32 product, per
 // channel when the weight is), zero point 0, and the codes q = RNE(double(b) / double(s))
-// clipped to the int32 range. The division is in double: a float32 quotient is a multiple of
-// 64 beyond 2^30 and off by one in rare half-way cases much lower, which a bias of an int16
-// model (small product scales) reaches.
+// clipped to the int32 range (or a narrower one). The division is in double: a float32 quotient is
+// a multiple of 64 beyond 2^30 and off by one in rare half-way cases much lower, which a bias of an
+// int16 model (small product scales) reaches.
 #pragma once
 
 #include <cmath>
@@ -26,25 +26,34 @@ struct bias_clip_report {
 };
 
 /// Quantizes `bias` with one scale (`scales.size() == 1`) or one per element, into `out`
-/// (same size). Values beyond [-2^31, 2^31 - 1] saturate and are counted. Non-finite biases or
-/// scales, or sizes that do not match, throw quark::invalid_argument.
+/// (same size). Codes beyond [qmin, qmax] (default the int32 range; [-32768, 32767] for
+/// Quark's Int16Bias, quark-spec §6.4, which saturates the int32 codes to int16) saturate and
+/// are counted. Non-finite biases or scales, a scale that is not positive, sizes that do not
+/// match or bounds outside int32 throw quark::invalid_argument.
 ///
 /// ```cpp
 /// const float s = input_scale * weight_scale;
 /// std::int32_t q[3];
 /// auto r = quark::quantize_bias_int32(bias, {&s, 1}, q);   // r.clipped == 0 normally
 /// ```
-inline bias_clip_report quantize_bias_int32(std::span<const float> bias,
-                                            std::span<const float> scales,
-                                            std::span<std::int32_t> out) {
+inline bias_clip_report quantize_bias_int32(
+    std::span<const float> bias, std::span<const float> scales, std::span<std::int32_t> out,
+    std::int64_t qmin = std::numeric_limits<std::int32_t>::min(),
+    std::int64_t qmax = std::numeric_limits<std::int32_t>::max()) {
+  if (qmin > qmax || qmin < std::numeric_limits<std::int32_t>::min() ||
+      qmax > std::numeric_limits<std::int32_t>::max()) {
+    throw invalid_argument(
+        "quark.quant.bad_range",
+        "quantize_bias_int32: bounds [" + std::to_string(qmin) + ", " + std::to_string(qmax) + "]");
+  }
   if (out.size() != bias.size() || (scales.size() != 1 && scales.size() != bias.size())) {
     throw invalid_argument("quark.quant.shape_mismatch",
                            "quantize_bias_int32: " + std::to_string(bias.size()) + " values, " +
                                std::to_string(scales.size()) + " scales, " +
                                std::to_string(out.size()) + " outputs");
   }
-  constexpr double lo = static_cast<double>(std::numeric_limits<std::int32_t>::min());
-  constexpr double hi = static_cast<double>(std::numeric_limits<std::int32_t>::max());
+  const double lo = static_cast<double>(qmin);
+  const double hi = static_cast<double>(qmax);
   bias_clip_report r;
   for (std::size_t k = 0; k < bias.size(); ++k) {
     const double s = static_cast<double>(scales[scales.size() == 1 ? 0 : k]);

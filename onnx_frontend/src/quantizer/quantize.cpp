@@ -1595,45 +1595,36 @@ model quantize_float32_model(model m, const qconfig& cfg, calibration_data_reade
         e.product_scale = true;
         // quark-spec §6.2: q = RNE(double(b) / double(s)), clipped to int32 with a warning (a
         // small product scale, e.g. int16 activations times int16 weights, can make a large
-        // bias saturate and change the model's output). Int16Bias then saturates to int16.
+        // bias saturate and change the model's output); with Int16Bias (§6.4) the codes
+        // saturate to int16 instead (stored as int16 below).
         e.q = tensor(dtype_id::int32, w.shape());
         bias_clip_report clip;
         try {
-          clip = quantize_bias_int32(v, e.scale, e.q.data<std::int32_t>());
+          clip = opt.int16_bias
+                     ? quantize_bias_int32(v, e.scale, e.q.data<std::int32_t>(), -32768, 32767)
+                     : quantize_bias_int32(v, e.scale, e.q.data<std::int32_t>());
         } catch (const quark::invalid_argument& err) {
           // A product scale that underflowed to 0 or overflowed (pathological ranges).
           throw frontend_error("quark.quantize.bias",
                                "bias '" + e.name + "' of node '" + n.name + "': " + err.what());
         }
-        std::size_t clipped = clip.clipped;
-        double worst = clip.worst_steps;
-        if (opt.int16_bias) {
-          const auto codes = e.q.data<std::int32_t>();
-          clipped = 0;
-          for (std::size_t k = 0; k < codes.size(); ++k) {
-            if (codes[k] < -32768 || codes[k] > 32767) {
-              ++clipped;
-              worst = std::max(worst,
-                               std::abs(static_cast<double>(v[k]) /
-                                        static_cast<double>(e.scale[e.scale.size() == 1 ? 0 : k])));
-            }
-          }
-        }
-        if (clipped > 0) {
+        if (clip.clipped > 0) {
           std::ostringstream msg;
-          msg << "bias '" << e.name << "' of node '" << n.name << "': " << clipped << " of "
+          msg << "bias '" << e.name << "' of node '" << n.name << "': " << clip.clipped << " of "
               << v.size() << " values clipped to the " << (opt.int16_bias ? "int16" : "int32")
               << " range (input scale x weight scale is too small for them; the largest needs "
-              << worst << " steps); Int32Bias false quantizes the bias with its own scale";
+              << clip.worst_steps
+              << " steps); Int32Bias false quantizes the bias with its own scale";
           report.notes.push_back(msg.str());
         }
         if (opt.int16_bias) {
-          // quark-spec §6.4: the int32 codes saturate to int16; the scale is kept.
+          // quark-spec §6.4: stored as int16 (the codes are already within its range); the
+          // scale is kept.
           tensor q16(dtype_id::int16, e.q.shape());
           const auto src = e.q.data<std::int32_t>();
           auto dst = q16.data<std::int16_t>();
           for (std::size_t k = 0; k < src.size(); ++k)
-            dst[k] = static_cast<std::int16_t>(std::clamp<std::int32_t>(src[k], -32768, 32767));
+            dst[k] = static_cast<std::int16_t>(src[k]);
           e.q = std::move(q16);
           e.type = dtype_id::int16;
         }

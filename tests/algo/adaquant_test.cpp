@@ -7,7 +7,11 @@
 //    masked weights not at all;
 //  * five steps on a 2x3 linear layer (weights and bias) against a numpy implementation of the
 //    definition (tests/algo/data/gen_adaquant_reference.py): learned weights, bias and codes;
-//  * size errors.
+//  * size errors;
+//  * adaquant_fq (any fake quantizer): bfloat16 fake weights at hand-chosen points (ties to
+//    even), the identity straight-through step, float_weights; an MXFP4 1x32 layer where the
+//    learned weights stay on the MX grid (fq(wq) == wq) and beat round-to-nearest, and reach the
+//    exactly representable weights the target was made from.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -17,6 +21,8 @@
 #include <doctest/doctest.h>
 
 #include <quark/algo/adaquant.hpp>
+#include <quark/block/quark_ops.hpp>
+#include <quark/dtype/formats.hpp>
 
 #include "support/checks.hpp"
 
@@ -156,4 +162,116 @@ TEST_CASE("adaquant: sizes other than the weight's are errors") {
   CHECK(error_id([&] { aq.straight_through(g2); }) == "quark.algo.size_mismatch");
   std::int8_t q[2];
   CHECK(error_id([&] { aq.codes(q); }) == "quark.algo.size_mismatch");
+}
+
+TEST_CASE("adaquant_fq with a bfloat16 cast: fake weights, identity straight-through, one step") {
+  // bfloat16 has 7 fraction bits: the step above 1 is u = 2^-7, below 1 it is 2^-8.
+  const double u = 1.0 / 128.0;
+  const std::vector<float> w{static_cast<float>(1.0 + 0.6 * u), static_cast<float>(1.0 + 0.5 * u),
+                             static_cast<float>(1.0 + 1.5 * u), static_cast<float>(-1.0 - 0.4 * u),
+                             3.0e38f};
+  auto fq = [](std::span<const float> in, std::span<float> out) {
+    for (std::size_t i = 0; i < in.size(); ++i)
+      out[i] = static_cast<float>(quark::bfloat16(in[i]));
+  };
+  const std::vector<double> bias{0.25};
+  quark::adaquant_fq aq(w, fq, bias, {.lr = 0.001});
+  CHECK(aq.size() == 5);
+  auto wq = aq.fake_weights();
+  CHECK(wq[0] == 1.0 + u);        // nearest
+  CHECK(wq[1] == 1.0);            // tie: even
+  CHECK(wq[2] == 1.0 + 2.0 * u);  // tie: even
+  CHECK(wq[3] == -1.0);           // nearest
+  // 3.0e38 = 1.7632 x 2^127; bfloat16 steps there are 2^120 = 2^127 / 128, and 0.7632 x 128 =
+  // 97.69 rounds to 98: 1.765625 x 2^127 (0x7F62).
+  CHECK(wq[4] == static_cast<double>(3.00405527047391e38f));
+  // Adam's first step moves every weight by lr sign(g), whatever its place: no mask.
+  const std::vector<double> g{1.0, -2.0, 0.5, -1.0, 1.0};
+  const std::vector<double> gb{-3.0};
+  aq.step(g, gb);
+  for (std::size_t i = 0; i < 5; ++i) {
+    CAPTURE(i);
+    const double sign = g[i] > 0 ? 1.0 : -1.0;
+    CHECK(aq.weights()[i] ==
+          doctest::Approx(static_cast<double>(w[i]) - 0.001 * sign).epsilon(1e-9));
+    CHECK(aq.float_weights()[i] == static_cast<float>(aq.weights()[i]));
+  }
+  CHECK(aq.bias()[0] == doctest::Approx(0.251).epsilon(1e-9));
+  // 1 + 0.6u - 0.001 = 1 + 0.47u: now nearest to 1; 1 + 0.5u + 0.001 = 1 + 0.63u: 1 + u.
+  CHECK(aq.fake_weights()[0] == 1.0);
+  CHECK(aq.fake_weights()[1] == 1.0 + u);
+  std::vector<double> bad(4);
+  CHECK(error_id([&] { aq.step(bad, gb); }) == "quark.algo.size_mismatch");
+  std::vector<double> bad_b(2);
+  CHECK(error_id([&] { aq.step(g, bad_b); }) == "quark.algo.size_mismatch");
+}
+
+TEST_CASE("adaquant_fq on an MXFP4 1x32 layer: on the grid, better than round-to-nearest") {
+  // Target weights w* on the MXFP4 grid of one block (shared scale 2^-2: elements 0.5 x
+  // {0, 0.5, ..., 6}): w* = 0.25 * fp4 values; the block's largest |w*| is 1.5 (6 x 2^-2), so the
+  // shared exponent stays 2^-2 for any start below 2 in magnitude. The start moves each weight
+  // 0.6 of its grid step away from w*, so round-to-nearest lands on the wrong neighbour.
+  const float fp4[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+  std::vector<float> target(32), w(32);
+  for (std::size_t i = 0; i < 32; ++i) {
+    const std::size_t k = 1 + i % 6;  // 0.5 .. 4: never the top (6) nor 0
+    const float sgn = i % 2 == 0 ? 1.0f : -1.0f;
+    target[i] = sgn * 0.25f * fp4[k];
+    const float up = 0.25f * (fp4[k + 1] - fp4[k]);
+    w[i] = sgn * (0.25f * fp4[k] + 0.6f * up);
+  }
+  target[31] = 1.5f;  // pins the shared exponent
+  w[31] = 1.5f;
+  const quark::mx_op_attributes attrs{"fp4_e2m1", 1, 32, 2};
+  const std::int64_t shape[] = {1, 32};
+  auto fq = [&](std::span<const float> in, std::span<float> out) {
+    quark::mx_quantize_dequantize(attrs, in, shape, out);
+  };
+  // y = w . x over 64 random-sign samples; L = mean over samples of (y - y*)^2.
+  std::vector<double> x(64 * 32);
+  std::uint32_t state = 12345;
+  for (auto& v : x) {
+    state = state * 1664525u + 1013904223u;
+    v = (state >> 31) != 0 ? 1.0 : -1.0;
+  }
+  auto loss_grad = [&](std::span<const double> wq, std::vector<double>* g) {
+    double l = 0.0;
+    if (g != nullptr)
+      std::fill(g->begin(), g->end(), 0.0);
+    for (std::size_t smp = 0; smp < 64; ++smp) {
+      double d = 0.0;
+      for (std::size_t k = 0; k < 32; ++k)
+        d += x[smp * 32 + k] * (wq[k] - static_cast<double>(target[k]));
+      l += d * d / 64.0;
+      if (g != nullptr) {
+        for (std::size_t k = 0; k < 32; ++k)
+          (*g)[k] += 2.0 * d * x[smp * 32 + k] / 64.0;
+      }
+    }
+    return l;
+  };
+  quark::adaquant_fq aq(w, fq, {}, {.lr = 0.01});
+  const double rtn = loss_grad(aq.fake_weights(), nullptr);
+  CHECK(rtn > 0.1);
+  std::vector<double> g(32);
+  for (int it = 0; it < 300; ++it) {
+    loss_grad(aq.fake_weights(), &g);
+    aq.step(g, {});
+  }
+  const auto wq = aq.fake_weights();
+  CHECK(loss_grad(wq, nullptr) < rtn);
+  // On the grid: the op leaves the learned fake weights where they are.
+  std::vector<float> wqf(wq.begin(), wq.end()), again(32);
+  quark::mx_quantize_dequantize(attrs, std::span<const float>(wqf), shape, std::span(again));
+  CHECK(again == wqf);
+  // The stored float weights give the same fake weights.
+  std::vector<float> from_float(32);
+  const auto lw = aq.float_weights();
+  quark::mx_quantize_dequantize(attrs, lw, shape, std::span(from_float));
+  CHECK(from_float == wqf);
+  // And they are the target: the loss has its unique minimum 0 there.
+  std::size_t exact = 0;
+  for (std::size_t i = 0; i < 32; ++i)
+    exact += wqf[i] == target[i] ? 1U : 0U;
+  CHECK(exact == 32);
 }

@@ -279,18 +279,39 @@ TEST_CASE("every preset's specs and extra options") {
   // Quark's DefaultConfigMapping: the four AAWS / ASWS presets with FastFinetune =
   // DEFAULT_ADAROUND_PARAMS / DEFAULT_ADAQUANT_PARAMS (one entry, checked below), otherwise the
   // base preset's fields.
-  for (const char* base : {"S8S8_AAWS", "U8S8_AAWS", "S16S8_ASWS", "U16S8_AAWS"}) {
+  // Integer presets get both variants; the float and block ones AdaQuant only (AdaRound needs
+  // integer weights).
+  const std::pair<const char*, bool> variant_bases[] = {
+      {"S8S8_AAWS", true},  {"U8S8_AAWS", true},  {"S16S8_ASWS", true}, {"U16S8_AAWS", true},
+      {"A8W8", true},       {"A16W8", true},      {"FP16", false},      {"BF16", false},
+      {"BFP16", false},     {"MX4", false},       {"MX6", false},       {"MX9", false},
+      {"MXFP8E5M2", false}, {"MXFP8E4M3", false}, {"MXFP6E3M2", false}, {"MXFP6E2M3", false},
+      {"MXFP4E2M1", false}, {"MXINT8", false}};
+  auto entry_of = [&](const char* base) {
     const auto it = std::find_if(table.begin(), table.end(),
                                  [&](const expected_preset& e) { return e.name == base; });
     REQUIRE(it != table.end());
-    const expected_preset found = *it;  // (push_back below moves the elements)
+    return *it;  // a copy: push_back below moves the elements
+  };
+  for (const auto& [base, both] : variant_bases) {
+    const expected_preset found = entry_of(base);
     for (const char* suffix : {"_ADAROUND", "_ADAQUANT"}) {
+      if (!both && std::string_view(suffix) == "_ADAROUND")
+        continue;
       expected_preset v = found;
       names.push_back(std::string(base) + suffix);
       v.name = names.back();
       v.algos = 1;
       table.push_back(v);
     }
+  }
+  // §8.2 XINT8 row: WEIGHTSONLY_ADAROUND adds WeightsOnly True and DEFAULT_ADAROUND_PARAMS.
+  {
+    expected_preset v = entry_of("XINT8");
+    v.name = "XINT8_WEIGHTSONLY_ADAROUND";
+    v.options.push_back(opt("WeightsOnly", true));
+    v.algos = 1;
+    table.push_back(v);
   }
   CHECK(table.size() == presets().size());
   for (const auto& e : table) {
@@ -325,10 +346,29 @@ TEST_CASE("the legacy FastFinetune block of the ACCURATE and AAWS / ASWS fine-tu
   // quark-spec §8 (lines 898-899): DEFAULT_ADAROUND_PARAMS = DataSize 1000, FixedSeed
   // 1705472343, BatchSize 2, NumIterations 1000, LearningRate 0.1, EarlyStop True;
   // DEFAULT_ADAQUANT_PARAMS the same with LearningRate 1e-5 and adaquant.
-  for (const char* name : {"INT8_CNN_ACCURATE", "INT16_CNN_ACCURATE", "INT8_TRANSFORMER_ACCURATE",
-                           "INT16_TRANSFORMER_ACCURATE", "S8S8_AAWS_ADAROUND", "S8S8_AAWS_ADAQUANT",
-                           "U8S8_AAWS_ADAROUND", "U8S8_AAWS_ADAQUANT", "S16S8_ASWS_ADAROUND",
-                           "S16S8_ASWS_ADAQUANT", "U16S8_AAWS_ADAROUND", "U16S8_AAWS_ADAQUANT"}) {
+  for (const char* name : {"INT8_CNN_ACCURATE",
+                           "INT16_CNN_ACCURATE",
+                           "INT8_TRANSFORMER_ACCURATE",
+                           "INT16_TRANSFORMER_ACCURATE",
+                           "S8S8_AAWS_ADAROUND",
+                           "S8S8_AAWS_ADAQUANT",
+                           "U8S8_AAWS_ADAROUND",
+                           "U8S8_AAWS_ADAQUANT",
+                           "S16S8_ASWS_ADAROUND",
+                           "S16S8_ASWS_ADAQUANT",
+                           "U16S8_AAWS_ADAROUND",
+                           "U16S8_AAWS_ADAQUANT",
+                           "A8W8_ADAROUND",
+                           "A8W8_ADAQUANT",
+                           "A16W8_ADAROUND",
+                           "A16W8_ADAQUANT",
+                           "FP16_ADAQUANT",
+                           "BF16_ADAQUANT",
+                           "BFP16_ADAQUANT",
+                           "MX6_ADAQUANT",
+                           "MXFP4E2M1_ADAQUANT",
+                           "MXINT8_ADAQUANT",
+                           "XINT8_WEIGHTSONLY_ADAROUND"}) {
     CAPTURE(std::string(name));
     const qconfig c = get_default_config(name);
     REQUIRE(c.algo_config.size() == 1u);
@@ -427,6 +467,9 @@ TEST_CASE("unknown and unsupported presets") {
                        quark::config_error);
   CHECK_THROWS_WITH_AS(get_default_config("INT7"), doctest::Contains("S8S8_AAWS (S8S8)"),
                        quark::config_error);
+  // Quark's weights-only AdaRound preset, under both of its names.
+  CHECK(get_default_config("WEIGHTSONLY_ADAROUND") ==
+        get_default_config("XINT8_WEIGHTSONLY_ADAROUND"));
   CHECK_THROWS_WITH_AS(get_default_config("MATMUL_NBITS"),
                        doctest::Contains("quark.config.not_implemented"), quark::not_implemented);
 }

@@ -7,7 +7,8 @@
 //    and the exhaustive optimum (it reaches the optimum in 5 of the 7 cases).
 //  * AdaQuant lowers a tiny Gemm's loss below round-to-nearest (loss computed by the test).
 //  * Models with Conv / depthwise Conv / Gemm / MatMul fine-tuned under A8W8, A16W8 and the
-//    XINT8_ADAROUND / XINT8_ADAQUANT / INT8_CNN_ACCURATE / U16S8_AAWS_ADAQUANT presets run in ONNX
+//    XINT8_ADAROUND / XINT8_ADAQUANT / INT8_CNN_ACCURATE / U16S8_AAWS_ADAQUANT /
+//    XINT8_WEIGHTSONLY_ADAROUND presets run in ONNX
 //    Runtime 1.30, our runtime agrees, and every stored weight is within one step of
 //    round-to-nearest.
 //  * AdaRound on a LayerNormalization (weights only) and an InstanceNormalization (input
@@ -642,6 +643,8 @@ TEST_CASE("fine-tuned models run in ORT, our runtime agrees, weights within one 
   // asymmetric activations with AdaQuant (both early_stop, batch 2).
   cases.push_back({"INT8_CNN_ACCURATE", preset_small("INT8_CNN_ACCURATE")});
   cases.push_back({"U16S8_AAWS_ADAQUANT", preset_small("U16S8_AAWS_ADAQUANT")});
+  // Weights only (activations stay float), AdaRound.
+  cases.push_back({"XINT8_WEIGHTSONLY_ADAROUND", preset_small("XINT8_WEIGHTSONLY_ADAROUND")});
   const std::vector<float> x = random_floats(192, 999, -1.0f, 1.0f);
   for (auto& c : cases) {
     CAPTURE(std::string(c.name));

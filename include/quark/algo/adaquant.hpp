@@ -10,10 +10,12 @@
 #pragma once
 
 #include <cmath>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <quark/algo/adam.hpp>
@@ -26,6 +28,16 @@
 #include <quark/quant/tensor_qparams.hpp>
 
 namespace quark {
+
+namespace detail {
+inline void adaquant_check_size(std::size_t got, std::size_t want, const char* what) {
+  if (got != want) {
+    QUARK_THROW(invalid_argument(
+        "quark.algo.size_mismatch",
+        "adaquant expected " + std::to_string(want) + " " + what + ", got " + std::to_string(got)));
+  }
+}
+}  // namespace detail
 
 /// AdaQuant over one weight tensor quantized to the integer type D (per tensor, per channel or
 /// per block), with an optional bias trained alongside. The parameters are copied, and every
@@ -87,7 +99,7 @@ class adaquant {
   /// The straight-through estimator, in place: dL/dwq becomes dL/dw (zero where w / s + zp is
   /// outside [qmin - 0.5, qmax + 0.5]).
   void straight_through(std::span<double> grad) const {
-    check_size(grad.size(), w_.size(), "weight gradients");
+    detail::adaquant_check_size(grad.size(), w_.size(), "weight gradients");
     const double lo = static_cast<double>(qmin_) - 0.5, hi = static_cast<double>(qmax_) + 0.5;
     for (std::size_t i = 0; i < w_.size(); ++i) {
       const double v = w_[i] / scale_[i] + zp_[i];
@@ -100,9 +112,9 @@ class adaquant {
   /// weights, and Adam on the bias with `grad_bias` when a bias is trained (`grad_bias` is
   /// ignored otherwise and may be empty).
   void step(std::span<double> grad_wq, std::span<const double> grad_bias) {
-    check_size(grad_wq.size(), w_.size(), "weight gradients");
+    detail::adaquant_check_size(grad_wq.size(), w_.size(), "weight gradients");
     if (!bias_.empty())
-      check_size(grad_bias.size(), bias_.size(), "bias gradients");
+      detail::adaquant_check_size(grad_bias.size(), bias_.size(), "bias gradients");
     straight_through(grad_wq);
     adam_w_.step(w_, grad_wq);
     if (!bias_.empty())
@@ -111,20 +123,13 @@ class adaquant {
 
   /// The codes of the current weights, quark::quantize(float(w)) (within [qmin, qmax]).
   void codes(std::span<D> q) {
-    check_size(q.size(), w_.size(), "codes to write");
+    detail::adaquant_check_size(q.size(), w_.size(), "codes to write");
     quantize_codes();
     for (std::size_t i = 0; i < q.size(); ++i)
       q[i] = codes_[i];
   }
 
  private:
-  static void check_size(std::size_t got, std::size_t want, const char* what) {
-    if (got != want) {
-      QUARK_THROW(invalid_argument("quark.algo.size_mismatch",
-                                   "adaquant expected " + std::to_string(want) + " " + what +
-                                       ", got " + std::to_string(got)));
-    }
-  }
   void quantize_codes() {
     for (std::size_t i = 0; i < w_.size(); ++i)
       wf_[i] = static_cast<float>(w_[i]);
@@ -141,6 +146,92 @@ class adaquant {
   std::vector<float> wf_;
   std::vector<D> codes_;
   std::vector<double> scale_, zp_, wq_;
+  adam adam_w_, adam_b_;
+};
+
+/// A fake quantizer over a whole float32 weight tensor: `fq(w, out)` writes the value every
+/// element of `w` has after quantization and dequantization (same size). Float16 / bfloat16
+/// casts, BFP and MX blocks (quark::bfp_quantize_dequantize, quark::mx_quantize_dequantize) are
+/// such functions; blocks need the whole tensor, which is why the quantizer sees all of it.
+template <class F>
+concept weight_fake_quantizer = std::invocable<F&, std::span<const float>, std::span<float>>;
+
+/// AdaQuant behind any fake quantizer (quark-spec §10.5: Quark's torch replicas of the float16 /
+/// bfloat16 casts and of the BFP / MX ops): the layer sees wq = fq(float(w)); the gradient
+/// reaches w straight through (the identity: these formats have no clip range the integer
+/// estimator could mask); Adam updates w. What the model stores is float(w), the float weight
+/// its own fake-quantization node (a Cast pair, BFPQuantizeDequantize, MXQuantizeDequantize)
+/// turns into wq, or fq's storage of it. Buffers are allocated by the constructor only; `fq`
+/// must not allocate if the loop is to stay allocation-free.
+///
+///     auto fq = [&](std::span<const float> w, std::span<float> out) {
+///       quark::mx_quantize_dequantize(attrs, w, shape, out);
+///     };
+///     quark::adaquant_fq aq(w, fq, {}, {.lr = 1e-5});
+///     for (std::size_t it = 0; it < n; ++it) {
+///       my_loss_and_gradient(aq.fake_weights(), gw);   // gw = dL/dwq
+///       aq.step(gw, {});
+///     }
+///     std::span<const float> learned = aq.float_weights();
+template <weight_fake_quantizer F>
+class adaquant_fq {
+ public:
+  /// `w` holds the starting float weights; `bias` the starting bias (empty: none is trained).
+  adaquant_fq(std::span<const float> w, F fq, std::span<const double> bias = {},
+              const adam_options& opt = {})
+      : fq_(std::move(fq)),
+        w_(w.begin(), w.end()),
+        bias_(bias.begin(), bias.end()),
+        wf_(w.begin(), w.end()),
+        out_(w.size()),
+        wq_(w.size()),
+        adam_w_(w.size(), opt),
+        adam_b_(bias.size(), opt) {}
+
+  /// Number of weights.
+  std::size_t size() const noexcept { return w_.size(); }
+  /// The continuous weights being learned.
+  std::span<const double> weights() const noexcept { return w_; }
+  /// The bias being learned (empty when none was given).
+  std::span<const double> bias() const noexcept { return bias_; }
+
+  /// The fake-quantized weights fq(float(w)) the layer computes with.
+  std::span<const double> fake_weights() {
+    round_weights();
+    fq_(std::span<const float>(wf_), std::span<float>(out_));
+    for (std::size_t i = 0; i < w_.size(); ++i)
+      wq_[i] = static_cast<double>(out_[i]);
+    return wq_;
+  }
+
+  /// One update: Adam on the weights with `grad_wq` = dL/dwq (the straight-through estimator
+  /// makes it dL/dw), and on the bias with `grad_bias` when a bias is trained (`grad_bias` is
+  /// ignored otherwise and may be empty).
+  void step(std::span<const double> grad_wq, std::span<const double> grad_bias) {
+    detail::adaquant_check_size(grad_wq.size(), w_.size(), "weight gradients");
+    if (!bias_.empty())
+      detail::adaquant_check_size(grad_bias.size(), bias_.size(), "bias gradients");
+    adam_w_.step(w_, grad_wq);
+    if (!bias_.empty())
+      adam_b_.step(bias_, grad_bias);
+  }
+
+  /// The learned weights as float32: what the model stores in front of its quantization node.
+  std::span<const float> float_weights() {
+    round_weights();
+    return wf_;
+  }
+
+ private:
+  void round_weights() {
+    for (std::size_t i = 0; i < w_.size(); ++i)
+      wf_[i] = static_cast<float>(w_[i]);
+  }
+
+  F fq_;
+  std::vector<double> w_, bias_;
+  std::vector<float> wf_, out_;
+  std::vector<double> wq_;
   adam adam_w_, adam_b_;
 };
 

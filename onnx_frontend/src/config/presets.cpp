@@ -114,6 +114,29 @@ std::vector<preset_info> build_presets() {
   p.push_back({"MXFP6E2M3", {}, "OCP MXFP6 E2M3 activations and weights", {}});
   p.push_back({"MXFP4E2M1", {}, "OCP MXFP4 E2M1 activations and weights", {}});
   p.push_back({"MXINT8", {}, "OCP MXINT8 activations and weights", {}});
+  // Quark's fine-tuning variants of A8W8 / A16W8 (DEFAULT_ADAROUND / ADAQUANT_PARAMS) and the
+  // AdaQuant variants of the float and block presets (AdaQuant through the format's fake
+  // quantizer; AdaRound needs integer weights).
+  p.push_back({"A8W8_ADAROUND", {}, "A8W8 plus AdaRound", {{"AlignConcat", true, npu_reason}}});
+  p.push_back({"A8W8_ADAQUANT", {}, "A8W8 plus AdaQuant", {{"AlignConcat", true, npu_reason}}});
+  p.push_back({"A16W8_ADAROUND", {}, "A16W8 plus AdaRound", {{"AlignConcat", true, npu_reason}}});
+  p.push_back({"A16W8_ADAQUANT", {}, "A16W8 plus AdaQuant", {{"AlignConcat", true, npu_reason}}});
+  p.push_back({"FP16_ADAQUANT", {}, "FP16 plus AdaQuant", {}});
+  p.push_back({"BF16_ADAQUANT", {}, "BF16 plus AdaQuant", {}});
+  p.push_back({"BFP16_ADAQUANT", {}, "BFP16 plus AdaQuant", {}});
+  p.push_back({"MX4_ADAQUANT", {}, "MX4 plus AdaQuant", {}});
+  p.push_back({"MX6_ADAQUANT", {}, "MX6 plus AdaQuant", {}});
+  p.push_back({"MX9_ADAQUANT", {}, "MX9 plus AdaQuant", {}});
+  p.push_back({"MXFP8E5M2_ADAQUANT", {}, "MXFP8E5M2 plus AdaQuant", {}});
+  p.push_back({"MXFP8E4M3_ADAQUANT", {}, "MXFP8E4M3 plus AdaQuant", {}});
+  p.push_back({"MXFP6E3M2_ADAQUANT", {}, "MXFP6E3M2 plus AdaQuant", {}});
+  p.push_back({"MXFP6E2M3_ADAQUANT", {}, "MXFP6E2M3 plus AdaQuant", {}});
+  p.push_back({"MXFP4E2M1_ADAQUANT", {}, "MXFP4E2M1 plus AdaQuant", {}});
+  p.push_back({"MXINT8_ADAQUANT", {}, "MXINT8 plus AdaQuant", {}});
+  p.push_back({"XINT8_WEIGHTSONLY_ADAROUND",
+               {"WEIGHTSONLY_ADAROUND"},
+               "XINT8 weights only (activations stay float) plus AdaRound",
+               {}});
   return p;
 }
 
@@ -121,7 +144,6 @@ std::vector<preset_info> build_presets() {
 constexpr std::pair<std::string_view, std::string_view> unsupported_presets[] = {
     {"MATMUL_NBITS", "MatMulNBits weight-only quantization (category 9)"},
     {"UINT8_DYNAMIC_QUANT", "dynamic quantization"},
-    {"WEIGHTSONLY_ADAROUND", "AdaRound (weights-only variant)"},
     {"BF16_MIXED_BFP16", "bfloat16/BFP16 auto mixed precision (DedicateDQNode)"},
     {"BF16_MIXED_BFP16_ADAQUANT", "bfloat16/BFP16 auto mixed precision (DedicateDQNode)"},
     {"BF16_MIXED_MXINT8", "bfloat16/MXINT8 auto mixed precision (DedicateDQNode)"},
@@ -185,6 +207,13 @@ qconfig build(std::string_view name) {
       c.extra_options.set("EnableNPUTransformer", true);
     else
       c.extra_options.set("ForceQuantizeNoInputCheck", true);
+    c.algo_config.push_back(legacy_fast_finetune(algo_name::adaround));
+    return c;
+  }
+  if (name == "XINT8_WEIGHTSONLY_ADAROUND") {
+    // §8.2: XINT8 with WeightsOnly and FastFinetune = DEFAULT_ADAROUND_PARAMS.
+    qconfig c = build("XINT8");
+    c.extra_options.set("WeightsOnly", true);
     c.algo_config.push_back(legacy_fast_finetune(algo_name::adaround));
     return c;
   }

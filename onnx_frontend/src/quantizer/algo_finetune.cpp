@@ -3,7 +3,9 @@
 //
 // A module is one quantized Conv / ConvTranspose / Gemm / MatMul / InstanceNormalization /
 // LayerNormalization of the quantized model whose weight (a normalization's scale) is an integer
-// initializer behind a DequantizeLinear (per tensor or per channel). Modules are fine-tuned one at
+// initializer behind a DequantizeLinear (per tensor or per channel) or, for AdaQuant only, a float
+// initializer fake-quantized by a float16 / bfloat16 Cast pair or a BFP / MX op (weight_chain;
+// a float16 / bfloat16 initializer behind a Cast too). Modules are fine-tuned one at
 // a time in graph order, each on the quantized model as it stands (earlier modules already
 // updated): the quantized model runs on the samples and the module's input is taken as it is
 // produced (mixed element-wise with the float model's input when drop_ratio < 1); the float model
@@ -24,12 +26,14 @@
 // AdaQuant: Wq = fake_quant(w) with the straight-through gradient inside the clip range, Adam on
 // w (and the bias with update_bias); the final integers come from quark::quantize with the
 // weight's own scale and zero point, so they are what the quantizer would write for that float
-// weight. The clip bounds are Quark's weight bounds (signed types: the symmetric table). The new
-// integers replace the old ones only when the module's reconstruction error over all its samples
-// is lower than with the round-to-nearest weights. Everything per weight element (soft / fake
-// quantization, the regulariser, the chain rule, the straight-through estimator, Adam, the final
-// codes) is include/quark/algo/{adaround,adaquant,adam}.hpp; this file owns the modules, their
-// data and the loss with its gradient w.r.t. the dequantized weights.
+// weight. The clip bounds are Quark's weight bounds (signed types: the symmetric table). A chain
+// weight is learned the same way through its own fake quantizer (identity straight-through:
+// those formats have no clip range) and stored as the learned float weights (or their float16 /
+// bfloat16 values). The new weights replace the old ones only when the module's reconstruction
+// error over all its samples is lower than with the round-to-nearest weights. Everything per weight
+// element (soft / fake quantization, the regulariser, the chain rule, the straight-through
+// estimator, Adam, the final codes) is include/quark/algo/{adaround,adaquant,adam}.hpp; this file
+// owns the modules, their data and the loss with its gradient w.r.t. the dequantized weights.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -50,6 +54,8 @@
 
 #include <quark/algo/adaquant.hpp>
 #include <quark/algo/adaround.hpp>
+#include <quark/block/quark_ops.hpp>
+#include <quark/dtype/formats.hpp>
 #include <quark/onnx/runtime.hpp>
 #include <quark/scale/qrange.hpp>
 
@@ -113,6 +119,105 @@ enum class act_kind : std::uint8_t {
   softmax
 };
 
+/// Calls f(std::type_identity<T>{}) with T quark::float16 for float16, else quark::bfloat16.
+template <class F>
+void with_half_type(dtype_id t, F&& f) {
+  if (t == dtype_id::float16)
+    f(std::type_identity<quark::float16>{});
+  else
+    f(std::type_identity<quark::bfloat16>{});
+}
+
+/// A weight fake-quantized by nodes other than a DequantizeLinear of integers (AdaQuant only):
+/// - Cast(to T) -> Cast(to FLOAT) on a float initializer, with Div / Mul by a scalar scale when
+///   the pair is scaled (quantize.cpp's emit_cast_pair, quark-spec §1.5), T float16 or bfloat16;
+/// - Cast(to FLOAT) [-> Mul by the scale] of an initializer of type T (the weight stored as T);
+/// - com.amd.quark BFPQuantizeDequantize / MXQuantizeDequantize on a float initializer
+///   (quark-spec §1.7-§1.10).
+struct weight_chain {
+  enum class kind : std::uint8_t { cast, bfp, mx };
+  kind k = kind::cast;
+  std::string init;                    ///< the initializer at the root
+  dtype_id type = dtype_id::bfloat16;  ///< cast: float16 or bfloat16
+  bool stored = false;                 ///< cast: the initializer holds T values
+  float scale = 1.0f;                  ///< cast: the Div / Mul scale (1: none)
+  quark::bfp_op_attributes bfp;
+  quark::mx_op_attributes mx;
+
+  [[nodiscard]] std::string label() const {
+    switch (k) {
+      case kind::bfp:
+        return "BFPQuantizeDequantize";
+      case kind::mx:
+        return "MXQuantizeDequantize";
+      case kind::cast:
+        break;
+    }
+    return std::string(dtype_name(type)) + " Cast";
+  }
+
+  /// What the chain makes of float weights `w` of shape `shape`.
+  void apply(std::span<const float> w, std::span<float> out, const shape_t& shape) const {
+    switch (k) {
+      case kind::bfp:
+        quark::bfp_quantize_dequantize(bfp, w, shape, out);
+        return;
+      case kind::mx:
+        quark::mx_quantize_dequantize(mx, w, shape, out);
+        return;
+      case kind::cast:
+        break;
+    }
+    const bool scaled = scale != 1.0f;
+    auto round_trip = [&](auto t) {
+      using T = typename decltype(t)::type;
+      for (std::size_t i = 0; i < w.size(); ++i) {
+        const float r = static_cast<float>(T(scaled ? w[i] / scale : w[i]));
+        out[i] = scaled ? r * scale : r;
+      }
+    };
+    with_half_type(type, round_trip);
+  }
+
+  /// The initializer holding float weights `w` as the chain reads it.
+  [[nodiscard]] tensor store(std::span<const float> w, const shape_t& shape) const {
+    if (!stored) {
+      tensor t(dtype_id::float32, shape);
+      std::copy(w.begin(), w.end(), t.data<float>().begin());
+      return t;
+    }
+    tensor t(type, shape);
+    auto put = [&](auto id) {
+      using T = typename decltype(id)::type;
+      auto d = t.data<T>();
+      for (std::size_t i = 0; i < w.size(); ++i)
+        d[i] = T(scale != 1.0f ? w[i] / scale : w[i]);
+    };
+    with_half_type(type, put);
+    return t;
+  }
+
+  /// The values the chain gives now (the initializer as stored).
+  [[nodiscard]] std::vector<float> current(const model& qm, const shape_t& shape) const {
+    const tensor t = qm.initializer(init);
+    std::vector<float> out(t.size());
+    if (!stored) {
+      apply(t.data<float>(), out, shape);
+      return out;
+    }
+    auto get = [&](auto id) {
+      using T = typename decltype(id)::type;
+      const auto d = t.data<T>();
+      for (std::size_t i = 0; i < out.size(); ++i) {
+        const float r = static_cast<float>(d[i]);
+        out[i] = scale != 1.0f ? r * scale : r;
+      }
+    };
+    with_half_type(type, get);
+    return out;
+  }
+};
+
 /// Where the weight of a module lives and how its elements map onto the GEMM.
 struct module {
   int node = -1;  ///< in the quantized graph
@@ -122,7 +227,11 @@ struct module {
   std::string float_input;    ///< input 0 of the float node
   std::string float_output;   ///< output 0 of the float node (a graph output keeps its name in
                               ///< the float model only)
-  std::string weight_q;       ///< integer initializer behind the DequantizeLinear
+  std::string weight_q;       ///< integer initializer behind the DequantizeLinear (the chain's
+                              ///< initializer with `chain`)
+  /// A float16 / bfloat16 / BFP / MX weight (AdaQuant only): its fake-quantization nodes; the
+  /// integer fields below (wtype, scale, zp, qmin, qmax, *_param, axis) are unused then.
+  std::optional<weight_chain> chain;
   dtype_id wtype = dtype_id::int8;
   shape_t wshape;
   std::vector<float> w;             ///< float weight (float model)
@@ -258,6 +367,149 @@ std::pair<std::int64_t, std::int64_t> weight_clip(dtype_id t) {
     }
   });
   return r;
+}
+
+/// The fake-quantization chain that produces `value` (see weight_chain), or nullopt with the
+/// reason in `why` ("" when `value` is not produced by such nodes at all).
+std::optional<weight_chain> parse_chain(const model& qm, const GraphProto& g,
+                                        const std::map<std::string, int>& producer,
+                                        const std::map<std::string, std::vector<int>>& consumers,
+                                        const std::string& value, std::string& why) {
+  why.clear();
+  auto node_of = [&](const std::string& v) -> const NodeProto* {
+    const auto it = producer.find(v);
+    return it == producer.end() ? nullptr : &g.node(it->second);
+  };
+  auto single_use = [&](const std::string& v) {
+    const auto it = consumers.find(v);
+    return it != consumers.end() && it->second.size() == 1;
+  };
+  auto float_init = [&](const std::string& v) {
+    return qm.has_initializer(v) && qm.initializer(v).type() == dtype_id::float32;
+  };
+  auto scalar = [&](const std::string& v) -> std::optional<float> {
+    if (!float_init(v))
+      return std::nullopt;
+    const tensor t = qm.initializer(v);
+    if (t.size() != 1)
+      return std::nullopt;
+    return t.data<float>()[0];
+  };
+  auto cast_to = [](const NodeProto& n) { return attr_i(n, "to", 0); };
+  const NodeProto* n = node_of(value);
+  if (n == nullptr)
+    return std::nullopt;
+  weight_chain c;
+  if (n->domain() == "com.amd.quark" &&
+      (n->op_type() == "BFPQuantizeDequantize" || n->op_type() == "MXQuantizeDequantize")) {
+    if (n->input_size() < 1 || !float_init(n->input(0))) {
+      why = n->op_type() + " not on a float initializer";
+      return std::nullopt;
+    }
+    if (!single_use(n->input(0))) {
+      why = "shared weight";
+      return std::nullopt;
+    }
+    auto s_attr = [&](const char* key, std::string dflt) {
+      const auto* a = find_attr(*n, key);
+      return a == nullptr ? dflt : a->s();
+    };
+    try {
+      if (n->op_type() == "BFPQuantizeDequantize") {
+        c.k = weight_chain::kind::bfp;
+        auto& a = c.bfp;
+        a.bfp_method = s_attr("bfp_method", a.bfp_method);
+        a.axis = attr_i(*n, "axis", a.axis);
+        a.bit_width = attr_i(*n, "bit_width", a.bit_width);
+        a.block_size = attr_i(*n, "block_size", a.block_size);
+        a.rounding_mode = attr_i(*n, "rounding_mode", a.rounding_mode);
+        a.sub_block_size = attr_i(*n, "sub_block_size", a.sub_block_size);
+        a.sub_block_shift_bits = attr_i(*n, "sub_block_shift_bits", a.sub_block_shift_bits);
+        a.convert_to_bfloat_before_bfp =
+            attr_i(*n, "convert_to_bfloat_before_bfp", a.convert_to_bfloat_before_bfp);
+        a.use_compiler_version_cpu_kernel =
+            attr_i(*n, "use_compiler_version_cpu_kernel", a.use_compiler_version_cpu_kernel);
+        quark::validate(a);
+      } else {
+        c.k = weight_chain::kind::mx;
+        auto& a = c.mx;
+        a.element_dtype = s_attr("element_dtype", a.element_dtype);
+        a.axis = attr_i(*n, "axis", a.axis);
+        a.block_size = attr_i(*n, "block_size", a.block_size);
+        a.rounding_mode = attr_i(*n, "rounding_mode", a.rounding_mode);
+        quark::validate(a);
+      }
+    } catch (const quark::error& e) {
+      why = n->op_type() + ": " + e.what();
+      return std::nullopt;
+    }
+    c.init = n->input(0);
+    return c;
+  }
+  // [Mul(., scale)] after Cast(to FLOAT).
+  std::string v = value;
+  if (n->domain().empty() && n->op_type() == "Mul" && n->input_size() == 2) {
+    const auto s = scalar(n->input(1));
+    const NodeProto* p = node_of(n->input(0));
+    if (!s || p == nullptr || p->op_type() != "Cast" || !single_use(n->input(0)))
+      return std::nullopt;
+    c.scale = *s;
+    v = n->input(0);
+    n = p;
+  }
+  if (!n->domain().empty() || n->op_type() != "Cast" ||
+      cast_to(*n) != static_cast<std::int64_t>(::onnx::TensorProto::FLOAT) || n->input_size() != 1)
+    return std::nullopt;
+  const std::string& low = n->input(0);
+  if (!single_use(low)) {
+    why = "shared weight";
+    return std::nullopt;
+  }
+  auto low_type = [](std::int64_t to) -> std::optional<dtype_id> {
+    if (to == ::onnx::TensorProto::FLOAT16)
+      return dtype_id::float16;
+    if (to == ::onnx::TensorProto::BFLOAT16)
+      return dtype_id::bfloat16;
+    return std::nullopt;
+  };
+  if (qm.has_initializer(low)) {
+    const dtype_id t = qm.initializer(low).type();
+    if (t != dtype_id::float16 && t != dtype_id::bfloat16) {
+      why = std::string(dtype_name(t)) + " weight behind a Cast";
+      return std::nullopt;
+    }
+    c.type = t;
+    c.stored = true;
+    c.init = low;
+    return c;
+  }
+  const NodeProto* q = node_of(low);
+  if (q == nullptr || !q->domain().empty() || q->op_type() != "Cast" || q->input_size() != 1)
+    return std::nullopt;
+  const auto t = low_type(cast_to(*q));
+  if (!t)
+    return std::nullopt;
+  c.type = *t;
+  std::string x = q->input(0);
+  if (c.scale != 1.0f) {
+    const NodeProto* d = node_of(x);
+    const auto s = d == nullptr ? std::nullopt : scalar(d->input_size() == 2 ? d->input(1) : "");
+    if (d == nullptr || d->op_type() != "Div" || !s || *s != c.scale || !single_use(x)) {
+      why = "scaled Cast pair without its Div";
+      return std::nullopt;
+    }
+    x = d->input(0);
+  }
+  if (!float_init(x)) {
+    why = "Cast pair not on a float initializer";
+    return std::nullopt;
+  }
+  if (!single_use(x)) {
+    why = "shared weight";
+    return std::nullopt;
+  }
+  c.init = x;
+  return c;
 }
 
 /// The values of constant `name` as the quantized model computes them: a float initializer, a
@@ -439,13 +691,42 @@ std::string module_end(const model& qm, const GraphProto& g,
   return {};
 }
 
+/// The integer weight's scale and zero point per element, and Quark's clip bounds.
+void integer_params(module& m) {
+  const std::size_t count = m.w.size();
+  const std::size_t rank = m.wshape.size();
+  m.scale.resize(count);
+  m.zp.resize(count);
+  std::size_t inner = 1;
+  if (m.axis >= 0) {
+    for (std::size_t d = static_cast<std::size_t>(m.axis) + 1; d < rank; ++d)
+      inner *= static_cast<std::size_t>(m.wshape[d]);
+  }
+  for (std::size_t e = 0; e < count; ++e) {
+    const std::size_t c =
+        m.axis < 0
+            ? 0
+            : (e / inner) % static_cast<std::size_t>(m.wshape[static_cast<std::size_t>(m.axis)]);
+    m.scale[e] = static_cast<double>(m.scale_param[c]);
+    m.zp[e] = m.zp_param.empty() ? 0.0 : static_cast<double>(m.zp_param[c]);
+  }
+  std::tie(m.qmin, m.qmax) = weight_clip(m.wtype);
+}
+
+std::string describe_rest(const model& qm, const model& fm, const GraphProto& g, const NodeProto& n,
+                          const std::map<std::string, int>& producer,
+                          const std::map<std::string, std::vector<int>>& consumers,
+                          const std::map<std::string, const NodeProto*>& float_by_name,
+                          const std::map<std::string, const NodeProto*>& float_last_consumer,
+                          bool output_qdq, module& m);
+
 /// Builds the module of quantized node `i`, or returns the reason it is left alone.
 std::string describe(const model& qm, const model& fm, const GraphProto& g, int i,
                      const std::map<std::string, int>& producer,
                      const std::map<std::string, std::vector<int>>& consumers,
                      const std::map<std::string, const NodeProto*>& float_by_name,
                      const std::map<std::string, const NodeProto*>& float_last_consumer,
-                     bool output_qdq, module& m) {
+                     bool output_qdq, bool adaquant, module& m) {
   const NodeProto& n = g.node(i);
   m.node = i;
   m.name = n.name().empty() ? n.output(0) : n.name();
@@ -460,8 +741,19 @@ std::string describe(const model& qm, const model& fm, const GraphProto& g, int 
   m.input = n.input(0);
   m.output = n.output(0);
   auto pit = producer.find(n.input(1));
-  if (pit == producer.end() || g.node(pit->second).op_type() != "DequantizeLinear")
-    return "weight not quantized";
+  if (pit == producer.end() || g.node(pit->second).op_type() != "DequantizeLinear") {
+    std::string why;
+    std::optional<weight_chain> chain = parse_chain(qm, g, producer, consumers, n.input(1), why);
+    if (!chain)
+      return why.empty() ? "weight not quantized" : why;
+    if (!adaquant)
+      return "AdaRound needs integer weights, this one is fake-quantized by " + chain->label();
+    m.wshape = qm.initializer(chain->init).shape();
+    m.weight_q = chain->init;
+    m.chain = std::move(chain);
+    return describe_rest(qm, fm, g, n, producer, consumers, float_by_name, float_last_consumer,
+                         output_qdq, m);
+  }
   const NodeProto& dq = g.node(pit->second);
   if (dq.input_size() < 2 || !qm.has_initializer(dq.input(0)) || !qm.has_initializer(dq.input(1)))
     return "weight not quantized";
@@ -498,6 +790,19 @@ std::string describe(const model& qm, const model& fm, const GraphProto& g, int 
   }
   if (!m.zp_param.empty() && m.zp_param.size() != m.scale_param.size())
     return "zero point shape";
+  return describe_rest(qm, fm, g, n, producer, consumers, float_by_name, float_last_consumer,
+                       output_qdq, m);
+}
+
+/// The part of describe() after the weight's quantization: the float counterpart, the integer
+/// weight's per-element parameters, the GEMM view, the bias and the module's end.
+std::string describe_rest(const model& qm, const model& fm, const GraphProto& g, const NodeProto& n,
+                          const std::map<std::string, int>& producer,
+                          const std::map<std::string, std::vector<int>>& consumers,
+                          const std::map<std::string, const NodeProto*>& float_by_name,
+                          const std::map<std::string, const NodeProto*>& float_last_consumer,
+                          bool output_qdq, module& m) {
+  const std::size_t rank = m.wshape.size();
   // Float node (same name; else same output) and weight.
   auto fit = float_by_name.find(n.name());
   if (n.name().empty() || fit == float_by_name.end())
@@ -514,22 +819,8 @@ std::string describe(const model& qm, const model& fm, const GraphProto& g, int 
     return "float weight not found";
   m.w.assign(wf.data<float>().begin(), wf.data<float>().end());
   const std::size_t count = m.w.size();
-  m.scale.resize(count);
-  m.zp.resize(count);
-  std::size_t inner = 1;
-  if (m.axis >= 0) {
-    for (std::size_t d = static_cast<std::size_t>(m.axis) + 1; d < rank; ++d)
-      inner *= static_cast<std::size_t>(m.wshape[d]);
-  }
-  for (std::size_t e = 0; e < count; ++e) {
-    const std::size_t c =
-        m.axis < 0
-            ? 0
-            : (e / inner) % static_cast<std::size_t>(m.wshape[static_cast<std::size_t>(m.axis)]);
-    m.scale[e] = static_cast<double>(m.scale_param[c]);
-    m.zp[e] = m.zp_param.empty() ? 0.0 : static_cast<double>(m.zp_param[c]);
-  }
-  std::tie(m.qmin, m.qmax) = weight_clip(m.wtype);
+  if (!m.chain)
+    integer_params(m);
 
   // GEMM view.
   std::size_t cout = 0;
@@ -680,7 +971,20 @@ std::string describe(const model& qm, const model& fm, const GraphProto& g, int 
     } else if (qm.has_initializer(bv)) {
       m.bias_data = bv;
     } else {
-      return "bias not constant";
+      // A float16 / bfloat16 / BFP / MX bias: its fake-quantized values, kept as they are
+      // (bias_data stays empty, so update_bias leaves it alone).
+      std::string why;
+      const std::optional<weight_chain> bc = parse_chain(qm, g, producer, consumers, bv, why);
+      if (!bc)
+        return "bias not constant";
+      const shape_t bshape = qm.initializer(bc->init).shape();
+      const std::vector<float> v = bc->current(qm, bshape);
+      if (v.size() != cout)
+        return "bias shape";
+      for (std::size_t c = 0; c < cout; ++c)
+        m.bias[c] = static_cast<double>(v[c]);
+      return module_end(qm, g, producer, consumers, fnode, float_last_consumer, output_qdq, cout,
+                        m);
     }
     const tensor b = qm.initializer(m.bias_data);
     m.bias_type = b.type();
@@ -1154,14 +1458,20 @@ module_result train(model& qm, const module& m, const std::vector<sample_data>& 
   const std::size_t count = m.w.size();
   std::vector<std::size_t> all(data.size());
   std::iota(all.begin(), all.end(), std::size_t{0});
-  std::vector<std::int64_t> q0(count);
-  {
+  // The weights the layer computes with now: dequantized integers, or the chain's values.
+  std::vector<double> wq0;
+  if (m.chain) {
+    const std::vector<float> v = m.chain->current(qm, m.wshape);
+    wq0.assign(v.begin(), v.end());
+  } else {
+    std::vector<std::int64_t> q0(count);
     const tensor t = qm.initializer(m.weight_q);
     for (std::size_t i = 0; i < count; ++i)
       q0[i] = int_value(t, i);
+    wq0 = dequantize(m, q0);
   }
   std::vector<mat> wt, grad(m.groups);
-  fill_wt(m, dequantize(m, q0), m.bias, wt);
+  fill_wt(m, wq0, m.bias, wt);
   r.before = loss_and_grad(m, data, gram, all, wt, nullptr);
   // lr_adjust: the loss sums the squared error over the output channels and averages over the
   // positions, so the mean over every output element (torch's mse_loss) is loss / channels.
@@ -1216,57 +1526,82 @@ module_result train(model& qm, const module& m, const std::vector<sample_data>& 
   };
   const tensor_shape shape = weight_shape(m);
   const adam_options adam_o{.lr = lr};
-  with_weight_type(m.wtype, [&](auto type) {
-    using D = typename decltype(type)::type;
-    std::vector<zero_point_t<D>> z;
-    const tensor_qparams<D> p = weight_params<D>(m, z);
-    std::vector<D> q(count);
-    if (!o.adaquant) {
-      // AdaRound: the reconstruction loss's gradient w.r.t. the soft weights, then the header's
-      // chain rule through h(alpha), the regulariser after the warm start, and Adam on alpha.
-      adaround<D> ar(shape, m.w, p, adam_o);
-      for (std::size_t it = 0; it < n_it; ++it) {
-        draw();
-        fill_wt(m, ar.soft_weights(), m.bias, wt);
-        double loss = loss_and_grad(m, data, gram, batch, wt, &grad);
-        scatter();
-        std::optional<adaround_reg> reg;
-        if (it >= warm_iters)
-          reg = adaround_reg{o.reg_param,
-                             adaround_beta(it, n_it, o.warm_start, o.beta_start, o.beta_end)};
-        loss = ar.step(g, loss, reg);
-        if (stop_now(it, loss))
-          break;
-      }
-      ar.hard_codes(q);
-    } else {
-      // AdaQuant: fake-quantized weights, the straight-through gradient and Adam on the float
-      // weights (and the bias with update_bias).
-      const bool train_bias = o.update_bias && !m.bias_data.empty();
-      adaquant<D> aq(shape, m.w, p,
-                     train_bias ? std::span<const double>(m.bias) : std::span<const double>(),
-                     adam_o);
-      for (std::size_t it = 0; it < n_it; ++it) {
-        draw();
-        fill_wt(m, aq.fake_weights(), train_bias ? aq.bias() : std::span<const double>(m.bias), wt);
-        const double loss = loss_and_grad(m, data, gram, batch, wt, &grad);
-        scatter();
-        aq.step(g, gb);
-        if (stop_now(it, loss))
-          break;
-      }
-      aq.codes(q);
-      if (train_bias)
-        bias_new.assign(aq.bias().begin(), aq.bias().end());
+  const bool train_bias = o.adaquant && o.update_bias && !m.bias_data.empty();
+  // AdaQuant's loop, for the integer (adaquant<D>) and the chain (adaquant_fq) weights alike:
+  // fake-quantized weights, the straight-through gradient and Adam on the float weights (and
+  // the bias with update_bias).
+  auto run_adaquant = [&](auto& aq) {
+    for (std::size_t it = 0; it < n_it; ++it) {
+      draw();
+      fill_wt(m, aq.fake_weights(), train_bias ? aq.bias() : std::span<const double>(m.bias), wt);
+      const double loss = loss_and_grad(m, data, gram, batch, wt, &grad);
+      scatter();
+      aq.step(g, gb);
+      if (stop_now(it, loss))
+        break;
     }
-    for (std::size_t i = 0; i < count; ++i)
-      q_new[i] = static_cast<std::int64_t>(q[i]);
-  });
+    if (train_bias)
+      bias_new.assign(aq.bias().begin(), aq.bias().end());
+  };
+  std::vector<float> w_new;  // chain: the learned float weights
+  if (m.chain) {
+    // The float weights the chain starts from: its initializer, or the float model's weights
+    // when the initializer holds float16 / bfloat16 values.
+    if (!m.chain->stored) {
+      const tensor t = qm.initializer(m.chain->init);
+      w_new.assign(t.data<float>().begin(), t.data<float>().end());
+    } else {
+      w_new = m.w;
+    }
+    auto fq = [&m](std::span<const float> w, std::span<float> out) {
+      m.chain->apply(w, out, m.wshape);
+    };
+    adaquant_fq aq(std::span<const float>(w_new), fq,
+                   train_bias ? std::span<const double>(m.bias) : std::span<const double>(),
+                   adam_o);
+    run_adaquant(aq);
+    const auto lw = aq.float_weights();
+    w_new.assign(lw.begin(), lw.end());
+  } else {
+    with_weight_type(m.wtype, [&](auto type) {
+      using D = typename decltype(type)::type;
+      std::vector<zero_point_t<D>> z;
+      const tensor_qparams<D> p = weight_params<D>(m, z);
+      std::vector<D> q(count);
+      if (!o.adaquant) {
+        // AdaRound: the reconstruction loss's gradient w.r.t. the soft weights, then the header's
+        // chain rule through h(alpha), the regulariser after the warm start, and Adam on alpha.
+        adaround<D> ar(shape, m.w, p, adam_o);
+        for (std::size_t it = 0; it < n_it; ++it) {
+          draw();
+          fill_wt(m, ar.soft_weights(), m.bias, wt);
+          double loss = loss_and_grad(m, data, gram, batch, wt, &grad);
+          scatter();
+          std::optional<adaround_reg> reg;
+          if (it >= warm_iters)
+            reg = adaround_reg{o.reg_param,
+                               adaround_beta(it, n_it, o.warm_start, o.beta_start, o.beta_end)};
+          loss = ar.step(g, loss, reg);
+          if (stop_now(it, loss))
+            break;
+        }
+        ar.hard_codes(q);
+      } else {
+        adaquant<D> aq(shape, m.w, p,
+                       train_bias ? std::span<const double>(m.bias) : std::span<const double>(),
+                       adam_o);
+        run_adaquant(aq);
+        aq.codes(q);
+      }
+      for (std::size_t i = 0; i < count; ++i)
+        q_new[i] = static_cast<std::int64_t>(q[i]);
+    });
+  }
 
   // The bias as it would be stored.
   tensor bias_t;
   std::vector<double> bias_eval = m.bias;
-  const bool new_bias = o.adaquant && o.update_bias && !m.bias_data.empty();
+  const bool new_bias = train_bias;
   if (new_bias) {
     std::vector<float> bf(bias_new.begin(), bias_new.end());
     if (m.bias_quantized) {
@@ -1286,11 +1621,24 @@ module_result train(model& qm, const module& m, const std::vector<sample_data>& 
         bias_eval[c] = static_cast<double>(bf[c]);
     }
   }
-  fill_wt(m, dequantize(m, q_new), bias_eval, wt);
+  std::vector<double> wq_new;
+  if (m.chain) {
+    // What the model will compute from the stored weights (float16 / bfloat16 storage rounds
+    // them, which the chain's round trip does too).
+    std::vector<float> v(count);
+    m.chain->apply(w_new, v, m.wshape);
+    wq_new.assign(v.begin(), v.end());
+  } else {
+    wq_new = dequantize(m, q_new);
+  }
+  fill_wt(m, wq_new, bias_eval, wt);
   r.after = loss_and_grad(m, data, gram, all, wt, nullptr);
   if (r.after < r.before) {
     r.improved = true;
-    qm.set_initializer(m.weight_q, int_tensor(m.wtype, m.wshape, q_new));
+    if (m.chain)
+      qm.set_initializer(m.weight_q, m.chain->store(w_new, m.wshape));
+    else
+      qm.set_initializer(m.weight_q, int_tensor(m.wtype, m.wshape, q_new));
     if (new_bias) {
       if (m.bias_quantized) {
         qm.set_initializer(m.bias_data, bias_t);
@@ -1457,11 +1805,15 @@ finetune_stats fast_finetune(model& qm, const model& float_model_in,
                qm.has_initializer(g.node(it->second).input(0));
       });
       const std::string label = (n.name().empty() ? n.output(0) : n.name()) + " (" + n.op_type();
-      if (!dq_input)
+      std::string chain_why;
+      const bool chain_weight =
+          n.input_size() >= 2 &&
+          (parse_chain(qm, g, producer, consumers, n.input(1), chain_why) || !chain_why.empty());
+      if (!dq_input && !chain_weight)
         continue;  // not quantized: nothing to fine-tune
       module m;
       const std::string why = describe(qm, float_model, g, i, producer, consumers, float_by_name,
-                                       float_last_consumer, o.output_qdq, m);
+                                       float_last_consumer, o.output_qdq, o.adaquant, m);
       if (!why.empty()) {
         st.skipped.push_back(label + ": " + why + ")");
         continue;

@@ -392,3 +392,44 @@ TEST_CASE("BF16_ADAQUANT / FP16_ADAQUANT on a Conv net: ORT runs the model and a
       CHECK(std::fabs(a[i] - o[i]) <= 1e-4f * std::max(1.0f, std::fabs(a[i])));
   }
 }
+
+TEST_CASE("update_bias trains a bias behind a bfloat16 Cast pair / a BFP op (the full presets)") {
+  // BF16 and MX9 with activations quantized too: the Gemm's bias goes through the preset's
+  // fake quantizer (a Cast pair, a BFPQuantizeDequantize), and update_bias trains it.
+  const gemm_case g;
+  for (const char* name : {"BF16", "MX9"}) {
+    const std::string preset = name;
+    CAPTURE(preset);
+    qo::qconfig cfg = qo::get_default_config(name);
+    cfg.algo_config.push_back({.name = qo::algo_name::adaquant,
+                               .params = obj({{"num_iterations", 200},
+                                              {"learning_rate", 1e-6},
+                                              {"batch_size", 4},
+                                              {"update_bias", true}})});
+    qo::memory_reader reader(g.calib);
+    qo::quantize_report rep;
+    const qo::model qm = qo::quantize_model(g.fm, cfg, reader, &rep);
+    std::string all;
+    for (const auto& n : rep.notes)
+      all += n + "\n";
+    CAPTURE(all);
+    CHECK(all.find("adaquant: 1 modules improved") != std::string::npos);
+    // The bias initializer behind the Gemm's bias chain moved, by at most Adam's bound.
+    const auto nodes = qm.nodes();
+    const auto gemm =
+        std::find_if(nodes.begin(), nodes.end(), [](const auto& n) { return n.op_type == "Gemm"; });
+    REQUIRE(gemm != nodes.end());
+    std::string root = producer_of(nodes, gemm->inputs.at(2)).inputs.at(0);
+    if (!qm.has_initializer(root))
+      root = producer_of(nodes, root).inputs.at(0);  // Cast(to float) <- Cast(to bf16) <- init
+    const qo::tensor bt = qm.initializer(root);
+    REQUIRE(bt.size() == g.b.size());
+    std::size_t moved = 0;
+    for (std::size_t o = 0; o < g.b.size(); ++o) {
+      const double d = std::fabs(static_cast<double>(bt.data<float>()[o] - g.b[o]));
+      CHECK(d <= 200 * 1e-6 * adam_bound + 1e-2);  // + the start: the bias as the model had it
+      moved += d > 0.0 ? 1U : 0U;
+    }
+    CHECK(moved > 0);
+  }
+}

@@ -243,6 +243,7 @@ struct module {
   // bias
   bool bias_quantized = false;
   std::string bias_data;  ///< initializer holding the bias ("" without one)
+  std::optional<weight_chain> bias_chain;  ///< a float16 / bfloat16 / BFP / MX bias's chain
   dtype_id bias_type = dtype_id::float32;
   std::vector<float> bias_scale;
   std::vector<std::int64_t> bias_zp;
@@ -971,10 +972,10 @@ std::string describe_rest(const model& qm, const model& fm, const GraphProto& g,
     } else if (qm.has_initializer(bv)) {
       m.bias_data = bv;
     } else {
-      // A float16 / bfloat16 / BFP / MX bias: its fake-quantized values, kept as they are
-      // (bias_data stays empty, so update_bias leaves it alone).
+      // A float16 / bfloat16 / BFP / MX bias: the values the model computes from it; AdaQuant's
+      // update_bias trains it and stores it through the chain as a weight is.
       std::string why;
-      const std::optional<weight_chain> bc = parse_chain(qm, g, producer, consumers, bv, why);
+      std::optional<weight_chain> bc = parse_chain(qm, g, producer, consumers, bv, why);
       if (!bc)
         return "bias not constant";
       const shape_t bshape = qm.initializer(bc->init).shape();
@@ -983,6 +984,8 @@ std::string describe_rest(const model& qm, const model& fm, const GraphProto& g,
         return "bias shape";
       for (std::size_t c = 0; c < cout; ++c)
         m.bias[c] = static_cast<double>(v[c]);
+      m.bias_data = bc->init;
+      m.bias_chain = std::move(bc);
       return module_end(qm, g, producer, consumers, fnode, float_last_consumer, output_qdq, cout,
                         m);
     }
@@ -1604,7 +1607,14 @@ module_result train(model& qm, const module& m, const std::vector<sample_data>& 
   const bool new_bias = train_bias;
   if (new_bias) {
     std::vector<float> bf(bias_new.begin(), bias_new.end());
-    if (m.bias_quantized) {
+    if (m.bias_chain) {
+      const shape_t bshape = qm.initializer(m.bias_data).shape();
+      bias_t = m.bias_chain->store(bf, bshape);
+      std::vector<float> v(bf.size());
+      m.bias_chain->apply(bf, v, bshape);
+      for (std::size_t c = 0; c < bf.size(); ++c)
+        bias_eval[c] = static_cast<double>(v[c]);
+    } else if (m.bias_quantized) {
       bias_t = requantize(bf, m.bias_type, m.bias_scale, m.bias_zp);
       for (std::size_t c = 0; c < bf.size(); ++c) {
         const std::size_t k = m.bias_scale.size() == 1 ? 0 : c;
@@ -1640,7 +1650,7 @@ module_result train(model& qm, const module& m, const std::vector<sample_data>& 
     else
       qm.set_initializer(m.weight_q, int_tensor(m.wtype, m.wshape, q_new));
     if (new_bias) {
-      if (m.bias_quantized) {
+      if (m.bias_quantized || m.bias_chain) {
         qm.set_initializer(m.bias_data, bias_t);
       } else {
         const tensor old = qm.initializer(m.bias_data);

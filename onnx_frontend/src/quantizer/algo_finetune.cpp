@@ -242,7 +242,7 @@ struct module {
   std::int64_t axis = -1;  ///< per-channel axis, -1 per tensor
   // bias
   bool bias_quantized = false;
-  std::string bias_data;  ///< initializer holding the bias ("" without one)
+  std::string bias_data;                   ///< initializer holding the bias ("" without one)
   std::optional<weight_chain> bias_chain;  ///< a float16 / bfloat16 / BFP / MX bias's chain
   dtype_id bias_type = dtype_id::float32;
   std::vector<float> bias_scale;

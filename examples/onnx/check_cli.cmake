@@ -2,6 +2,10 @@
 # inputs": each case must exit non-zero, print a message naming the culprit on stderr and leave
 # no output file behind. A valid run first proves the harness can see a success.
 #   cmake -DTOOL=... -DDATA=tests/cli/data -DWORK=... -P check_cli.cmake
+# A folder of this run's own under WORK: two ctest runs of one build tree at once (two
+# terminals, an IDE) would otherwise remove and rewrite each other's files.
+string(RANDOM LENGTH 12 run_id)
+set(WORK "${WORK}/${run_id}")
 file(REMOVE_RECURSE ${WORK})
 file(MAKE_DIRECTORY ${WORK})
 file(WRITE ${WORK}/unknown_key.json "{\"extra_options\": {\"Int32Bais\": false}}")
@@ -94,3 +98,4 @@ foreach(m "XINT8 " "S8S8_AAWS (S8S8)" "INT8_CNN_ACCURATE" "U16S8_AAWS_ADAQUANT" 
     message(FATAL_ERROR "list_presets: expected \"${m}\" in:\n${o}")
   endif()
 endforeach()
+file(REMOVE_RECURSE ${WORK})

@@ -5,6 +5,10 @@
 # and, since every run sets QUARK_CALIB_PROFILE, its calibration profile on stderr, so the
 # silence is the option's doing (it also blocks that debug printout).
 #   cmake -DTOOL=... -DDATA=tests/cli/data -DWORK=... -P check_crypto.cmake
+# A folder of this run's own under WORK: two ctest runs of one build tree at once (two
+# terminals, an IDE) would otherwise remove and rewrite each other's files.
+string(RANDOM LENGTH 12 run_id)
+set(WORK "${WORK}/${run_id}")
 file(REMOVE_RECURSE ${WORK})
 file(MAKE_DIRECTORY ${WORK})
 set(specs "\"global_config\": {\"input_tensors\": \"Int8Spec\", \"weight\": \"Int8Spec\"}")
@@ -86,3 +90,4 @@ refused(crypto_infer_only MESSAGES "--infer-only" "CryptoMode"
         ARGS --config ${WORK}/crypto.json --infer-only 1)
 refused(bad_algorithm MESSAGES "EncryptionAlgorithm" "AES-256" "AES-128"
         ARGS --config ${WORK}/bad_algorithm.json)
+file(REMOVE_RECURSE ${WORK})

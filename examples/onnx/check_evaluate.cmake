@@ -2,6 +2,10 @@
 # quantized folders from tests/metrics/data, runs the tool and checks its lines against the numpy
 # reference values of tests/metrics/data/metrics_reference.txt (rounded as the tool prints them).
 #   cmake -DTOOL=... -DDATA=... -DWORK=... -P check_evaluate.cmake
+# A folder of this run's own under WORK: two ctest runs of one build tree at once (two
+# terminals, an IDE) would otherwise remove and rewrite each other's files.
+string(RANDOM LENGTH 12 run_id)
+set(WORK "${WORK}/${run_id}")
 file(REMOVE_RECURSE ${WORK})
 file(MAKE_DIRECTORY ${WORK}/base ${WORK}/quant ${WORK}/zero)
 foreach(name a b)
@@ -31,3 +35,4 @@ run_and_expect(quant "Files compared: 2" "Mean cos similarity: 0.9974" "Min cos 
 # One all-zero output: its cosine is undefined and reported, the mean is over the other file.
 run_and_expect(zero "Files compared: 2" "Mean cos similarity: 0.9974"
                "cosine undefined for 1 file(s)")
+file(REMOVE_RECURSE ${WORK})

@@ -1,6 +1,10 @@
 # ctest smoke test of quark_render_text: a calibration folder of the expected layout and sizes,
 # the same bytes for the same seed, and a clear failure on a bad argument.
 #   cmake -DTOOL=... -DWORK=... -P check_render_text.cmake
+# A folder of this run's own under WORK: two ctest runs of one build tree at once (two
+# terminals, an IDE) would otherwise remove and rewrite each other's files.
+string(RANDOM LENGTH 12 run_id)
+set(WORK "${WORK}/${run_id}")
 file(REMOVE_RECURSE ${WORK})
 foreach(run a b)
   execute_process(COMMAND ${TOOL} line 48 192 3 ${WORK}/${run} --seed 5 RESULT_VARIABLE rc
@@ -46,3 +50,4 @@ endif()
 if(EXISTS ${WORK}/c)
   message(FATAL_ERROR "a failed run left ${WORK}/c behind")
 endif()
+file(REMOVE_RECURSE ${WORK})

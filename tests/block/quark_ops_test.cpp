@@ -4,6 +4,7 @@
 // against an explicit transpose/pad/slice), single-element tensors, float16 in/out, and the
 // block_format facts (bits per element).
 #include <cstdint>
+#include <map>
 #include <span>
 #include <string>
 #include <vector>
@@ -125,6 +126,48 @@ TEST_CASE("op attributes: defaults and validation errors") {
   CHECK(bfprun(b) == "quark.block.rounding_mode");
   const std::int64_t bad[] = {3, 4};
   CHECK(error_id([&] { quark::mx_quantize_dequantize({}, x, bad, y); }) == "quark.block.shape");
+}
+
+TEST_CASE("op attributes read through a node's accessors: given values, op defaults otherwise") {
+  // A node with some attributes set: the readers take those and keep the defaults for the rest.
+  const std::map<std::string, std::int64_t> ints{
+      {"axis", 0}, {"bit_width", 13}, {"block_size", 16}, {"rounding_mode", 2}};
+  const std::map<std::string, std::string> strs{{"bfp_method", "to_bfp_prime"},
+                                                {"element_dtype", "fp4_e2m1"}};
+  auto get_i = [&](const char* k, std::int64_t d) {
+    const auto it = ints.find(k);
+    return it == ints.end() ? d : it->second;
+  };
+  auto get_s = [&](const char* k, const std::string& d) {
+    const auto it = strs.find(k);
+    return it == strs.end() ? d : it->second;
+  };
+  const quark::bfp_op_attributes b = quark::read_bfp_attributes(get_i, get_s);
+  CHECK(b.bfp_method == "to_bfp_prime");
+  CHECK(b.axis == 0);
+  CHECK(b.bit_width == 13);
+  CHECK(b.block_size == 16);
+  CHECK(b.rounding_mode == 2);
+  CHECK(b.sub_block_size == 2);  // the op's defaults
+  CHECK(b.sub_block_shift_bits == 1);
+  CHECK(b.convert_to_bfloat_before_bfp == 0);
+  CHECK(b.use_compiler_version_cpu_kernel == 0);
+  const quark::mx_op_attributes m = quark::read_mx_attributes(get_i, get_s);
+  CHECK(m.element_dtype == "fp4_e2m1");
+  CHECK(m.axis == 0);
+  CHECK(m.block_size == 16);
+  CHECK(m.rounding_mode == 2);
+  // Nothing set: exactly the default-constructed attributes.
+  auto none_i = [](const char*, std::int64_t d) { return d; };
+  auto none_s = [](const char*, const std::string& d) { return d; };
+  const quark::bfp_op_attributes bd = quark::read_bfp_attributes(none_i, none_s);
+  CHECK(bd.bfp_method == "to_bfp");
+  CHECK(bd.bit_width == 16);
+  CHECK(bd.block_size == 8);
+  const quark::mx_op_attributes md = quark::read_mx_attributes(none_i, none_s);
+  CHECK(md.element_dtype == "int8");
+  CHECK(md.block_size == 32);
+  CHECK(md.rounding_mode == 0);
 }
 
 TEST_CASE("layout wrapper: axis moved last and zero padding, checked literally") {

@@ -131,6 +131,37 @@ inline void check_op_sizes(std::size_t in, std::size_t out) {
 
 }  // namespace detail
 
+/// MXQuantizeDequantize attributes read through a node's accessors: `get_i(name, default)`
+/// returns an integer attribute, `get_s(name, default)` a string one (whatever graph API the
+/// caller has), absent ones keep the op's defaults. Not validated: see validate().
+template <class GetI, class GetS>
+mx_op_attributes read_mx_attributes(GetI&& get_i, GetS&& get_s) {
+  mx_op_attributes a;
+  a.element_dtype = get_s("element_dtype", a.element_dtype);
+  a.axis = get_i("axis", a.axis);
+  a.block_size = get_i("block_size", a.block_size);
+  a.rounding_mode = get_i("rounding_mode", a.rounding_mode);
+  return a;
+}
+
+/// BFPQuantizeDequantize attributes read through a node's accessors (as read_mx_attributes).
+template <class GetI, class GetS>
+bfp_op_attributes read_bfp_attributes(GetI&& get_i, GetS&& get_s) {
+  bfp_op_attributes a;
+  a.bfp_method = get_s("bfp_method", a.bfp_method);
+  a.axis = get_i("axis", a.axis);
+  a.bit_width = get_i("bit_width", a.bit_width);
+  a.block_size = get_i("block_size", a.block_size);
+  a.rounding_mode = get_i("rounding_mode", a.rounding_mode);
+  a.sub_block_size = get_i("sub_block_size", a.sub_block_size);
+  a.sub_block_shift_bits = get_i("sub_block_shift_bits", a.sub_block_shift_bits);
+  a.convert_to_bfloat_before_bfp =
+      get_i("convert_to_bfloat_before_bfp", a.convert_to_bfloat_before_bfp);
+  a.use_compiler_version_cpu_kernel =
+      get_i("use_compiler_version_cpu_kernel", a.use_compiler_version_cpu_kernel);
+  return a;
+}
+
 /// Validates MXQuantizeDequantize attributes (throws quark::invalid_argument, "quark.block.*").
 inline void validate(const mx_op_attributes& a) {
   static_cast<void>(parse_mx_element(a.element_dtype));

@@ -57,6 +57,7 @@
 #include <quark/block/quark_ops.hpp>
 #include <quark/dtype/formats.hpp>
 #include <quark/onnx/runtime.hpp>
+#include <quark/quant/fake_quant.hpp>
 #include <quark/scale/qrange.hpp>
 
 #include "io/proto_access.hpp"
@@ -128,6 +129,14 @@ void with_half_type(dtype_id t, F&& f) {
     f(std::type_identity<quark::bfloat16>{});
 }
 
+/// A model shape as the headers take it.
+tensor_shape header_shape(const shape_t& shape) {
+  std::vector<std::size_t> dims;
+  for (const auto d : shape)
+    dims.push_back(static_cast<std::size_t>(d));
+  return tensor_shape{std::span<const std::size_t>(dims)};
+}
+
 /// A weight fake-quantized by nodes other than a DequantizeLinear of integers (AdaQuant only):
 /// - Cast(to T) -> Cast(to FLOAT) on a float initializer, with Div / Mul by a scalar scale when
 ///   the pair is scaled (quantize.cpp's emit_cast_pair, quark-spec §1.5), T float16 or bfloat16;
@@ -168,15 +177,12 @@ struct weight_chain {
       case kind::cast:
         break;
     }
-    const bool scaled = scale != 1.0f;
-    auto round_trip = [&](auto t) {
-      using T = typename decltype(t)::type;
-      for (std::size_t i = 0; i < w.size(); ++i) {
-        const float r = static_cast<float>(T(scaled ? w[i] / scale : w[i]));
-        out[i] = scaled ? r * scale : r;
-      }
-    };
-    with_half_type(type, round_trip);
+    // The Cast pair is the header's float16 / bfloat16 fake quantization with one scale (1 when
+    // unscaled), zero point 0: float(T(w / s)) * s, as quark::quantize wrote the weight.
+    with_half_type(type, [&](auto id) {
+      using T = typename decltype(id)::type;
+      quark::fake_quantize<T>(header_shape(shape), w, tensor_qparams<T>{{&scale, 1}}, out);
+    });
   }
 
   /// The initializer holding float weights `w` as the chain reads it.
@@ -187,13 +193,10 @@ struct weight_chain {
       return t;
     }
     tensor t(type, shape);
-    auto put = [&](auto id) {
+    with_half_type(type, [&](auto id) {
       using T = typename decltype(id)::type;
-      auto d = t.data<T>();
-      for (std::size_t i = 0; i < w.size(); ++i)
-        d[i] = T(scale != 1.0f ? w[i] / scale : w[i]);
-    };
-    with_half_type(type, put);
+      quark::quantize<T>(header_shape(shape), w, tensor_qparams<T>{{&scale, 1}}, t.data<T>());
+    });
     return t;
   }
 
@@ -205,15 +208,11 @@ struct weight_chain {
       apply(t.data<float>(), out, shape);
       return out;
     }
-    auto get = [&](auto id) {
+    with_half_type(type, [&](auto id) {
       using T = typename decltype(id)::type;
-      const auto d = t.data<T>();
-      for (std::size_t i = 0; i < out.size(); ++i) {
-        const float r = static_cast<float>(d[i]);
-        out[i] = scale != 1.0f ? r * scale : r;
-      }
-    };
-    with_half_type(type, get);
+      quark::dequantize<T>(header_shape(shape), t.data<T>(), tensor_qparams<T>{{&scale, 1}},
+                           std::span<float>(out));
+    });
     return out;
   }
 };
@@ -411,34 +410,20 @@ std::optional<weight_chain> parse_chain(const model& qm, const GraphProto& g,
       why = "shared weight";
       return std::nullopt;
     }
-    auto s_attr = [&](const char* key, std::string dflt) {
+    auto get_i = [&](const char* key, std::int64_t dflt) { return attr_i(*n, key, dflt); };
+    auto get_s = [&](const char* key, const std::string& dflt) {
       const auto* a = find_attr(*n, key);
       return a == nullptr ? dflt : a->s();
     };
     try {
       if (n->op_type() == "BFPQuantizeDequantize") {
         c.k = weight_chain::kind::bfp;
-        auto& a = c.bfp;
-        a.bfp_method = s_attr("bfp_method", a.bfp_method);
-        a.axis = attr_i(*n, "axis", a.axis);
-        a.bit_width = attr_i(*n, "bit_width", a.bit_width);
-        a.block_size = attr_i(*n, "block_size", a.block_size);
-        a.rounding_mode = attr_i(*n, "rounding_mode", a.rounding_mode);
-        a.sub_block_size = attr_i(*n, "sub_block_size", a.sub_block_size);
-        a.sub_block_shift_bits = attr_i(*n, "sub_block_shift_bits", a.sub_block_shift_bits);
-        a.convert_to_bfloat_before_bfp =
-            attr_i(*n, "convert_to_bfloat_before_bfp", a.convert_to_bfloat_before_bfp);
-        a.use_compiler_version_cpu_kernel =
-            attr_i(*n, "use_compiler_version_cpu_kernel", a.use_compiler_version_cpu_kernel);
-        quark::validate(a);
+        c.bfp = quark::read_bfp_attributes(get_i, get_s);
+        quark::validate(c.bfp);
       } else {
         c.k = weight_chain::kind::mx;
-        auto& a = c.mx;
-        a.element_dtype = s_attr("element_dtype", a.element_dtype);
-        a.axis = attr_i(*n, "axis", a.axis);
-        a.block_size = attr_i(*n, "block_size", a.block_size);
-        a.rounding_mode = attr_i(*n, "rounding_mode", a.rounding_mode);
-        quark::validate(a);
+        c.mx = quark::read_mx_attributes(get_i, get_s);
+        quark::validate(c.mx);
       }
     } catch (const quark::error& e) {
       why = n->op_type() + ": " + e.what();
@@ -1384,10 +1369,7 @@ double loss_and_grad(const module& m, const std::vector<sample_data>& data, bool
 
 /// The weight's shape as the headers take it.
 tensor_shape weight_shape(const module& m) {
-  std::vector<std::size_t> dims;
-  for (const auto d : m.wshape)
-    dims.push_back(static_cast<std::size_t>(d));
-  return tensor_shape{std::span<const std::size_t>(dims)};
+  return header_shape(m.wshape);
 }
 
 /// The weight's parameters as the headers take them: the stored scales and zero points (`z`

@@ -83,18 +83,9 @@ void k_bfp(kernel_context& c) {
                        {"sub_block_shift_bits", K::i},
                        {"convert_to_bfloat_before_bfp", K::i},
                        {"use_compiler_version_cpu_kernel", K::i}});
-  quark::bfp_op_attributes a;
-  a.bfp_method = c.n.attr_s("bfp_method", a.bfp_method);
-  a.axis = c.n.attr_i("axis", a.axis);
-  a.bit_width = c.n.attr_i("bit_width", a.bit_width);
-  a.block_size = c.n.attr_i("block_size", a.block_size);
-  a.rounding_mode = c.n.attr_i("rounding_mode", a.rounding_mode);
-  a.sub_block_size = c.n.attr_i("sub_block_size", a.sub_block_size);
-  a.sub_block_shift_bits = c.n.attr_i("sub_block_shift_bits", a.sub_block_shift_bits);
-  a.convert_to_bfloat_before_bfp =
-      c.n.attr_i("convert_to_bfloat_before_bfp", a.convert_to_bfloat_before_bfp);
-  a.use_compiler_version_cpu_kernel =
-      c.n.attr_i("use_compiler_version_cpu_kernel", a.use_compiler_version_cpu_kernel);
+  const quark::bfp_op_attributes a = quark::read_bfp_attributes(
+      [&](const char* k, std::int64_t d) { return c.n.attr_i(k, d); },
+      [&](const char* k, const std::string& d) { return c.n.attr_s(k, d); });
   run_block_op(c, a, [](const auto& at, auto in, auto shape, auto out) {
     quark::bfp_quantize_dequantize(at, in, shape, out);
   });
@@ -104,11 +95,9 @@ void k_mx(kernel_context& c) {
   using K = attribute::kind;
   check_attributes(
       c, {{"element_dtype", K::s}, {"axis", K::i}, {"block_size", K::i}, {"rounding_mode", K::i}});
-  quark::mx_op_attributes a;
-  a.element_dtype = c.n.attr_s("element_dtype", a.element_dtype);
-  a.axis = c.n.attr_i("axis", a.axis);
-  a.block_size = c.n.attr_i("block_size", a.block_size);
-  a.rounding_mode = c.n.attr_i("rounding_mode", a.rounding_mode);
+  const quark::mx_op_attributes a = quark::read_mx_attributes(
+      [&](const char* k, std::int64_t d) { return c.n.attr_i(k, d); },
+      [&](const char* k, const std::string& d) { return c.n.attr_s(k, d); });
   run_block_op(c, a, [](const auto& at, auto in, auto shape, auto out) {
     quark::mx_quantize_dequantize(at, in, shape, out);
   });

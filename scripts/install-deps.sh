@@ -11,7 +11,7 @@ if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
 export DEBIAN_FRONTEND=noninteractive
 pkgs=(
   build-essential cmake ninja-build git ca-certificates curl
-  clang libclang-rt-14-dev clang-format
+  clang libclang-rt-14-dev clang-format lld
   libeigen3-dev libxtensor-dev doctest-dev libbenchmark-dev
   libprotobuf-dev protobuf-compiler libonnx-dev
   nlohmann-json3-dev libcli11-dev

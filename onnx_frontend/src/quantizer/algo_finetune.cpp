@@ -64,6 +64,7 @@
 #include "quantizer/algorithms.hpp"
 #include "quantizer/graph_util.hpp"
 #include "quantizer/numerics.hpp"
+#include "runtime/block_ops.hpp"
 
 namespace quark::onnx::qz {
 
@@ -169,10 +170,10 @@ struct weight_chain {
   void apply(std::span<const float> w, std::span<float> out, const shape_t& shape) const {
     switch (k) {
       case kind::bfp:
-        quark::bfp_quantize_dequantize(bfp, w, shape, out);
+        rt::bfp_quantize_dequantize_f32(bfp, w, shape, out);
         return;
       case kind::mx:
-        quark::mx_quantize_dequantize(mx, w, shape, out);
+        rt::mx_quantize_dequantize_f32(mx, w, shape, out);
         return;
       case kind::cast:
         break;

@@ -8,6 +8,7 @@
 
 #include <quark/block/quark_ops.hpp>
 
+#include "runtime/block_ops.hpp"
 #include "runtime/kernel.hpp"
 #include "runtime/registry.hpp"
 
@@ -104,6 +105,16 @@ void k_mx(kernel_context& c) {
 }
 
 }  // namespace
+
+void bfp_quantize_dequantize_f32(const quark::bfp_op_attributes& a, std::span<const float> in,
+                                 std::span<const std::int64_t> shape, std::span<float> out) {
+  quark::bfp_quantize_dequantize(a, in, shape, out);
+}
+
+void mx_quantize_dequantize_f32(const quark::mx_op_attributes& a, std::span<const float> in,
+                                std::span<const std::int64_t> shape, std::span<float> out) {
+  quark::mx_quantize_dequantize(a, in, shape, out);
+}
 
 void register_quark_ops(registry_map& r) {
   r["com.amd.quark:BFPQuantizeDequantize"] = k_bfp;

@@ -12,6 +12,12 @@
 // binding cannot describe float8/bfloat16/float4/e8m0 graph inputs or outputs at all ("Unsupported
 // data type"). Exit status: 0 on success, 1 on any error (message on stderr).
 //
+//   node ort_run.js --serve
+//
+// Serves runs for one test process (tests/support/ort.hpp keeps one such child): each line on
+// stdin is a JSON array of the arguments above (or ["--ping"]: load onnxruntime-node only); each
+// reply on stdout is "ok" or "error N" followed by N bytes of message. Runs are served in order.
+//
 // onnxruntime-node is resolved from $QUARK_ORT_DIR/node_modules first, then the normal Node
 // module path. Supported .npy element types: f4 f2 i1 u1 i2 u2 i4 u4 i8 (and b1 read as u1).
 'use strict';
@@ -19,7 +25,14 @@
 const fs = require('fs');
 const path = require('path');
 
+let ortModule = null;
+
 function loadOrt() {
+  if (ortModule === null) ortModule = loadOrtOnce();
+  return ortModule;
+}
+
+function loadOrtOnce() {
   const tried = [];
   if (process.env.QUARK_ORT_DIR) {
     const p = path.join(process.env.QUARK_ORT_DIR, 'node_modules', 'onnxruntime-node');
@@ -118,8 +131,11 @@ function outputBytes(t) {
   return out;
 }
 
-async function main() {
-  const args = process.argv.slice(2);
+async function runOnce(args) {
+  if (args.length === 1 && args[0] === '--ping') {
+    loadOrt();
+    return;
+  }
   if (args.length < 2) {
     throw new Error('usage: node ort_run.js model.onnx out_dir [in1.npy ...]');
   }
@@ -161,7 +177,29 @@ async function main() {
   }
 }
 
-main().catch((e) => {
-  process.stderr.write('ort_run.js: ' + (e && e.stack ? e.stack : String(e)) + '\n');
-  process.exit(1);
-});
+function serve() {
+  const readline = require('readline');
+  const rl = readline.createInterface({ input: process.stdin, terminal: false });
+  let chain = Promise.resolve();
+  rl.on('line', (line) => {
+    chain = chain.then(async () => {
+      try {
+        await runOnce(JSON.parse(line));
+        process.stdout.write('ok\n');
+      } catch (e) {
+        const msg = Buffer.from('ort_run.js: ' + (e && e.stack ? e.stack : String(e)), 'utf8');
+        process.stdout.write('error ' + msg.length + '\n');
+        process.stdout.write(msg);
+      }
+    });
+  });
+}
+
+if (process.argv[2] === '--serve') {
+  serve();
+} else {
+  runOnce(process.argv.slice(2)).catch((e) => {
+    process.stderr.write('ort_run.js: ' + (e && e.stack ? e.stack : String(e)) + '\n');
+    process.exit(1);
+  });
+}

@@ -6,16 +6,18 @@
 //    attributes, an opset and initializers. Element types are plain ONNX TensorProto codes
 //    (onnx_type::float8e4m3fn == 17 ...) because Debian's libonnx 1.12 enum stops at 16.
 //  * run_ort(model, inputs): writes the model and the inputs (.npy) to a fresh temp dir, runs
-//    tests/ort/ort_run.js with node through std::system, and reads every output back. Any failure
-//    throws std::runtime_error whose text includes the command and node's stderr.
+//    tests/ort/ort_run.js in a node child kept for the whole process (detail::ort_child), and reads
+//    every output back. Any failure throws std::runtime_error whose text includes the equivalent
+//    command line and node's message.
 //
 // The Node binding of ORT cannot describe fp8/bf16/e8m0/fp4 tensors as graph inputs or outputs, so
 // graphs take float32 (or integer) inputs and return float32/float16/int*/uint* outputs; cast to
 // and from the exotic type inside the graph (Cast(float->fp8) then Cast(fp8->float) is exact for
 // every non-NaN value). The 1.30 binding crashes when it returns an int4/uint4 output, so
 // ort_run.js refuses such graphs: add Cast(to=INT8) after the int4 value. ORT 1.30's CPU provider
-// has no kernel for Cast-23 / QuantizeLinear-23 to FLOAT4E2M1. Every run_ort call starts a node
-// process (about 0.3 s): batch many values and several outputs into one graph.
+// has no kernel for Cast-23 / QuantizeLinear-23 to FLOAT4E2M1. Every run_ort call is one request to
+// the node child (its first one loads onnxruntime-node, 0.2 s): still, batch many values and
+// several outputs into one graph.
 //
 //     using namespace quark::test;
 //     model_builder m(21);
@@ -35,12 +37,15 @@
 // to keep them always.
 #pragma once
 
+#include <algorithm>
+#include <cerrno>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <initializer_list>
 #include <map>
+#include <mutex>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -51,7 +56,13 @@
 #include <onnx/onnx_pb.h>
 
 #include "support/npy.hpp"
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+extern char** environ;
 
 namespace quark::test {
 
@@ -280,6 +291,210 @@ inline std::filesystem::path make_run_dir() {
   return std::filesystem::path(buf.data());
 }
 
+/// A JSON string literal of `s` (the serve protocol's requests).
+inline std::string json_string(const std::string& s) {
+  std::string q = "\"";
+  for (const char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      q += '\\';
+      q += c;
+    } else if (u < 0x20) {
+      static const char* hex = "0123456789abcdef";
+      q += "\\u00";
+      q += hex[u >> 4];
+      q += hex[u & 15];
+    } else {
+      q += c;
+    }
+  }
+  return q + "\"";
+}
+
+/// One `node ort_run.js --serve` child kept for the whole test process: a run costs a request
+/// line instead of a node start plus `require('onnxruntime-node')` (0.2 s of the 0.27 s median
+/// call; a full test suite made 591 such starts). Started on first use, restarted after it dies,
+/// and ended (stdin closed, then waited for) when the process exits. Spawned with posix_spawn
+/// (tests may have threads running); the parent's pipe ends are close-on-exec, so programs the
+/// tests start later do not hold them.
+class ort_child {
+ public:
+  static ort_child& instance() {
+    static ort_child c;
+    return c;
+  }
+  ort_child(const ort_child&) = delete;
+  ort_child& operator=(const ort_child&) = delete;
+  ~ort_child() { static_cast<void>(stop_and_collect()); }
+
+  /// Runs ort_run.js with `args`; returns "" on success, else the error text (node's message,
+  /// or how the child ended with its stderr).
+  std::string request(const std::vector<std::string>& args) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    if (pid_ < 0) {
+      if (std::string e = start(); !e.empty())
+        return e;
+    }
+    std::string line = "[";
+    for (std::size_t i = 0; i < args.size(); ++i)
+      line += (i ? "," : "") + json_string(args[i]);
+    line += "]\n";
+    if (!write_all(line))
+      return died("writing the request failed");
+    std::string reply;
+    if (!read_line(reply))
+      return died("no reply");
+    if (reply == "ok")
+      return std::string();
+    if (reply.rfind("error ", 0) == 0) {
+      const std::size_t n = std::stoul(reply.substr(6));
+      std::string msg(n, '\0');
+      if (!read_exact(msg.data(), n))
+        return died("truncated error message");
+      return msg;
+    }
+    return died("unexpected reply '" + reply + "'");
+  }
+
+ private:
+  ort_child() = default;
+
+  std::string start() {
+    ::signal(SIGPIPE, SIG_IGN);  // a child that died must not kill the test process
+    int to[2];
+    int from[2];
+    if (::pipe2(to, O_CLOEXEC) != 0)
+      return "run_ort: pipe failed";
+    if (::pipe2(from, O_CLOEXEC) != 0) {
+      ::close(to[0]);
+      ::close(to[1]);
+      return "run_ort: pipe failed";
+    }
+    std::filesystem::path base = env_or("QUARK_BINARY_DIR", "");
+    base =
+        base.empty() ? std::filesystem::temp_directory_path() / "quark_ort_tmp" : base / "ort_tmp";
+    std::error_code ec;
+    std::filesystem::create_directories(base, ec);
+    err_path_ = (base / ("child-" + std::to_string(::getpid()) + ".stderr")).string();
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, to[0], 0);
+    posix_spawn_file_actions_adddup2(&fa, from[1], 1);
+    posix_spawn_file_actions_addopen(&fa, 2, err_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const std::string script = ort_script().string();
+    std::vector<std::string> env_strings;
+    for (char** e = environ; *e != nullptr; ++e) {
+      if (std::string(*e).rfind("QUARK_ORT_DIR=", 0) != 0)
+        env_strings.emplace_back(*e);
+    }
+    env_strings.push_back("QUARK_ORT_DIR=" + ort_dir());
+    std::vector<char*> envp;
+    for (auto& e : env_strings)
+      envp.push_back(e.data());
+    envp.push_back(nullptr);
+    std::string a0 = "node";
+    std::string a1 = script;
+    std::string a2 = "--serve";
+    char* argv[] = {a0.data(), a1.data(), a2.data(), nullptr};
+    pid_t pid = -1;
+    const int rc = ::posix_spawnp(&pid, "node", &fa, nullptr, argv, envp.data());
+    posix_spawn_file_actions_destroy(&fa);
+    ::close(to[0]);
+    ::close(from[1]);
+    if (rc != 0) {
+      ::close(to[1]);
+      ::close(from[0]);
+      return "run_ort: cannot start node (posix_spawnp: " + std::to_string(rc) + ")";
+    }
+    pid_ = pid;
+    in_ = to[1];
+    out_ = from[0];
+    buf_.clear();
+    return std::string();
+  }
+
+  void stop() {
+    if (pid_ < 0)
+      return;
+    ::close(in_);  // node's stdin ends: it finishes the queued runs and exits
+    ::close(out_);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+  }
+
+  /// Ends the child and returns what it wrote to stderr (its file removed).
+  std::string stop_and_collect() {
+    stop();
+    std::string text = read_text(err_path_);
+    std::error_code ec;
+    std::filesystem::remove(err_path_, ec);
+    return text;
+  }
+
+  std::string died(const std::string& what) {
+    const pid_t pid = pid_;
+    const std::string err = stop_and_collect();
+    return "run_ort: the node child (pid " + std::to_string(pid) + ") failed: " + what +
+           "; its stderr: " + err;
+  }
+
+  bool write_all(const std::string& s) {
+    std::size_t done = 0;
+    while (done < s.size()) {
+      const ssize_t n = ::write(in_, s.data() + done, s.size() - done);
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n <= 0)
+        return false;
+      done += static_cast<std::size_t>(n);
+    }
+    return true;
+  }
+
+  bool fill() {
+    char tmp[4096];
+    for (;;) {
+      const ssize_t n = ::read(out_, tmp, sizeof tmp);
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n <= 0)
+        return false;
+      buf_.append(tmp, static_cast<std::size_t>(n));
+      return true;
+    }
+  }
+
+  bool read_line(std::string& line) {
+    for (;;) {
+      if (const auto nl = buf_.find('\n'); nl != std::string::npos) {
+        line = buf_.substr(0, nl);
+        buf_.erase(0, nl + 1);
+        return true;
+      }
+      if (!fill())
+        return false;
+    }
+  }
+
+  bool read_exact(char* dst, std::size_t n) {
+    while (buf_.size() < n) {
+      if (!fill())
+        return false;
+    }
+    std::copy_n(buf_.data(), n, dst);
+    buf_.erase(0, n);
+    return true;
+  }
+
+  std::mutex mutex_;
+  pid_t pid_ = -1;
+  int in_ = -1;
+  int out_ = -1;
+  std::string buf_;
+  std::string err_path_;
+};
+
 }  // namespace detail
 
 /// Empty when node and onnxruntime-node are usable, otherwise a message that says why and how to
@@ -295,12 +510,9 @@ inline const std::string& ort_unavailable_reason() {
       return "runner script not found at " + detail::ort_script().string() +
              " (set QUARK_SOURCE_DIR)";
     }
-    const std::string cmd =
-        "node -e " + detail::shell_quote("require(" + std::string("'") + mod.string() + "')") +
-        " >/dev/null 2>&1";
-    if (std::system(cmd.c_str()) != 0) {
-      return "`node -e require('" + mod.string() + "')` failed. " + detail::install_hint();
-    }
+    // The first request starts the node child run_ort keeps (no node start of its own).
+    if (const std::string e = detail::ort_child::instance().request({"--ping"}); !e.empty())
+      return "node could not load " + mod.string() + ": " + e + ". " + detail::install_hint();
     return std::string();
   }();
   return reason;
@@ -325,22 +537,20 @@ inline std::map<std::string, npy_array> run_ort(const ::onnx::ModelProto& model,
       throw std::runtime_error("run_ort: cannot write " + model_path.string());
     }
   }
-  std::string cmd = "QUARK_ORT_DIR=" + detail::shell_quote(detail::ort_dir()) + " node " +
-                    detail::shell_quote(detail::ort_script().string()) + " " +
-                    detail::shell_quote(model_path.string()) + " " +
-                    detail::shell_quote((dir / "out").string());
+  std::vector<std::string> args = {model_path.string(), (dir / "out").string()};
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     const auto p = dir / ("in" + std::to_string(i) + ".npy");
     write_npy(p.string(), inputs[i]);
-    cmd += " " + detail::shell_quote(p.string());
+    args.push_back(p.string());
   }
-  const auto err_path = dir / "stderr.txt";
-  cmd += " 2>" + detail::shell_quote(err_path.string());
-  const int rc = std::system(cmd.c_str());
-  if (rc != 0) {
-    throw std::runtime_error("run_ort: ONNX Runtime failed (status " + std::to_string(rc) +
-                             ", files kept in " + dir.string() + ")\n  command: " + cmd +
-                             "\n  stderr: " + detail::read_text(err_path));
+  if (const std::string err = detail::ort_child::instance().request(args); !err.empty()) {
+    // The same run as a command line, to repeat it by hand.
+    std::string cmd = "QUARK_ORT_DIR=" + detail::shell_quote(detail::ort_dir()) + " node " +
+                      detail::shell_quote(detail::ort_script().string());
+    for (const auto& a : args)
+      cmd += " " + detail::shell_quote(a);
+    throw std::runtime_error("run_ort: ONNX Runtime failed (files kept in " + dir.string() +
+                             ")\n  command: " + cmd + "\n  error: " + err);
   }
   std::map<std::string, npy_array> out;
   for (const auto& o : model.graph().output()) {

@@ -12,6 +12,9 @@
 
 #include "support/npy.hpp"
 #include "support/ort.hpp"
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 namespace {
 
@@ -134,4 +137,31 @@ TEST_CASE("run_ort: failures carry node's stderr and keep the files") {
   CHECK_THROWS_WITH_AS(
       (void)quark::test::run_ort(q.build(), {npy_array::from(std::vector<float>{1.0f, 2.0f})}),
       doctest::Contains("Cast(to=INT8)"), std::runtime_error);
+}
+
+TEST_CASE("run_ort: a node child that died is reported, then replaced") {
+  require_ort();
+  model_builder m(21);
+  m.input("x", ot::float32, {2}).node("Neg", {"x"}, {"y"}).output("y", ot::float32, {2});
+  const auto x = npy_array::from(std::vector<float>{1.5f, -2.0f});
+  auto& child = quark::test::detail::ort_child::instance();
+  CHECK(quark::test::run_ort(m.build(), {x}).at("y").values<float>() ==
+        std::vector<float>{-1.5f, 2.0f});
+  const pid_t pid = child.pid();
+  REQUIRE(pid > 0);
+  REQUIRE(::kill(pid, SIGKILL) == 0);
+  // Wait for the kill to land without reaping the child (run_ort's own waitpid does that).
+  siginfo_t info{};
+  while (::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+         info.si_pid == 0) {
+    ::usleep(1000);
+  }
+  const std::string expected = "node child (pid " + std::to_string(pid) + ") failed";
+  CHECK_THROWS_WITH_AS((void)quark::test::run_ort(m.build(), {x}),
+                       doctest::Contains(expected.c_str()), std::runtime_error);
+  CHECK(child.pid() == -1);
+  CHECK(quark::test::run_ort(m.build(), {x}).at("y").values<float>() ==
+        std::vector<float>{-1.5f, 2.0f});
+  CHECK(child.pid() > 0);
+  CHECK(child.pid() != pid);
 }

@@ -277,11 +277,18 @@ inline std::string install_hint() {
          "<source>/.cache/ort) and make sure `node` (>= 18) is on PATH.";
 }
 
-/// Creates a fresh directory for one run.
-inline std::filesystem::path make_run_dir() {
+/// Where runs and the node child's stderr go: $QUARK_BINARY_DIR/ort_tmp, else the system temp
+/// dir's quark_ort_tmp (created).
+inline std::filesystem::path ort_tmp_base() {
   std::filesystem::path base = env_or("QUARK_BINARY_DIR", "");
   base = base.empty() ? std::filesystem::temp_directory_path() / "quark_ort_tmp" : base / "ort_tmp";
   std::filesystem::create_directories(base);
+  return base;
+}
+
+/// Creates a fresh directory for one run.
+inline std::filesystem::path make_run_dir() {
+  const std::filesystem::path base = ort_tmp_base();
   std::string tmpl = (base / "run-XXXXXX").string();
   std::vector<char> buf(tmpl.begin(), tmpl.end());
   buf.push_back('\0');
@@ -327,6 +334,12 @@ class ort_child {
   ort_child& operator=(const ort_child&) = delete;
   ~ort_child() { static_cast<void>(stop_and_collect()); }
 
+  /// The running child's pid, -1 when none (for the harness test that kills it).
+  pid_t pid() {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    return pid_;
+  }
+
   /// Runs ort_run.js with `args`; returns "" on success, else the error text (node's message,
   /// or how the child ended with its stderr).
   std::string request(const std::vector<std::string>& args) {
@@ -346,7 +359,8 @@ class ort_child {
       return died("no reply");
     if (reply == "ok")
       return std::string();
-    if (reply.rfind("error ", 0) == 0) {
+    if (reply.rfind("error ", 0) == 0 && reply.size() > 6 &&
+        reply.find_first_not_of("0123456789", 6) == std::string::npos && reply.size() < 16) {
       const std::size_t n = std::stoul(reply.substr(6));
       std::string msg(n, '\0');
       if (!read_exact(msg.data(), n))
@@ -361,6 +375,11 @@ class ort_child {
 
   std::string start() {
     ::signal(SIGPIPE, SIG_IGN);  // a child that died must not kill the test process
+    try {
+      err_path_ = (ort_tmp_base() / ("child-" + std::to_string(::getpid()) + ".stderr")).string();
+    } catch (const std::filesystem::filesystem_error& e) {
+      return std::string("run_ort: cannot create the temp dir: ") + e.what();
+    }
     int to[2];
     int from[2];
     if (::pipe2(to, O_CLOEXEC) != 0)
@@ -370,12 +389,6 @@ class ort_child {
       ::close(to[1]);
       return "run_ort: pipe failed";
     }
-    std::filesystem::path base = env_or("QUARK_BINARY_DIR", "");
-    base =
-        base.empty() ? std::filesystem::temp_directory_path() / "quark_ort_tmp" : base / "ort_tmp";
-    std::error_code ec;
-    std::filesystem::create_directories(base, ec);
-    err_path_ = (base / ("child-" + std::to_string(::getpid()) + ".stderr")).string();
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_adddup2(&fa, to[0], 0);

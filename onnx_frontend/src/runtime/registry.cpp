@@ -17,6 +17,8 @@ const registry_map& registry() {
     register_norm(m);
     register_reduce(m);
     register_shape_ops(m);
+    register_index_ops(m);
+    register_misc_ops(m);
     register_resize(m);
     register_quant(m);
     register_rnn(m);

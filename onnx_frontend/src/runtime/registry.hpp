@@ -22,6 +22,8 @@ void register_pool(registry_map& r);
 void register_norm(registry_map& r);
 void register_reduce(registry_map& r);
 void register_shape_ops(registry_map& r);
+void register_index_ops(registry_map& r);  ///< ArgMax, TopK, GatherElements, Scatter*, ...
+void register_misc_ops(registry_map& r);   ///< Dropout, Mod, Mean, IsInf, trigonometry, ...
 void register_resize(registry_map& r);
 void register_quant(registry_map& r);
 void register_rnn(registry_map& r);

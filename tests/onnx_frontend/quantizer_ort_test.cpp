@@ -240,6 +240,106 @@ TEST_CASE("matmul graph at opset 11: int8 keeps the opset, 16-bit raises it to 2
   check_quantized(matmul_model(), "x", {2, 8}, {"A16W8", false, 0.999});
 }
 
+/// Old operator signatures that a raised opset must carry: each model runs at its own opset in
+/// ORT, and its A16W8 form (opset 21) must load there and agree with our runtime. Found by
+/// quantizing the ONNX node tests: an equal Split from opset 13 had no num_outputs at 21.
+TEST_CASE("raising the opset to 21 carries Split, TopK, Scatter, Dropout and BatchNormalization") {
+  const auto w = random_floats(8 * 4, 31);
+  SUBCASE("Split without 'split' (opset 11) gets num_outputs") {
+    model_builder b(11, 6);
+    b.input("x", onnx_type::float32, {2, 8});
+    b.node("Split", {"x"}, {"s0", "s1"}, {attr_int("axis", 1)});
+    b.node("Concat", {"s1", "s0"}, {"c"}, {attr_int("axis", 1)});
+    b.initializer("w", onnx_type::float32, {8, 4}, w);
+    b.node("MatMul", {"c", "w"}, {"y"});
+    b.output("y", onnx_type::float32, {2, 4});
+    check_quantized(b.build(), "x", {2, 8}, {"A16W8", false, 0.999});
+  }
+  SUBCASE("Split with a 'split' attribute (opset 11) gets the input") {
+    model_builder b(11, 6);
+    b.input("x", onnx_type::float32, {2, 8});
+    b.node("Split", {"x"}, {"s0", "s1"}, {attr_int("axis", 1), attr_ints("split", {3, 5})});
+    b.node("Concat", {"s1", "s0"}, {"c"}, {attr_int("axis", 1)});
+    b.initializer("w", onnx_type::float32, {8, 4}, w);
+    b.node("MatMul", {"c", "w"}, {"y"});
+    b.output("y", onnx_type::float32, {2, 4});
+    check_quantized(b.build(), "x", {2, 8}, {"A16W8", false, 0.999});
+  }
+  SUBCASE("TopK's k attribute (opset 9) becomes an input") {
+    model_builder b(9, 6);
+    b.input("x", onnx_type::float32, {2, 8});
+    b.node("TopK", {"x"}, {"v", "i"}, {attr_int("k", 4), attr_int("axis", 1)});
+    b.initializer("w", onnx_type::float32, {4, 8}, w);
+    b.node("MatMul", {"v", "w"}, {"y"});
+    b.output("y", onnx_type::float32, {2, 8});
+    check_quantized(b.build(), "x", {2, 8}, {"A16W8", false, 0.999});
+  }
+  SUBCASE("Scatter (opset 9) becomes ScatterElements") {
+    model_builder b(9, 6);
+    b.input("x", onnx_type::float32, {2, 8});
+    b.initializer("idx", onnx_type::int64, {2, 2}, std::vector<std::int64_t>{1, 6, 0, 7});
+    b.initializer("upd", onnx_type::float32, {2, 2}, std::vector<float>{0.5f, -0.25f, 1.0f, 0.75f});
+    b.node("Scatter", {"x", "idx", "upd"}, {"s"}, {attr_int("axis", 1)});
+    b.initializer("w", onnx_type::float32, {8, 4}, w);
+    b.node("MatMul", {"s", "w"}, {"y"});
+    b.output("y", onnx_type::float32, {2, 4});
+    check_quantized(b.build(), "x", {2, 8}, {"A16W8", false, 0.999});
+  }
+  SUBCASE("BatchNormalization's spatial and Dropout's ratio (opset 7) are dropped") {
+    model_builder b(7, 3);
+    b.input("x", onnx_type::float32, {1, 2, 2, 2});
+    b.initializer("g", onnx_type::float32, {2}, std::vector<float>{1.5f, 0.5f});
+    b.initializer("be", onnx_type::float32, {2}, std::vector<float>{0.1f, -0.2f});
+    b.initializer("mu", onnx_type::float32, {2}, std::vector<float>{0.4f, 0.6f});
+    b.initializer("var", onnx_type::float32, {2}, std::vector<float>{0.8f, 1.2f});
+    b.node("BatchNormalization", {"x", "g", "be", "mu", "var"}, {"n"}, {attr_int("spatial", 1)});
+    b.node("Reshape", {"n", "shape"}, {"r"});
+    b.initializer("shape", onnx_type::int64, {2}, std::vector<std::int64_t>{1, 8});
+    b.node("Dropout", {"r"}, {"d"}, {attr_float("ratio", 0.5f)});
+    b.initializer("w", onnx_type::float32, {8, 4}, w);
+    b.node("MatMul", {"d", "w"}, {"y"});
+    b.output("y", onnx_type::float32, {1, 4});
+    check_quantized(b.build(), "x", {1, 2, 2, 2}, {"A16W8", false, 0.999});
+  }
+}
+
+/// ORT has no kernels for these versions: it runs only the quantized model (opset 21).
+TEST_CASE("raising the opset from 5 drops consumed_inputs and is_test") {
+  model_builder b(5, 3);
+  b.input("x", onnx_type::float32, {2, 8});
+  b.node("Relu", {"x"}, {"r"}, {attr_ints("consumed_inputs", {0})});
+  b.initializer("g", onnx_type::float32, {8}, random_floats(8, 42, 0.5f, 1.5f));
+  b.initializer("be", onnx_type::float32, {8}, random_floats(8, 43, -0.2f, 0.2f));
+  b.initializer("mu", onnx_type::float32, {8}, random_floats(8, 44, -0.2f, 0.2f));
+  b.initializer("var", onnx_type::float32, {8}, random_floats(8, 45, 0.5f, 1.5f));
+  b.node("BatchNormalization", {"r", "g", "be", "mu", "var"}, {"n"},
+         {attr_int("is_test", 1), attr_ints("consumed_inputs", {0, 0, 0, 1, 1})});
+  b.node("Dropout", {"n"}, {"d"}, {attr_int("is_test", 1), attr_float("ratio", 0.5f)});
+  b.initializer("w", onnx_type::float32, {8, 4}, random_floats(32, 41));
+  b.node("MatMul", {"d", "w"}, {"y"});
+  b.output("y", onnx_type::float32, {2, 4});
+  const fs::path dir = work_dir();
+  const fs::path fin = dir / "relu_opset5.onnx";
+  const fs::path fout = dir / "relu_opset5_a16w8.onnx";
+  save_proto(b.build(), fin);
+  qo::memory_reader reader({sample_for("x", {2, 8}, 1), sample_for("x", {2, 8}, 2)});
+  const auto r = qo::quantize_model(fin, fout, qo::get_default_config("A16W8"), reader);
+  CHECK(r.opset_after == 21);
+  const ::onnx::ModelProto qm = load_proto(fout);
+  for (const auto& n : qm.graph().node()) {
+    for (const auto& a : n.attribute()) {
+      CHECK(a.name() != "consumed_inputs");
+      CHECK(a.name() != "is_test");
+    }
+  }
+  if (!ort_available())
+    return;
+  const auto s = sample_for("x", {2, 8}, 9);
+  const auto ort_q = run_in_ort(fout, s);
+  const auto ours_q = run_ours(fout, s);
+  CHECK(quark::metrics::cosine(ort_q, ours_q) >= 0.99999);
+}
+
 TEST_CASE("bad inputs: clear errors and no output file") {
   const fs::path dir = work_dir();
   const fs::path fin = dir / "float_bad.onnx";

@@ -103,6 +103,8 @@ fp16_record to_float32(model& m) {
       if (auto* to = find_attr(n, "to"); to != nullptr && to->i() == onnx_float16) {
         to->set_i(onnx_float);
         r.casts.insert(n.output(0));
+      } else if (to != nullptr && to->i() == onnx_float) {
+        r.float_casts.insert(n.output(0));
       }
     } else if (n.op_type() == "ConstantOfShape") {
       if (auto* v = find_attr(n, "value"); v != nullptr)
@@ -148,10 +150,17 @@ void to_float16(model& m, const fp16_record& r, bool fp32_scales) {
     }
   }
   for (auto& n : *g.mutable_node()) {
-    if (n.op_type() == "Cast" && n.domain().empty() && r.casts.contains(n.output(0))) {
-      if (auto* to = find_attr(n, "to"); to != nullptr)
-        to->set_i(onnx_float16);
-    }
+    if (n.op_type() != "Cast" || !n.domain().empty())
+      continue;
+    auto* to = find_attr(n, "to");
+    if (to == nullptr)
+      continue;
+    // The model's Casts to float16, and the quantizer's Casts back to float (the dequantizing
+    // half of a BFloat16 / Float16 pair, a bfloat16 weight's Cast) return to float16: their
+    // consumers are float16 again. The model's own Casts to float stay float.
+    if (r.casts.contains(n.output(0)) ||
+        (to->i() == onnx_float && !r.float_casts.contains(n.output(0))))
+      to->set_i(onnx_float16);
   }
   if (fp32_scales) {
     // float32 scales: the float16 activations are cast to float32 before each QuantizeLinear

@@ -30,6 +30,7 @@ struct fp16_record {
   std::set<std::string> io;             ///< float16 graph inputs / outputs
   std::set<std::string> float32_inits;  ///< initializers that were float32 already (kept)
   std::set<std::string> casts;          ///< outputs of Cast(to = FLOAT16) nodes
+  std::set<std::string> float_casts;    ///< outputs of the model's own Cast(to = FLOAT) nodes
 };
 
 /// Turns the float16 model `m` into float32: initializers, graph inputs / outputs, value_info,

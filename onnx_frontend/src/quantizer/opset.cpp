@@ -54,6 +54,13 @@ std::string add_float(::onnx::GraphProto& g, const std::string& base, float v) {
   return name;
 }
 
+void add_int_attr(::onnx::NodeProto& n, const std::string& name, std::int64_t v) {
+  auto* a = n.add_attribute();
+  a->set_name(name);
+  a->set_type(::onnx::AttributeProto::INT);
+  a->set_i(v);
+}
+
 std::vector<std::int64_t> ints(const ::onnx::AttributeProto* a) {
   if (a == nullptr)
     return {};
@@ -100,6 +107,12 @@ std::vector<std::string> upgrade_opset(::onnx::ModelProto& m, std::int64_t from,
     if (!n.domain().empty() && n.domain() != "ai.onnx")
       continue;
     const std::string& op = n.op_type();
+    // Attributes the old versions had and the new ones reject: consumed_inputs (gone in 6) and
+    // is_test (Dropout / BatchNormalization, gone in 7; inference is what both run).
+    if (crosses(6))
+      drop_attr(n, "consumed_inputs");
+    if (crosses(7) && (op == "Dropout" || op == "BatchNormalization"))
+      drop_attr(n, "is_test");
     if (op == "Clip" && crosses(11)) {
       const auto* lo = find_attr(n, "min");
       const auto* hi = find_attr(n, "max");
@@ -146,8 +159,26 @@ std::vector<std::string> upgrade_opset(::onnx::ModelProto& m, std::int64_t from,
       attr_to_input(g, n, "axes", 1);
     } else if (reduce18.contains(op) && crosses(18)) {
       attr_to_input(g, n, "axes", 1);
-    } else if (op == "Split" && crosses(13)) {
-      attr_to_input(g, n, "split", 1);
+    } else if (op == "Split" && (crosses(13) || crosses(18))) {
+      if (crosses(13))
+        attr_to_input(g, n, "split", 1);
+      // From 18 an equal split must say into how many parts (num_outputs).
+      const bool has_split = n.input_size() > 1 && !n.input(1).empty();
+      if (crosses(18) && !has_split && find_attr(n, "num_outputs") == nullptr)
+        add_int_attr(n, "num_outputs", n.output_size());
+    } else if (op == "TopK" && crosses(10)) {
+      const auto* k = find_attr(n, "k");
+      if (k == nullptr)
+        refuse(n, from, to);
+      n.add_input(add_ints(g, n.name() + "_k", {k->i()}));
+      drop_attr(n, "k");
+    } else if (op == "Scatter" && crosses(11)) {
+      n.set_op_type("ScatterElements");  // the same operator, renamed in 11
+    } else if (op == "BatchNormalization" && crosses(9)) {
+      const auto* spatial = find_attr(n, "spatial");
+      if (spatial != nullptr && spatial->i() != 1)
+        refuse(n, from, to);  // per-activation statistics: no equivalent after 9
+      drop_attr(n, "spatial");
     } else if (op == "Pad" && crosses(11)) {
       const auto* v = find_attr(n, "value");
       const float value = v ? v->f() : 0.0f;
@@ -158,7 +189,6 @@ std::vector<std::string> upgrade_opset(::onnx::ModelProto& m, std::int64_t from,
     } else if (op == "Dropout" && crosses(12)) {
       drop_attr(n, "ratio");
     } else if ((op == "Upsample" && crosses(10)) || (op == "Resize" && crosses(11)) ||
-               (op == "TopK" && crosses(10)) || (op == "BatchNormalization" && crosses(9)) ||
                ((op == "Scan" || op == "Loop" || op == "If") && from < 13)) {
       refuse(n, from, to);
     }

@@ -1229,6 +1229,42 @@ double fp16_cosine(const ::onnx::ModelProto& fm, const ::onnx::ModelProto& qm) {
 
 }  // namespace
 
+TEST_CASE("a float32 model's float16 values stay unquantized, as in Quark") {
+  // Found by quantizing the ONNX node tests (test_castlike_FLOAT_to_FLOAT16 with BF16): the
+  // runtime computes float16 values in float32, so calibration reported them as float32 and
+  // they got pairs that handed their consumers float32, which ORT refused.
+  model_builder b(13, 7);
+  b.input("x", onnx_type::float32, {1, 3, 8, 8});
+  b.node("Cast", {"x"}, {"xh"}, {attr_int("to", onnx_type::float16)});
+  b.initializer("h", onnx_type::float16, {1}, std::vector<std::uint16_t>{half_bits(0.5f)});
+  b.node("Mul", {"xh", "h"}, {"mh"});
+  b.node("Cast", {"mh"}, {"m32"}, {attr_int("to", onnx_type::float32)});
+  b.node("Add", {"m32", "x"}, {"a"});
+  b.initializer("w", onnx_type::float32, {2, 3, 1, 1}, random_floats(6, 17));
+  b.node("Conv", {"a", "w"}, {"y"});
+  b.output("y", onnx_type::float32, {1, 2, 8, 8});
+  const ::onnx::ModelProto fm = b.build();
+  for (const std::string preset : {"A8W8", "XINT8", "A16W8", "BF16"}) {
+    CAPTURE(preset);
+    const ::onnx::ModelProto qm = to_proto(quantize(qo::get_default_config(preset), fm));
+    std::size_t pairs = 0;
+    for (const auto& n : qm.graph().node()) {
+      const bool q =
+          n.op_type() == "QuantizeLinear" ||
+          (n.op_type() == "Cast" && n.output(0).find("_QuantizeLinear") != std::string::npos);
+      pairs += q ? 1 : 0;
+      CHECK_FALSE((q && (n.input(0) == "xh" || n.input(0) == "mh" || n.input(0) == "h")));
+    }
+    CHECK(pairs > 0);  // the float32 part is quantized
+    if (ort_available()) {
+      const auto in = npy_array::from(random_floats(192, 900), {1, 3, 8, 8});
+      const auto ref = run_ort(fm, {in}).at("y").values<float>();
+      const auto got = run_ort(qm, {in}).at("y").values<float>();
+      CHECK(quark::metrics::cosine(ref, got) >= 0.99);
+    }
+  }
+}
+
 TEST_CASE("QuantizeFP16 / UseFP32Scale: a float16 model stays float16") {
   const ::onnx::ModelProto fm = conv_model_fp16();
   auto run = [&](const qo::qconfig& cfg, qo::quantize_report* r = nullptr) {

@@ -722,6 +722,50 @@ std::string non_finite_values(std::span<const float> v, const node_info& n, std:
          " at element " + std::to_string(bad - v.begin());
 }
 
+/// The values a float32 model declares float16 / bfloat16 (a Cast to them, their initializers,
+/// graph inputs, what ONNX type inference derives from those). The runtime computes them in
+/// float32, so calibration reports them as float32; Quark, like ONNX Runtime's quantizer, leaves
+/// such values unquantized (a Q/DQ pair would hand their consumers float32). Empty, without
+/// running type inference, for a model with no half-precision value at all.
+std::set<std::string> half_precision_values(const model& m) {
+  const ::onnx::ModelProto& mp = proto(m);
+  const ::onnx::GraphProto& g = mp.graph();
+  auto half = [](std::int64_t t) {
+    return t == static_cast<std::int64_t>(dtype_id::float16) ||
+           t == static_cast<std::int64_t>(dtype_id::bfloat16);
+  };
+  bool any = std::any_of(g.initializer().begin(), g.initializer().end(),
+                         [&](const auto& t) { return half(t.data_type()); });
+  for (const auto* list : {&g.input(), &g.output(), &g.value_info()}) {
+    for (const auto& v : *list)
+      any = any || half(v.type().tensor_type().elem_type());
+  }
+  for (const auto& n : g.node()) {
+    for (const auto& a : n.attribute())
+      any = any || (a.name() == "to" && n.op_type() == "Cast" && half(a.i()));
+  }
+  std::set<std::string> out;
+  if (!any)
+    return out;
+  ::onnx::ModelProto p = mp;
+  try {
+    ::onnx::shape_inference::InferShapes(p);
+  } catch (const std::exception&) {
+    // Partial results stay in value_info; values it could not type are taken as float32.
+  }
+  for (const auto& t : p.graph().initializer()) {
+    if (half(t.data_type()))
+      out.insert(t.name());
+  }
+  for (const auto* list : {&p.graph().input(), &p.graph().output(), &p.graph().value_info()}) {
+    for (const auto& v : *list) {
+      if (half(v.type().tensor_type().elem_type()))
+        out.insert(v.name());
+    }
+  }
+  return out;
+}
+
 /// Quark leaves float a node reading a float initializer that is entirely +-Inf (an additive
 /// attention mask, say): such a constant has no scale (quark-spec §3.7).
 void keep_all_inf_readers_float(const model& m, const std::vector<node_info>& nodes,
@@ -1014,9 +1058,10 @@ model quantize_float32_model(model m, const qconfig& cfg, calibration_data_reade
     auto it = value_facts->find(n);
     return it == value_facts->end() ? nullptr : &it->second;
   };
+  const std::set<std::string> half_values = half_precision_values(m);
   auto is_float_act = [&](const std::string& n) {
     const auto* f = facts(n);
-    return f != nullptr && f->type == dtype_id::float32;
+    return f != nullptr && f->type == dtype_id::float32 && !half_values.contains(n);
   };
 
   // (c)-(e) choose what is quantized, in topological order.

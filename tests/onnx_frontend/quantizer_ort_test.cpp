@@ -303,6 +303,33 @@ TEST_CASE("raising the opset to 21 carries Split, TopK, Scatter, Dropout and Bat
   }
 }
 
+/// Per-activation BatchNormalization (opset 7's spatial 0): neither converted to a depthwise Conv
+/// nor folded (both once took its [C,H,W] parameters for C channels), refused by name.
+TEST_CASE("BatchNormalization with spatial 0 is refused, naming the node") {
+  model_builder b(7, 3);
+  b.input("x", onnx_type::float32, {1, 2, 2, 2});
+  for (const char* n : {"g", "be", "mu", "var"})
+    b.initializer(n, onnx_type::float32, {2, 2, 2}, random_floats(8, 50, 0.5f, 1.5f));
+  b.node("BatchNormalization", {"x", "g", "be", "mu", "var"}, {"n"}, {attr_int("spatial", 0)});
+  b.node("Relu", {"n"}, {"y"});
+  b.output("y", onnx_type::float32, {1, 2, 2, 2});
+  const fs::path dir = work_dir();
+  const fs::path fin = dir / "bn_spatial0.onnx";
+  const fs::path fout = dir / "bn_spatial0_a16w8.onnx";
+  save_proto(b.build(), fin);
+  qo::memory_reader reader({sample_for("x", {1, 2, 2, 2}, 1)});
+  std::string msg;
+  try {
+    (void)qo::quantize_model(fin, fout, qo::get_default_config("A16W8"), reader);
+  } catch (const std::exception& e) {
+    msg = e.what();
+  }
+  CHECK(msg.find("quark.onnx.unsupported_op") == 0);
+  CHECK(msg.find("node 'n0' (BatchNormalization)") != std::string::npos);
+  CHECK(msg.find("spatial 0") != std::string::npos);
+  CHECK_FALSE(fs::exists(fout));
+}
+
 /// ORT has no kernels for these versions: it runs only the quantized model (opset 21).
 TEST_CASE("raising the opset from 5 drops consumed_inputs and is_test") {
   model_builder b(5, 3);

@@ -202,11 +202,17 @@ struct converter {
         return false;
       p.push_back(m.initializer(n.input(k)));
     }
+    // Per-channel statistics only: BatchNormalization-7's spatial 0 (per-activation, its
+    // parameters shaped like one sample) has no depthwise Conv form.
+    if (attr_i(n, "spatial", 1) != 1)
+      return false;
     const std::size_t c = p[0].size();
     for (const auto& t : p) {
-      if (t.size() != c || c == 0)
+      if (t.size() != c || c == 0 || t.rank() != 1)
         return false;
     }
+    if ((*s)[1] > 0 && static_cast<std::size_t>((*s)[1]) != c)
+      return false;
     // ONNX's default epsilon (Quark's code falls back to 1e-10 when the attribute is absent;
     // the ONNX operator's own default is what the float model computes).
     const auto* ea = find_attr(n, "epsilon");

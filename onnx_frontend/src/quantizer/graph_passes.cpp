@@ -237,9 +237,10 @@ bool fold_sweep(model& m, const graph_pass_options& o, std::map<std::string, int
       bool extra_outputs = attr_i(n, "training_mode", 0) != 0;
       for (int k = 1; k < n.output_size(); ++k)
         extra_outputs = extra_outputs || ix.uses(n.output(k)) > 0;
-      bool params = true;
+      // Per-channel statistics only (not BatchNormalization-7's per-activation spatial 0).
+      bool params = attr_i(n, "spatial", 1) == 1;
       for (int k = 1; k < 5; ++k)
-        params = params && float_init(m, n.input(k));
+        params = params && float_init(m, n.input(k)) && m.initializer(n.input(k)).rank() == 1;
       if (extra_outputs || !params)
         continue;
     }

@@ -415,6 +415,33 @@ void k_sin(kernel_context& c) {
 void k_cos(kernel_context& c) {
   unary_float(c, [](auto v) { return std::cos(v); });
 }
+void k_tan(kernel_context& c) {
+  unary_float(c, [](auto v) { return std::tan(v); });
+}
+void k_asin(kernel_context& c) {
+  unary_float(c, [](auto v) { return std::asin(v); });
+}
+void k_acos(kernel_context& c) {
+  unary_float(c, [](auto v) { return std::acos(v); });
+}
+void k_atan(kernel_context& c) {
+  unary_float(c, [](auto v) { return std::atan(v); });
+}
+void k_sinh(kernel_context& c) {
+  unary_float(c, [](auto v) { return std::sinh(v); });
+}
+void k_cosh(kernel_context& c) {
+  unary_float(c, [](auto v) { return std::cosh(v); });
+}
+void k_asinh(kernel_context& c) {
+  unary_float(c, [](auto v) { return std::asinh(v); });
+}
+void k_acosh(kernel_context& c) {
+  unary_float(c, [](auto v) { return std::acosh(v); });
+}
+void k_atanh(kernel_context& c) {
+  unary_float(c, [](auto v) { return std::atanh(v); });
+}
 void k_reciprocal(kernel_context& c) {
   unary_float(c, [](auto v) { return decltype(v)(1) / v; });
 }
@@ -666,6 +693,15 @@ void register_elementwise(registry_map& r) {
   r["Round"] = k_round;
   r["Sin"] = k_sin;
   r["Cos"] = k_cos;
+  r["Tan"] = k_tan;
+  r["Asin"] = k_asin;
+  r["Acos"] = k_acos;
+  r["Atan"] = k_atan;
+  r["Sinh"] = k_sinh;
+  r["Cosh"] = k_cosh;
+  r["Asinh"] = k_asinh;
+  r["Acosh"] = k_acosh;
+  r["Atanh"] = k_atanh;
   r["Reciprocal"] = k_reciprocal;
   r["Sigmoid"] = k_sigmoid;
   r["Softplus"] = k_softplus;

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
-// Miscellaneous operators: Dropout (inference only), Mod, Mean, CastLike, IsInf, IsNaN, the
-// inverse and hyperbolic trigonometric functions (Tan, Asin, Acos, Atan, Sinh, Cosh, Asinh, Acosh,
-// Atanh), Shrink and BitShift. Plain single-threaded loops: none of these is hot in calibration.
+// Miscellaneous operators: Dropout (inference only), Mod, Mean, CastLike, IsInf, IsNaN, Shrink
+// and BitShift (the trigonometric family is with Sin / Cos in ops_elementwise.cpp). Plain
+// single-threaded loops: none of these is hot in calibration.
 #include <array>
 #include <cmath>
 #include <cstddef>
@@ -43,22 +43,6 @@ void binary(kernel_context& c, const tensor& a, const tensor& b, dtype_id out_ty
       po[o + i] = f(pa[off[0] + i * st[0]], pb[off[1] + i * st[1]]);
   });
   c.out(0) = std::move(out);
-}
-
-/// Output 0 = f(x) elementwise for float32/float64 input 0, in place when input 0 dies here.
-template <class F>
-void unary_float(kernel_context& c, F f) {
-  const tensor& x = c.in(0);
-  dispatch_float(c, x.type(), [&](auto id) {
-    using T = typename decltype(id)::type;
-    const T* src = x.data<T>().data();  // before output_like, which may take x's storage
-    const std::size_t n = x.size();
-    tensor out = c.output_like({0}, x.type(), x.shape());
-    T* dst = out.data<T>().data();
-    for (std::size_t i = 0; i < n; ++i)
-      dst[i] = static_cast<T>(f(src[i]));
-    c.out(0) = std::move(out);
-  });
 }
 
 /// Output 0 = pred(x) as bool for float32/float64 input 0.
@@ -264,36 +248,6 @@ void k_is_nan(kernel_context& c) {
   predicate_float(c, [](auto v) { return std::isnan(v); });
 }
 
-// ---- trigonometric and hyperbolic -----------------------------------------------------------
-
-void k_tan(kernel_context& c) {
-  unary_float(c, [](auto v) { return std::tan(v); });
-}
-void k_asin(kernel_context& c) {
-  unary_float(c, [](auto v) { return std::asin(v); });
-}
-void k_acos(kernel_context& c) {
-  unary_float(c, [](auto v) { return std::acos(v); });
-}
-void k_atan(kernel_context& c) {
-  unary_float(c, [](auto v) { return std::atan(v); });
-}
-void k_sinh(kernel_context& c) {
-  unary_float(c, [](auto v) { return std::sinh(v); });
-}
-void k_cosh(kernel_context& c) {
-  unary_float(c, [](auto v) { return std::cosh(v); });
-}
-void k_asinh(kernel_context& c) {
-  unary_float(c, [](auto v) { return std::asinh(v); });
-}
-void k_acosh(kernel_context& c) {
-  unary_float(c, [](auto v) { return std::acosh(v); });
-}
-void k_atanh(kernel_context& c) {
-  unary_float(c, [](auto v) { return std::atanh(v); });
-}
-
 // ---- Shrink ---------------------------------------------------------------------------------
 
 void k_shrink(kernel_context& c) {
@@ -357,15 +311,6 @@ void register_misc_ops(registry_map& r) {
   r["CastLike"] = k_cast_like;
   r["IsInf"] = k_is_inf;
   r["IsNaN"] = k_is_nan;
-  r["Tan"] = k_tan;
-  r["Asin"] = k_asin;
-  r["Acos"] = k_acos;
-  r["Atan"] = k_atan;
-  r["Sinh"] = k_sinh;
-  r["Cosh"] = k_cosh;
-  r["Asinh"] = k_asinh;
-  r["Acosh"] = k_acosh;
-  r["Atanh"] = k_atanh;
   r["Shrink"] = k_shrink;
   r["BitShift"] = k_bit_shift;
 }

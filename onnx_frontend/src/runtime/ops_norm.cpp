@@ -16,6 +16,10 @@ void k_batch_norm(kernel_context& c) {
   if (c.n.attr_i("training_mode", 0) != 0 || c.output_count() > 1) {
     c.fail("quark.onnx.unsupported_op", "training mode is not supported");
   }
+  if (c.n.opset < 9 && c.n.attr_i("spatial", 1) != 1) {
+    c.fail("quark.onnx.unsupported_op",
+           "spatial 0 (per-activation statistics, before opset 9) is not supported");
+  }
   const auto scale = float_input(c, 1).data<float>();
   const auto bias = float_input(c, 2).data<float>();
   const auto mean = float_input(c, 3).data<float>();

@@ -19,42 +19,14 @@
 #include <quark/onnx/runtime.hpp>
 
 #include "io_wire.hpp"
+#include "runtime_test_util.hpp"
 
-using quark::dtype_id;
-using quark::onnx::runtime;
-using quark::onnx::shape_t;
-using quark::onnx::tensor;
 namespace w = io_wire;
+using namespace runtime_test;
 
 namespace {
 
 constexpr int FLOAT = 1, INT32 = 6, INT64 = 7;
-
-runtime load(const std::string& bytes) {
-  return runtime::from_bytes(
-      std::span<const std::byte>(reinterpret_cast<const std::byte*>(bytes.data()), bytes.size()));
-}
-
-template <class T>
-tensor make(dtype_id type, shape_t shape, const std::vector<T>& v) {
-  tensor t(type, std::move(shape));
-  REQUIRE(t.size() == v.size());
-  std::copy(v.begin(), v.end(), t.data<T>().begin());
-  return t;
-}
-
-tensor f32(shape_t shape, const std::vector<float>& v) {
-  return make(dtype_id::float32, std::move(shape), v);
-}
-tensor i64(shape_t shape, const std::vector<std::int64_t>& v) {
-  return make(dtype_id::int64, std::move(shape), v);
-}
-
-template <class T>
-std::vector<T> values_of(const tensor& t) {
-  const auto d = t.data<T>();
-  return std::vector<T>(d.begin(), d.end());
-}
 
 /// An initializer of int64 or float values (raw_data).
 template <class T>
@@ -66,20 +38,6 @@ w::msg init(std::string_view name, int type, std::initializer_list<std::int64_t>
     std::memcpy(raw.data(), v.data(), raw.size());
   m.bytes(w::tensor_f::raw_data, raw);
   return m;
-}
-
-/// The frontend_error message of one run, or "" when the run succeeds.
-std::string run_error(const runtime& rt, const std::map<std::string, tensor>& feeds) {
-  try {
-    rt.run(feeds);
-  } catch (const quark::onnx::frontend_error& e) {
-    return e.what();
-  }
-  return {};
-}
-
-bool has(const std::string& s, std::string_view part) {
-  return s.find(part) != std::string::npos;
 }
 
 }  // namespace

@@ -16,46 +16,12 @@
 #include <quark/onnx/runtime.hpp>
 
 #include "io_wire.hpp"
+#include "runtime_test_util.hpp"
 
-using quark::dtype_id;
-using quark::onnx::runtime;
-using quark::onnx::tensor;
 namespace w = io_wire;
+using namespace runtime_test;
 
 namespace {
-
-runtime load(const std::string& bytes) {
-  return runtime::from_bytes(
-      std::span<const std::byte>(reinterpret_cast<const std::byte*>(bytes.data()), bytes.size()));
-}
-
-template <class T>
-tensor make(dtype_id type, quark::onnx::shape_t shape, const std::vector<T>& values) {
-  tensor t(type, std::move(shape));
-  auto d = t.data<T>();
-  REQUIRE(d.size() == values.size());
-  std::copy(values.begin(), values.end(), d.begin());
-  return t;
-}
-
-template <class T>
-std::vector<T> values_of(const tensor& t) {
-  const auto d = t.data<T>();
-  return std::vector<T>(d.begin(), d.end());
-}
-
-/// The frontend_error run() throws ("" when it succeeds); `id` receives its id.
-std::string run_error(const runtime& rt, const std::map<std::string, tensor>& feeds,
-                      std::string* id = nullptr) {
-  try {
-    (void)rt.run(feeds);
-  } catch (const quark::onnx::frontend_error& e) {
-    if (id)
-      *id = e.id();
-    return e.what();
-  }
-  return {};
-}
 
 /// z = op(x, y) on elem_type[n] inputs, one node named "op".
 runtime binary_model(std::string_view op, int elem_type, std::int64_t n,

@@ -1,10 +1,14 @@
 // SPDX-License-Identifier: MIT
-// Conv and ConvTranspose for 1-D and 2-D spatial inputs (1-D runs as 2-D with height 1).
+// Conv and ConvTranspose for 1-D, 2-D and 3-D spatial inputs (1-D runs as 2-D with height 1).
 // Conv: 1x1 stride-1 kernels are one GEMM on the input; depthwise kernels run directly per
 // channel (PaddleOCR is full of them); everything else is im2col + GEMM per group.
-// ConvTranspose: GEMM into columns, then col2im scatter-add.
+// ConvTranspose: GEMM into columns, then col2im scatter-add. 3-D inputs take a separate, plain
+// im2col / col2im path (conv_3d below) so the 2-D kernels keep their tuned loops.
 #include <algorithm>
+#include <array>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "runtime/gemm.hpp"
 #include "runtime/kernel.hpp"
@@ -35,7 +39,7 @@ std::pair<std::int64_t, std::int64_t> pair_of(const std::vector<std::int64_t>& v
 std::size_t spatial_rank(const kernel_context& c, const tensor& x) {
   if (x.rank() != 3 && x.rank() != 4) {
     c.fail("quark.onnx.shape",
-           "only 1-D and 2-D convolutions are supported, input is " + shape_string(x.shape()));
+           "only 1-D, 2-D and 3-D convolutions are supported, input is " + shape_string(x.shape()));
   }
   return x.rank() - 2;
 }
@@ -189,9 +193,13 @@ void add_bias(const float* bias, std::size_t o0, std::size_t o1, std::size_t p0,
   }
 }
 
+void conv_3d(kernel_context& c, bool transpose);
+
 void k_conv(kernel_context& c) {
   const tensor& x = float_input(c, 0);
   const tensor& w = float_input(c, 1);
+  if (x.rank() == 5)
+    return conv_3d(c, false);
   const geometry g = conv_geometry(c, x, w);
   const tensor* b = c.opt(2);
   if (b && b->size() != g.m)
@@ -276,6 +284,8 @@ void k_conv(kernel_context& c) {
 void k_conv_transpose(kernel_context& c) {
   const tensor& x = float_input(c, 0);
   const tensor& w = float_input(c, 1);
+  if (x.rank() == 5)
+    return conv_3d(c, true);
   const std::size_t sp = spatial_rank(c, x);
   if (w.rank() != x.rank())
     c.fail("quark.onnx.shape", "weight rank differs from input rank");
@@ -380,6 +390,243 @@ void k_conv_transpose(kernel_context& c) {
                   if (ox >= 0 && ox < ow)
                     drow[ox] += srow[ix];
                 }
+              }
+            }
+          }
+        }
+      });
+    }
+  }
+  c.out(0) = std::move(out);
+}
+
+// ---- 3-D -------------------------------------------------------------------------------
+
+/// Extents in (d, h, w) order.
+using dims3 = std::array<std::size_t, 3>;
+
+struct geometry3 {
+  std::size_t n = 0, c = 0, m = 0, group = 1;
+  dims3 in{}, out{}, k{}, s{1, 1, 1}, d{1, 1, 1};
+  std::array<std::int64_t, 3> pb{}, pe{};  ///< pads at the beginning / end of each dimension
+  std::size_t in_size() const { return in[0] * in[1] * in[2]; }
+  std::size_t out_size() const { return out[0] * out[1] * out[2]; }
+  std::size_t k_size() const { return k[0] * k[1] * k[2]; }
+};
+
+/// Reads strides, dilations, pads and auto_pad for both ops; for ConvTranspose also
+/// output_padding and output_shape. Sets g.out.
+void geometry_3d(const kernel_context& c, geometry3& g, bool transpose) {
+  const auto strides = c.n.attr_ints("strides");
+  const auto dilations = c.n.attr_ints("dilations");
+  const auto pads = c.n.attr_ints("pads");
+  const auto out_pad = c.n.attr_ints("output_padding");
+  const auto out_shape = c.n.attr_ints("output_shape");
+  if ((!strides.empty() && strides.size() != 3) || (!dilations.empty() && dilations.size() != 3) ||
+      (!pads.empty() && pads.size() != 6) || (!out_pad.empty() && out_pad.size() != 3)) {
+    c.fail("quark.onnx.shape",
+           "strides, dilations, pads or output_padding have the wrong length "
+           "for a 3-D convolution");
+  }
+  if (!out_shape.empty() && out_shape.size() != 3 && out_shape.size() != 5)
+    c.fail("quark.onnx.shape", "output_shape needs 3 (or 5) values for a 3-D convolution");
+  const std::string auto_pad = c.n.attr_s("auto_pad", "NOTSET");
+  if (auto_pad != "NOTSET" && auto_pad != "VALID" && auto_pad != "SAME_UPPER" &&
+      auto_pad != "SAME_LOWER") {
+    c.fail("quark.onnx.runtime", "unknown auto_pad \"" + auto_pad + "\"");
+  }
+  for (std::size_t i = 0; i < 3; ++i) {
+    const std::int64_t si = strides.empty() ? 1 : strides[i];
+    const std::int64_t di = dilations.empty() ? 1 : dilations[i];
+    if (si < 1 || di < 1)
+      c.fail("quark.onnx.shape", "strides and dilations must be positive");
+    g.s[i] = to_size(si);
+    g.d[i] = to_size(di);
+    g.pb[i] = pads.empty() ? 0 : pads[i];
+    g.pe[i] = pads.empty() ? 0 : pads[i + 3];
+    if (g.pb[i] < 0 || g.pe[i] < 0)
+      c.fail("quark.onnx.shape", "negative pads are not supported");
+    const auto ek = to_i64((g.k[i] - 1) * g.d[i] + 1);
+    const auto in = to_i64(g.in[i]);
+    if (!transpose) {
+      if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+        same_pads(auto_pad, g.in[i], g.s[i], to_size(ek), g.pb[i], g.pe[i]);
+      } else if (auto_pad == "VALID") {
+        g.pb[i] = g.pe[i] = 0;
+      }
+      const std::int64_t span = in + g.pb[i] + g.pe[i] - ek;
+      if (span < 0)
+        c.fail("quark.onnx.shape", "kernel larger than the padded input");
+      g.out[i] = to_size(span) / g.s[i] + 1;
+      continue;
+    }
+    const std::int64_t op = out_pad.empty() ? 0 : out_pad[i];
+    const std::int64_t full = to_i64(g.s[i]) * (in - 1) + op + ek;
+    // Pads to remove from the full output: a negative total (a larger requested output) adds
+    // rows at the end; SAME_UPPER puts the odd one at the end, SAME_LOWER at the beginning.
+    auto split_total = [&](std::int64_t total) {
+      if (total < 0) {
+        g.pb[i] = 0;
+        g.pe[i] = total;
+      } else if (auto_pad == "SAME_UPPER") {
+        g.pb[i] = total / 2;
+        g.pe[i] = total - g.pb[i];
+      } else {
+        g.pe[i] = total / 2;
+        g.pb[i] = total - g.pe[i];
+      }
+    };
+    if (!out_shape.empty()) {
+      split_total(full - out_shape[out_shape.size() - 3 + i]);
+    } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+      split_total(full - in * to_i64(g.s[i]));
+    } else if (auto_pad == "VALID") {
+      g.pb[i] = g.pe[i] = 0;
+    }
+    const std::int64_t o = full - g.pb[i] - g.pe[i];
+    if (o <= 0)
+      c.fail("quark.onnx.shape", "empty output");
+    g.out[i] = to_size(o);
+  }
+}
+
+/// Columns [p0, p1) (output positions) of the 3-D im2col matrix, row = (ci, kd, ky, kx).
+void im2col_3d(const geometry3& g, const float* x, std::size_t kdim, std::size_t p0, std::size_t p1,
+               float* col) {
+  const std::size_t ld = p1 - p0;
+  for (std::size_t r = 0; r < kdim; ++r) {
+    const std::size_t kx = r % g.k[2];
+    const std::size_t ky = (r / g.k[2]) % g.k[1];
+    const std::size_t kz = (r / (g.k[2] * g.k[1])) % g.k[0];
+    const std::size_t ci = r / g.k_size();
+    const float* vol = x + ci * g.in_size();
+    float* dst = col + r * ld;
+    for (std::size_t p = p0; p < p1; ++p) {
+      const std::size_t ox = p % g.out[2];
+      const std::size_t oy = (p / g.out[2]) % g.out[1];
+      const std::size_t oz = p / (g.out[2] * g.out[1]);
+      const std::int64_t iz = to_i64(oz * g.s[0] + kz * g.d[0]) - g.pb[0];
+      const std::int64_t iy = to_i64(oy * g.s[1] + ky * g.d[1]) - g.pb[1];
+      const std::int64_t ix = to_i64(ox * g.s[2] + kx * g.d[2]) - g.pb[2];
+      const bool inside = iz >= 0 && iz < to_i64(g.in[0]) && iy >= 0 && iy < to_i64(g.in[1]) &&
+                          ix >= 0 && ix < to_i64(g.in[2]);
+      dst[p - p0] =
+          inside ? vol[(to_size(iz) * g.in[1] + to_size(iy)) * g.in[2] + to_size(ix)] : 0.0f;
+    }
+  }
+}
+
+/// Conv and ConvTranspose on [N, C, D, H, W] inputs.
+void conv_3d(kernel_context& c, bool transpose) {
+  const tensor& x = float_input(c, 0);
+  const tensor& w = float_input(c, 1);
+  if (w.rank() != 5) {
+    c.fail("quark.onnx.shape",
+           "weight " + shape_string(w.shape()) + " must have rank 5 for a 3-D input");
+  }
+  geometry3 g;
+  g.n = to_size(x.shape()[0]);
+  g.c = to_size(x.shape()[1]);
+  g.group = to_size(c.n.attr_i("group", 1));
+  for (std::size_t i = 0; i < 3; ++i) {
+    g.in[i] = to_size(x.shape()[2 + i]);
+    g.k[i] = to_size(w.shape()[2 + i]);
+    if (g.k[i] == 0)
+      c.fail("quark.onnx.shape", "weight " + shape_string(w.shape()) + " has an empty kernel");
+  }
+  const auto kernel_attr = c.n.attr_ints("kernel_shape");
+  if (!kernel_attr.empty() &&
+      (kernel_attr.size() != 3 ||
+       !std::equal(kernel_attr.begin(), kernel_attr.end(), w.shape().begin() + 2))) {
+    c.fail("quark.onnx.shape", "kernel_shape disagrees with the weight " + shape_string(w.shape()));
+  }
+  if (g.group == 0 || g.c % g.group != 0) {
+    c.fail("quark.onnx.shape", "input channels " + std::to_string(g.c) + " and group " +
+                                   std::to_string(g.group) + " disagree");
+  }
+  if (transpose) {
+    if (to_size(w.shape()[0]) != g.c) {
+      c.fail("quark.onnx.shape", "weight " + shape_string(w.shape()) + " does not match input " +
+                                     shape_string(x.shape()));
+    }
+    g.m = to_size(w.shape()[1]) * g.group;
+  } else {
+    g.m = to_size(w.shape()[0]);
+    if (g.m % g.group != 0 || to_size(w.shape()[1]) * g.group != g.c) {
+      c.fail("quark.onnx.shape", "input channels " + std::to_string(g.c) + ", weight " +
+                                     shape_string(w.shape()) + " and group " +
+                                     std::to_string(g.group) + " disagree");
+    }
+  }
+  geometry_3d(c, g, transpose);
+  const tensor* b = c.opt(2);
+  if (b && b->size() != g.m)
+    c.fail("quark.onnx.shape", "bias size differs from output channels");
+  const float* pb = b ? float_input(c, 2).data<float>().data() : nullptr;
+  shape_t out_shape{to_i64(g.n), to_i64(g.m)};
+  for (std::size_t i = 0; i < 3; ++i)
+    out_shape.push_back(to_i64(g.out[i]));
+  const std::size_t cg = g.c / g.group;
+  const std::size_t mg = g.m / g.group;
+  const std::size_t npix = g.out_size();
+  const float* px = x.data<float>().data();
+  const float* pw = w.data<float>().data();
+  if (!transpose) {
+    tensor out(dtype_id::float32, out_shape, uninitialized);
+    float* py = out.data<float>().data();
+    const std::size_t kdim = cg * g.k_size();
+    const std::size_t block = std::clamp<std::size_t>((std::size_t{1} << 17) / kdim, 64, 4096);
+    for (std::size_t img = 0; img < g.n; ++img) {
+      for (std::size_t gi = 0; gi < g.group; ++gi) {
+        const float* xg = px + (img * g.c + gi * cg) * g.in_size();
+        const float* wg = pw + gi * mg * kdim;
+        float* yg = py + (img * g.m + gi * mg) * npix;
+        for_each_chunk(c.pool, npix, block, [&](std::size_t, std::size_t p0, std::size_t p1) {
+          thread_local std::vector<float> col;
+          col.resize(kdim * (p1 - p0));
+          im2col_3d(g, xg, kdim, p0, p1, col.data());
+          gemm(nullptr, false, false, mg, p1 - p0, kdim, 1.0f, wg, kdim, col.data(), p1 - p0, 0.0f,
+               yg + p0, npix);
+          if (pb)
+            add_bias(pb + gi * mg, 0, mg, p0, p1, yg, npix);
+        });
+      }
+    }
+    c.out(0) = std::move(out);
+    return;
+  }
+  // ConvTranspose: col[kdim, in] = W_g^T x_g, then each column entry is added at its output
+  // position (col2im), one output channel per task.
+  tensor out(dtype_id::float32, out_shape);
+  float* py = out.data<float>().data();
+  const std::size_t kdim = mg * g.k_size();
+  const std::size_t nin = g.in_size();
+  std::vector<float> col(kdim * nin);
+  for (std::size_t img = 0; img < g.n; ++img) {
+    for (std::size_t gi = 0; gi < g.group; ++gi) {
+      const float* xg = px + (img * g.c + gi * cg) * nin;
+      const float* wg = pw + gi * cg * kdim;  // [cg, kdim]
+      float* yg = py + (img * g.m + gi * mg) * npix;
+      gemm(&c.pool, true, false, kdim, nin, cg, 1.0f, wg, kdim, xg, nin, 0.0f, col.data(), nin);
+      c.pool.parallel_for(mg, 1, [&](std::size_t o0, std::size_t o1) {
+        for (std::size_t oc = o0; oc < o1; ++oc) {
+          float* vol = yg + oc * npix;
+          std::fill(vol, vol + npix, pb ? pb[gi * mg + oc] : 0.0f);
+          for (std::size_t kk = 0; kk < g.k_size(); ++kk) {
+            const std::size_t kx = kk % g.k[2];
+            const std::size_t ky = (kk / g.k[2]) % g.k[1];
+            const std::size_t kz = kk / (g.k[2] * g.k[1]);
+            const float* src = col.data() + (oc * g.k_size() + kk) * nin;
+            for (std::size_t i = 0; i < nin; ++i) {
+              const std::size_t ix = i % g.in[2];
+              const std::size_t iy = (i / g.in[2]) % g.in[1];
+              const std::size_t iz = i / (g.in[2] * g.in[1]);
+              const std::int64_t oz = to_i64(iz * g.s[0] + kz * g.d[0]) - g.pb[0];
+              const std::int64_t oy = to_i64(iy * g.s[1] + ky * g.d[1]) - g.pb[1];
+              const std::int64_t ox = to_i64(ix * g.s[2] + kx * g.d[2]) - g.pb[2];
+              if (oz >= 0 && oz < to_i64(g.out[0]) && oy >= 0 && oy < to_i64(g.out[1]) && ox >= 0 &&
+                  ox < to_i64(g.out[2])) {
+                vol[(to_size(oz) * g.out[1] + to_size(oy)) * g.out[2] + to_size(ox)] += src[i];
               }
             }
           }

@@ -1,13 +1,14 @@
 // SPDX-License-Identifier: MIT
 // Operators that produce or consume element indices: ArgMax, ArgMin, TopK, Hardmax, NonZero,
 // GatherElements, GatherND, Scatter (opset 9/11), ScatterElements, ScatterND, OneHot, Compress,
-// Trilu, CumSum, ReverseSequence, EyeLike (ONNX opsets up to 17; the max/min reductions of 18
-// too). Pure data movement copies elements as bytes, so it serves every element type; arithmetic
+// Trilu, CumSum, ReverseSequence, EyeLike, Unique (ONNX opsets up to 17; the max/min reductions of
+// 18 too). Pure data movement copies elements as bytes, so it serves every element type; arithmetic
 // dispatches on the numeric types. Every index is checked before use: an index out of range
 // fails naming the node, never reads or writes outside a tensor.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -714,6 +715,137 @@ void k_eyelike(kernel_context& c) {
   c.out(0) = std::move(out);
 }
 
+// ---- Unique --------------------------------------------------------------------------------
+
+/// Unique's element order: ascending, with NaN equal to NaN and after every number (the spec is
+/// silent; numpy.unique does the same since 1.21). -0.0 and 0.0 are equal: one entry, the first
+/// occurrence's value. A strict weak order, so sorting and grouping agree.
+template <class T>
+bool unique_less(T a, T b) {
+  if constexpr (is_float_v<T>) {
+    if (std::isnan(a))
+      return false;
+    if (std::isnan(b))
+      return true;
+  }
+  return a < b;
+}
+
+void k_unique(kernel_context& c) {
+  const tensor& x = c.in(0);
+  const std::int64_t sorted = c.n.attr_i("sorted", 1);
+  if (sorted != 0 && sorted != 1)
+    c.fail("quark.onnx.runtime",
+           "attribute 'sorted' is " + std::to_string(sorted) + ", expected 0 or 1");
+  // Without an axis the entries are the elements of the flattened input; with one, the slices
+  // x[..., j, ...] along it, each read as the row-major sequence of its outer * inner elements.
+  const bool has_axis = c.n.has("axis");
+  std::size_t axis = 0;
+  axis_view v;
+  if (has_axis) {
+    axis = norm_axis(c, c.n.attr_i("axis", 0), x.rank());
+    v = view_at(x.shape(), axis);
+  } else {
+    v.dim = x.size();
+  }
+  const std::size_t len = v.outer * v.inner;
+  std::vector<std::size_t> order(v.dim);
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::vector<std::size_t> group_of(v.dim);  // entry -> its group, in sorted group order
+  std::vector<std::size_t> first;            // group -> first (lowest) entry index
+  std::vector<std::int64_t> counts;
+  auto group = [&](auto id) {
+    using T = typename decltype(id)::type;
+    const T* px = x.data<T>().data();
+    // Entries as contiguous rows (a transpose when the axis has outer dimensions before it).
+    // (not std::vector<T>: no data() for bool)
+    std::unique_ptr<T[]> gathered;
+    const T* rows = px;
+    if (v.outer > 1) {
+      gathered = std::make_unique_for_overwrite<T[]>(v.dim * len);
+      for (std::size_t o = 0; o < v.outer; ++o) {
+        for (std::size_t j = 0; j < v.dim; ++j)
+          std::copy_n(px + (o * v.dim + j) * v.inner, v.inner,
+                      gathered.get() + j * len + o * v.inner);
+      }
+      rows = gathered.get();
+    }
+    // lexicographic order of rows; 0 when equal
+    auto compare = [&](std::size_t a, std::size_t b) {
+      const T* ra = rows + a * len;
+      const T* rb = rows + b * len;
+      for (std::size_t e = 0; e < len; ++e) {
+        if (unique_less(ra[e], rb[e]))
+          return -1;
+        if (unique_less(rb[e], ra[e]))
+          return 1;
+      }
+      return 0;
+    };
+    // Stable: within a group the lowest entry index comes first.
+    if (len == 1) {
+      std::stable_sort(order.begin(), order.end(),
+                       [&](std::size_t a, std::size_t b) { return unique_less(rows[a], rows[b]); });
+    } else {
+      std::stable_sort(order.begin(), order.end(),
+                       [&](std::size_t a, std::size_t b) { return compare(a, b) < 0; });
+    }
+    for (std::size_t s = 0; s < order.size(); ++s) {
+      if (s == 0 || compare(order[s - 1], order[s]) != 0) {
+        first.push_back(order[s]);
+        counts.push_back(0);
+      }
+      group_of[order[s]] = first.size() - 1;
+      ++counts.back();
+    }
+  };
+  if (x.type() == dtype_id::boolean) {
+    group(std::type_identity<bool>{});
+  } else {
+    dispatch_numeric(c, x.type(), group);
+  }
+  const std::size_t u = first.size();
+  // out_pos[g]: where sorted group g goes in the outputs (by first occurrence when not sorted).
+  std::vector<std::size_t> out_pos(u);
+  std::iota(out_pos.begin(), out_pos.end(), std::size_t{0});
+  if (sorted == 0) {
+    std::vector<std::size_t> by_first(u);
+    std::iota(by_first.begin(), by_first.end(), std::size_t{0});
+    std::sort(by_first.begin(), by_first.end(),
+              [&](std::size_t a, std::size_t b) { return first[a] < first[b]; });
+    for (std::size_t p = 0; p < u; ++p)
+      out_pos[by_first[p]] = p;
+  }
+  shape_t shape{to_i64(u)};
+  if (has_axis) {
+    shape = x.shape();
+    shape[axis] = to_i64(u);
+  }
+  tensor y(x.type(), shape, uninitialized);
+  tensor indices(dtype_id::int64, {to_i64(u)}, uninitialized);
+  tensor inverse(dtype_id::int64, {to_i64(v.dim)}, uninitialized);
+  tensor count_t(dtype_id::int64, {to_i64(u)}, uninitialized);
+  const std::size_t row = v.inner * element_size(x.type());
+  for (std::size_t g = 0; g < u; ++g) {
+    const std::size_t p = out_pos[g];
+    indices.data<std::int64_t>()[p] = to_i64(first[g]);
+    count_t.data<std::int64_t>()[p] = counts[g];
+    for (std::size_t o = 0; o < v.outer && row != 0; ++o) {
+      std::memcpy(y.bytes().data() + (o * u + p) * row,
+                  x.bytes().data() + (o * v.dim + first[g]) * row, row);
+    }
+  }
+  for (std::size_t j = 0; j < v.dim; ++j)
+    inverse.data<std::int64_t>()[j] = to_i64(out_pos[group_of[j]]);
+  c.out(0) = std::move(y);
+  if (c.output_count() > 1)
+    c.out(1) = std::move(indices);
+  if (c.output_count() > 2)
+    c.out(2) = std::move(inverse);
+  if (c.output_count() > 3)
+    c.out(3) = std::move(count_t);
+}
+
 }  // namespace
 
 void register_index_ops(registry_map& r) {
@@ -733,6 +865,7 @@ void register_index_ops(registry_map& r) {
   r["CumSum"] = k_cumsum;
   r["ReverseSequence"] = k_reverse_sequence;
   r["EyeLike"] = k_eyelike;
+  r["Unique"] = k_unique;
 }
 
 }  // namespace quark::onnx::rt

@@ -1,9 +1,12 @@
 // SPDX-License-Identifier: MIT
 // Normalisations (BatchNormalization in inference mode, InstanceNormalization,
-// LayerNormalization) and Softmax / LogSoftmax with their opset-dependent axis rules.
+// LayerNormalization, LRN, MeanVarianceNormalization) and Softmax / LogSoftmax with their
+// opset-dependent axis rules.
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string>
+#include <vector>
 
 #include "runtime/kernel.hpp"
 #include "runtime/registry.hpp"
@@ -215,7 +218,103 @@ void k_log_softmax(kernel_context& c) {
 
 }  // namespace
 
+/// LRN: y = x / (bias + alpha / size * sum of x^2 over the channels c - floor((size - 1) / 2) ..
+/// c + ceil((size - 1) / 2))^beta, on [N, C, ...]. A running window sum per position would
+/// reorder the additions; the window is small (AlexNet's is 5), so each sum is formed anew.
+void k_lrn(kernel_context& c) {
+  const tensor& x = float_input(c, 0);
+  if (x.rank() < 3)
+    c.fail("quark.onnx.shape", "input " + shape_string(x.shape()) + " needs N, C and spatial dims");
+  const std::int64_t size = c.n.attr_i("size", 0);
+  if (size < 1)
+    c.fail("quark.onnx.runtime", "size must be at least 1, got " + std::to_string(size));
+  const float alpha = c.n.attr_f("alpha", 1e-4f);
+  const float beta = c.n.attr_f("beta", 0.75f);
+  const float bias = c.n.attr_f("bias", 1.0f);
+  const auto n = to_size(x.shape()[0]);
+  const auto ch = to_i64(to_size(x.shape()[1]));
+  const std::size_t inner = (n * to_size(ch)) != 0 ? x.size() / (n * to_size(ch)) : 0;
+  const std::int64_t before = (size - 1) / 2;
+  const std::int64_t after = size - 1 - before;
+  const float scale = alpha / static_cast<float>(size);
+  tensor out(dtype_id::float32, x.shape(), uninitialized);
+  const float* px = x.data<float>().data();
+  float* py = out.data<float>().data();
+  c.pool.parallel_for(n * to_size(ch), 1, [&](std::size_t p0, std::size_t p1) {
+    for (std::size_t p = p0; p < p1; ++p) {
+      const std::size_t img = p / to_size(ch);
+      const auto k = to_i64(p % to_size(ch));
+      const std::size_t lo = to_size(std::max<std::int64_t>(0, k - before));
+      const std::size_t hi = to_size(std::min<std::int64_t>(ch - 1, k + after));
+      const float* base = px + img * to_size(ch) * inner;
+      for (std::size_t i = 0; i < inner; ++i) {
+        float sq = 0.0f;
+        for (std::size_t j = lo; j <= hi; ++j) {
+          const float v = base[j * inner + i];
+          sq += v * v;
+        }
+        py[p * inner + i] = px[p * inner + i] / std::pow(bias + scale * sq, beta);
+      }
+    }
+  });
+  c.out(0) = std::move(out);
+}
+
+/// MeanVarianceNormalization: (x - E[x]) / (sqrt(E[x^2] - E[x]^2) + 1e-9) over `axes` (default
+/// N, H, W), the formula of the operator's ONNX function body; sums in double.
+void k_mvn(kernel_context& c) {
+  const tensor& x = float_input(c, 0);
+  const std::size_t rank = x.rank();
+  std::vector<bool> reduced(rank, false);
+  for (const std::int64_t a : c.n.attr_ints("axes", {0, 2, 3})) {
+    const std::size_t ax = norm_axis(c, a, rank);
+    if (reduced[ax])
+      c.fail("quark.onnx.runtime", "axis " + std::to_string(a) + " is listed twice in axes");
+    reduced[ax] = true;
+  }
+  // Each element's group: its index with the reduced axes left out.
+  const auto strides = strides_of(x.shape());
+  std::size_t groups = 1;
+  std::vector<std::size_t> group_stride(rank, 0);
+  for (std::size_t d = rank; d-- > 0;) {
+    if (!reduced[d]) {
+      group_stride[d] = groups;
+      groups *= to_size(x.shape()[d]);
+    }
+  }
+  auto group_of = [&](std::size_t i) {
+    std::size_t gidx = 0;
+    for (std::size_t d = 0; d < rank; ++d)
+      gidx += (i / strides[d]) % to_size(x.shape()[d]) * group_stride[d];
+    return gidx;
+  };
+  const std::size_t per_group = groups ? x.size() / groups : 0;
+  std::vector<double> sum(groups, 0.0), sum_sq(groups, 0.0);
+  const float* px = x.data<float>().data();
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const auto v = static_cast<double>(px[i]);
+    const std::size_t gidx = group_of(i);
+    sum[gidx] += v;
+    sum_sq[gidx] += v * v;
+  }
+  for (std::size_t gidx = 0; gidx < groups; ++gidx) {
+    const double mean = sum[gidx] / static_cast<double>(per_group);
+    const double var = std::max(0.0, sum_sq[gidx] / static_cast<double>(per_group) - mean * mean);
+    sum[gidx] = mean;
+    sum_sq[gidx] = std::sqrt(var) + 1e-9;
+  }
+  tensor out(dtype_id::float32, x.shape(), uninitialized);
+  float* py = out.data<float>().data();
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const std::size_t gidx = group_of(i);
+    py[i] = static_cast<float>((static_cast<double>(px[i]) - sum[gidx]) / sum_sq[gidx]);
+  }
+  c.out(0) = std::move(out);
+}
+
 void register_norm(registry_map& r) {
+  r["LRN"] = k_lrn;
+  r["MeanVarianceNormalization"] = k_mvn;
   r["BatchNormalization"] = k_batch_norm;
   r["InstanceNormalization"] = k_instance_norm;
   r["LayerNormalization"] = k_layer_norm;

@@ -20,6 +20,8 @@ const registry_map& registry() {
     register_index_ops(m);
     register_misc_ops(m);
     register_resize(m);
+    register_einsum(m);
+    register_detection(m);
     register_quant(m);
     register_rnn(m);
     register_control(m);

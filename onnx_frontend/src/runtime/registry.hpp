@@ -24,7 +24,9 @@ void register_reduce(registry_map& r);
 void register_shape_ops(registry_map& r);
 void register_index_ops(registry_map& r);  ///< ArgMax, TopK, GatherElements, Scatter*, ...
 void register_misc_ops(registry_map& r);   ///< Dropout, Mod, Mean, IsInf, trigonometry, ...
-void register_resize(registry_map& r);
+void register_resize(registry_map& r);     ///< Resize, Upsample, GridSample
+void register_einsum(registry_map& r);
+void register_detection(registry_map& r);  ///< NonMaxSuppression, RoiAlign
 void register_quant(registry_map& r);
 void register_rnn(registry_map& r);
 void register_control(registry_map& r);

@@ -28,18 +28,6 @@ namespace {
 
 constexpr int FLOAT = 1, INT32 = 6, INT64 = 7;
 
-/// An initializer of int64 or float values (raw_data).
-template <class T>
-w::msg init(std::string_view name, int type, std::initializer_list<std::int64_t> dims,
-            const std::vector<T>& v) {
-  w::msg m = w::tensor(name, type, dims);
-  std::string raw(v.size() * sizeof(T), '\0');
-  if (!v.empty())
-    std::memcpy(raw.data(), v.data(), raw.size());
-  m.bytes(w::tensor_f::raw_data, raw);
-  return m;
-}
-
 }  // namespace
 
 TEST_CASE("GatherElements: negative indices wrap, out-of-range ones fail naming the node") {

@@ -1,11 +1,14 @@
 // SPDX-License-Identifier: MIT
 // What the runtime's hand-derived operator tests share: loading a model written with io_wire,
-// typed input tensors, reading outputs back, and the error message of a failing run.
+// initializers and typed input tensors, reading outputs back, and the error message of a failing
+// run.
 #pragma once
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <initializer_list>
 #include <map>
 #include <span>
 #include <string>
@@ -17,6 +20,8 @@
 
 #include <quark/onnx/error.hpp>
 #include <quark/onnx/runtime.hpp>
+
+#include "io_wire.hpp"
 
 namespace runtime_test {
 
@@ -55,6 +60,18 @@ template <class T = float>
 std::vector<T> values_of(const tensor& t) {
   const auto d = t.data<T>();
   return std::vector<T>(d.begin(), d.end());
+}
+
+/// An initializer named `name` of ONNX element type `type` holding `v` (raw_data).
+template <class T>
+io_wire::msg init(std::string_view name, int type, std::initializer_list<std::int64_t> dims,
+                  const std::vector<T>& v) {
+  io_wire::msg m = io_wire::tensor(name, type, dims);
+  std::string raw(v.size() * sizeof(T), '\0');
+  if (!v.empty())
+    std::memcpy(raw.data(), v.data(), raw.size());
+  m.bytes(io_wire::tensor_f::raw_data, raw);
+  return m;
 }
 
 /// The frontend_error message of one run, or "" when the run succeeds; `id` receives its id.

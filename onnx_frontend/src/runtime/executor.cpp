@@ -80,8 +80,24 @@ std::vector<tensor> execute(const graph& g, scope& sc, thread_pool& pool,
     }
     if (chunks && !n.outputs.empty() && !n.outputs[0].empty())
       ctx.chunks = chunks(n.outputs[0]);
-    ctx.run_subgraph = [&](const graph& sub) {
+    ctx.run_subgraph = [&](const graph& sub, std::vector<tensor> args) {
+      if (args.size() != sub.inputs.size()) {
+        throw frontend_error("quark.onnx.runtime",
+                             n.describe() + ": subgraph '" + sub.name + "' takes " +
+                                 std::to_string(sub.inputs.size()) + " inputs, given " +
+                                 std::to_string(args.size()));
+      }
       scope child{sub, &sc, {}, {}};
+      // Formal inputs are observed like graph inputs (once per Loop or Scan iteration) and
+      // owned by the body: they are fresh tensors, so its nodes may reuse them in place.
+      for (std::size_t a = 0; a < args.size(); ++a) {
+        std::shared_ptr<const tensor> value = std::make_shared<tensor>(std::move(args[a]));
+        const auto& name = sub.inputs[a].name;
+        if (observer)
+          observer(name, value);
+        child.values[name] = std::move(value);
+        child.owned.insert(name);
+      }
       return execute(sub, child, pool, observer, chunks);
     };
     try {
@@ -114,10 +130,23 @@ std::vector<tensor> execute(const graph& g, scope& sc, thread_pool& pool,
   }
   std::vector<tensor> outs;
   outs.reserve(g.outputs.size());
-  for (const auto& o : g.outputs) {
-    const tensor* t = sc.find(o.name);
+  for (std::size_t k = 0; k < g.outputs.size(); ++k) {
+    const auto& name = g.outputs[k].name;
+    // A value of this scope that nothing else holds and no later output repeats is moved out
+    // (the scope ends with this call): a Loop body's carried values are not copied each
+    // iteration.
+    auto it = sc.values.find(name);
+    const bool repeated =
+        std::any_of(g.outputs.begin() + static_cast<std::ptrdiff_t>(k) + 1, g.outputs.end(),
+                    [&](const auto& o) { return o.name == name; });
+    if (it != sc.values.end() && sc.owned.count(name) && it->second.use_count() == 1 && !repeated) {
+      // Owned values were created non-const (make_shared<tensor>).
+      outs.push_back(std::move(*const_cast<tensor*>(it->second.get())));
+      continue;
+    }
+    const tensor* t = sc.find(name);
     if (!t) {
-      throw frontend_error("quark.onnx.runtime", "graph output '" + o.name + "' has no value");
+      throw frontend_error("quark.onnx.runtime", "graph output '" + name + "' has no value");
     }
     outs.push_back(*t);
   }

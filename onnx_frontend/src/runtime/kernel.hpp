@@ -35,8 +35,10 @@ struct kernel_context {
   /// else refers to it, so a kernel may move it into an output and compute in place.
   std::vector<tensor*> reusable;
   thread_pool& pool;
-  /// Runs a subgraph (If branches) in the current scope; returns its outputs.
-  std::function<std::vector<tensor>(const graph&)> run_subgraph;
+  /// Runs a subgraph (If branches, Loop and Scan bodies) in the current scope with its formal
+  /// inputs (graph::inputs) bound in order to `args` (empty for If); returns its outputs. The
+  /// body owns `args`, so its nodes may compute in place in them.
+  std::function<std::vector<tensor>(const graph&, std::vector<tensor> args)> run_subgraph;
   /// Where a kernel that streams its output 0 hands each computed chunk (chunk_sink), or null.
   const chunk_sink* chunks = nullptr;
 

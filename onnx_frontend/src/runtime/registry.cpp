@@ -22,6 +22,8 @@ const registry_map& registry() {
     register_resize(m);
     register_einsum(m);
     register_detection(m);
+    register_signal(m);
+    register_loss(m);
     register_quant(m);
     register_rnn(m);
     register_control(m);

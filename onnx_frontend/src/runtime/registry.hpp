@@ -27,6 +27,8 @@ void register_misc_ops(registry_map& r);   ///< Dropout, Mod, Mean, IsInf, trigo
 void register_resize(registry_map& r);     ///< Resize, Upsample, GridSample
 void register_einsum(registry_map& r);
 void register_detection(registry_map& r);  ///< NonMaxSuppression, RoiAlign
+void register_signal(registry_map& r);     ///< DFT, STFT, window functions, MelWeightMatrix
+void register_loss(registry_map& r);       ///< NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss
 void register_quant(registry_map& r);
 void register_rnn(registry_map& r);
 void register_control(registry_map& r);

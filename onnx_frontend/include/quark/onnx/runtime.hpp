@@ -11,13 +11,14 @@
 //       observers[std::string(name)].update(t);   // every activation, once, as it is produced
 //     });
 //
-// The observer sees each graph input and each node output exactly once, right after it is
-// computed (outputs of nodes inside If branches included). A value is freed as soon as its last
-// consumer ran, so a calibration pass holds only the live activations of one sample: memory is
-// proportional to the model, never to the number of samples. An observer that wants to fold values
-// on another thread while the graph runs on takes a shared_value_observer instead: it may keep the
-// value (a kernel then leaves it alone instead of overwriting it in place), and the value is freed
-// when the last of the graph and the observer lets go of it.
+// The observer sees each graph input and each node output right after it is computed: once per
+// run for the main graph and an If branch, once per iteration for the inputs and node outputs of
+// a Loop or Scan body (so one name can come several times in a run). A value is freed as soon as
+// its last consumer ran, so a calibration pass holds only the live activations of one sample:
+// memory is proportional to the model, never to the number of samples. An observer that wants to
+// fold values on another thread while the graph runs on takes a shared_value_observer instead: it
+// may keep the value (a kernel then leaves it alone instead of overwriting it in place), and the
+// value is freed when the last of the graph and the observer lets go of it.
 #pragma once
 
 #include <cstddef>

@@ -303,6 +303,40 @@ TEST_CASE("raising the opset to 21 carries Split, TopK, Scatter, Dropout and Bat
   }
 }
 
+/// A Loop body at opset 11 holds nodes whose signatures change on the way to 21 (Unsqueeze and
+/// Squeeze take their axes as an input from 13): the raise must rewrite the body too, or ORT
+/// refuses the model. The body also reads a value of the main graph.
+TEST_CASE("raising the opset to 21 rewrites the nodes inside a Loop body") {
+  model_builder body(11, 6);
+  body.input("i", onnx_type::int64, {});
+  body.input("c", onnx_type::boolean, {});
+  body.input("s", onnx_type::float32, {2, 4});
+  body.node("Unsqueeze", {"s"}, {"u"}, {attr_ints("axes", {0})});
+  body.node("Squeeze", {"u"}, {"q"}, {attr_ints("axes", {0})});
+  body.node("Add", {"q", "m"}, {"s_next"});  // m: the main graph's MatMul output
+  body.node("Identity", {"c"}, {"c_next"});
+  body.output("c_next", onnx_type::boolean, {});
+  body.output("s_next", onnx_type::float32, {2, 4});
+  model_builder b(11, 6);
+  b.input("x", onnx_type::float32, {2, 8});
+  b.initializer("w", onnx_type::float32, {8, 4}, random_floats(8 * 4, 31));
+  b.initializer("trips", onnx_type::int64, {}, std::vector<std::int64_t>{3});
+  b.node("MatMul", {"x", "w"}, {"m"});
+  b.node("Loop", {"trips", "", "m"}, {"y"});
+  b.output("y", onnx_type::float32, {2, 4});
+  ::onnx::ModelProto m = b.build();
+  auto* attr = m.mutable_graph()->mutable_node(1)->add_attribute();
+  attr->set_name("body");
+  attr->set_type(::onnx::AttributeProto::GRAPH);
+  ::onnx::GraphProto& g = *attr->mutable_g();
+  g = body.build().graph();
+  // The iteration number and the conditions are scalars (a known shape of rank 0: ORT insists).
+  g.mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape();
+  g.mutable_input(1)->mutable_type()->mutable_tensor_type()->mutable_shape();
+  g.mutable_output(0)->mutable_type()->mutable_tensor_type()->mutable_shape();
+  check_quantized(m, "x", {2, 8}, {"A16W8", false, 0.999});
+}
+
 /// Per-activation BatchNormalization (opset 7's spatial 0): neither converted to a depthwise Conv
 /// nor folded (both once took its [C,H,W] parameters for C channels), refused by name.
 TEST_CASE("BatchNormalization with spatial 0 is refused, naming the node") {

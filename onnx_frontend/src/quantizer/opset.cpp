@@ -23,10 +23,17 @@ void drop_attr(::onnx::NodeProto& n, const std::string& name) {
   }
 }
 
+/// A fresh initializer name for `g`: none of its initializers, node inputs or node outputs (in a
+/// subgraph a new initializer shadows an outer value of the same name, so it must not be one the
+/// subgraph reads).
 std::string unique_name(const ::onnx::GraphProto& g, const std::string& base) {
   std::set<std::string> names;
   for (const auto& t : g.initializer())
     names.insert(t.name());
+  for (const auto& n : g.node()) {
+    names.insert(n.input().begin(), n.input().end());
+    names.insert(n.output().begin(), n.output().end());
+  }
   std::string n = base;
   for (int k = 1; names.contains(n); ++k)
     n = base + "_" + std::to_string(k);
@@ -91,15 +98,11 @@ void attr_to_input(::onnx::GraphProto& g, ::onnx::NodeProto& n, const std::strin
           ", which the quantized types need; this conversion is not implemented yet");
 }
 
-}  // namespace
-
-std::vector<std::string> upgrade_opset(::onnx::ModelProto& m, std::int64_t from, std::int64_t to,
-                                       const std::map<std::string, std::size_t>& ranks) {
-  std::vector<std::string> notes;
-  if (from >= to)
-    return notes;
+/// Rewrites the nodes of `g` and, recursively, of the subgraphs of its If / Loop / Scan nodes
+/// (one opset import covers them all); a subgraph's new initializers go into that subgraph.
+void upgrade_nodes(::onnx::GraphProto& g, std::int64_t from, std::int64_t to,
+                   const std::map<std::string, std::size_t>& ranks) {
   auto crosses = [&](std::int64_t v) { return from < v && to >= v; };
-  ::onnx::GraphProto& g = *m.mutable_graph();
   static const std::set<std::string> reduce18 = {
       "ReduceMean", "ReduceMax",    "ReduceMin",       "ReduceProd",     "ReduceL1",
       "ReduceL2",   "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare"};
@@ -189,10 +192,28 @@ std::vector<std::string> upgrade_opset(::onnx::ModelProto& m, std::int64_t from,
     } else if (op == "Dropout" && crosses(12)) {
       drop_attr(n, "ratio");
     } else if ((op == "Upsample" && crosses(10)) || (op == "Resize" && crosses(11)) ||
-               ((op == "Scan" || op == "Loop" || op == "If") && from < 13)) {
+               (op == "Scan" && from < 9) || (op == "Loop" && from < 11)) {
+      // Scan-8's batch form and Loop before 11 differ from their later versions; If and the
+      // later Loop / Scan versions only widened their value types to sequences and optionals.
       refuse(n, from, to);
     }
+    for (auto& a : *n.mutable_attribute()) {
+      if (a.has_g())
+        upgrade_nodes(*a.mutable_g(), from, to, ranks);
+      for (auto& sub : *a.mutable_graphs())
+        upgrade_nodes(sub, from, to, ranks);
+    }
   }
+}
+
+}  // namespace
+
+std::vector<std::string> upgrade_opset(::onnx::ModelProto& m, std::int64_t from, std::int64_t to,
+                                       const std::map<std::string, std::size_t>& ranks) {
+  std::vector<std::string> notes;
+  if (from >= to)
+    return notes;
+  upgrade_nodes(*m.mutable_graph(), from, to, ranks);
   for (auto& o : *m.mutable_opset_import()) {
     if (o.domain().empty() || o.domain() == "ai.onnx")
       o.set_version(to);

@@ -2,8 +2,9 @@
 // PRIVATE: raising the default-domain opset of a model when a quantized type needs it
 // (QuantizeLinear: 10; per-axis: 13; int16/uint16: 21). Operators whose signature changed on the
 // way are rewritten (attributes that became inputs: Clip, Slice, Squeeze, Unsqueeze, Split, Pad,
-// Reduce*; Softmax's axis semantics when the axis is the last one); any other incompatible
-// operator raises frontend_error "quark.quantize.opset" naming the node.
+// Reduce*; Softmax's axis semantics when the axis is the last one), inside If / Loop / Scan
+// bodies too; any other incompatible operator raises frontend_error "quark.quantize.opset" naming
+// the node.
 #pragma once
 
 #include <cstddef>

@@ -337,6 +337,34 @@ TEST_CASE("raising the opset to 21 rewrites the nodes inside a Loop body") {
   check_quantized(m, "x", {2, 8}, {"A16W8", false, 0.999});
 }
 
+/// An If at opset 13 whose branches hold ReduceMean / ReduceMax with an axes attribute: crossing
+/// 18 (A16W8 raises to 21) those take the axes as an input, inside the branches too.
+TEST_CASE("raising the opset past 18 rewrites the Reduce nodes inside If branches") {
+  auto branch = [](const std::string& op, const std::string& out) {
+    model_builder br(13, 7);
+    br.node(op, {"m"}, {out}, {attr_ints("axes", {1}), attr_int("keepdims", 1)});
+    br.output(out, onnx_type::float32, {2, 1});
+    return br.build().graph();
+  };
+  model_builder b(13, 7);
+  b.input("x", onnx_type::float32, {2, 8});
+  b.initializer("w", onnx_type::float32, {8, 4}, random_floats(8 * 4, 33));
+  b.initializer("cond", onnx_type::boolean, {}, std::vector<std::uint8_t>{1});
+  b.node("MatMul", {"x", "w"}, {"m"});
+  b.node("If", {"cond"}, {"y"});
+  b.output("y", onnx_type::float32, {2, 1});
+  ::onnx::ModelProto m = b.build();
+  auto* node = m.mutable_graph()->mutable_node(1);
+  for (const auto& [name, op] : {std::pair<std::string, std::string>{"then_branch", "ReduceMean"},
+                                 {"else_branch", "ReduceMax"}}) {
+    auto* attr = node->add_attribute();
+    attr->set_name(name);
+    attr->set_type(::onnx::AttributeProto::GRAPH);
+    *attr->mutable_g() = branch(op, name + "_out");
+  }
+  check_quantized(m, "x", {2, 8}, {"A16W8", false, 0.999});
+}
+
 /// Per-activation BatchNormalization (opset 7's spatial 0): neither converted to a depthwise Conv
 /// nor folded (both once took its [C,H,W] parameters for C channels), refused by name.
 TEST_CASE("BatchNormalization with spatial 0 is refused, naming the node") {

@@ -365,6 +365,88 @@ TEST_CASE("raising the opset past 18 rewrites the Reduce nodes inside If branche
   check_quantized(m, "x", {2, 8}, {"A16W8", false, 0.999});
 }
 
+/// If branches read main-graph values that no main-graph node reads once the float passes and
+/// the weight quantization are done (silero VAD's decoder If reads a Constant whose other readers
+/// constant folding removes): a Constant retired by folding (k), the output of an Identity the
+/// passes remove (mi) and a float weight the quantizer replaces by its codes (w). Each must
+/// stay, with its name, for the branch; ORT refused or we failed on each before.
+TEST_CASE("values read only inside If branches survive the graph passes and weight quantization") {
+  const std::vector<float> k{0.5f, -1.0f, 2.0f, 0.25f}, k2{1.5f, 0.5f, -0.5f, 2.0f};
+  model_builder then_b(13, 7);
+  then_b.node("Add", {"mi", "k"}, {"t1"});
+  then_b.node("MatMul", {"x", "w"}, {"t2"});
+  then_b.node("Add", {"t1", "t2"}, {"then_out"});
+  then_b.output("then_out", onnx_type::float32, {2, 4});
+  model_builder else_b(13, 7);
+  else_b.node("Mul", {"mi", "k"}, {"else_out"});
+  else_b.output("else_out", onnx_type::float32, {2, 4});
+  model_builder b(13, 7);
+  b.input("x", onnx_type::float32, {2, 8});
+  b.initializer("w", onnx_type::float32, {8, 4}, random_floats(8 * 4, 35));
+  b.initializer("cond", onnx_type::boolean, {}, std::vector<std::uint8_t>{1});
+  b.node("Constant", {}, {"k"}, {attr_floats("value_floats", k)});
+  b.node("Constant", {}, {"k2"}, {attr_floats("value_floats", k2)});
+  b.node("Mul", {"k", "k2"}, {"kk"});  // folded: k has no main-graph reader after it
+  b.node("MatMul", {"x", "w"}, {"m"});
+  b.node("Identity", {"m"}, {"mi"});  // read by the branches only
+  b.node("Add", {"m", "kk"}, {"a"});
+  b.node("If", {"cond"}, {"yi"});
+  b.node("Add", {"yi", "a"}, {"y"});
+  b.output("y", onnx_type::float32, {2, 4});
+  ::onnx::ModelProto m = b.build();
+  auto* node = m.mutable_graph()->mutable_node(6);
+  REQUIRE(node->op_type() == "If");
+  for (const auto& [name, g] :
+       {std::pair<std::string, ::onnx::GraphProto>{"then_branch", then_b.build().graph()},
+        {"else_branch", else_b.build().graph()}}) {
+    auto* attr = node->add_attribute();
+    attr->set_name(name);
+    attr->set_type(::onnx::AttributeProto::GRAPH);
+    *attr->mutable_g() = g;
+  }
+  check_quantized(m, "x", {2, 8}, {"A8W8", false, 0.99});
+  check_quantized(m, "x", {2, 8}, {"A16W8", true, 0.999});
+}
+
+/// A per-tensor weight whose largest value sets a scale that sends most others to code 0 gets a
+/// note naming it. Hand-derived: A8W8 weights are symmetric int8 from min / max, so the scale of
+/// {127, 0.3, -0.4, 0.6, 0.2, 0.1, -0.5, 0.7} is 127 / 127 = 1, and |w| <= 0.5 (0.5 rounds half
+/// to even, to 0) vanishes: 5 of the 8 non-zero values, 62%. With per-channel weights (columns
+/// of the MatMul weight: axis 1) or without the large value no note.
+TEST_CASE("a per-tensor weight that quantizes mostly to zero is named in a note") {
+  auto notes_for = [](const std::vector<float>& w, bool per_channel) {
+    model_builder b(13, 7);
+    b.input("x", onnx_type::float32, {1, 4});
+    b.initializer("w", onnx_type::float32, {4, 2}, w);
+    b.node("MatMul", {"x", "w"}, {"y"});
+    b.output("y", onnx_type::float32, {1, 2});
+    const fs::path dir = work_dir();
+    save_proto(b.build(), dir / "zeroed.onnx");
+    qo::qconfig cfg = qo::get_default_config("A8W8");
+    if (per_channel)
+      cfg.global_config.weight->quant_granularity = qo::granularity::channel;
+    std::vector<qo::calib_sample> calib{sample_for("x", {1, 4}, 7)};
+    qo::memory_reader reader(calib);
+    const qo::quantize_report r =
+        qo::quantize_model(dir / "zeroed.onnx", dir / "zeroed_q.onnx", cfg, reader);
+    std::vector<std::string> hits;
+    for (const auto& n : r.notes) {
+      if (n.find("quantize to 0") != std::string::npos)
+        hits.push_back(n);
+    }
+    return hits;
+  };
+  const std::vector<float> w{127.0f, 0.3f, -0.4f, 0.6f, 0.2f, 0.1f, -0.5f, 0.7f};
+  const auto hits = notes_for(w, false);
+  REQUIRE(hits.size() == 1);
+  CHECK(hits[0].starts_with("weight 'w' of node 'n0' (MatMul): 62% of its non-zero values"));
+  CHECK(hits[0].find("per-tensor scale (1)") != std::string::npos);
+  CHECK(notes_for(w, true).empty());
+  std::vector<float> small = w;
+  small[0] = 0.9f;  // scale 0.9 / 127: nothing vanishes
+  CHECK(notes_for(small, false).empty());
+}
+
 /// Per-activation BatchNormalization (opset 7's spatial 0): neither converted to a depthwise Conv
 /// nor folded (both once took its [C,H,W] parameters for C channels), refused by name.
 TEST_CASE("BatchNormalization with spatial 0 is refused, naming the node") {

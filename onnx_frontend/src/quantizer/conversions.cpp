@@ -148,17 +148,12 @@ class name_pool {
   std::set<std::string> used_;
 };
 
-/// Removes the initializers of `candidates` that no node reads and no graph output names.
+/// Removes the initializers of `candidates` that no node (nor any If / Loop / Scan body) reads
+/// and no graph output names.
 void drop_unused(model& m, const std::set<std::string>& candidates) {
-  std::set<std::string> used;
-  for (const auto& n : proto(m).graph().node()) {
-    for (const auto& x : n.input())
-      used.insert(x);
-  }
-  for (const auto& o : proto(m).graph().output())
-    used.insert(o.name());
+  const graph_index ix(proto(m).graph());
   for (const auto& c : candidates) {
-    if (!used.contains(c) && m.has_initializer(c))
+    if (ix.uses(c) == 0 && m.has_initializer(c))
       m.remove_initializer(c);
   }
 }

@@ -214,7 +214,8 @@ bool fold_sweep(model& m, const graph_pass_options& o, std::map<std::string, int
     NodeProto& n = *g.mutable_node(i);
     // Identity: consumers read its input instead (kept when it is a graph output).
     if (o.remove_identity && n.op_type() == "Identity" && n.input_size() == 1 &&
-        !ix.outputs.contains(n.output(0)) && !ix.outputs.contains(n.input(0))) {
+        !ix.outputs.contains(n.output(0)) && !ix.outputs.contains(n.input(0)) &&
+        !ix.implicit.contains(n.output(0))) {
       const std::string from = n.output(0), to = n.input(0);
       for (auto& k : *g.mutable_node()) {
         for (int s = 0; s < k.input_size(); ++s) {

@@ -3,6 +3,7 @@
 // (graph_passes.cpp, conversions.cpp, algo_cle.cpp, opset.cpp, fp16_model.cpp).
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -17,14 +18,22 @@
 
 #include <quark/onnx/tensor.hpp>
 
+#include "io/graph_util.hpp"
+
 namespace quark::onnx::qz {
 
 /// Who produces and who reads each value of one graph (node indices into `g.node()`), and which
 /// values are graph outputs. A snapshot: rebuild it after editing the graph.
+///
+/// A value an If / Loop / Scan body reads from this graph (an implicit input, not in the node's
+/// input list) counts as read by that node, and is also listed in `implicit`: a rewrite that
+/// renames or removes it would have to reach into the body, so the passes leave such values be
+/// (silero VAD's If branches read a main-graph Constant that constant folding retired).
 struct graph_index {
   std::map<std::string, int> producer;
   std::map<std::string, std::vector<int>> consumers;
   std::set<std::string> outputs;
+  std::set<std::string> implicit;  ///< values some subgraph of this graph reads
 
   explicit graph_index(const ::onnx::GraphProto& g) {
     for (int i = 0; i < g.node_size(); ++i) {
@@ -35,19 +44,27 @@ struct graph_index {
         if (!x.empty())
           consumers[x].push_back(i);
       }
+      for (const auto& x : node_implicit_inputs(n)) {
+        if (std::find(n.input().begin(), n.input().end(), x) == n.input().end())
+          consumers[x].push_back(i);
+        implicit.insert(x);
+      }
     }
     for (const auto& o : g.output())
       outputs.insert(o.name());
   }
-  /// How many node inputs read `name`, plus one if it is a graph output.
+  /// How many node inputs read `name` (a subgraph's reads count once for its node), plus one if
+  /// it is a graph output.
   std::size_t uses(const std::string& name) const {
     auto it = consumers.find(name);
     return (it == consumers.end() ? 0 : it->second.size()) + (outputs.contains(name) ? 1 : 0);
   }
-  /// The single node reading `name` (nullopt if it has several readers or is a graph output).
+  /// The single node reading `name` (nullopt if it has several readers, is a graph output or is
+  /// read by a subgraph).
   std::optional<int> only_consumer(const std::string& name) const {
     auto it = consumers.find(name);
-    if (outputs.contains(name) || it == consumers.end() || it->second.size() != 1)
+    if (outputs.contains(name) || implicit.contains(name) || it == consumers.end() ||
+        it->second.size() != 1)
       return std::nullopt;
     return it->second.front();
   }

@@ -408,6 +408,48 @@ TEST_CASE("values read only inside If branches survive the graph passes and weig
   check_quantized(m, "x", {2, 8}, {"A16W8", true, 0.999});
 }
 
+/// A model whose only quantizable node sits in an If branch: nothing is quantized (static
+/// quantization covers the main graph, as in Quark), and the summary says so instead of an empty
+/// list: the branch's node count (1 MatMul + 1 Identity) and a "none" line.
+TEST_CASE("a model whose work sits inside an If is written float, and the summary says why") {
+  model_builder then_b(13, 7);
+  then_b.node("MatMul", {"x", "w"}, {"then_out"});
+  then_b.output("then_out", onnx_type::float32, {2, 4});
+  model_builder else_b(13, 7);
+  else_b.node("Identity", {"z"}, {"else_out"});
+  else_b.output("else_out", onnx_type::float32, {2, 4});
+  model_builder b(13, 7);
+  b.input("x", onnx_type::float32, {2, 8});
+  b.initializer("w", onnx_type::float32, {8, 4}, random_floats(8 * 4, 36));
+  b.initializer("z", onnx_type::float32, {2, 4}, std::vector<float>(8, 0.0f));
+  b.initializer("cond", onnx_type::boolean, {}, std::vector<std::uint8_t>{1});
+  b.node("If", {"cond"}, {"y"});
+  b.output("y", onnx_type::float32, {2, 4});
+  ::onnx::ModelProto m = b.build();
+  for (const auto& [name, g] :
+       {std::pair<std::string, ::onnx::GraphProto>{"then_branch", then_b.build().graph()},
+        {"else_branch", else_b.build().graph()}}) {
+    auto* attr = m.mutable_graph()->mutable_node(0)->add_attribute();
+    attr->set_name(name);
+    attr->set_type(::onnx::AttributeProto::GRAPH);
+    *attr->mutable_g() = g;
+  }
+  const fs::path dir = work_dir();
+  save_proto(m, dir / "if_only.onnx");
+  std::vector<qo::calib_sample> calib{sample_for("x", {2, 8}, 9)};
+  qo::memory_reader reader(calib);
+  const qo::quantize_report r = qo::quantize_model(dir / "if_only.onnx", dir / "if_only_q.onnx",
+                                                   qo::get_default_config("A8W8"), reader);
+  CHECK(r.tensors.empty());
+  const std::string table = qo::summary_table(r);
+  CHECK(table.find("note: graph: 2 nodes inside If / Loop / Scan bodies stay float") !=
+        std::string::npos);
+  CHECK(table.find("  none: the model is written unchanged") != std::string::npos);
+  const ::onnx::ModelProto q = load_proto(dir / "if_only_q.onnx");
+  REQUIRE(q.graph().node_size() == 1);
+  CHECK(q.graph().node(0).op_type() == "If");
+}
+
 /// A per-tensor weight whose largest value sets a scale that sends most others to code 0 gets a
 /// note naming it. Hand-derived: A8W8 weights are symmetric int8 from min / max, so the scale of
 /// {127, 0.3, -0.4, 0.6, 0.2, 0.1, -0.5, 0.7} is 127 / 127 = 1, and |w| <= 0.5 (0.5 rounds half

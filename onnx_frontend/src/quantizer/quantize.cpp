@@ -945,9 +945,11 @@ model quantize_float32_model(model m, const qconfig& cfg, calibration_data_reade
   // quantization; docs/config.md): say so when bodies hold nodes, or a model whose work sits in
   // an If (silero VAD opset 16) comes back unchanged without a word.
   if (const std::size_t k = body_node_count(proto(m).graph()); k > 0) {
-    report.notes.push_back("graph: the " + std::to_string(k) +
-                           " nodes inside If / Loop / Scan bodies stay float (static "
-                           "quantization covers the main graph, as in Quark; EnableSubgraph)");
+    report.notes.push_back("graph: " + std::to_string(k) +
+                           (k == 1 ? " node inside an If / Loop / Scan body stays"
+                                   : " nodes inside If / Loop / Scan bodies stay") +
+                           " float (static quantization covers the main graph, as in Quark; "
+                           "EnableSubgraph)");
   }
   const std::vector<node_info> nodes = m.nodes();
   const std::vector<std::size_t> topo = m.topological_order();
@@ -2435,6 +2437,9 @@ std::string summary_table(const quantize_report& r) {
   os << "\nTensors per data type:\n";
   for (const auto& [t, n] : r.tensors_per_type)
     os << "  " << pad(t, 8) << ' ' << n << '\n';
+  if (std::all_of(r.tensors_per_type.begin(), r.tensors_per_type.end(),
+                  [](const auto& e) { return e.second == 0; }))
+    os << "  none: the model is written unchanged but for its opset and the graph passes\n";
   for (const auto& n : r.notes)
     os << "note: " << n << '\n';
   return os.str();

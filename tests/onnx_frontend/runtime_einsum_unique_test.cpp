@@ -299,6 +299,23 @@ TEST_CASE("Einsum: empty ranges give zeros or empty outputs") {
   CHECK(y.shape() == shape_t{0, 2, 2});
 }
 
+TEST_CASE("Einsum: an output subscript of extent 0 in one operand only gives an empty output") {
+  // k has extent 0 and only b has it: the pairwise contraction's extent of k is 0, not 1 (it
+  // used to be max(1, 0), and the loop read 10 elements of b's empty buffer).
+  for (int elem : {DOUBLE, FLOAT}) {
+    CAPTURE(elem);
+    const tensor a = elem == DOUBLE ? f64({5, 2, 3}, std::vector<double>(30, 1.0))
+                                    : f32({5, 2, 3}, std::vector<float>(30, 1.0f));
+    const tensor b = elem == DOUBLE ? f64({5, 3, 0}, {}) : f32({5, 3, 0}, {});
+    const tensor y = einsum("bij, bjk -> bik", {a, b}, elem);
+    CHECK(y.shape() == shape_t{5, 2, 0});
+    CHECK(y.size() == 0);
+  }
+  // the same with k in the first operand only
+  const tensor y = einsum("bkj,bji->bik", {f32({2, 0, 3}, {}), f32({2, 3, 4}, ramp(24))});
+  CHECK(y.shape() == shape_t{2, 4, 0});
+}
+
 TEST_CASE("Einsum: a bad equation or bad operands fail naming the node and the culprit") {
   const tensor m23 = f32({2, 3}, {1, 2, 3, 4, 5, 6});
   const tensor m42 = f32({4, 2}, {1, 2, 3, 4, 5, 6, 7, 8});

@@ -321,7 +321,11 @@ operand<T> contract_pair(kernel_context& c, std::size_t ids, dtype_id type, cons
     const bool ib = b.v.has[id] != 0;
     if (!ia && !ib)
       continue;
-    ext[id] = std::max(ia ? a.v.ext[id] : 1, ib ? b.v.ext[id] : 1);
+    // numpy broadcasting: an extent 1 stretches to the other (which may be 0: not std::max,
+    // which turned a 0 against an absent subscript into 1 and read past an empty operand)
+    const std::size_t ea = ia ? a.v.ext[id] : 1;
+    const std::size_t eb = ib ? b.v.ext[id] : 1;
+    ext[id] = ea == 1 ? eb : ea;
     if (keep[id] != 0) {
       (ia && ib ? batch : ia ? rows : cols).push_back(id);
     } else {

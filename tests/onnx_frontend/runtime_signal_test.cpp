@@ -444,6 +444,11 @@ TEST_CASE("window errors name the culprit") {
                 {{"n", scalar64(4)}}, op, {"'periodic' must be 0 or 1, got 2"});
     check_error(one_node(op, {{"n", INT64}}, FLOAT, {w::attr_int("output_datatype", 9)}),
                 {{"n", scalar64(4)}}, op, {"'output_datatype' 9"});
+    // A size past 2^24 is refused before any allocation (2^31 - 1, an int32 input's maximum,
+    // used to allocate 24 GB and run for minutes).
+    check_error(rt, {{"n", scalar64((std::int64_t{1} << 24) + 1)}}, op,
+                {"size 16777217 exceeds the supported maximum 16777216"});
+    check_error(rt, {{"n", scalar64(std::int64_t{1} << 40)}}, op, {"exceeds the supported"});
   }
 }
 
@@ -518,4 +523,7 @@ TEST_CASE("MelWeightMatrix output_datatype double and errors that name the culpr
   check_error(rt, feeds, op, {"num_mel_bins must be a scalar", "[2]"});
   check_error(mel({w::attr_int("output_datatype", 8)}), mel_feeds(2, 8, 8, 0, 4), op,
               {"'output_datatype' 8"});
+  // Each length within 2^24 but the [dft_length / 2 + 1, num_mel_bins] output past it.
+  check_error(rt, mel_feeds(1 << 20, 1 << 20, 8, 0, 4), op,
+              {"the output's element count", "exceeds the supported maximum 16777216"});
 }

@@ -28,9 +28,11 @@ namespace {
 
 using cplx = std::complex<double>;
 
-/// Transform and window lengths above this are refused: they would not fit in memory anyway,
-/// and the limit keeps every size computation (2n - 1, k^2 mod 2n) far from overflow.
-constexpr std::int64_t max_length = std::int64_t{1} << 31;
+/// Transform and window lengths above this (16M points, far past any audio or image model's)
+/// are refused, and so are MelWeightMatrix outputs of more elements: a window of size 2^31 from
+/// a malformed model allocated 24 GB and ran for minutes. The limit also keeps every size
+/// computation (2n - 1, k^2 mod 2n) far from overflow.
+constexpr std::int64_t max_length = std::int64_t{1} << 24;
 
 /// Non-power-of-two lengths below this use the direct sum.
 constexpr std::size_t direct_below = 32;
@@ -598,6 +600,8 @@ void k_mel_weight_matrix(kernel_context& c) {
   }
   check_length(c, mel_bins, "num_mel_bins");
   check_length(c, dft_length, "dft_length");
+  check_length(c, (dft_length / 2 + 1) * mel_bins,
+               "the output's element count ((dft_length / 2 + 1) * num_mel_bins)");
   const dtype_id type = output_datatype(c);
   const auto cols = to_size(mel_bins);
   const std::size_t rows = to_size(dft_length) / 2 + 1;

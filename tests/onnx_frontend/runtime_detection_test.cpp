@@ -325,6 +325,21 @@ TEST_CASE("RoiAlign: bad batch indices, shapes and attributes fail naming them")
   e = run_error(roi_model(16, {w::attr_int("sampling_ratio", -1)}),
                 {{"x", x}, {"rois", roi}, {"b", i64({1}, {0})}});
   CHECK(has(e, "sampling_ratio -1 is negative"));
+  // Malformed sizes are refused before the output or the sample lists are allocated: an
+  // output_height of 2^40 (a 2^43 byte output) and a sampling_ratio of 2^40 (2^40 samples per
+  // bin) used to be attempted.
+  e = run_error(roi_model(16, {w::attr_int("output_height", std::int64_t{1} << 40)}),
+                {{"x", x}, {"rois", roi}, {"b", i64({1}, {0})}});
+  CHECK(has(e, "'op'"));
+  CHECK(has(e, "output_height 1099511627776"));
+  CHECK(has(e, "exceeds the supported maximum of 2^26 samples per ROI"));
+  e = run_error(roi_model(16, {w::attr_int("sampling_ratio", std::int64_t{1} << 40)}),
+                {{"x", x}, {"rois", roi}, {"b", i64({1}, {0})}});
+  CHECK(has(e, "sampling_ratio^2 (1099511627776)"));
+  e = run_error(
+      roi_model(16, {w::attr_int("output_width", 8192), w::attr_int("output_height", 8193)}),
+      {{"x", x}, {"rois", roi}, {"b", i64({1}, {0})}});
+  CHECK(has(e, "exceeds the supported maximum"));
 }
 
 // ---- GridSample -----------------------------------------------------------------------------

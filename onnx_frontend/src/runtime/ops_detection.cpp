@@ -256,6 +256,10 @@ axis_samples sample_axis(const kernel_context& c, std::size_t roi, const char* a
   return a;
 }
 
+/// The most bins times samples per bin (output_height * output_width * sampling_ratio^2) RoiAlign
+/// accepts per ROI and channel.
+constexpr double max_roi_samples = 67108864.0;  // 2^26
+
 void k_roi_align(kernel_context& c) {
   const tensor& x = float_input(c, 0);
   const tensor& rois = float_input(c, 1);
@@ -290,6 +294,18 @@ void k_roi_align(kernel_context& c) {
   const std::int64_t ratio = c.n.attr_i("sampling_ratio", 0);
   if (ratio < 0)
     c.fail("quark.onnx.runtime", "sampling_ratio " + std::to_string(ratio) + " is negative");
+  // Bins and samples per ROI and channel: a malformed output_height of 2^40 asked for a 2^43
+  // byte output, a sampling_ratio of 2^40 for 2^40 samples per bin. Real models use 7 x 7 bins
+  // of 2 x 2 samples.
+  const double per_roi = static_cast<double>(oh_attr) * static_cast<double>(ow_attr) *
+                         static_cast<double>(std::max<std::int64_t>(ratio, 1)) *
+                         static_cast<double>(std::max<std::int64_t>(ratio, 1));
+  if (per_roi > max_roi_samples) {
+    c.fail("quark.onnx.runtime", "output_height " + std::to_string(oh_attr) + " * output_width " +
+                                     std::to_string(ow_attr) + " * sampling_ratio^2 (" +
+                                     std::to_string(ratio) +
+                                     ") exceeds the supported maximum of 2^26 samples per ROI");
+  }
   const double scale = static_cast<double>(c.n.attr_f("spatial_scale", 1.0f));
   const bool half_pixel = transform == "half_pixel";
   const bool max_mode = mode == "max";

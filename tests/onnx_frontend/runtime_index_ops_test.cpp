@@ -26,7 +26,7 @@ using namespace runtime_test;
 
 namespace {
 
-constexpr int FLOAT = 1, INT32 = 6, INT64 = 7;
+constexpr int FLOAT = 1, INT32 = 6, INT64 = 7, BOOL = 9;
 
 }  // namespace
 
@@ -46,6 +46,54 @@ TEST_CASE("GatherElements: negative indices wrap, out-of-range ones fail naming 
     CHECK(has(e, "'ge'"));
     CHECK(has(e, "GatherElements"));
     CHECK(has(e, "out of range"));
+  }
+}
+
+TEST_CASE("GatherND, ScatterND, Compress and ReverseSequence copy empty slices of empty data") {
+  // Slices of 0 elements: the data's buffer is null, and memcpy used to get it (undefined
+  // behaviour even for 0 bytes, reported by UBSan in the asan preset).
+  {
+    w::graph g;
+    g.add_input(w::value_info("x", FLOAT, {}, false));
+    g.add_input(w::value_info("i", INT64, {}, false));
+    g.add_output(w::value_info("y", FLOAT, {}, false));
+    g.add_node(w::node("GatherND", {"x", "i"}, {"y"}, "gnd"));
+    const auto out =
+        load(w::model(g)).run({{"x", f32({2, 0}, {})}, {"i", i64({3, 1}, {1, 0, -1})}});
+    CHECK(out.at("y").shape() == shape_t{3, 0});
+  }
+  {
+    w::graph g;
+    g.add_input(w::value_info("x", FLOAT, {}, false));
+    g.add_input(w::value_info("i", INT64, {}, false));
+    g.add_input(w::value_info("u", FLOAT, {}, false));
+    g.add_output(w::value_info("y", FLOAT, {}, false));
+    g.add_node(w::node("ScatterND", {"x", "i", "u"}, {"y"}, "snd"));
+    const auto out =
+        load(w::model(g, 8, {{"", 16}}))
+            .run({{"x", f32({4, 0}, {})}, {"i", i64({2, 1}, {1, 3})}, {"u", f32({2, 0}, {})}});
+    CHECK(out.at("y").shape() == shape_t{4, 0});
+  }
+  {
+    w::graph g;
+    g.add_input(w::value_info("x", FLOAT, {}, false));
+    g.add_input(w::value_info("c", BOOL, {}, false));
+    g.add_output(w::value_info("y", FLOAT, {}, false));
+    g.add_node(w::node("Compress", {"x", "c"}, {"y"}, "cmp", {w::attr_int("axis", 0)}));
+    const auto out = load(w::model(g))
+                         .run({{"x", f32({3, 0}, {})},
+                               {"c", make(dtype_id::boolean, {3}, std::vector<bool>{1, 0, 1})}});
+    CHECK(out.at("y").shape() == shape_t{2, 0});
+  }
+  {
+    w::graph g;
+    g.add_input(w::value_info("x", FLOAT, {}, false));
+    g.add_input(w::value_info("l", INT64, {}, false));
+    g.add_output(w::value_info("y", FLOAT, {}, false));
+    g.add_node(w::node("ReverseSequence", {"x", "l"}, {"y"}, "rs",
+                       {w::attr_int("batch_axis", 1), w::attr_int("time_axis", 0)}));
+    const auto out = load(w::model(g)).run({{"x", f32({3, 2, 0}, {})}, {"l", i64({2}, {3, 2})}});
+    CHECK(out.at("y").shape() == shape_t{3, 2, 0});
   }
 }
 

@@ -349,7 +349,8 @@ void k_gather_nd(kernel_context& c) {
       std::size_t off = bi * batch_stride;
       for (std::size_t e = 0; e < k; ++e)
         off += wrap_index(c, idx[t * k + e], x.shape()[b + e]) * st[b + e];
-      std::memcpy(out.bytes().data() + t * slice * es, x.bytes().data() + off * es, slice * es);
+      if (slice != 0)  // (an empty slice: x's data may be null, which memcpy must not get)
+        std::memcpy(out.bytes().data() + t * slice * es, x.bytes().data() + off * es, slice * es);
     }
   }
   c.out(0) = std::move(out);
@@ -393,7 +394,7 @@ void scatter_into(const kernel_context& c, tensor& out, const tensor& upd,
   }
   if (red == "none") {
     const std::size_t es = element_size(out.type());
-    for (std::size_t j = 0; j < targets.size(); ++j) {
+    for (std::size_t j = 0; j < targets.size() && slice != 0; ++j) {
       std::memcpy(out.bytes().data() + targets[j] * es, upd.bytes().data() + j * slice * es,
                   slice * es);
     }
@@ -567,6 +568,10 @@ void k_compress(kernel_context& c) {
   tensor out(x.type(), shape, uninitialized);
   const std::size_t row = v.inner * element_size(x.type());
   std::byte* po = out.bytes().data();
+  if (row == 0) {  // empty rows: x's data may be null, which memcpy must not get
+    c.out(0) = std::move(out);
+    return;
+  }
   for (std::size_t o = 0; o < v.outer; ++o) {
     for (std::size_t j : keep) {
       std::memcpy(po, x.bytes().data() + (o * v.dim + j) * row, row);
@@ -669,7 +674,7 @@ void k_reverse_sequence(kernel_context& c) {
       c.fail("quark.onnx.runtime", "sequence length " + std::to_string(len) + " outside [0, " +
                                        std::to_string(steps) + "]");
     }
-    for (std::int64_t t = 0; t < steps; ++t) {
+    for (std::int64_t t = 0; t < steps && inner != 0; ++t) {
       const std::int64_t from = t < len ? len - 1 - t : t;
       std::memcpy(out.bytes().data() + row(b, to_size(t)), x.bytes().data() + row(b, to_size(from)),
                   inner);

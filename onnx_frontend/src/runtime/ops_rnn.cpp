@@ -386,6 +386,10 @@ std::vector<float> input_projection(kernel_context& c, const recurrent& s, std::
 /// thread: one step's GEMM is small, and a pool call from inside the pool would run inline.
 template <class Body>
 void for_each_direction(kernel_context& c, const recurrent& s, std::size_t rb_end, Body&& body) {
+  // A batch of 0: every output is empty, and the bodies' per-step buffers would be empty too
+  // (pointer arithmetic on their null data is undefined behaviour).
+  if (s.batch == 0)
+    return;
   std::vector<std::vector<float>> xw;
   for (std::size_t d = 0; d < s.dirs; ++d)
     xw.push_back(input_projection(c, s, d, rb_end));

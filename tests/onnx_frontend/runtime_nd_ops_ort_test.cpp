@@ -371,4 +371,82 @@ TEST_CASE("bad attributes of the N-D pools and convolutions name the problem") {
     b.output("y", onnx_type::float32);
     fails_with(b, {1, 1, 2, 2}, "index 99 at position 3 is outside the output of 16 values");
   }
+  {
+    // Pads of a whole kernel or more (ONNX Runtime refuses them too): pads of 2^40 used to ask
+    // for an output of 2^80 values.
+    const std::int64_t huge = std::int64_t{1} << 40;
+    model_builder b(11);
+    b.input("x", onnx_type::float32, {1, 1, 5, 5});
+    b.node("AveragePool", {"x"}, {"y"},
+           {attr_ints("kernel_shape", {3, 3}), attr_ints("pads", {huge, huge, huge, huge})});
+    b.output("y", onnx_type::float32);
+    fails_with(b, {1, 1, 5, 5},
+               "pads must be smaller than kernel_shape (dimension 0: pads " + std::to_string(huge));
+  }
+  {
+    model_builder b(11);
+    b.input("x", onnx_type::float32, {1, 1, 5, 5});
+    b.node("MaxPool", {"x"}, {"y"},
+           {attr_ints("kernel_shape", {2, 3}), attr_ints("pads", {0, 3, 0, 0})});
+    b.output("y", onnx_type::float32);
+    fails_with(b, {1, 1, 5, 5}, "(dimension 1: pads 3, 0, kernel_shape 3)");
+  }
+  {
+    // A window extent that overflows 64 bits: (2^40 - 1) * 2^40 + 1.
+    const std::int64_t huge = std::int64_t{1} << 40;
+    model_builder b(11);
+    b.input("x", onnx_type::float32, {1, 1, 5, 5});
+    b.node("MaxPool", {"x"}, {"y"},
+           {attr_ints("kernel_shape", {huge, 2}), attr_ints("dilations", {huge, 1})});
+    b.output("y", onnx_type::float32);
+    fails_with(b, {1, 1, 5, 5}, "window extent (kernel_shape - 1) * dilations + 1 exceeds 2^31");
+  }
+  // 1-D / 2-D Conv and ConvTranspose: a list of the wrong length was read past its end, a
+  // stride of 0 divided by zero, and pads, strides or dilations of 2^40 asked for outputs of
+  // 2^44 bytes and more.
+  const std::int64_t huge = std::int64_t{1} << 40;
+  const auto conv_fails = [&](const char* op, const std::vector<std::int64_t>& attr_values,
+                              const char* attr, const std::string& needle) {
+    CAPTURE(op);
+    CAPTURE(attr);
+    model_builder b(11);
+    b.input("x", onnx_type::float32, {1, 1, 5, 5});
+    b.initializer("w", onnx_type::float32, {1, 1, 3, 3}, random_values(9, 3));
+    b.node(op, {"x", "w"}, {"y"}, {attr_ints(attr, attr_values)});
+    b.output("y", onnx_type::float32);
+    fails_with(b, {1, 1, 5, 5}, needle);
+  };
+  for (const char* op : {"Conv", "ConvTranspose"}) {
+    conv_fails(op, {2}, "strides", "strides has 1 values for a 2-D input (expected 2)");
+    conv_fails(op, {1}, "dilations", "dilations has 1 values for a 2-D input (expected 2)");
+    conv_fails(op, {0, 0}, "strides", "strides must be in [1, 2^31], got 0");
+    conv_fails(op, {huge, huge}, "dilations",
+               "dilations must be in [1, 2^31], got " + std::to_string(huge));
+    conv_fails(op, {1, 1, 1}, "pads", "pads has 3 values for a 2-D input (expected 4)");
+  }
+  conv_fails("Conv", {huge, huge, huge, huge}, "pads", "pads must be in [-2^31, 2^31]");
+  conv_fails("Conv", {1 << 20, 1 << 20, 1 << 20, 1 << 20}, "pads",
+             "exceeds the supported maximum of 2^31 elements");
+  conv_fails("ConvTranspose", {1 << 20, 1 << 20}, "strides",
+             "exceeds the supported maximum of 2^31 elements");
+  conv_fails("ConvTranspose", {1}, "output_padding",
+             "output_padding has 1 values for a 2-D input (expected 2)");
+  conv_fails("ConvTranspose", {7}, "output_shape", "output_shape has 1 values for a 2-D input");
+  {
+    model_builder b(11);
+    b.input("x", onnx_type::float32, {1, 1, 2, 2});
+    b.initializer("i", onnx_type::int64, {1, 1, 2, 2}, std::vector<std::int64_t>{0, 1, 2, 3});
+    b.node("MaxUnpool", {"x", "i"}, {"y"}, {attr_ints("kernel_shape", {huge, huge})});
+    b.output("y", onnx_type::float32);
+    fails_with(b, {1, 1, 2, 2}, "kernel_shape and strides must be in [1, 2^31]");
+  }
+  {
+    model_builder b(11);
+    b.input("x", onnx_type::float32, {1, 1, 2, 2});
+    b.initializer("i", onnx_type::int64, {1, 1, 2, 2}, std::vector<std::int64_t>{0, 1, 2, 3});
+    b.node("MaxUnpool", {"x", "i"}, {"y"},
+           {attr_ints("kernel_shape", {2, 2}), attr_ints("strides", {1 << 20, 1 << 20})});
+    b.output("y", onnx_type::float32);
+    fails_with(b, {1, 1, 2, 2}, "exceeds the supported maximum of 2^31 elements");
+  }
 }

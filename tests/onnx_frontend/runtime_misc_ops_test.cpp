@@ -162,3 +162,42 @@ TEST_CASE("BitShift on uint8 drops the bits shifted out") {
   CHECK(run_error(binary_model("BitShift", 3, 5, {w::attr_string("direction", "LEFT")}, 11), feeds)
             .find("not supported") != std::string::npos);
 }
+
+namespace {
+
+/// x [2, 3, 4] -> Flatten (node 'flat', the given attributes) -> y, opset 13.
+runtime flatten_model(std::initializer_list<w::msg> attrs) {
+  w::graph g;
+  g.add_input(w::value_info("x", 1, {2, 3, 4}));
+  g.add_output(w::value_info("y", 1, {}));
+  g.add_node(w::node("Flatten", {"x"}, {"y"}, "flat", attrs));
+  return load(w::model(g, 8, {{"", 13}}));
+}
+
+std::map<std::string, tensor> flatten_feeds() {
+  std::map<std::string, tensor> feeds;
+  feeds["x"] = tensor::from_floats({2, 3, 4}, std::vector<float>(24, 1.0f));
+  return feeds;
+}
+
+}  // namespace
+
+TEST_CASE("an attribute of the wrong type is refused naming the node and the attribute") {
+  // An int given as a list (or as a string) was read as 0: Flatten ran with axis 0.
+  for (const w::msg& a : {w::attr_ints("axis", {2}), w::attr_string("axis", "2")}) {
+    std::string id;
+    const std::string err = run_error(flatten_model({a}), flatten_feeds(), &id);
+    CHECK(id == "quark.onnx.load");
+    CHECK(err.find("node 'flat' (Flatten)") != std::string::npos);
+    CHECK(err.find("attribute 'axis' must be an int") != std::string::npos);
+  }
+  // The right type runs: axis 2 of [2, 3, 4] gives [6, 4].
+  CHECK(flatten_model({w::attr_int("axis", 2)}).run(flatten_feeds()).at("y").shape() ==
+        shape_t{6, 4});
+}
+
+TEST_CASE("an attribute without its type field (old exporters) is read from its value") {
+  w::msg untyped;  // AttributeProto with name and i only
+  untyped.bytes(w::attr_f::name, "axis").i64(w::attr_f::i, 2);
+  CHECK(flatten_model({untyped}).run(flatten_feeds()).at("y").shape() == shape_t{6, 4});
+}

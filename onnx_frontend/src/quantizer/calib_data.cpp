@@ -123,7 +123,8 @@ tensor parse_npy(std::string_view bytes, const std::string& what) {
     bad("data truncated: " + std::to_string(bytes.size() - off - hlen) + " bytes for shape " +
         shape_str(shape));
   }
-  std::memcpy(t.bytes().data(), bytes.data() + off + hlen, need);
+  if (need > 0)  // an empty array has no buffer to copy into (memcpy from / to null is UB)
+    std::memcpy(t.bytes().data(), bytes.data() + off + hlen, need);
   return t;
 }
 

@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include <quark/onnx/error.hpp>
 #include <quark/onnx/runtime.hpp>
 #include <quark/onnx/tensor.hpp>
 
@@ -47,29 +48,46 @@ struct node {
     return it == attrs.end() ? nullptr : &it->second;
   }
   bool has(std::string_view attr) const { return find(attr) != nullptr; }
+  // Typed reads: an attribute of another type (an int given as a list or a string, ...) is
+  // refused naming the node, as ONNX Runtime refuses it, instead of being read as 0 / empty.
+  // An empty list may arrive untyped (old exporters leave `type` unset).
   std::int64_t attr_i(std::string_view attr, std::int64_t fallback) const {
-    const auto* a = find(attr);
+    const auto* a = typed(attr, attribute::kind::i, "an int");
     return a ? a->i : fallback;
   }
   float attr_f(std::string_view attr, float fallback) const {
-    const auto* a = find(attr);
+    const auto* a = typed(attr, attribute::kind::f, "a float");
     return a ? a->f : fallback;
   }
   std::string attr_s(std::string_view attr, std::string fallback) const {
-    const auto* a = find(attr);
+    const auto* a = typed(attr, attribute::kind::s, "a string");
     return a ? a->s : fallback;
   }
   std::vector<std::int64_t> attr_ints(std::string_view attr,
                                       std::vector<std::int64_t> fallback = {}) const {
-    const auto* a = find(attr);
+    const auto* a = typed(attr, attribute::kind::ints, "a list of ints");
     return a ? a->ints : fallback;
   }
   std::vector<float> attr_floats(std::string_view attr, std::vector<float> fallback = {}) const {
-    const auto* a = find(attr);
+    const auto* a = typed(attr, attribute::kind::floats, "a list of floats");
     return a ? a->floats : fallback;
   }
   /// "node 'name' (Op)" for error messages.
   std::string describe() const { return "node '" + name + "' (" + op + ")"; }
+
+ private:
+  /// The attribute `attr` if present and of kind `k` (an untyped one reads as an empty list);
+  /// nullptr if absent; throws quark.onnx.load naming the node if of another type.
+  const attribute* typed(std::string_view attr, attribute::kind k, const char* what) const {
+    const auto* a = find(attr);
+    if (a == nullptr || a->k == k)
+      return a;
+    if (a->k == attribute::kind::none &&
+        (k == attribute::kind::ints || k == attribute::kind::floats))
+      return a;
+    throw frontend_error("quark.onnx.load",
+                         describe() + ": attribute '" + std::string(attr) + "' must be " + what);
+  }
 };
 
 struct graph {

@@ -12,6 +12,7 @@
 
 #include <quark/dtype/convert.hpp>
 
+#include "io/graph_util.hpp"
 #include "io/tensor_proto.hpp"
 #include "runtime/kernel.hpp"
 #include "runtime/registry.hpp"
@@ -42,7 +43,7 @@ attribute decode_attribute(const ::onnx::AttributeProto& a, int opset,
                            const std::vector<std::string>& visible, build_report& report) {
   attribute r;
   using A = ::onnx::AttributeProto;
-  switch (a.type()) {
+  switch (attribute_kind(a)) {  // old exporters leave `type` unset: inferred from the field
     case A::INT:
       r.k = attribute::kind::i;
       r.i = a.i();

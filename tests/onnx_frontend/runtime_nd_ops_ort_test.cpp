@@ -339,6 +339,20 @@ TEST_CASE("bad attributes of the N-D pools and convolutions name the problem") {
     b.output("y", onnx_type::float32);
     fails_with(b, {1, 1, 2, 3, 4, 5}, "only 1-D, 2-D and 3-D pooling");
   }
+  for (const auto& [attr, needle] : {std::pair<std::string, std::string>{
+                                         "strides", "strides and dilations must be at most 2^31"},
+                                     {"pads", "pads must be at most 2^31"}}) {
+    // 3-D Conv: a stride or pad of 2^40 (the extent arithmetic's bound).
+    const std::int64_t huge = std::int64_t{1} << 40;
+    model_builder b(13);
+    b.input("x", onnx_type::float32, {1, 1, 4, 4, 4});
+    b.initializer("w", onnx_type::float32, {1, 1, 2, 2, 2}, std::vector<float>(8, 1.0f));
+    b.node("Conv", {"x", "w"}, {"y"},
+           {attr == "pads" ? attr_ints("pads", {0, 0, huge, 0, 0, 0})
+                           : attr_ints("strides", {1, huge, 1})});
+    b.output("y", onnx_type::float32);
+    fails_with(b, {1, 1, 4, 4, 4}, needle);
+  }
   {
     model_builder b(13);
     b.input("x", onnx_type::float32, {1, 1, 4, 4, 4});
@@ -448,5 +462,62 @@ TEST_CASE("bad attributes of the N-D pools and convolutions name the problem") {
            {attr_ints("kernel_shape", {2, 2}), attr_ints("strides", {1 << 20, 1 << 20})});
     b.output("y", onnx_type::float32);
     fails_with(b, {1, 1, 2, 2}, "exceeds the supported maximum of 2^31 elements");
+  }
+}
+
+namespace {
+
+/// The message of our runtime's refusal of `m` on input x of `shape` ("" when it runs), and
+/// whether ONNX Runtime refuses it too.
+std::pair<std::string, bool> both_refuse(const ::onnx::ModelProto& m,
+                                         const std::vector<std::int64_t>& shape) {
+  const std::vector<float> x = random_values(count(shape), 3);
+  std::string ours;
+  try {
+    const qo::runtime rt =
+        qo::runtime::from_bytes(std::as_bytes(std::span<const char>(m.SerializeAsString())), ".");
+    std::map<std::string, qo::tensor> feeds;
+    feeds.emplace("x", qo::tensor::from_floats(shape, x));
+    (void)rt.run(feeds);
+  } catch (const std::exception& e) {
+    ours = e.what();
+  }
+  bool ort_refused = false;
+  try {
+    (void)run_ort(m, {npy_array::from(x, std::vector<std::size_t>(shape.begin(), shape.end()))});
+  } catch (const std::runtime_error&) {
+    ort_refused = true;
+  }
+  return {ours, ort_refused};
+}
+
+}  // namespace
+
+/// The refusals that say "as ONNX Runtime" are checked against it: pads of a whole kernel (one
+/// less runs, and matches ORT), and an attribute of the wrong type (the runtime read it as 0).
+TEST_CASE("pads of a whole kernel and a wrongly typed attribute: refused, as ONNX Runtime does") {
+  one_node ok{.opset = 11,
+              .op = "MaxPool",
+              .x_shape = {1, 1, 5, 5},
+              .attrs = {attr_ints("kernel_shape", {2, 3}), attr_ints("pads", {0, 2, 0, 0})}};
+  ok.check();
+  {
+    model_builder b(11);
+    b.input("x", onnx_type::float32, {1, 1, 5, 5});
+    b.node("MaxPool", {"x"}, {"y"},
+           {attr_ints("kernel_shape", {2, 3}), attr_ints("pads", {0, 3, 0, 0})});
+    b.output("y", onnx_type::float32);
+    const auto [ours, ort_refused] = both_refuse(b.build(), {1, 1, 5, 5});
+    CHECK(ort_refused);
+    CHECK(ours.find("pads must be smaller than kernel_shape") != std::string::npos);
+  }
+  {
+    model_builder b(13);
+    b.input("x", onnx_type::float32, {2, 3, 4});
+    b.node("Flatten", {"x"}, {"y"}, {attr_ints("axis", {2})});
+    b.output("y", onnx_type::float32);
+    const auto [ours, ort_refused] = both_refuse(b.build(), {2, 3, 4});
+    CHECK(ort_refused);
+    CHECK(ours.find("attribute 'axis' must be an int") != std::string::npos);
   }
 }

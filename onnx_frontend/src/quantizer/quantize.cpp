@@ -895,26 +895,34 @@ model quantize_model(model&& in, const qconfig& cfg, calibration_data_reader& re
 
 namespace {
 
-/// A warning when one per-tensor scale `s` sends most of the weight's non-zero values to code
-/// zero (|w| / s <= 0.5, rounding half to even): a few large channels set the scale and the
-/// others vanish (silero VAD's last encoder Conv: 97%, channel maxima 0.09 to 54.9), which wrecks
-/// the model with every per-tensor preset. Empty when at most half vanish.
-std::string zeroed_weight_note(std::span<const float> v, float s, const std::string& name,
-                               const node_info& n) {
+/// A warning when one per-tensor scale sends most of the weight's non-zero values `v` to the code
+/// of zero (`codes`, as quantize_values wrote them, equal to the zero point `zp`): a few large
+/// channels set the scale and the others vanish (silero VAD's last encoder Conv: 97%, channel
+/// maxima 0.09 to 54.9), which wrecks the model with every per-tensor preset. Empty when at most
+/// half vanish, or for a non-integer type.
+std::string zeroed_weight_note(std::span<const float> v, const tensor& codes, std::int32_t zp,
+                               float scale, const std::string& name, const node_info& n) {
   std::size_t nonzero = 0, zeroed = 0;
-  for (const float x : v) {
-    if (x == 0.0f)
-      continue;
-    ++nonzero;
-    zeroed += std::fabs(x) / s <= 0.5f ? 1u : 0u;
-  }
+  quark::visit_dtype(codes.type(), [&](auto id) {
+    using D = typename decltype(id)::type;
+    if constexpr (integral_data_type<D>) {
+      const auto q = codes.data<D>();
+      const auto z = static_cast<D>(zp);
+      for (std::size_t i = 0; i < v.size(); ++i) {
+        if (v[i] == 0.0f)
+          continue;
+        ++nonzero;
+        zeroed += q[i] == z ? 1u : 0u;
+      }
+    }
+  });
   if (nonzero == 0 || zeroed * 2 <= nonzero)
     return {};
   const auto pct = static_cast<long long>(
       std::floor(100.0 * static_cast<double>(zeroed) / static_cast<double>(nonzero)));
   std::ostringstream os;
   os << "weight '" << name << "' of node '" << n.name << "' (" << n.op_type << "): " << pct
-     << "% of its non-zero values quantize to 0 with one per-tensor scale (" << s
+     << "% of its non-zero values quantize to 0 with one per-tensor scale (" << scale
      << "); per-channel weights (quant_granularity Channel) or a wider weight type keep them";
   return os.str();
 }
@@ -1860,9 +1868,10 @@ model quantize_float32_model(model m, const qconfig& cfg, calibration_data_reade
       e.q = quantize_values(w, e.type, e.scale, e.zp, axis, qmin, qmax, e.block);
       if (!e.is_bias)
         weight_of_node[{nodes[e.node].name, e.node}] = &e;
-      if (!e.is_bias && axis < 0 && !is_fp16(e.type) && !is_fp8(e.type)) {
-        if (const std::string w0 = zeroed_weight_note(v, e.scale.front(), e.name, nodes[e.node]);
-            !w0.empty())
+      if (!e.is_bias && axis < 0) {
+        const std::string w0 =
+            zeroed_weight_note(v, e.q, e.zp.front(), e.scale.front(), e.name, nodes[e.node]);
+        if (!w0.empty())
           report.notes.push_back(w0);
       }
     }

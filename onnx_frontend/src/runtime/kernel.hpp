@@ -125,6 +125,22 @@ inline std::int64_t to_i64(std::size_t v) {
   return static_cast<std::int64_t>(v);
 }
 
+/// Strides, dilations, pads and kernel sizes above this are refused: no input is 2^31 wide, and
+/// the bound keeps every extent computation ((k - 1) d + 1, s (in - 1)) far from overflow.
+inline constexpr std::int64_t max_extent = std::int64_t{1} << 31;
+
+/// Refuses an output of more than 2^31 elements before it is allocated: strides, pads or
+/// kernel sizes of 2^40 from a malformed model asked for outputs of 2^44 bytes and more.
+inline void check_output_elements(const kernel_context& c, const shape_t& shape) {
+  double n = 1.0;
+  for (const auto d : shape)
+    n *= static_cast<double>(d);
+  if (n > static_cast<double>(max_extent)) {
+    c.fail("quark.onnx.unsupported_op", "output shape " + shape_string(shape) +
+                                            " exceeds the supported maximum of 2^31 elements");
+  }
+}
+
 /// Row-major strides in elements.
 inline std::vector<std::size_t> strides_of(const shape_t& s) {
   std::vector<std::size_t> st(s.size());

@@ -36,51 +36,38 @@ std::pair<std::int64_t, std::int64_t> pair_of(const std::vector<std::int64_t>& v
   return {v[offset], v[offset + 1]};
 }
 
-/// Strides and dilations above this are refused (no input is 2^31 wide): it keeps every extent
-/// computation ((k - 1) d + 1, s (in - 1)) far from overflow.
-constexpr std::int64_t max_step = std::int64_t{1} << 31;
-
-/// Outputs of more elements than this are refused before they are allocated: pads, strides or
-/// dilations of 2^40 from a malformed model asked for outputs of 2^44 bytes and more.
-constexpr double max_output_elements = 2147483648.0;  // 2^31
-
 /// Checks the lengths and ranges of a 1-D or 2-D Conv / ConvTranspose's strides, dilations, pads
 /// and output_padding (pair_of reads two values of a 2-D list: a shorter one was read past).
 void check_spatial_attrs(const kernel_context& c, std::size_t sp, bool transpose) {
-  const char* lists[] = {"strides", "dilations", "pads", "output_padding"};
-  for (const char* name : lists) {
-    if (!transpose && name == lists[3])
-      continue;
-    const auto v = c.n.attr_ints(name);
-    const std::size_t want = name == lists[2] ? 2 * sp : sp;
-    if (!v.empty() && v.size() != want) {
-      c.fail("quark.onnx.shape", std::string(name) + " has " + std::to_string(v.size()) +
+  struct list {
+    const char* name;
+    std::size_t length;  // values expected
+    bool step;           // strides / dilations: in [1, 2^31]; else in [-2^31, 2^31]
+  };
+  const list lists[] = {{"strides", sp, true}, {"dilations", sp, true}, {"pads", 2 * sp, false}};
+  const list output_padding{"output_padding", sp, false};
+  auto check = [&](const list& l) {
+    const auto v = c.n.attr_ints(l.name);
+    if (!v.empty() && v.size() != l.length) {
+      c.fail("quark.onnx.shape", std::string(l.name) + " has " + std::to_string(v.size()) +
                                      " values for a " + std::to_string(sp) + "-D input (expected " +
-                                     std::to_string(want) + ")");
+                                     std::to_string(l.length) + ")");
     }
     for (const std::int64_t x : v) {
-      if (name == lists[0] || name == lists[1]) {
-        if (x < 1 || x > max_step) {
-          c.fail("quark.onnx.shape",
-                 std::string(name) + " must be in [1, 2^31], got " + std::to_string(x));
-        }
-      } else if (x < -max_step || x > max_step) {
+      if (l.step && (x < 1 || x > max_extent)) {
         c.fail("quark.onnx.shape",
-               std::string(name) + " must be in [-2^31, 2^31], got " + std::to_string(x));
+               std::string(l.name) + " must be in [1, 2^31], got " + std::to_string(x));
+      }
+      if (!l.step && (x < -max_extent || x > max_extent)) {
+        c.fail("quark.onnx.shape",
+               std::string(l.name) + " must be in [-2^31, 2^31], got " + std::to_string(x));
       }
     }
-  }
-}
-
-/// Refuses an output shape of more than max_output_elements elements.
-void check_output_size(const kernel_context& c, const shape_t& shape) {
-  double n = 1.0;
-  for (const auto d : shape)
-    n *= static_cast<double>(d);
-  if (n > max_output_elements) {
-    c.fail("quark.onnx.unsupported_op", "output shape " + shape_string(shape) +
-                                            " exceeds the supported maximum of 2^31 elements");
-  }
+  };
+  for (const list& l : lists)
+    check(l);
+  if (transpose)
+    check(output_padding);
 }
 
 std::size_t spatial_rank(const kernel_context& c, const tensor& x) {
@@ -256,7 +243,7 @@ void k_conv(kernel_context& c) {
   if (x.rank() == 4)
     out_shape.push_back(to_i64(g.oh));
   out_shape.push_back(to_i64(g.ow));
-  check_output_size(c, out_shape);
+  check_output_elements(c, out_shape);
   // Every element is written below (GEMM with beta 0, or depthwise_channel's bias fill).
   tensor out(dtype_id::float32, out_shape, uninitialized);
   const float* px = x.data<float>().data();
@@ -406,7 +393,7 @@ void k_conv_transpose(kernel_context& c) {
   if (sp == 2)
     out_shape.push_back(oh);
   out_shape.push_back(ow);
-  check_output_size(c, out_shape);
+  check_output_elements(c, out_shape);
   tensor out(dtype_id::float32, out_shape);
   const tensor* b = c.opt(2);
   const float* pb = b ? float_input(c, 2).data<float>().data() : nullptr;
@@ -495,7 +482,7 @@ void geometry_3d(const kernel_context& c, geometry3& g, bool transpose) {
     const std::int64_t di = dilations.empty() ? 1 : dilations[i];
     if (si < 1 || di < 1)
       c.fail("quark.onnx.shape", "strides and dilations must be positive");
-    if (si > max_step || di > max_step) {
+    if (si > max_extent || di > max_extent) {
       c.fail("quark.onnx.shape", "strides and dilations must be at most 2^31, got " +
                                      std::to_string(si) + " and " + std::to_string(di));
     }
@@ -505,7 +492,7 @@ void geometry_3d(const kernel_context& c, geometry3& g, bool transpose) {
     g.pe[i] = pads.empty() ? 0 : pads[i + 3];
     if (g.pb[i] < 0 || g.pe[i] < 0)
       c.fail("quark.onnx.shape", "negative pads are not supported");
-    if (g.pb[i] > max_step || g.pe[i] > max_step)
+    if (g.pb[i] > max_extent || g.pe[i] > max_extent)
       c.fail("quark.onnx.shape", "pads must be at most 2^31");
     const auto ek = to_i64((g.k[i] - 1) * g.d[i] + 1);
     const auto in = to_i64(g.in[i]);
@@ -627,7 +614,7 @@ void conv_3d(kernel_context& c, bool transpose) {
   shape_t out_shape{to_i64(g.n), to_i64(g.m)};
   for (std::size_t i = 0; i < 3; ++i)
     out_shape.push_back(to_i64(g.out[i]));
-  check_output_size(c, out_shape);
+  check_output_elements(c, out_shape);
   const std::size_t cg = g.c / g.group;
   const std::size_t mg = g.m / g.group;
   const std::size_t npix = g.out_size();

@@ -111,7 +111,7 @@ pool_geometry pool_setup(const kernel_context& c, const tensor& x) {
     }
     // The window's extent (k - 1) d + 1, checked before it is computed so that a huge
     // kernel_shape or dilation cannot overflow it (no input is 2^31 wide).
-    if (ki - 1 > (std::int64_t{1} << 31) / di) {
+    if (ki - 1 > max_extent / di) {
       c.fail("quark.onnx.shape", "window extent (kernel_shape - 1) * dilations + 1 exceeds 2^31 " +
                                      std::string("(dimension ") + std::to_string(i) + ": " +
                                      std::to_string(ki) + ", " + std::to_string(di) + ")");
@@ -299,9 +299,6 @@ void k_lp_pool(kernel_context& c) {
 /// input when given; the indices are then flat positions of that shape, as in ONNX Runtime and
 /// PyTorch's max_unpool (the ONNX test data instead reads them in the default shape and pads).
 /// Two values landing on one position: the later wins.
-constexpr std::int64_t max_unpool_step = std::int64_t{1} << 31;
-constexpr double max_unpool_elements = 2147483648.0;  // 2^31
-
 void k_max_unpool(kernel_context& c) {
   const tensor& x = float_input(c, 0);
   const tensor& idx = c.in(1);
@@ -326,8 +323,8 @@ void k_max_unpool(kernel_context& c) {
     const std::int64_t si = s.empty() ? 1 : s[i];
     const std::int64_t pb = p.empty() ? 0 : p[i], pe = p.empty() ? 0 : p[i + sp];
     // (bounded so that the size below cannot overflow: no input is 2^31 wide)
-    if (k[i] < 1 || si < 1 || k[i] > max_unpool_step || si > max_unpool_step || pb < 0 || pe < 0 ||
-        pb > max_unpool_step || pe > max_unpool_step) {
+    if (k[i] < 1 || si < 1 || k[i] > max_extent || si > max_extent || pb < 0 || pe < 0 ||
+        pb > max_extent || pe > max_extent) {
       c.fail("quark.onnx.shape",
              "kernel_shape and strides must be in [1, 2^31] and pads in "
              "[0, 2^31] (dimension " +
@@ -344,18 +341,11 @@ void k_max_unpool(kernel_context& c) {
       c.fail("quark.onnx.shape", "output_shape changes N or C");
     shape = shape_t(want.begin(), want.end());
   }
-  double elements = 1.0;
   for (const auto v : shape) {
     if (v <= 0)
       c.fail("quark.onnx.shape", "empty or negative output shape " + shape_string(shape));
-    elements *= static_cast<double>(v);
   }
-  // Refused before the allocation: a kernel_shape, stride or output_shape of 2^40 from a
-  // malformed model asked for an output of 2^44 bytes and more.
-  if (elements > max_unpool_elements) {
-    c.fail("quark.onnx.unsupported_op", "output shape " + shape_string(shape) +
-                                            " exceeds the supported maximum of 2^31 elements");
-  }
+  check_output_elements(c, shape);
   tensor out(dtype_id::float32, shape);
   const float* px = x.data<float>().data();
   const std::int64_t* pi = idx.data<std::int64_t>().data();

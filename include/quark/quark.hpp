@@ -42,6 +42,7 @@
 #include <quark/observer/per_channel.hpp>
 #include <quark/observer/range_stats.hpp>
 #include <quark/quant/bias.hpp>
+#include <quark/quant/dynamic.hpp>
 #include <quark/quant/fake_quant.hpp>
 #include <quark/quant/granularity.hpp>
 #include <quark/quant/quant_policy.hpp>

@@ -10,21 +10,13 @@
 #include <string>
 #include <vector>
 
+#include "runtime/conv_geometry.hpp"
 #include "runtime/gemm.hpp"
 #include "runtime/kernel.hpp"
 #include "runtime/registry.hpp"
 
 namespace quark::onnx::rt {
 namespace {
-
-struct geometry {
-  std::size_t n = 0, c = 0, h = 0, w = 0;  // input
-  std::size_t m = 0, oh = 0, ow = 0;       // output channels and size
-  std::size_t kh = 1, kw = 1;              // kernel
-  std::size_t sh = 1, sw = 1, dh = 1, dw = 1;
-  std::int64_t pt = 0, pl = 0, pb = 0, pr = 0;
-  std::size_t group = 1;
-};
 
 /// Reads a 1-D or 2-D spatial attribute list into (h, w) order; 1-D gives (1, v).
 std::pair<std::int64_t, std::int64_t> pair_of(const std::vector<std::int64_t>& v, std::size_t sp,
@@ -93,6 +85,8 @@ void same_pads(const std::string& mode, std::size_t in, std::size_t s, std::size
   }
 }
 
+}  // namespace
+
 geometry conv_geometry(const kernel_context& c, const tensor& x, const tensor& w) {
   const std::size_t sp = spatial_rank(c, x);
   geometry g;
@@ -144,42 +138,7 @@ geometry conv_geometry(const kernel_context& c, const tensor& x, const tensor& w
   return g;
 }
 
-/// Columns [p0, p1) (output pixels) of the im2col matrix, row = (ci, ky, kx), written densely
-/// into col with leading dimension p1 - p0.
-void im2col(const geometry& g, const float* x, std::size_t kdim, std::size_t p0, std::size_t p1,
-            float* col) {
-  const std::size_t ld = p1 - p0;
-  for (std::size_t r = 0; r < kdim; ++r) {
-    const std::size_t kx = r % g.kw;
-    const std::size_t ky = (r / g.kw) % g.kh;
-    const std::size_t ci = r / (g.kw * g.kh);
-    const float* plane = x + ci * g.h * g.w;
-    float* dst = col + r * ld;
-    const std::int64_t base = to_i64(kx * g.dw) - g.pl;
-    std::size_t p = p0;
-    while (p < p1) {
-      const std::size_t oy = p / g.ow;
-      const std::size_t ox0 = p % g.ow;
-      const std::size_t ox1 = std::min(g.ow, ox0 + (p1 - p));
-      const std::int64_t iy = to_i64(oy * g.sh + ky * g.dh) - g.pt;
-      float* out = dst + (p - p0);  // out[k] holds output column ox0 + k
-      if (iy < 0 || iy >= to_i64(g.h)) {
-        std::fill(out, out + (ox1 - ox0), 0.0f);
-      } else {
-        const float* srow = plane + to_size(iy) * g.w;
-        if (g.sw == 1 && base >= 0 && to_i64(ox1) + base <= to_i64(g.w)) {
-          std::copy(srow + to_size(to_i64(ox0) + base), srow + to_size(to_i64(ox1) + base), out);
-        } else {
-          for (std::size_t ox = ox0; ox < ox1; ++ox) {
-            const std::int64_t ix = to_i64(ox * g.sw) + base;
-            out[ox - ox0] = (ix >= 0 && ix < to_i64(g.w)) ? srow[ix] : 0.0f;
-          }
-        }
-      }
-      p += ox1 - ox0;
-    }
-  }
-}
+namespace {
 
 /// One output channel of a depthwise convolution (one input channel, one filter).
 void depthwise_channel(const geometry& g, const float* x, const float* k, float bias, float* y) {

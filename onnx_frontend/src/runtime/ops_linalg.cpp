@@ -4,6 +4,7 @@
 
 #include "runtime/gemm.hpp"
 #include "runtime/kernel.hpp"
+#include "runtime/matmul_shape.hpp"
 #include "runtime/registry.hpp"
 
 namespace quark::onnx::rt {
@@ -12,52 +13,14 @@ namespace {
 void k_matmul(kernel_context& c) {
   const tensor& a = float_input(c, 0);
   const tensor& b = float_input(c, 1);
-  if (a.rank() == 0 || b.rank() == 0)
-    c.fail("quark.onnx.shape", "MatMul of a scalar");
-  shape_t sa = a.shape();
-  shape_t sb = b.shape();
-  const bool a_vec = sa.size() == 1;
-  const bool b_vec = sb.size() == 1;
-  if (a_vec)
-    sa.insert(sa.begin(), 1);
-  if (b_vec)
-    sb.push_back(1);
-  const std::size_t m = to_size(sa[sa.size() - 2]);
-  const std::size_t k = to_size(sa.back());
-  const std::size_t n = to_size(sb.back());
-  if (to_size(sb[sb.size() - 2]) != k) {
-    c.fail("quark.onnx.shape",
-           "inner dimensions differ: " + shape_string(a.shape()) + " x " + shape_string(b.shape()));
-  }
-  const shape_t ba(sa.begin(), sa.end() - 2);
-  const shape_t bb(sb.begin(), sb.end() - 2);
-  const shape_t batch = broadcast_shapes(c, ba, bb);
-  shape_t out_shape = batch;
-  if (!a_vec)
-    out_shape.push_back(to_i64(m));
-  if (!b_vec)
-    out_shape.push_back(to_i64(n));
-  tensor out(dtype_id::float32, out_shape);
-  const std::size_t nb = element_count(batch);
-  const auto st_a = broadcast_strides(ba, batch);
-  const auto st_b = broadcast_strides(bb, batch);
+  const matmul_shape s = plan_matmul(c, a.shape(), b.shape());
+  tensor out(dtype_id::float32, s.out);
   const float* pa = a.data<float>().data();
   const float* pb = b.data<float>().data();
   float* po = out.data<float>().data();
-  std::vector<std::size_t> idx(batch.size(), 0);
-  for (std::size_t bi = 0; bi < nb; ++bi) {
-    std::size_t oa = 0, ob = 0;
-    for (std::size_t d = 0; d < batch.size(); ++d) {
-      oa += idx[d] * st_a[d];
-      ob += idx[d] * st_b[d];
-    }
-    gemm(&c.pool, false, false, m, n, k, 1.0f, pa + oa * m * k, k, pb + ob * k * n, n, 0.0f,
-         po + bi * m * n, n);
-    for (std::size_t d = batch.size(); d-- > 0;) {
-      if (++idx[d] < to_size(batch[d]))
-        break;
-      idx[d] = 0;
-    }
+  for (std::size_t bi = 0; bi < s.a_index.size(); ++bi) {
+    gemm(&c.pool, false, false, s.m, s.n, s.k, 1.0f, pa + s.a_index[bi] * s.m * s.k, s.k,
+         pb + s.b_index[bi] * s.k * s.n, s.n, 0.0f, po + bi * s.m * s.n, s.n);
   }
   c.out(0) = std::move(out);
 }

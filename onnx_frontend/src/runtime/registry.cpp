@@ -25,6 +25,7 @@ const registry_map& registry() {
     register_signal(m);
     register_loss(m);
     register_quant(m);
+    register_integer(m);
     register_rnn(m);
     register_control(m);
     register_quark_ops(m);

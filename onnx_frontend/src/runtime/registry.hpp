@@ -30,6 +30,7 @@ void register_detection(registry_map& r);  ///< NonMaxSuppression, RoiAlign
 void register_signal(registry_map& r);     ///< DFT, STFT, window functions, MelWeightMatrix
 void register_loss(registry_map& r);       ///< NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss
 void register_quant(registry_map& r);
+void register_integer(registry_map& r);  ///< DynamicQuantizeLinear, MatMulInteger, ConvInteger
 void register_rnn(registry_map& r);
 void register_control(registry_map& r);
 void register_quark_ops(registry_map& r);  ///< keys "com.amd.quark:<op>"

@@ -41,6 +41,11 @@ set(model ${WORK}/conv.onnx)
 set(out ${WORK}/q.onnx)
 expect(valid EXIT_ZERO ${out} ARGS ${model} ${out} --preset A8W8 --calib-data ${DATA}/calib_ok)
 file(REMOVE ${out})
+# Dynamic quantization needs no calibration data.
+expect(dynamic_no_data EXIT_ZERO ${out} ARGS ${model} ${out} --preset UINT8_DYNAMIC_QUANT)
+file(REMOVE ${out})
+expect(dynamic_eval_no_data EXIT_NONZERO ${out} MESSAGES "quark.quantize.no_data" "needs data"
+       ARGS ${model} ${out} --preset UINT8_DYNAMIC_QUANT --eval 1)
 expect(unsupported_op EXIT_NONZERO ${out} MESSAGES "quark.onnx.unsupported_op" "NoSuchOp"
        ARGS ${DATA}/unsupported.onnx ${out} --preset A8W8 --random)
 expect(unknown_config_key EXIT_NONZERO ${out}

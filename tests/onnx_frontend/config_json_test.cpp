@@ -90,6 +90,13 @@ TEST_CASE("round trip: every preset") {
   }
 }
 
+TEST_CASE("use_dynamic_quant is written only when set") {
+  const qconfig d = get_default_config("UINT8_DYNAMIC_QUANT");
+  CHECK(to_json(d).find("\"use_dynamic_quant\": true") != std::string::npos);
+  CHECK(to_json(get_default_config("U8U8_AAWA")).find("use_dynamic_quant") == std::string::npos);
+  CHECK(config_from_json(R"({"use_dynamic_quant": false})") == qconfig{});
+}
+
 TEST_CASE("round trip: a configuration using every field") {
   const qconfig c = rich_config();
   CHECK_NOTHROW(c.validate());
@@ -177,6 +184,8 @@ TEST_CASE("errors name the JSON path") {
         "quark.config.type: extra_options.Int32Bias: expected a boolean, got 1");
   CHECK(config_error_of(R"({"use_external_data_format": "no"})")
             .find("quark.config.type: use_external_data_format: expected a boolean") == 0);
+  CHECK(config_error_of(R"({"use_dynamic_quant": 1})")
+            .find("quark.config.type: use_dynamic_quant: expected a boolean") == 0);
   CHECK(config_error_of(R"({"global_config": {"input_tensors": {"spec": "Int8Spec",
         "scale_type": "PowerOfTwo"}}})")
             .find("quark.config.value: global_config.input_tensors.scale_type: unknown value "

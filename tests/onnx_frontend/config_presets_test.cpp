@@ -134,6 +134,10 @@ TEST_CASE("every preset's specs and extra options") {
        {opt("ActivationSymmetric", false), opt("WeightSymmetric", false),
         opt("ForceQuantizeNoInputCheck", true)},
        0},
+      // §8.2 line 927: use_dynamic_quant, weight QUInt8 (asymmetric: WeightSymmetric defaults
+      // to the weight type's signedness), activations forced to uint8; MinMax, the legacy
+      // calibrate_method default.
+      {"UINT8_DYNAMIC_QUANT", sn::uint8, false, cm::min_max, sn::uint8, false, cm::min_max, {}, 0},
       // §8.2 line 933.
       {"S16S8_ASWS",
        sn::int16,
@@ -338,6 +342,7 @@ TEST_CASE("every preset's specs and extra options") {
     CHECK(c.layer_type_config.empty());
     CHECK(c.exclude.empty());
     CHECK(!c.use_external_data_format);
+    CHECK(c.use_dynamic_quant == (e.name == "UINT8_DYNAMIC_QUANT"));
     CHECK_NOTHROW(c.validate());
   }
 }

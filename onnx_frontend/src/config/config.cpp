@@ -170,6 +170,50 @@ bool explicit_flag(const option_map& o, std::string_view key, bool value) {
 
 }  // namespace
 
+/// use_dynamic_quant: what DynamicQuantizeLinear + MatMulInteger / ConvInteger can express
+/// (quark-spec §7.1: dynamic quantization forces uint8 activations and the IntegerOps registry).
+void validate_dynamic(const qconfig& c, const option_map& eff) {
+  const auto& act = c.global_config.input_tensors;
+  if (act && (act->dtype != dtype_id::uint8 || act->symmetric)) {
+    conflict(
+        "use_dynamic_quant: activations are quantized at run time by DynamicQuantizeLinear, "
+        "which produces asymmetric uint8; global_config.input_tensors must be "
+        "UInt8Spec(symmetric=false) or null");
+  }
+  const auto& w = c.global_config.weight;
+  if (!w || (w->dtype != dtype_id::uint8 && w->dtype != dtype_id::int8) ||
+      w->scale_type != scale_kind::float32 || w->quant_granularity == granularity::group) {
+    conflict(
+        "use_dynamic_quant: global_config.weight must be an Int8Spec or UInt8Spec with a "
+        "Float32 scale, per tensor or per channel (MatMulInteger / ConvInteger)");
+  }
+  if (c.global_config.output_tensors || c.global_config.bias) {
+    conflict(
+        "use_dynamic_quant: global_config.output_tensors and bias must be null (the "
+        "products come out of MatMulInteger / ConvInteger as float; a bias stays float)");
+  }
+  for (std::size_t i = 0; i < c.specific_layer_config.size(); ++i) {
+    conflict("use_dynamic_quant: specific_layer_config[" + std::to_string(i) +
+             "] is not supported with dynamic quantization (use exclude to keep nodes float)");
+  }
+  for (std::size_t i = 0; i < c.layer_type_config.size(); ++i) {
+    if (c.layer_type_config[i].config) {
+      conflict("use_dynamic_quant: layer_type_config[" + std::to_string(i) +
+               "] sets a config; only null entries (keep these op types float) are supported");
+    }
+  }
+  if (!c.algo_config.empty()) {
+    conflict("use_dynamic_quant: algo_config[0] (" +
+             std::string(to_string(c.algo_config.front().name)) +
+             ") needs static quantization; dynamic quantization runs no algorithm");
+  }
+  for (const char* key : {"WeightsOnly", "EnableNPUCnn", "EnableNPUTransformer", "QuantizeFP16"}) {
+    if (flag(eff, key))
+      conflict(std::string("use_dynamic_quant: extra_options.") + key +
+               " needs static quantization");
+  }
+}
+
 void qconfig::validate() const {
   check_layer(global_config, "global_config");
   bool any_spec = global_config.input_tensors || global_config.weight ||
@@ -399,6 +443,8 @@ void qconfig::validate() const {
   if (flag(eff, "UseRandomData") && o.contains("RandomDataReaderInputDataRange")) {
     // Ranges are validated per input when the model is known; nothing else to check here.
   }
+  if (use_dynamic_quant)
+    validate_dynamic(*this, eff);
 }
 
 // ---- effective options -----------------------------------------------------------------------
@@ -426,7 +472,7 @@ option_map qconfig::effective_options() const {
   put("Int32Bias", !npu_cnn && !w_float_or_block && !a_block);
   put("AddQDQPairToWeight",
       w && (w->dtype == dtype_id::float16 || w->dtype == dtype_id::bfloat16 || w->is_block()));
-  put("MatMulConstBOnly", eff.get<bool>("EnableNPUTransformer"));
+  put("MatMulConstBOnly", use_dynamic_quant || eff.get<bool>("EnableNPUTransformer"));
   put("RefineBlockAxis", a_block || (w && w->is_block()));
   bool range_symmetric = false;
   if (act) {

@@ -446,7 +446,7 @@ qconfig config_from_json(std::string_view text) {
     type_error("(root)", "an object", root);
   check_keys(root, "",
              {"global_config", "specific_layer_config", "layer_type_config", "exclude",
-              "algo_config", "use_external_data_format", "extra_options"},
+              "algo_config", "use_external_data_format", "use_dynamic_quant", "extra_options"},
              legacy_hint);
   qconfig cfg;
   if (root.contains("global_config")) {
@@ -508,6 +508,8 @@ qconfig config_from_json(std::string_view text) {
     cfg.use_external_data_format =
         read_bool(root.at("use_external_data_format"), "use_external_data_format");
   }
+  if (root.contains("use_dynamic_quant"))
+    cfg.use_dynamic_quant = read_bool(root.at("use_dynamic_quant"), "use_dynamic_quant");
   if (root.contains("extra_options") && !root.at("extra_options").is_null()) {
     cfg.extra_options = read_extra_options(root.at("extra_options"), "extra_options");
   }
@@ -545,6 +547,8 @@ std::string to_json(const qconfig& cfg) {
   }
   root["algo_config"] = algos;
   root["use_external_data_format"] = cfg.use_external_data_format;
+  if (cfg.use_dynamic_quant)
+    root["use_dynamic_quant"] = true;
   json extra = json::object();
   for (const auto& m : cfg.extra_options.entries())
     extra[m.key] = from_value(m.value);

@@ -149,7 +149,7 @@ std::vector<option_info> build_registry() {
                     "Quantize latent ops (MaxPool, Transpose, ...) even when their input is "
                     "not quantized."));
   r.push_back(context("MatMulConstBOnly", cat::target_selection, B, nonnull,
-                      "= EnableNPUTransformer (False for static quantization)",
+                      "True for dynamic quantization, else = EnableNPUTransformer",
                       "Quantize only MatMul nodes whose B input is a constant."));
   r.push_back(context("AddQDQPairToWeight", cat::qdq_management, B, nonnull,
                       "True for float16/bfloat16 weights (forced for BFP/MX), else False",

@@ -67,6 +67,12 @@ std::vector<preset_info> build_presets() {
                "uint16 activations, int16 weights, MinMax with moving average, NPU transformer "
                "flow",
                {}});
+  p.push_back({"UINT8_DYNAMIC_QUANT",
+               {},
+               "dynamic quantization: MatMul / Conv weights stored as uint8 (asymmetric, per "
+               "tensor), activations quantized to uint8 at run time (DynamicQuantizeLinear, "
+               "MatMulInteger, ConvInteger); no calibration data",
+               {}});
   p.push_back({"INT8_CNN_ACCURATE",
                {},
                "uint8 activations, int8 weights, Percentile 99.9999, AdaRound (Quark's "
@@ -143,7 +149,6 @@ std::vector<preset_info> build_presets() {
 /// Quark preset names quark-cpp knows but cannot provide yet, with the reason.
 constexpr std::pair<std::string_view, std::string_view> unsupported_presets[] = {
     {"MATMUL_NBITS", "MatMulNBits weight-only quantization (category 9)"},
-    {"UINT8_DYNAMIC_QUANT", "dynamic quantization"},
     {"BF16_MIXED_BFP16", "bfloat16/BFP16 auto mixed precision (DedicateDQNode)"},
     {"BF16_MIXED_BFP16_ADAQUANT", "bfloat16/BFP16 auto mixed precision (DedicateDQNode)"},
     {"BF16_MIXED_MXINT8", "bfloat16/MXINT8 auto mixed precision (DedicateDQNode)"},
@@ -276,6 +281,14 @@ qconfig build(std::string_view name) {
   if (name == "U8S8_AAWS" || name == "U16S8_AAWS") {
     qconfig c = two_specs(name == "U8S8_AAWS" ? uint8_spec() : uint16_spec(), i8);
     c.extra_options.set("ForceQuantizeNoInputCheck", true);
+    return c;
+  }
+  if (name == "UINT8_DYNAMIC_QUANT") {
+    // Legacy: use_dynamic_quant True, weight QUInt8 (asymmetric, per tensor, MinMax); the
+    // activation type is forced to uint8 (DynamicQuantizeLinear).
+    qconfig c = two_specs(with_calib(uint8_spec(), calib_method::min_max),
+                          with_calib(uint8_spec(), calib_method::min_max));
+    c.use_dynamic_quant = true;
     return c;
   }
   if (name == "U8U8_AAWA") {

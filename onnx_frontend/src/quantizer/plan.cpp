@@ -373,6 +373,7 @@ plan make_plan(const qconfig& cfg, const std::vector<node_ref>& nodes,
   o.crypto_mode = get_bool("CryptoMode", false);
   o.enable_npu_cnn = get_bool("EnableNPUCnn", false);
   o.external_data = cfg.use_external_data_format;
+  o.dynamic = cfg.use_dynamic_quant;
   if (const auto* v = cfg.extra_options.find("CalibTensorRangeSymmetric")) {
     o.calib_range_symmetric = option_cast<bool>(*v, "CalibTensorRangeSymmetric");
   }

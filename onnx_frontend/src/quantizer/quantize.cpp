@@ -24,6 +24,7 @@
 #include "quantizer/block_nodes.hpp"
 #include "quantizer/calibrate.hpp"
 #include "quantizer/conversions.hpp"
+#include "quantizer/dynamic.hpp"
 #include "quantizer/fp16_model.hpp"
 #include "quantizer/graph_passes.hpp"
 #include "quantizer/graph_util.hpp"
@@ -31,6 +32,7 @@
 #include "quantizer/opset.hpp"
 #include "quantizer/plan.hpp"
 #include "quantizer/range_file.hpp"
+#include "quantizer/tensor_build.hpp"
 #include "quantizer/tensor_hist.hpp"
 
 namespace quark::onnx {
@@ -185,65 +187,11 @@ std::int64_t norm_axis(std::int64_t a, std::size_t rank) {
   return a < 0 ? a + static_cast<std::int64_t>(rank) : a;
 }
 
-/// quantize(x) into a tensor of type t via quark::quantize: per tensor (axis < 0), per channel
-/// (block 0) or per block of `block` along `axis`.
-tensor quantize_values(const tensor& x, dtype_id t, std::span<const float> scales,
-                       std::span<const std::int32_t> zps, std::int64_t axis, std::int64_t qmin,
-                       std::int64_t qmax, std::int64_t block = 0) {
-  tensor out(t, x.shape());
-  std::vector<std::size_t> dims;
-  for (auto d : x.shape())
-    dims.push_back(static_cast<std::size_t>(d));
-  const tensor_shape shape{std::span<const std::size_t>(dims)};
-  granularity g = per_tensor{};
-  if (axis >= 0 && block > 0) {
-    g = per_block{axis, static_cast<std::size_t>(block)};
-  } else if (axis >= 0) {
-    g = per_channel{axis};
-  }
-  bool done = false;
-  quark::visit_dtype(t, [&](auto id) {
-    using D = typename decltype(id)::type;
-    if constexpr (quantized_type<D>) {
-      std::vector<zero_point_t<D>> z;
-      for (const auto v : zps)
-        z.push_back(static_cast<zero_point_t<D>>(v));
-      tensor_qparams<D> p{scales, z, g};
-      if constexpr (integral_data_type<D>) {
-        p.qmin = qmin;
-        p.qmax = qmax;
-      }
-      quark::quantize<D>(shape, x.data<float>(), p, out.data<D>());
-      done = true;
-    }
-  });
-  if (!done) {
-    throw not_implemented("quark.quantize.type",
-                          "storing " + type_name(t) + " weights is not implemented yet");
-  }
-  return out;
-}
-
-/// A zero-point tensor of type t holding `zps` (shape [] when scalar, `shape` when given).
-tensor zero_point_tensor(dtype_id t, const std::vector<std::int32_t>& zps, bool scalar,
-                         const shape_t& shape = {}) {
-  tensor z(t, !shape.empty() ? shape
-              : scalar       ? shape_t{}
-                             : shape_t{static_cast<std::int64_t>(zps.size())});
-  quark::visit_dtype(t, [&](auto id) {
-    using T = typename decltype(id)::type;
-    if constexpr (integral_data_type<T>) {
-      auto d = z.data<T>();
-      for (std::size_t i = 0; i < zps.size(); ++i)
-        d[i] = static_cast<T>(zps[i]);
-    } else if constexpr (floating_data_type<T>) {
-      auto d = z.data<T>();
-      for (std::size_t i = 0; i < zps.size(); ++i)
-        d[i] = quark::convert<T, quark::policies::onnx_saturate>(static_cast<float>(zps[i]));
-    }
-  });
-  return z;
-}
+using qz::make_binary;
+using qz::make_cast;
+using qz::quantize_values;
+using qz::scale_tensor;
+using qz::zero_point_tensor;
 
 bool is_fp16(dtype_id t) {
   return t == dtype_id::float16 || t == dtype_id::bfloat16;
@@ -252,14 +200,6 @@ bool is_fp16(dtype_id t) {
 bool is_fp8(dtype_id t) {
   return t == dtype_id::float8_e4m3fn || t == dtype_id::float8_e4m3fnuz ||
          t == dtype_id::float8_e5m2 || t == dtype_id::float8_e5m2fnuz;
-}
-
-tensor scale_tensor(const std::vector<float>& s, bool scalar, const shape_t& shape = {}) {
-  tensor t(dtype_id::float32, !shape.empty() ? shape
-                              : scalar       ? shape_t{}
-                                             : shape_t{static_cast<std::int64_t>(s.size())});
-  std::copy(s.begin(), s.end(), t.data<float>().begin());
-  return t;
 }
 
 ::onnx::NodeProto make_node(const std::string& op, const std::string& name,
@@ -283,32 +223,6 @@ tensor scale_tensor(const std::vector<float>& s, bool scalar, const shape_t& sha
     a->set_type(::onnx::AttributeProto::INT);
     a->set_i(block);
   }
-  return n;
-}
-
-/// Cast(in, to) -> out (`to` an ONNX TensorProto data type).
-::onnx::NodeProto make_cast(const std::string& name, const std::string& in, const std::string& out,
-                            dtype_id to) {
-  ::onnx::NodeProto n;
-  n.set_op_type("Cast");
-  n.set_name(name);
-  n.add_input(in);
-  n.add_output(out);
-  auto* a = n.add_attribute();
-  a->set_name("to");
-  a->set_type(::onnx::AttributeProto::INT);
-  a->set_i(static_cast<std::int64_t>(to));  // dtype_id values are the ONNX codes
-  return n;
-}
-
-::onnx::NodeProto make_binary(const std::string& op, const std::string& name, const std::string& a,
-                              const std::string& b, const std::string& out) {
-  ::onnx::NodeProto n;
-  n.set_op_type(op);
-  n.set_name(name);
-  n.add_input(a);
-  n.add_input(b);
-  n.add_output(out);
   return n;
 }
 
@@ -944,11 +858,56 @@ std::size_t body_node_count(const ::onnx::GraphProto& g) {
   return k;
 }
 
+/// Evaluation against the float model (EvalMetrics / run.eval_samples), on EvalDataReader's
+/// folder when given, else on the calibration data (`default_n` samples with EvalMetrics alone).
+void evaluate_against_float(quantize_report& report, const qz::settings& opt,
+                            const std::string& float_bytes, const model& m,
+                            calibration_data_reader& reader, const quantize_run_options& run,
+                            std::size_t default_n) {
+  std::size_t eval_n = run.eval_samples;
+  std::unique_ptr<npy_folder_reader> eval_reader;
+  if (opt.eval_data_dir) {
+    if (eval_n == 0 && opt.eval_metrics.empty()) {
+      report.notes.push_back("EvalDataReader is used only with EvalMetrics; no evaluation ran");
+    } else {
+      eval_reader = std::make_unique<npy_folder_reader>(*opt.eval_data_dir);
+      const auto ins = m.inputs();
+      if (ins.size() == 1)
+        eval_reader->set_single_input_name(ins.front().name);
+      if (eval_n == 0)
+        eval_n = eval_reader->size().value_or(0);
+    }
+  }
+  if (eval_n == 0 && !opt.eval_metrics.empty())
+    eval_n = default_n;
+  if (eval_n > 0) {
+    calibration_data_reader& er = eval_reader ? *eval_reader : reader;
+    er.rewind();
+    report.eval = qz::compare_models(float_bytes, m.to_bytes(), m.base_dir(), er, eval_n);
+  }
+}
+
 model quantize_float32_model(model m, const qconfig& cfg, calibration_data_reader& reader,
                              quantize_report* report_out, const quantize_run_options& run) {
   quantize_report report;
   const qz::algo_options algos = qz::read_algo_options(cfg);
   qz::plan pl = prepare_float_model(m, cfg, algos, report.notes);
+  if (pl.opt.dynamic) {
+    // No calibration (dynamic.cpp); the reader serves only the evaluation.
+    const bool eval = run.eval_samples > 0 || !pl.opt.eval_metrics.empty();
+    const std::string float_bytes = eval ? m.to_bytes() : std::string();
+    qz::quantize_dynamic(m, pl, report);
+    if (eval && reader.size() == std::size_t{0}) {
+      throw config_error("quark.quantize.no_data",
+                         "evaluation (EvalMetrics / --eval) needs data: give a reader (or a "
+                         "folder) or set UseRandomData; dynamic quantization itself needs none");
+    }
+    evaluate_against_float(report, pl.opt, float_bytes, m, reader, run,
+                           reader.size().value_or(pl.opt.calib_data_size.value_or(1)));
+    if (report_out)
+      *report_out = std::move(report);
+    return m;
+  }
   // Static quantization covers the main graph, as in Quark (its EnableSubgraph is for dynamic
   // quantization; docs/config.md): say so when bodies hold nodes, or a model whose work sits in
   // an If (silero VAD opset 16) comes back unchanged without a word.
@@ -2340,29 +2299,7 @@ model quantize_float32_model(model m, const qconfig& cfg, calibration_data_reade
     }
   }
 
-  // Evaluation against the float model (EvalMetrics / run.eval_samples), on EvalDataReader's
-  // folder when given, else on the calibration data.
-  std::size_t eval_n = run.eval_samples;
-  std::unique_ptr<npy_folder_reader> eval_reader;
-  if (opt.eval_data_dir) {
-    if (eval_n == 0 && opt.eval_metrics.empty()) {
-      report.notes.push_back("EvalDataReader is used only with EvalMetrics; no evaluation ran");
-    } else {
-      eval_reader = std::make_unique<npy_folder_reader>(*opt.eval_data_dir);
-      const auto ins = m.inputs();
-      if (ins.size() == 1)
-        eval_reader->set_single_input_name(ins.front().name);
-      if (eval_n == 0)
-        eval_n = eval_reader->size().value_or(0);
-    }
-  }
-  if (eval_n == 0 && !opt.eval_metrics.empty())
-    eval_n = cal.samples;
-  if (eval_n > 0) {
-    calibration_data_reader& er = eval_reader ? *eval_reader : reader;
-    er.rewind();
-    report.eval = qz::compare_models(float_bytes, m.to_bytes(), m.base_dir(), er, eval_n);
-  }
+  evaluate_against_float(report, opt, float_bytes, m, reader, run, cal.samples);
   if (report_out)
     *report_out = std::move(report);
   return m;
@@ -2379,6 +2316,8 @@ std::unique_ptr<calibration_data_reader> default_reader(const std::filesystem::p
 std::unique_ptr<calibration_data_reader> default_reader(const model& m, const qconfig& cfg,
                                                         std::optional<std::uint64_t> seed) {
   const qz::settings o = qz::read_settings(cfg);
+  if (!o.use_random_data && o.dynamic)
+    return std::make_unique<memory_reader>(std::vector<calib_sample>{});  // needs no data
   if (!o.use_random_data) {
     throw config_error("quark.quantize.no_data",
                        "no calibration data: give a reader (or a folder) or set UseRandomData");

@@ -331,6 +331,12 @@ struct qconfig {
   std::vector<node_selector> exclude;
   std::vector<algo_entry> algo_config;
   bool use_external_data_format = false;
+  /// Dynamic quantization (Quark's QuantizationConfig.use_dynamic_quant, preset
+  /// UINT8_DYNAMIC_QUANT; ONNX Runtime's quantize_dynamic): no calibration. Weights of MatMul and
+  /// Conv are stored quantized; their activations are quantized to uint8 at run time by
+  /// DynamicQuantizeLinear and the products run in MatMulInteger / ConvInteger
+  /// (docs/quantizer.md, "Dynamic quantization").
+  bool use_dynamic_quant = false;
   option_map extra_options;
 
   /// Checks the rules Quark enforces (quark-spec §1.4 XINT8 constraints, §3.2, §4.0, §6, and the

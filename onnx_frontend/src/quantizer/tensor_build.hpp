@@ -1,0 +1,119 @@
+// SPDX-License-Identifier: MIT
+// PRIVATE: building the tensors and nodes the quantizer writes (quantize.cpp, dynamic.cpp):
+// quantized weights (through quark::quantize), scale and zero-point initializers, Cast and
+// binary nodes.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <onnx/onnx_pb.h>
+
+#include <quark/dtype/convert.hpp>
+#include <quark/dtype/dtype_id.hpp>
+#include <quark/dtype/visit.hpp>
+#include <quark/onnx/error.hpp>
+#include <quark/onnx/tensor.hpp>
+#include <quark/quant/quantize.hpp>
+
+namespace quark::onnx::qz {
+
+/// quantize(x) into a tensor of type t via quark::quantize: per tensor (axis < 0), per channel
+/// (block 0) or per block of `block` along `axis`.
+inline tensor quantize_values(const tensor& x, dtype_id t, std::span<const float> scales,
+                              std::span<const std::int32_t> zps, std::int64_t axis,
+                              std::int64_t qmin, std::int64_t qmax, std::int64_t block = 0) {
+  tensor out(t, x.shape());
+  std::vector<std::size_t> dims;
+  for (auto d : x.shape())
+    dims.push_back(static_cast<std::size_t>(d));
+  const tensor_shape shape{std::span<const std::size_t>(dims)};
+  quark::granularity g = quark::per_tensor{};
+  if (axis >= 0 && block > 0) {
+    g = per_block{axis, static_cast<std::size_t>(block)};
+  } else if (axis >= 0) {
+    g = per_channel{axis};
+  }
+  bool done = false;
+  quark::visit_dtype(t, [&](auto id) {
+    using D = typename decltype(id)::type;
+    if constexpr (quantized_type<D>) {
+      std::vector<zero_point_t<D>> z;
+      for (const auto v : zps)
+        z.push_back(static_cast<zero_point_t<D>>(v));
+      tensor_qparams<D> p{scales, z, g};
+      if constexpr (integral_data_type<D>) {
+        p.qmin = qmin;
+        p.qmax = qmax;
+      }
+      quark::quantize<D>(shape, x.data<float>(), p, out.data<D>());
+      done = true;
+    }
+  });
+  if (!done) {
+    throw not_implemented("quark.quantize.type", "storing " + std::string(dtype_name(t)) +
+                                                     " weights is not implemented yet");
+  }
+  return out;
+}
+
+/// A zero-point tensor of type t holding `zps` (shape [] when scalar, `shape` when given).
+inline tensor zero_point_tensor(dtype_id t, const std::vector<std::int32_t>& zps, bool scalar,
+                                const shape_t& shape = {}) {
+  tensor z(t, !shape.empty() ? shape
+              : scalar       ? shape_t{}
+                             : shape_t{static_cast<std::int64_t>(zps.size())});
+  quark::visit_dtype(t, [&](auto id) {
+    using T = typename decltype(id)::type;
+    if constexpr (integral_data_type<T>) {
+      auto d = z.data<T>();
+      for (std::size_t i = 0; i < zps.size(); ++i)
+        d[i] = static_cast<T>(zps[i]);
+    } else if constexpr (floating_data_type<T>) {
+      auto d = z.data<T>();
+      for (std::size_t i = 0; i < zps.size(); ++i)
+        d[i] = quark::convert<T, quark::policies::onnx_saturate>(static_cast<float>(zps[i]));
+    }
+  });
+  return z;
+}
+
+inline tensor scale_tensor(const std::vector<float>& s, bool scalar, const shape_t& shape = {}) {
+  tensor t(dtype_id::float32, !shape.empty() ? shape
+                              : scalar       ? shape_t{}
+                                             : shape_t{static_cast<std::int64_t>(s.size())});
+  std::copy(s.begin(), s.end(), t.data<float>().begin());
+  return t;
+}
+
+/// Cast(in, to) -> out (`to` an ONNX TensorProto data type).
+inline ::onnx::NodeProto make_cast(const std::string& name, const std::string& in,
+                                   const std::string& out, dtype_id to) {
+  ::onnx::NodeProto n;
+  n.set_op_type("Cast");
+  n.set_name(name);
+  n.add_input(in);
+  n.add_output(out);
+  auto* a = n.add_attribute();
+  a->set_name("to");
+  a->set_type(::onnx::AttributeProto::INT);
+  a->set_i(static_cast<std::int64_t>(to));  // dtype_id values are the ONNX codes
+  return n;
+}
+
+inline ::onnx::NodeProto make_binary(const std::string& op, const std::string& name,
+                                     const std::string& a, const std::string& b,
+                                     const std::string& out) {
+  ::onnx::NodeProto n;
+  n.set_op_type(op);
+  n.set_name(name);
+  n.add_input(a);
+  n.add_input(b);
+  n.add_output(out);
+  return n;
+}
+
+}  // namespace quark::onnx::qz

@@ -1,0 +1,375 @@
+// SPDX-License-Identifier: MIT
+// Dynamic quantization (qconfig::use_dynamic_quant, preset UINT8_DYNAMIC_QUANT): MatMul and Conv
+// rewritten as DynamicQuantizeLinear -> MatMulInteger / ConvInteger -> Cast -> Mul [-> Add].
+// Oracles: ONNX Runtime 1.30 runs every quantized model (its DynamicQuantizeLinear, integer ops
+// and float tail) and must agree with our runtime; the stored weight codes are ORT's own
+// QuantizeLinear of the float weight with the model's scale and zero point; the scales and zero
+// points are the hand-derived min/max formulas (quark-spec §1.2, weights §4.8) evaluated in
+// double here; the outputs stay within what uint8 activations and weights allow of the float
+// model's.
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+#include <quark/metrics.hpp>
+#include <quark/onnx/config.hpp>
+#include <quark/onnx/presets.hpp>
+#include <quark/onnx/quantizer.hpp>
+#include <quark/onnx/runtime.hpp>
+
+#include "support/model_files.hpp"
+#include "support/ort.hpp"
+
+namespace fs = std::filesystem;
+namespace qo = quark::onnx;
+using namespace quark::test;
+
+namespace {
+
+const std::vector<float>& conv_weight() {
+  static const std::vector<float> w = random_floats(4 * 3 * 3 * 3, 21, -0.6f, 0.9f);
+  return w;
+}
+const std::vector<float>& fc_weight() {
+  static const std::vector<float> w = random_floats(144 * 5, 22, -0.3f, 0.2f);
+  return w;
+}
+
+/// Conv(x[2,3,6,6], w[4,3,3,3], b, pads 1) -> Relu -> Flatten -> MatMul(w2[144,5]) -> Add(b2),
+/// plus a MatMul of two activations (x2 . x2^T), opset 13.
+::onnx::ModelProto cnn_model() {
+  model_builder b(13, 7);
+  b.input("x", onnx_type::float32, {2, 3, 6, 6});
+  b.input("x2", onnx_type::float32, {3, 8});
+  b.initializer("w", onnx_type::float32, {4, 3, 3, 3}, conv_weight());
+  b.initializer("b", onnx_type::float32, {4}, random_floats(4, 23, -0.3f, 0.3f));
+  b.initializer("w2", onnx_type::float32, {144, 5}, fc_weight());
+  b.initializer("b2", onnx_type::float32, {5}, random_floats(5, 24, -0.2f, 0.2f));
+  b.node("Conv", {"x", "w", "b"}, {"c"}, {attr_ints("pads", {1, 1, 1, 1})});
+  b.node("Relu", {"c"}, {"r"});
+  b.node("Flatten", {"r"}, {"f"}, {attr_int("axis", 1)});
+  b.node("MatMul", {"f", "w2"}, {"m"});
+  b.node("Add", {"m", "b2"}, {"y"});
+  b.node("Transpose", {"x2"}, {"x2t"}, {attr_ints("perm", {1, 0})});
+  b.node("MatMul", {"x2", "x2t"}, {"g"});
+  b.output("y", onnx_type::float32, {2, 5});
+  b.output("g", onnx_type::float32, {3, 3});
+  return b.build();
+}
+
+qo::calib_sample inputs(std::uint32_t seed) {
+  return {{"x", qo::tensor::from_floats({2, 3, 6, 6}, random_floats(2 * 3 * 36, seed))},
+          {"x2", qo::tensor::from_floats({3, 8}, random_floats(24, seed + 1))}};
+}
+
+std::map<std::string, std::vector<float>> run_in_ort(const ::onnx::ModelProto& m,
+                                                     const qo::calib_sample& s) {
+  std::vector<npy_array> in;
+  for (const char* name : {"x", "x2"}) {
+    const qo::tensor& t = s.at(name);
+    std::vector<std::size_t> shape(t.shape().begin(), t.shape().end());
+    in.push_back(npy_array::from(t.data<float>(), shape));
+  }
+  std::map<std::string, std::vector<float>> out;
+  for (const auto& [name, a] : run_ort(m, in))
+    out[name] = a.values<float>();
+  return out;
+}
+
+std::map<std::string, std::vector<float>> run_ours(const fs::path& model,
+                                                   const qo::calib_sample& s) {
+  std::map<std::string, std::vector<float>> out;
+  for (const auto& [name, t] : qo::run_model(model, s)) {
+    const auto d = t.data<float>();
+    out[name] = {d.begin(), d.end()};
+  }
+  return out;
+}
+
+const ::onnx::TensorProto* find_init(const ::onnx::ModelProto& m, const std::string& name) {
+  for (const auto& t : m.graph().initializer()) {
+    if (t.name() == name)
+      return &t;
+  }
+  return nullptr;
+}
+
+std::size_t count_ops(const ::onnx::ModelProto& m, const std::string& op) {
+  return static_cast<std::size_t>(std::count_if(m.graph().node().begin(), m.graph().node().end(),
+                                                [&](const auto& n) { return n.op_type() == op; }));
+}
+
+/// Raw bytes of an initializer as numbers of type T (raw_data or the typed field).
+template <class T>
+std::vector<double> values_of(const ::onnx::TensorProto& t) {
+  std::vector<double> v;
+  if (!t.raw_data().empty()) {
+    std::vector<T> raw(t.raw_data().size() / sizeof(T));
+    std::memcpy(raw.data(), t.raw_data().data(), raw.size() * sizeof(T));
+    v.assign(raw.begin(), raw.end());
+  } else if (t.float_data_size() > 0) {
+    v.assign(t.float_data().begin(), t.float_data().end());
+  } else {
+    v.assign(t.int32_data().begin(), t.int32_data().end());
+  }
+  return v;
+}
+
+struct run_result {
+  ::onnx::ModelProto model;
+  qo::quantize_report report;
+  fs::path path;
+};
+
+run_result quantize(const qo::qconfig& cfg, const std::string& tag) {
+  const fs::path dir = work_dir();
+  const fs::path fin = dir / (tag + "_float.onnx");
+  save_proto(cnn_model(), fin);
+  run_result r;
+  r.path = dir / (tag + ".onnx");
+  qo::memory_reader none({});
+  r.report = qo::quantize_model(fin, r.path, cfg, none);
+  r.model = load_proto(r.path);
+  return r;
+}
+
+/// The quantized model's outputs in ORT, checked bit for bit against our runtime's where the
+/// integer ops compute them (exact products, then the same float tail in both); an output left
+/// float (`float_g`: a float MatMul, whose summation order differs) within float rounding.
+std::map<std::string, std::vector<float>> ort_matching_ours(const run_result& r,
+                                                            const qo::calib_sample& s,
+                                                            bool float_g = false) {
+  const auto ort = run_in_ort(r.model, s);
+  const auto ours = run_ours(r.path, s);
+  for (const std::string o : {"y", "g"}) {
+    CAPTURE(o);
+    REQUIRE(ort.at(o).size() == ours.at(o).size());
+    if (o == "g" && float_g) {
+      for (std::size_t i = 0; i < ort.at(o).size(); ++i)
+        CHECK(ours.at(o)[i] == doctest::Approx(ort.at(o)[i]).epsilon(1e-6));
+      continue;
+    }
+    std::size_t diff = 0;
+    for (std::size_t i = 0; i < ort.at(o).size(); ++i)
+      diff +=
+          std::bit_cast<std::uint32_t>(ort.at(o)[i]) == std::bit_cast<std::uint32_t>(ours.at(o)[i])
+              ? 0u
+              : 1u;
+    CHECK(diff == 0u);
+  }
+  return ort;
+}
+
+/// The weight codes are ORT's QuantizeLinear of the float weight with the stored scale / zero
+/// point / axis: one graph computes both and the codes must be identical.
+void check_codes_against_ort(const ::onnx::ModelProto& qm, const std::string& w,
+                             const std::vector<float>& wf, const std::vector<std::int64_t>& dims,
+                             std::int64_t axis, int code_type) {
+  model_builder b(13, 7);
+  b.input("wf", onnx_type::float32, dims);
+  const auto* s = find_init(qm, w + "_scale");
+  const auto* z = find_init(qm, w + "_zero_point");
+  REQUIRE(s != nullptr);
+  REQUIRE(z != nullptr);
+  ::onnx::ModelProto m = b.build();
+  *m.mutable_graph()->add_initializer() = *s;
+  *m.mutable_graph()->add_initializer() = *z;
+  *m.mutable_graph()->add_initializer() = *find_init(qm, w + "_quantized");
+  auto* q = m.mutable_graph()->add_node();
+  q->set_op_type("QuantizeLinear");
+  q->set_name("oracle");
+  q->add_input("wf");
+  q->add_input(s->name());
+  q->add_input(z->name());
+  q->add_output("codes");
+  if (axis >= 0) {
+    auto* a = q->add_attribute();
+    a->set_name("axis");
+    a->set_type(::onnx::AttributeProto::INT);
+    a->set_i(axis);
+  }
+  auto* id = m.mutable_graph()->add_node();
+  id->set_op_type("Identity");
+  id->set_name("stored");
+  id->add_input(w + "_quantized");
+  id->add_output("stored_codes");
+  for (const char* o : {"codes", "stored_codes"}) {
+    auto* vi = m.mutable_graph()->add_output();
+    vi->set_name(o);
+    vi->mutable_type()->mutable_tensor_type()->set_elem_type(code_type);
+  }
+  std::vector<std::size_t> shape(dims.begin(), dims.end());
+  const auto out = run_ort(m, {npy_array::from(std::span<const float>(wf), shape)});
+  CHECK(out.at("codes").bytes == out.at("stored_codes").bytes);
+}
+
+/// Hand-derived uint8 asymmetric parameters of one group (quark-spec §1.2: the range includes 0,
+/// scale = (max - min) / 255, zero point = round(-min / scale)).
+void check_uint8_params(const std::vector<float>& v, double scale, double zp) {
+  const double lo = std::min(0.0, static_cast<double>(*std::min_element(v.begin(), v.end())));
+  const double hi = std::max(0.0, static_cast<double>(*std::max_element(v.begin(), v.end())));
+  const double s = (hi - lo) / 255.0;
+  CHECK(scale == doctest::Approx(s).epsilon(1e-6));
+  CHECK(zp == std::nearbyint(-lo / s));
+}
+
+}  // namespace
+
+TEST_CASE("UINT8_DYNAMIC_QUANT: MatMul and Conv become integer ops that ONNX Runtime runs") {
+  const qo::qconfig cfg = qo::get_default_config("UINT8_DYNAMIC_QUANT");
+  const run_result r = quantize(cfg, "dyn_preset");
+  const ::onnx::ModelProto& qm = r.model;
+
+  // Graph: one DynamicQuantizeLinear per activation read by a rewritten node; the MatMul of two
+  // activations stays float (MatMulConstBOnly defaults to True in dynamic mode, seed 000).
+  CHECK(count_ops(qm, "DynamicQuantizeLinear") == 2);
+  CHECK(count_ops(qm, "ConvInteger") == 1);
+  CHECK(count_ops(qm, "MatMulInteger") == 1);
+  CHECK(count_ops(qm, "MatMul") == 1);
+  CHECK(count_ops(qm, "Conv") == 0);
+  CHECK(find_init(qm, "w") == nullptr);  // the float weights are gone
+  CHECK(find_init(qm, "w2") == nullptr);
+  CHECK(r.report.op_types.at("Conv").quantized == 1);
+  CHECK(r.report.op_types.at("MatMul").quantized == 1);
+  CHECK(r.report.op_types.at("MatMul").kept_float == 1);
+  CHECK(r.report.opset_after == 13);
+
+  // Stored weights: uint8, per tensor, hand-derived parameters, ORT's codes.
+  for (const auto& [name, values] :
+       std::map<std::string, std::vector<float>>{{"w", conv_weight()}, {"w2", fc_weight()}}) {
+    CAPTURE(name);
+    const auto* s = find_init(qm, name + "_scale");
+    const auto* z = find_init(qm, name + "_zero_point");
+    const auto* q = find_init(qm, name + "_quantized");
+    REQUIRE(s != nullptr);
+    REQUIRE(z != nullptr);
+    REQUIRE(q != nullptr);
+    CHECK(q->data_type() == onnx_type::uint8);
+    CHECK(s->dims_size() == 0);
+    CHECK(z->dims_size() == 0);
+    check_uint8_params(values, values_of<float>(*s).at(0), values_of<std::uint8_t>(*z).at(0));
+    if (ort_available()) {
+      check_codes_against_ort(
+          qm, name, values,
+          name == "w" ? std::vector<std::int64_t>{4, 3, 3, 3} : std::vector<std::int64_t>{144, 5},
+          -1, onnx_type::uint8);
+    }
+  }
+
+  // Outputs: ORT and our runtime agree; both stay near the float model.
+  if (!ort_available())
+    return;
+  for (std::uint32_t seed : {5u, 6u}) {
+    CAPTURE(seed);
+    const qo::calib_sample s = inputs(seed);
+    const auto ref = run_in_ort(cnn_model(), s);
+    const auto ort = ort_matching_ours(r, s, true);
+    CHECK(ort.at("g") == ref.at("g"));  // left float
+    CHECK(quark::metrics::cosine(ref.at("y"), ort.at("y")) > 0.999);
+  }
+}
+
+TEST_CASE("dynamic quantization with per-channel int8 weights and both MatMul inputs at run time") {
+  qo::qconfig cfg = qo::get_default_config("UINT8_DYNAMIC_QUANT");
+  cfg.global_config.weight = qo::make_spec(qo::spec_name::int8);
+  cfg.global_config.weight->quant_granularity = qo::granularity::channel;
+  cfg.extra_options.set("MatMulConstBOnly", false);
+  const run_result r = quantize(cfg, "dyn_channel");
+  const ::onnx::ModelProto& qm = r.model;
+  CHECK(count_ops(qm, "MatMulInteger") == 2);
+  CHECK(count_ops(qm, "MatMul") == 0);
+  // x2 and its transpose: two more DynamicQuantizeLinear.
+  CHECK(count_ops(qm, "DynamicQuantizeLinear") == 4);
+
+  // MatMul: N scales and zero points (per column of B); Conv: M scales shaped [M, 1, 1] for the
+  // float tail, one zero point 0 (ConvInteger takes one).
+  const auto* s2 = find_init(qm, "w2_scale");
+  REQUIRE(s2 != nullptr);
+  CHECK(std::vector<std::int64_t>(s2->dims().begin(), s2->dims().end()) ==
+        std::vector<std::int64_t>{5});
+  const auto* s1 = find_init(qm, "w_scale");
+  REQUIRE(s1 != nullptr);
+  CHECK(std::vector<std::int64_t>(s1->dims().begin(), s1->dims().end()) ==
+        std::vector<std::int64_t>{4, 1, 1});
+  const auto* z1 = find_init(qm, "w_zero_point_scalar");
+  REQUIRE(z1 != nullptr);
+  CHECK(z1->dims_size() == 0);
+  // Symmetric int8 per channel: scale = max |w| of the channel / 127 (Quark's weight clip).
+  const std::vector<double> sc = values_of<float>(*s1);
+  for (std::size_t c = 0; c < 4; ++c) {
+    float m = 0.0f;
+    for (std::size_t k = 0; k < 27; ++k)
+      m = std::max(m, std::fabs(conv_weight()[c * 27 + k]));
+    CHECK(sc.at(c) == doctest::Approx(2.0 * static_cast<double>(m) / 254.0).epsilon(1e-6));
+  }
+  if (!ort_available())
+    return;
+  const qo::calib_sample s = inputs(9);
+  const auto ref = run_in_ort(cnn_model(), s);
+  const auto ort = ort_matching_ours(r, s);
+  for (const char* o : {"y", "g"}) {
+    CAPTURE(o);
+    CHECK(quark::metrics::cosine(ref.at(o), ort.at(o)) > 0.999);
+  }
+}
+
+TEST_CASE("dynamic quantization refuses what its ops cannot express, naming the culprit") {
+  SUBCASE("per-channel uint8 Conv weights") {
+    qo::qconfig cfg = qo::get_default_config("UINT8_DYNAMIC_QUANT");
+    cfg.global_config.weight->quant_granularity = qo::granularity::channel;
+    CHECK_THROWS_WITH_AS(quantize(cfg, "dyn_bad_channel"),
+                         doctest::Contains("node 'n0' (Conv): per-channel weights need Int8Spec"),
+                         quark::config_error);
+  }
+  SUBCASE("int8 activations") {
+    qo::qconfig cfg = qo::get_default_config("UINT8_DYNAMIC_QUANT");
+    cfg.global_config.input_tensors = qo::make_spec(qo::spec_name::int8);
+    CHECK_THROWS_WITH_AS(cfg.validate(), doctest::Contains("DynamicQuantizeLinear"),
+                         quark::config_error);
+  }
+  SUBCASE("an algorithm") {
+    qo::qconfig cfg = qo::get_default_config("UINT8_DYNAMIC_QUANT");
+    cfg.algo_config.push_back({qo::algo_name::cle, qo::option_value::object()});
+    CHECK_THROWS_WITH_AS(cfg.validate(), doctest::Contains("algo_config[0] (cle)"),
+                         quark::config_error);
+  }
+  SUBCASE("a NaN weight") {
+    ::onnx::ModelProto m = cnn_model();
+    for (auto& t : *m.mutable_graph()->mutable_initializer()) {
+      if (t.name() == "w2") {
+        std::string raw = t.raw_data();
+        const float nan = std::nanf("");
+        std::memcpy(raw.data() + 4 * 7, &nan, 4);
+        t.set_raw_data(raw);
+      }
+    }
+    const fs::path fin = work_dir() / "dyn_nan_float.onnx";
+    const fs::path fout = work_dir() / "dyn_nan.onnx";
+    fs::remove(fout);
+    save_proto(m, fin);
+    qo::memory_reader none({});
+    CHECK_THROWS_WITH_AS(
+        qo::quantize_model(fin, fout, qo::get_default_config("UINT8_DYNAMIC_QUANT"), none),
+        doctest::Contains("weight 'w2' of node 'n3' (MatMul) holds NaN at element 7"),
+        quark::onnx::frontend_error);
+    CHECK(!fs::exists(fout));
+  }
+  SUBCASE("evaluation without data") {
+    const fs::path fin = work_dir() / "dyn_eval_float.onnx";
+    save_proto(cnn_model(), fin);
+    qo::memory_reader none({});
+    qo::quantize_run_options run;
+    run.eval_samples = 2;
+    CHECK_THROWS_WITH_AS(
+        qo::quantize_model(fin, work_dir() / "dyn_eval.onnx",
+                           qo::get_default_config("UINT8_DYNAMIC_QUANT"), none, run),
+        doctest::Contains("evaluation (EvalMetrics / --eval) needs data"), quark::config_error);
+  }
+}

@@ -298,7 +298,7 @@ TEST_CASE("dynamic quantization with per-channel int8 weights and both MatMul in
   REQUIRE(s1 != nullptr);
   CHECK(std::vector<std::int64_t>(s1->dims().begin(), s1->dims().end()) ==
         std::vector<std::int64_t>{4, 1, 1});
-  const auto* z1 = find_init(qm, "w_zero_point_scalar");
+  const auto* z1 = find_init(qm, "w_zero_point");
   REQUIRE(z1 != nullptr);
   CHECK(z1->dims_size() == 0);
   // Symmetric int8 per channel: scale = max |w| of the channel / 127 (Quark's weight clip).
@@ -372,4 +372,123 @@ TEST_CASE("dynamic quantization refuses what its ops cannot express, naming the 
                            qo::get_default_config("UINT8_DYNAMIC_QUANT"), none, run),
         doctest::Contains("evaluation (EvalMetrics / --eval) needs data"), quark::config_error);
   }
+}
+
+namespace {
+
+/// y = If(flag > 0) then MatMul(x, w_outer) else MatMul(MatMul(x, w_const), w_body): the three
+/// places a body's weight can live (an outer initializer, a Constant node of the body, an
+/// initializer of the body), opset 13.
+::onnx::ModelProto if_model() {
+  auto tensor_of = [](const std::string& name, std::vector<std::int64_t> dims,
+                      const std::vector<float>& v) {
+    ::onnx::TensorProto t;
+    t.set_name(name);
+    t.set_data_type(onnx_type::float32);
+    for (auto d : dims)
+      t.add_dims(d);
+    t.set_raw_data(std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float)));
+    return t;
+  };
+  model_builder then_b(13, 7);
+  then_b.node("MatMul", {"x", "w_outer"}, {"y_then"});
+  then_b.output("y_then", onnx_type::float32, {2, 4});
+  ::onnx::GraphProto then_g = then_b.build().graph();
+  then_g.set_name("then");
+  then_g.mutable_node(0)->set_name("then_mm");
+
+  model_builder else_b(13, 7);
+  else_b.node("MatMul", {"x", "w_const"}, {"h"});
+  else_b.node("MatMul", {"h", "w_body"}, {"y_else"});
+  else_b.output("y_else", onnx_type::float32, {2, 4});
+  ::onnx::GraphProto else_g = else_b.build().graph();
+  else_g.set_name("else");
+  else_g.mutable_node(0)->set_name("else_mm0");
+  else_g.mutable_node(1)->set_name("else_mm1");
+  ::onnx::NodeProto c;
+  c.set_op_type("Constant");
+  c.set_name("else_const");
+  c.add_output("w_const");
+  auto* va = c.add_attribute();
+  va->set_name("value");
+  va->set_type(::onnx::AttributeProto::TENSOR);
+  *va->mutable_t() = tensor_of("", {8, 4}, random_floats(32, 32));
+  *else_g.mutable_node()->Add() = c;
+  else_g.mutable_node()->SwapElements(0, 2);  // the Constant first
+  else_g.mutable_node()->SwapElements(1, 2);
+  *else_g.add_initializer() = tensor_of("w_body", {4, 4}, random_floats(16, 33));
+
+  model_builder b(13, 7);
+  b.input("x", onnx_type::float32, {2, 8});
+  b.input("flag", onnx_type::float32, {1});
+  b.initializer("w_outer", onnx_type::float32, {8, 4}, random_floats(32, 31));
+  b.initializer("zero", onnx_type::float32, {1}, std::vector<float>{0.0f});
+  b.node("Greater", {"flag", "zero"}, {"cond"});
+  b.node("If", {"cond"}, {"y"});
+  b.output("y", onnx_type::float32, {2, 4});
+  ::onnx::ModelProto m = b.build();
+  auto* n = m.mutable_graph()->mutable_node(1);
+  auto* t = n->add_attribute();
+  t->set_name("then_branch");
+  t->set_type(::onnx::AttributeProto::GRAPH);
+  *t->mutable_g() = then_g;
+  auto* e = n->add_attribute();
+  e->set_name("else_branch");
+  e->set_type(::onnx::AttributeProto::GRAPH);
+  *e->mutable_g() = else_g;
+  return m;
+}
+
+std::size_t count_ops_deep(const ::onnx::GraphProto& g, const std::string& op) {
+  std::size_t k = 0;
+  for (const auto& n : g.node()) {
+    k += n.op_type() == op ? 1u : 0u;
+    for (const auto& a : n.attribute()) {
+      if (a.has_g())
+        k += count_ops_deep(a.g(), op);
+    }
+  }
+  return k;
+}
+
+}  // namespace
+
+TEST_CASE("EnableSubgraph: MatMul nodes inside If branches, weights from every scope") {
+  const fs::path fin = work_dir() / "dyn_if_float.onnx";
+  const fs::path fout = work_dir() / "dyn_if.onnx";
+  save_proto(if_model(), fin);
+  qo::qconfig cfg = qo::get_default_config("UINT8_DYNAMIC_QUANT");
+  cfg.extra_options.set("EnableSubgraph", true);
+  qo::memory_reader none({});
+  const qo::quantize_report r = qo::quantize_model(fin, fout, cfg, none);
+  const ::onnx::ModelProto qm = load_proto(fout);
+  CHECK(r.op_types.at("MatMul").quantized == 3);
+  CHECK(count_ops_deep(qm.graph(), "MatMulInteger") == 3);
+  CHECK(count_ops_deep(qm.graph(), "MatMul") == 0);
+  CHECK(count_ops_deep(qm.graph(), "Constant") == 0);  // the body's float weight is gone
+  CHECK(find_init(qm, "w_outer") == nullptr);          // read by no one any more
+  if (!ort_available())
+    return;
+  const std::vector<float> x = random_floats(16, 34);
+  for (const float flag : {1.0f, -1.0f}) {
+    CAPTURE(flag);
+    const std::vector<npy_array> in = {npy_array::from(std::span<const float>(x), {2, 8}),
+                                       npy_array::from(std::vector<float>{flag}, {1})};
+    const auto ref = run_ort(if_model(), in).at("y").values<float>();
+    const auto ort = run_ort(qm, in).at("y").values<float>();
+    const std::vector<float> flag_v{flag};
+    const qo::calib_sample feed{{"x", qo::tensor::from_floats({2, 8}, x)},
+                                {"flag", qo::tensor::from_floats({1}, flag_v)}};
+    const qo::tensor ours = qo::run_model(fout, feed).at("y");
+    const auto od = ours.data<float>();
+    REQUIRE(od.size() == ort.size());
+    for (std::size_t i = 0; i < ort.size(); ++i)
+      CHECK(std::bit_cast<std::uint32_t>(od[i]) == std::bit_cast<std::uint32_t>(ort[i]));
+    CHECK(quark::metrics::cosine(ref, ort) > 0.999);
+  }
+  // Static quantization covers the main graph only (as Quark): EnableSubgraph needs dynamic.
+  qo::qconfig st = qo::get_default_config("A8W8");
+  st.extra_options.set("EnableSubgraph", true);
+  CHECK_THROWS_WITH_AS(st.validate(), doctest::Contains("EnableSubgraph = true needs use_dynamic"),
+                       quark::config_error);
 }

@@ -445,6 +445,12 @@ void qconfig::validate() const {
   }
   if (use_dynamic_quant)
     validate_dynamic(*this, eff);
+  if (flag(eff, "EnableSubgraph") && !use_dynamic_quant) {
+    conflict(
+        "extra_options.EnableSubgraph = true needs use_dynamic_quant: Quark quantizes "
+        "If / Loop / Scan bodies in dynamic mode only (static quantization covers the main "
+        "graph)");
+  }
 }
 
 // ---- effective options -----------------------------------------------------------------------

@@ -141,8 +141,9 @@ std::vector<option_info> build_registry() {
   r.push_back(todo("SimplifyModelOptions", cat::preprocessing, ty::object, nul,
                    option_value::object(), "{}", option_value::object(),
                    "Options for the onnxslim simplification."));
-  r.push_back(todo("EnableSubgraph", cat::target_selection, B, nonnull, false, "False", false,
-                   "Quantize control-flow subgraphs (If/Loop bodies)."));
+  r.push_back(fixed("EnableSubgraph", cat::target_selection, B, nonnull, false, "False",
+                    "Quantize the nodes of If / Loop / Scan bodies too (dynamic quantization "
+                    "only, as in Quark)."));
   r.push_back(fixed("EnableDualQuantNodePairs", cat::qdq_management, B, nonnull, false, "False",
                     "Insert a second Q/DQ pair where two precisions meet (mixed precision)."));
   r.push_back(fixed("ForceQuantizeNoInputCheck", cat::qdq_management, B, nonnull, false, "False",

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "io/proto_access.hpp"
+#include "io/tensor_proto.hpp"
 #include "quantizer/graph_util.hpp"
 #include "quantizer/numerics.hpp"
 #include "quantizer/opset.hpp"
@@ -25,24 +27,11 @@
 namespace quark::onnx::qz {
 namespace {
 
-/// Fresh value / node names: `base`, else `base_1`, `base_2`, ...
+/// Fresh value / node names: `base`, else `base_1`, `base_2`, ... Names are unique across the
+/// whole model, bodies included (a body must not shadow an outer name).
 class namer {
  public:
-  explicit namer(const ::onnx::GraphProto& g) {
-    for (const auto& n : g.node()) {
-      used_.insert(n.name());
-      for (const auto& o : n.output())
-        used_.insert(o);
-      for (const auto& i : n.input())
-        used_.insert(i);
-    }
-    for (const auto& t : g.initializer())
-      used_.insert(t.name());
-    for (const auto& v : g.input())
-      used_.insert(v.name());
-    for (const auto& v : g.output())
-      used_.insert(v.name());
-  }
+  explicit namer(const ::onnx::GraphProto& g) { collect(g); }
   std::string operator()(const std::string& base) {
     std::string n = base;
     for (int k = 1; !used_.insert(n).second; ++k)
@@ -51,6 +40,27 @@ class namer {
   }
 
  private:
+  void collect(const ::onnx::GraphProto& g) {
+    for (const auto& n : g.node()) {
+      used_.insert(n.name());
+      for (const auto& o : n.output())
+        used_.insert(o);
+      for (const auto& i : n.input())
+        used_.insert(i);
+      for (const auto& a : n.attribute()) {
+        if (a.has_g())
+          collect(a.g());
+        for (const auto& sg : a.graphs())
+          collect(sg);
+      }
+    }
+    for (const auto& t : g.initializer())
+      used_.insert(t.name());
+    for (const auto& v : g.input())
+      used_.insert(v.name());
+    for (const auto& v : g.output())
+      used_.insert(v.name());
+  }
   std::set<std::string> used_;
 };
 
@@ -109,12 +119,12 @@ stored_weight quantize_weight(const tensor& w, const tspec& spec, std::int64_t a
 }
 
 /// The first non-finite value of a weight, as an error naming the node.
-void check_finite(const tensor& w, const std::string& what, const node_info& n) {
+void check_finite(const tensor& w, const std::string& what, const ::onnx::NodeProto& n) {
   const std::span<const float> v = w.data<float>();
   for (std::size_t i = 0; i < v.size(); ++i) {
     if (!std::isfinite(v[i])) {
-      throw frontend_error("quark.quantize.non_finite", what + " of node '" + n.name + "' (" +
-                                                            n.op_type + ") holds " +
+      throw frontend_error("quark.quantize.non_finite", what + " of node '" + n.name() + "' (" +
+                                                            n.op_type() + ") holds " +
                                                             (std::isnan(v[i]) ? "NaN" : "Inf") +
                                                             " at element " + std::to_string(i));
     }
@@ -133,58 +143,175 @@ void check_finite(const tensor& w, const std::string& what, const node_info& n) 
   return n;
 }
 
-/// A float32 initializer of `m`, or nullopt (absent, or another type).
-std::optional<tensor> float_initializer(const model& m, const std::string& name) {
-  if (name.empty() || !m.has_initializer(name))
-    return std::nullopt;
-  tensor t = m.initializer(name);
-  if (t.type() != dtype_id::float32)
-    return std::nullopt;
-  return t;
-}
+/// The rewrite of one graph and, with EnableSubgraph, of the If / Loop / Scan bodies in it.
+class rewriter {
+ public:
+  rewriter(model& m, const settings& opt, const body_planner* bodies, quantize_report& report)
+      : m_(m), opt_(opt), bodies_(bodies), report_(report), fresh_(proto(m).graph()) {}
 
-}  // namespace
+  /// Rewrites `g` (the main graph when `outer` is empty) with `choices` aligned to its nodes.
+  void graph(::onnx::GraphProto& g, const std::vector<node_choice>& choices,
+             std::vector<::onnx::GraphProto*> outer) {
+    state st{g, std::move(outer), {}, {}};
+    for (int i = 0; i < g.node_size(); ++i) {
+      ::onnx::NodeProto& src = *g.mutable_node(i);
+      body_nodes(src, st);
+      const node_choice& c = choices.at(static_cast<std::size_t>(i));
+      if (!node(src, c, st)) {
+        st.rebuilt.push_back(src);
+        count(src.op_type(), false);
+      }
+    }
+    g.clear_node();
+    for (auto& n : st.rebuilt)
+      *g.add_node() = std::move(n);
+    // Float weights of this graph that nothing reads any more (bodies included) go.
+    const graph_index after(g);
+    for (const std::string& w : replaced_[&g]) {
+      if (after.uses(w) != 0)
+        continue;
+      for (int k = 0; k < g.initializer_size(); ++k) {
+        if (g.initializer(k).name() == w) {
+          g.mutable_initializer()->DeleteSubrange(k, 1);
+          break;
+        }
+      }
+      for (int k = 0; k < g.node_size(); ++k) {
+        if (g.node(k).op_type() == "Constant" && g.node(k).output_size() == 1 &&
+            g.node(k).output(0) == w) {
+          g.mutable_node()->DeleteSubrange(k, 1);
+          break;
+        }
+      }
+    }
+  }
 
-void quantize_dynamic(model& m, const plan& pl, quantize_report& report) {
-  const std::vector<node_info> nodes = m.nodes();
-  ::onnx::GraphProto& g = *proto(m).mutable_graph();
-  namer fresh(g);
-  const settings& opt = pl.opt;
+  std::size_t dql_nodes() const noexcept { return dql_; }
+  std::size_t rewritten() const noexcept { return done_; }
+  std::size_t body_nodes_left() const noexcept { return body_left_; }
 
-  // value -> (quantized, scale, zero point) of its DynamicQuantizeLinear.
+ private:
   struct dq_out {
     std::string q, s, z;
   };
-  std::map<std::string, dq_out> dynamic;
-  std::map<std::string, std::size_t> weight_uses;  // weights quantized: replaced float readers
-  std::vector<::onnx::NodeProto> rebuilt;
+  struct state {
+    ::onnx::GraphProto& g;
+    std::vector<::onnx::GraphProto*> outer;  ///< enclosing graphs, innermost last
+    std::map<std::string, dq_out> dynamic;   ///< value -> its DynamicQuantizeLinear outputs
+    std::vector<::onnx::NodeProto> rebuilt;
+  };
 
-  auto activation = [&](const std::string& x) -> const dq_out& {
-    auto it = dynamic.find(x);
-    if (it != dynamic.end())
+  /// The bodies of `n`: rewritten (EnableSubgraph) or counted as left float.
+  void body_nodes(::onnx::NodeProto& n, const state& st) {
+    for (auto& a : *n.mutable_attribute()) {
+      std::vector<::onnx::GraphProto*> subs;
+      if (a.has_g())
+        subs.push_back(a.mutable_g());
+      for (auto& sg : *a.mutable_graphs())
+        subs.push_back(&sg);
+      for (::onnx::GraphProto* sg : subs) {
+        if (bodies_ == nullptr) {
+          body_left_ += static_cast<std::size_t>(sg->node_size());
+          continue;
+        }
+        std::vector<node_ref> refs;
+        for (const auto& b : sg->node())
+          refs.push_back({b.name(), b.op_type()});
+        const plan bp = (*bodies_)(refs);
+        std::vector<::onnx::GraphProto*> outer = st.outer;
+        outer.push_back(&st.g);
+        graph(*sg, bp.nodes, std::move(outer));
+      }
+    }
+  }
+
+  /// A float32 constant visible in `st.g` (its initializers and Constant nodes, then those of
+  /// the enclosing graphs), with the graph that holds it; nullopt if `name` is no such constant.
+  std::optional<std::pair<tensor, ::onnx::GraphProto*>> constant(const std::string& name,
+                                                                 const state& st) const {
+    if (name.empty())
+      return std::nullopt;
+    std::vector<::onnx::GraphProto*> scopes = st.outer;
+    scopes.push_back(&st.g);
+    for (auto it = scopes.rbegin(); it != scopes.rend(); ++it) {
+      ::onnx::GraphProto& g = **it;
+      for (const auto& t : g.initializer()) {
+        if (t.name() == name) {
+          if (t.data_type() != ::onnx::TensorProto::FLOAT)
+            return std::nullopt;
+          return std::make_pair(read_tensor(t, m_.base_dir()), &g);
+        }
+      }
+      for (const auto& n : g.node()) {
+        if (n.op_type() != "Constant" || n.output_size() != 1 || n.output(0) != name)
+          continue;
+        const auto* v = find_attr(n, "value");
+        if (v == nullptr || !v->has_t() || v->t().data_type() != ::onnx::TensorProto::FLOAT)
+          return std::nullopt;
+        return std::make_pair(read_tensor(v->t(), m_.base_dir()), &g);
+      }
+      // A value produced by a node of this graph hides the outer scopes' names.
+      for (const auto& n : g.node()) {
+        for (const auto& o : n.output()) {
+          if (o == name)
+            return std::nullopt;
+        }
+      }
+    }
+    return std::nullopt;
+  }
+
+  void add_initializer(::onnx::GraphProto& g, const std::string& name, const tensor& t) {
+    ::onnx::TensorProto* tp = g.add_initializer();
+    tp->set_name(name);
+    write_tensor(t, *tp);
+  }
+
+  const dq_out& activation(const std::string& x, state& st) {
+    auto it = st.dynamic.find(x);
+    if (it != st.dynamic.end())
       return it->second;
-    dq_out d{fresh(x + "_quantized"), fresh(x + "_scale"), fresh(x + "_zero_point")};
-    rebuilt.push_back(make_dql(fresh(x + "_DynamicQuantizeLinear"), x, d.q, d.s, d.z));
+    dq_out d{fresh_(x + "_quantized"), fresh_(x + "_scale"), fresh_(x + "_zero_point")};
+    st.rebuilt.push_back(make_dql(fresh_(x + "_DynamicQuantizeLinear"), x, d.q, d.s, d.z));
+    ++dql_;
     tensor_report tr;
     tr.name = x;
     tr.role = "activation (dynamic)";
     tr.type = "uint8";
-    report.tensors.push_back(std::move(tr));
-    ++report.tensors_per_type["uint8"];
-    return dynamic.emplace(x, d).first->second;
-  };
-  // The quantized weight `w` of `n` as three initializers (values, scale, zero point).
-  auto store = [&](const node_info& n, const std::string& w, const tensor& value, const tspec& spec,
-                   std::int64_t axis, const shape_t& scale_shape) -> dq_out {
+    report_.tensors.push_back(std::move(tr));
+    ++report_.tensors_per_type["uint8"];
+    return st.dynamic.emplace(x, d).first->second;
+  }
+
+  /// The quantized weight `w` of node `n` as three initializers of `st.g` (values, scale, zero
+  /// point); `home` is the graph holding the float weight.
+  dq_out store(const ::onnx::NodeProto& n, const std::string& w, const tensor& value,
+               ::onnx::GraphProto* home, const tspec& spec, std::int64_t axis,
+               const shape_t& scale_shape, state& st, bool one_zero_point = false) {
     check_finite(value, "weight '" + w + "'", n);
     const stored_weight sw = quantize_weight(value, spec, axis, w);
-    const dq_out d{fresh(w + "_quantized"), fresh(w + "_scale"), fresh(w + "_zero_point")};
+    const dq_out d{fresh_(w + "_quantized"), fresh_(w + "_scale"), fresh_(w + "_zero_point")};
     const bool scalar = axis < 0;
-    m.set_initializer(d.q, sw.q);
-    m.set_initializer(d.s, scale_tensor(sw.scale, scalar, scalar ? shape_t{} : scale_shape));
-    // An integer op's zero point is a scalar or 1-D (one per column / output channel).
-    m.set_initializer(d.z, zero_point_tensor(spec.type, sw.zp, scalar));
-    ++weight_uses[w];
+    add_initializer(st.g, d.q, sw.q);
+    add_initializer(st.g, d.s, scale_tensor(sw.scale, scalar, scalar ? shape_t{} : scale_shape));
+    // An integer op's zero point is a scalar or 1-D (one per column / output channel);
+    // `one_zero_point`: the scalar the per-channel zero points share (ConvInteger's single one).
+    if (one_zero_point &&
+        std::adjacent_find(sw.zp.begin(), sw.zp.end(), std::not_equal_to<>()) != sw.zp.end()) {
+      throw frontend_error("quark.quantize.dynamic", "node '" + n.name() + "': weight '" + w +
+                                                         "' has several zero points; ConvInteger "
+                                                         "takes one");
+    }
+    add_initializer(st.g, d.z,
+                    zero_point_tensor(spec.type, one_zero_point ? std::vector{sw.zp.at(0)} : sw.zp,
+                                      scalar || one_zero_point));
+    replaced_[home].insert(w);
+    if (scalar) {
+      const std::string w0 = zeroed_weight_note(value.data<float>(), sw.q, sw.zp.front(),
+                                                sw.scale.front(), w, n.name(), n.op_type());
+      if (!w0.empty())
+        report_.notes.push_back(w0);
+    }
     tensor_report tr;
     tr.name = w;
     tr.role = "weight";
@@ -195,148 +322,145 @@ void quantize_dynamic(model& m, const plan& pl, quantize_report& report) {
     tr.axis = axis;
     for (const auto z0 : sw.zp)
       tr.zero_point.push_back(z0);
-    report.tensors.push_back(std::move(tr));
-    ++report.tensors_per_type[std::string(dtype_name(spec.type))];
+    report_.tensors.push_back(std::move(tr));
+    ++report_.tensors_per_type[std::string(dtype_name(spec.type))];
     return d;
-  };
-  // y = Cast(integer product) * (x_scale * w_scale) [+ bias]: the float tail of both ops.
-  auto tail = [&](const node_info& n, const std::string& product, const std::string& x_scale,
-                  const std::string& w_scale, const std::string& bias) {
-    const std::string& y = n.outputs[0];
-    const std::string f = fresh(y + "_output_quantized_cast");
-    const std::string scales = fresh(y + "_scales_mul");
-    rebuilt.push_back(
-        make_cast(fresh(n.name + "_output_quantized_cast"), product, f, dtype_id::float32));
-    rebuilt.push_back(make_binary("Mul", fresh(n.name + "_scales_mul"), x_scale, w_scale, scales));
-    const std::string scaled = bias.empty() ? y : fresh(y + "_unbiased");
-    rebuilt.push_back(make_binary("Mul", fresh(n.name + "_output_scale_mul"), f, scales, scaled));
-    if (!bias.empty())
-      rebuilt.push_back(make_binary("Add", fresh(n.name + "_bias_add"), scaled, bias, y));
-  };
-  auto count = [&](const node_info& n, bool quantized) {
-    op_type_count& k = report.op_types[n.op_type];
-    ++(quantized ? k.quantized : k.kept_float);
-  };
+  }
 
-  for (int i = 0; i < g.node_size(); ++i) {
-    const node_info& n = nodes[static_cast<std::size_t>(i)];
-    const node_choice& c = pl.nodes[static_cast<std::size_t>(i)];
-    const ::onnx::NodeProto& src = g.node(i);
-    const bool matmul = n.op_type == "MatMul" && n.domain.empty() && n.inputs.size() == 2;
-    const bool conv = n.op_type == "Conv" && n.domain.empty() && n.inputs.size() >= 2;
-    std::optional<tensor> w = (matmul || conv) && c.quantize && c.weight
-                                  ? float_initializer(m, n.inputs[1])
-                                  : std::nullopt;
-    const bool take =
-        w.has_value() || (matmul && c.quantize && c.weight && !opt.matmul_const_b_only);
-    if (!take) {
-      rebuilt.push_back(src);
-      count(n, false);
-      continue;
-    }
+  /// y = Cast(integer product) * (x_scale * w_scale) [+ bias]: the float tail of both ops.
+  void tail(const ::onnx::NodeProto& n, const std::string& product, const std::string& x_scale,
+            const std::string& w_scale, const std::string& bias, state& st) {
+    const std::string& y = n.output(0);
+    const std::string f = fresh_(y + "_output_quantized_cast");
+    const std::string scales = fresh_(y + "_scales_mul");
+    st.rebuilt.push_back(
+        make_cast(fresh_(n.name() + "_output_quantized_cast"), product, f, dtype_id::float32));
+    st.rebuilt.push_back(
+        make_binary("Mul", fresh_(n.name() + "_scales_mul"), x_scale, w_scale, scales));
+    const std::string scaled = bias.empty() ? y : fresh_(y + "_unbiased");
+    st.rebuilt.push_back(
+        make_binary("Mul", fresh_(n.name() + "_output_scale_mul"), f, scales, scaled));
+    if (!bias.empty())
+      st.rebuilt.push_back(make_binary("Add", fresh_(n.name() + "_bias_add"), scaled, bias, y));
+  }
+
+  void count(const std::string& op, bool quantized) {
+    op_type_count& k = report_.op_types[op];
+    ++(quantized ? k.quantized : k.kept_float);
+  }
+
+  /// Rewrites `src` into st.rebuilt; false when it stays as it is.
+  bool node(const ::onnx::NodeProto& src, const node_choice& c, state& st) {
+    const bool matmul = src.op_type() == "MatMul" && src.domain().empty() && src.input_size() == 2;
+    const bool conv = src.op_type() == "Conv" && src.domain().empty() && src.input_size() >= 2;
+    if (!(matmul || conv) || !c.quantize || !c.weight)
+      return false;
+    auto w = constant(src.input(1), st);
+    if (!w && (conv || opt_.matmul_const_b_only))
+      return false;
     const tspec& ws = *c.weight;
-    const std::string product = fresh(n.outputs[0] + "_output_quantized");
+    const std::string product = fresh_(src.output(0) + "_output_quantized");
     if (matmul) {
-      const dq_out a = activation(n.inputs[0]);
+      const dq_out a = activation(src.input(0), st);
       // B constant: stored quantized, per column of a 2-D B (N scales and zero points) or per
       // tensor; else quantized at run time as A is.
-      const dq_out b = w ? store(n, n.inputs[1], *w, ws, ws.per_channel && w->rank() == 2 ? 1 : -1,
-                                 shape_t{w->rank() == 2 ? w->shape()[1] : 1})
-                         : activation(n.inputs[1]);
+      const dq_out b = w ? store(src, src.input(1), w->first, w->second, ws,
+                                 ws.per_channel && w->first.rank() == 2 ? 1 : -1,
+                                 shape_t{w->first.rank() == 2 ? w->first.shape()[1] : 1}, st)
+                         : activation(src.input(1), st);
       ::onnx::NodeProto mm;
       mm.set_op_type("MatMulInteger");
-      mm.set_name(fresh(n.name + "_quant"));
+      mm.set_name(fresh_(src.name() + "_quant"));
       for (const std::string& v : {a.q, b.q, a.z, b.z})
         mm.add_input(v);
       mm.add_output(product);
-      rebuilt.push_back(std::move(mm));
-      tail(n, product, a.s, b.s, "");
+      st.rebuilt.push_back(std::move(mm));
+      tail(src, product, a.s, b.s, "", st);
     } else {
       // ConvInteger takes one weight zero point in ONNX Runtime ("Non per-tensor quantization
       // is not supported"): per-channel weights are symmetric int8 (zero point 0, passed as a
       // scalar) with their scales applied per output channel in the float tail.
+      const tensor& wt = w->first;
       const bool per_channel = ws.per_channel;
       if (per_channel && ws.type != dtype_id::int8) {
         throw config_error("quark.config.value",
-                           "use_dynamic_quant: node '" + n.name +
+                           "use_dynamic_quant: node '" + src.name() +
                                "' (Conv): per-channel weights need Int8Spec (symmetric, zero "
                                "point 0): ConvInteger takes a single weight zero point");
       }
       // [M, 1, ..., 1] (one 1 per spatial dimension) against the output [N, M, spatial...].
-      shape_t per_out(w->rank() >= 2 ? w->rank() - 2 : 0, 1);
-      per_out.insert(per_out.begin(), w->shape()[0]);
-      dq_out wq = store(n, n.inputs[1], *w, ws, per_channel ? 0 : -1, per_out);
-      if (per_channel) {
-        const std::string z0 = fresh(n.inputs[1] + "_zero_point_scalar");
-        m.set_initializer(z0, zero_point_tensor(ws.type, {0}, true));
-        m.remove_initializer(wq.z);
-        wq.z = z0;
+      shape_t per_out(wt.rank() >= 2 ? wt.rank() - 2 : 0, 1);
+      per_out.insert(per_out.begin(), wt.shape()[0]);
+      const dq_out wq =
+          store(src, src.input(1), wt, w->second, ws, per_channel ? 0 : -1, per_out, st, true);
+      std::string bias;
+      if (src.input_size() > 2 && !src.input(2).empty()) {
+        // The bias as [M, 1, ..., 1], so that it adds per output channel.
+        auto bv = constant(src.input(2), st);
+        if (!bv) {
+          throw frontend_error("quark.quantize.dynamic", "node '" + src.name() +
+                                                             "' (Conv): the bias '" + src.input(2) +
+                                                             "' is not a float32 constant");
+        }
+        tensor r(dtype_id::float32, per_out);
+        std::copy(bv->first.data<float>().begin(), bv->first.data<float>().end(),
+                  r.data<float>().begin());
+        bias = fresh_(src.input(2) + "_reshaped");
+        add_initializer(st.g, bias, r);
+        replaced_[bv->second].insert(src.input(2));
       }
-      const dq_out x = activation(n.inputs[0]);
+      const dq_out x = activation(src.input(0), st);
       ::onnx::NodeProto ci;
       ci.set_op_type("ConvInteger");
-      ci.set_name(fresh(n.name + "_quant"));
+      ci.set_name(fresh_(src.name() + "_quant"));
       for (const std::string& v : {x.q, wq.q, x.z, wq.z})
         ci.add_input(v);
       ci.add_output(product);
       for (const auto& a : src.attribute())
         *ci.add_attribute() = a;
-      rebuilt.push_back(std::move(ci));
-      std::string bias;
-      if (n.inputs.size() > 2 && !n.inputs[2].empty()) {
-        // The bias as [M, 1, ..., 1], so that it adds per output channel.
-        bias = n.inputs[2];
-        if (std::optional<tensor> bv = float_initializer(m, bias)) {
-          tensor r(dtype_id::float32, per_out);
-          std::copy(bv->data<float>().begin(), bv->data<float>().end(), r.data<float>().begin());
-          bias = fresh(n.inputs[2] + "_reshaped");
-          m.set_initializer(bias, r);
-        } else {
-          throw frontend_error("quark.quantize.dynamic", "node '" + n.name +
-                                                             "' (Conv): the bias '" + n.inputs[2] +
-                                                             "' is not a float32 constant");
-        }
-      }
-      tail(n, product, x.s, wq.s, bias);
+      st.rebuilt.push_back(std::move(ci));
+      tail(src, product, x.s, wq.s, bias, st);
     }
-    count(n, true);
+    count(src.op_type(), true);
+    ++done_;
+    return true;
   }
 
-  // Float weights every reader of which now reads the quantized copy go.
-  g.clear_node();
-  for (auto& n : rebuilt)
-    *g.add_node() = std::move(n);
-  const graph_index after(g);
-  for (const auto& [w, k] : weight_uses) {
-    (void)k;
-    if (after.uses(w) == 0)
-      m.remove_initializer(w);
-  }
-  // Also drop bias initializers replaced by their reshaped copies.
-  for (const auto& n : nodes) {
-    if (n.op_type == "Conv" && n.inputs.size() > 2 && !n.inputs[2].empty() &&
-        m.has_initializer(n.inputs[2]) && after.uses(n.inputs[2]) == 0)
-      m.remove_initializer(n.inputs[2]);
-  }
+  model& m_;
+  const settings& opt_;
+  const body_planner* bodies_;
+  quantize_report& report_;
+  namer fresh_;
+  std::map<const ::onnx::GraphProto*, std::set<std::string>> replaced_;
+  std::size_t dql_ = 0, done_ = 0, body_left_ = 0;
+};
 
+}  // namespace
+
+void quantize_dynamic(model& m, const plan& pl, const body_planner* bodies,
+                      quantize_report& report) {
+  rewriter rw(m, pl.opt, bodies, report);
+  rw.graph(*proto(m).mutable_graph(), pl.nodes, {});
   report.opset_before = m.opset("").value_or(1);
-  if (!dynamic.empty() && report.opset_before < 11) {
+  if (rw.dql_nodes() > 0 && report.opset_before < 11) {
     // DynamicQuantizeLinear: opset 11 (MatMulInteger / ConvInteger: 10).
     for (const auto& note : upgrade_opset(proto(m), report.opset_before, 11, {}))
       report.notes.push_back(note);
   }
   report.opset_after = m.opset("").value_or(1);
-  std::size_t done = 0;
-  for (const auto& [op, k] : report.op_types)
-    done += (op == "MatMul" || op == "Conv") ? k.quantized : 0;
-  if (dynamic.empty()) {
+  if (rw.rewritten() == 0) {
     report.notes.push_back("none: no MatMul / Conv with a constant weight was selected");
   } else {
     report.notes.push_back(
-        "dynamic: " + std::to_string(done) +
+        "dynamic: " + std::to_string(rw.rewritten()) +
         " MatMul / Conv nodes run as MatMulInteger / ConvInteger on uint8 activations quantized "
         "at run time (" +
-        std::to_string(dynamic.size()) + " DynamicQuantizeLinear); no calibration");
+        std::to_string(rw.dql_nodes()) + " DynamicQuantizeLinear); no calibration");
+  }
+  if (rw.body_nodes_left() > 0) {
+    report.notes.push_back("graph: " + std::to_string(rw.body_nodes_left()) +
+                           " nodes inside If / Loop / Scan bodies stay float (set "
+                           "EnableSubgraph to quantize them)");
   }
   m.validate();
 }

@@ -10,6 +10,9 @@
 // quark::quantize. One DynamicQuantizeLinear serves every rewritten node reading the same value.
 #pragma once
 
+#include <functional>
+#include <vector>
+
 #include <quark/onnx/model.hpp>
 #include <quark/onnx/quantizer.hpp>
 
@@ -17,10 +20,16 @@
 
 namespace quark::onnx::qz {
 
+/// The node choices for the nodes of an If / Loop / Scan body (make_plan on them).
+using body_planner = std::function<plan(const std::vector<node_ref>&)>;
+
 /// Rewrites `m` (a float32 model after the float stage: prepare_float_model) as above for the
-/// nodes `pl` selects (pl.nodes aligned with m.nodes()). Fills `report` (op counts, weight
-/// parameters, notes). Throws frontend_error / config_error naming the node for what the ops
-/// cannot express (per-channel Conv weights with a zero point other than 0, say).
-void quantize_dynamic(model& m, const plan& pl, quantize_report& report);
+/// nodes `pl` selects (pl.nodes aligned with m.nodes()) and, when `bodies` is given
+/// (EnableSubgraph), for the nodes of every If / Loop / Scan body it selects, recursively: their
+/// weights may be body initializers, Constant nodes of the body, or outer constants. Fills
+/// `report` (op counts, weight parameters, notes). Throws frontend_error / config_error naming
+/// the node for what the ops cannot express (per-channel uint8 Conv weights, say).
+void quantize_dynamic(model& m, const plan& pl, const body_planner* bodies,
+                      quantize_report& report);
 
 }  // namespace quark::onnx::qz

@@ -237,22 +237,22 @@ const std::set<std::string>& honoured_keys() {
   static const std::set<std::string> s = {
       "OpTypesToQuantize", "NodesToQuantize", "ExtraOpTypesToQuantize", "QuantizeAllOpTypes",
       "DedicatedQDQPair", "AddQDQPairToWeight", "ForceQuantizeNoInputCheck", "MatMulConstBOnly",
-      "WeightsOnly", "QuantizeBias", "Int32Bias", "OpTypesToExcludeOutputQuantization",
-      "NodesToExcludeOutputQuantization", "QDQOpTypePerChannelSupportToAxis",
-      "CalibTensorRangeSymmetric", "CalibMovingAverage", "CalibMovingAverageConstant", "Percentile",
-      "NumBins", "NumQuantizedBins", "PercentileCandidates", "LWPMetric", "MinMSEModePof2Scale",
-      "MinMSEModeFloatScale", "WeightCalibrateMethod", "SaveAndRestore", "UseRandomData",
-      "RandomDataReaderInputShape", "RandomDataReaderInputDataRange", "CalibDataSize",
-      "PrintSummary", "EnableNPUCnn", "ActivationSymmetric", "WeightSymmetric", "EvalMetrics",
-      "IgnoreWarnings", "LogSeverityLevel", "ExecutionProviders", "UsePowerOf2Scale", "Int16Bias",
-      "Int16Scale", "ActivationScaled", "WeightScaled", "EnableNPUTransformer",
-      "EnableDualQuantNodePairs", "UseUnsignedReLU", "AlignEltwiseQuantType", "UseQDQContribOps",
-      "InputNodes", "OutputNodes", "TensorQuantOverrides", "CalibPassthroughOpTypes",
-      "AdjustBiasScale", "FixShapes", "EvalDataReader", "DebugMode", "FillAllValueInfo",
-      "ReplaceClip6Relu", "CLEBalanceMethod", "CLESteps", "CLEWeightThreshold",
-      "CLEScaleAppendBias", "CLEScaleUseThreshold", "CLETotalLayerDiffThreshold", "BiasCorrection",
-      "TensorsRangeFile", "RefineBlockAxis", "SaveTensorHistFig", "CryptoMode",
-      "EncryptionAlgorithm", "BFPAttributes", "MXAttributes",
+      "EnableSubgraph", "WeightsOnly", "QuantizeBias", "Int32Bias",
+      "OpTypesToExcludeOutputQuantization", "NodesToExcludeOutputQuantization",
+      "QDQOpTypePerChannelSupportToAxis", "CalibTensorRangeSymmetric", "CalibMovingAverage",
+      "CalibMovingAverageConstant", "Percentile", "NumBins", "NumQuantizedBins",
+      "PercentileCandidates", "LWPMetric", "MinMSEModePof2Scale", "MinMSEModeFloatScale",
+      "WeightCalibrateMethod", "SaveAndRestore", "UseRandomData", "RandomDataReaderInputShape",
+      "RandomDataReaderInputDataRange", "CalibDataSize", "PrintSummary", "EnableNPUCnn",
+      "ActivationSymmetric", "WeightSymmetric", "EvalMetrics", "IgnoreWarnings", "LogSeverityLevel",
+      "ExecutionProviders", "UsePowerOf2Scale", "Int16Bias", "Int16Scale", "ActivationScaled",
+      "WeightScaled", "EnableNPUTransformer", "EnableDualQuantNodePairs", "UseUnsignedReLU",
+      "AlignEltwiseQuantType", "UseQDQContribOps", "InputNodes", "OutputNodes",
+      "TensorQuantOverrides", "CalibPassthroughOpTypes", "AdjustBiasScale", "FixShapes",
+      "EvalDataReader", "DebugMode", "FillAllValueInfo", "ReplaceClip6Relu", "CLEBalanceMethod",
+      "CLESteps", "CLEWeightThreshold", "CLEScaleAppendBias", "CLEScaleUseThreshold",
+      "CLETotalLayerDiffThreshold", "BiasCorrection", "TensorsRangeFile", "RefineBlockAxis",
+      "SaveTensorHistFig", "CryptoMode", "EncryptionAlgorithm", "BFPAttributes", "MXAttributes",
       // Accepted with any value, no effect in quark-cpp (docs/config.md says why): calibration
       // streams through the runtime's own thread pool and keeps memory flat, and nothing is
       // written to disk.
@@ -357,6 +357,7 @@ plan make_plan(const qconfig& cfg, const std::vector<node_ref>& nodes,
   o.add_qdq_pair_to_weight = get_bool("AddQDQPairToWeight", false);
   o.force_quantize_no_input_check = get_bool("ForceQuantizeNoInputCheck", false);
   o.matmul_const_b_only = get_bool("MatMulConstBOnly", false);
+  o.enable_subgraph = get_bool("EnableSubgraph", false);
   o.weights_only = get_bool("WeightsOnly", false);
   o.quantize_bias = get_bool("QuantizeBias", true);
   o.int32_bias = get_bool("Int32Bias", true);

@@ -106,8 +106,9 @@ struct settings {
   bool save_tensor_hist_fig = false;  ///< SaveTensorHistFig
   bool crypto_mode = false;           ///< CryptoMode (no side files; checked in quantize.cpp)
   bool enable_npu_cnn = false;
-  bool external_data = false;                 ///< qconfig::use_external_data_format
-  bool dynamic = false;                       ///< qconfig::use_dynamic_quant (dynamic.hpp)
+  bool external_data = false;    ///< qconfig::use_external_data_format
+  bool dynamic = false;          ///< qconfig::use_dynamic_quant (dynamic.hpp)
+  bool enable_subgraph = false;  ///< EnableSubgraph: bodies too (dynamic quantization only)
   std::optional<bool> calib_range_symmetric;  ///< CalibTensorRangeSymmetric if set explicitly
   double percentile = 99.999;
   std::size_t num_bins = 2048;  ///< NumBins as the global activation method resolves it

@@ -809,38 +809,6 @@ model quantize_model(model&& in, const qconfig& cfg, calibration_data_reader& re
 
 namespace {
 
-/// A warning when one per-tensor scale sends most of the weight's non-zero values `v` to the code
-/// of zero (`codes`, as quantize_values wrote them, equal to the zero point `zp`): a few large
-/// channels set the scale and the others vanish (silero VAD's last encoder Conv: 97%, channel
-/// maxima 0.09 to 54.9), which wrecks the model with every per-tensor preset. Empty when at most
-/// half vanish, or for a non-integer type.
-std::string zeroed_weight_note(std::span<const float> v, const tensor& codes, std::int32_t zp,
-                               float scale, const std::string& name, const node_info& n) {
-  std::size_t nonzero = 0, zeroed = 0;
-  quark::visit_dtype(codes.type(), [&](auto id) {
-    using D = typename decltype(id)::type;
-    if constexpr (integral_data_type<D>) {
-      const auto q = codes.data<D>();
-      const auto z = static_cast<D>(zp);
-      for (std::size_t i = 0; i < v.size(); ++i) {
-        if (v[i] == 0.0f)
-          continue;
-        ++nonzero;
-        zeroed += q[i] == z ? 1u : 0u;
-      }
-    }
-  });
-  if (nonzero == 0 || zeroed * 2 <= nonzero)
-    return {};
-  const auto pct = static_cast<long long>(
-      std::floor(100.0 * static_cast<double>(zeroed) / static_cast<double>(nonzero)));
-  std::ostringstream os;
-  os << "weight '" << name << "' of node '" << n.name << "' (" << n.op_type << "): " << pct
-     << "% of its non-zero values quantize to 0 with one per-tensor scale (" << scale
-     << "); per-channel weights (quant_granularity Channel) or a wider weight type keep them";
-  return os.str();
-}
-
 /// How many nodes the If / Loop / Scan bodies of `g`'s nodes hold, nested bodies included.
 std::size_t body_node_count(const ::onnx::GraphProto& g) {
   std::size_t k = 0;
@@ -895,13 +863,21 @@ model quantize_float32_model(model m, const qconfig& cfg, calibration_data_reade
   if (pl.opt.dynamic) {
     // No calibration (dynamic.cpp); the reader serves only the evaluation.
     const bool eval = run.eval_samples > 0 || !pl.opt.eval_metrics.empty();
-    const std::string float_bytes = eval ? m.to_bytes() : std::string();
-    qz::quantize_dynamic(m, pl, report);
     if (eval && reader.size() == std::size_t{0}) {
       throw config_error("quark.quantize.no_data",
                          "evaluation (EvalMetrics / --eval) needs data: give a reader (or a "
                          "folder) or set UseRandomData; dynamic quantization itself needs none");
     }
+    const std::string float_bytes = eval ? m.to_bytes() : std::string();
+    const qz::body_planner bodies = [&cfg](const std::vector<qz::node_ref>& refs) {
+      return qz::make_plan(cfg, refs, [](const auto&, const auto&) {
+        throw config_error("quark.config.value",
+                           "a subgraph selector (start nodes, end nodes) does not reach into "
+                           "If / Loop / Scan bodies");
+        return std::vector<bool>{};
+      });
+    };
+    qz::quantize_dynamic(m, pl, pl.opt.enable_subgraph ? &bodies : nullptr, report);
     evaluate_against_float(report, pl.opt, float_bytes, m, reader, run,
                            reader.size().value_or(pl.opt.calib_data_size.value_or(1)));
     if (report_out)
@@ -909,14 +885,14 @@ model quantize_float32_model(model m, const qconfig& cfg, calibration_data_reade
     return m;
   }
   // Static quantization covers the main graph, as in Quark (its EnableSubgraph is for dynamic
-  // quantization; docs/config.md): say so when bodies hold nodes, or a model whose work sits in
-  // an If (silero VAD opset 16) comes back unchanged without a word.
+  // quantization, use_dynamic_quant; docs/config.md): say so when bodies hold nodes, or a model
+  // whose work sits in an If (silero VAD opset 16) comes back unchanged without a word.
   if (const std::size_t k = body_node_count(proto(m).graph()); k > 0) {
     report.notes.push_back("graph: " + std::to_string(k) +
                            (k == 1 ? " node inside an If / Loop / Scan body stays"
                                    : " nodes inside If / Loop / Scan bodies stay") +
                            " float (static quantization covers the main graph, as in Quark; "
-                           "EnableSubgraph)");
+                           "EnableSubgraph with use_dynamic_quant quantizes bodies)");
   }
   const std::vector<node_info> nodes = m.nodes();
   const std::vector<std::size_t> topo = m.topological_order();
@@ -1828,8 +1804,8 @@ model quantize_float32_model(model m, const qconfig& cfg, calibration_data_reade
       if (!e.is_bias)
         weight_of_node[{nodes[e.node].name, e.node}] = &e;
       if (!e.is_bias && axis < 0) {
-        const std::string w0 =
-            zeroed_weight_note(v, e.q, e.zp.front(), e.scale.front(), e.name, nodes[e.node]);
+        const std::string w0 = qz::zeroed_weight_note(v, e.q, e.zp.front(), e.scale.front(), e.name,
+                                                      nodes[e.node].name, nodes[e.node].op_type);
         if (!w0.empty())
           report.notes.push_back(w0);
       }

@@ -153,7 +153,8 @@ std::map<std::string, std::vector<float>> ort_matching_ours(const run_result& r,
     REQUIRE(ort.at(o).size() == ours.at(o).size());
     if (o == "g" && float_g) {
       for (std::size_t i = 0; i < ort.at(o).size(); ++i)
-        CHECK(ours.at(o)[i] == doctest::Approx(ort.at(o)[i]).epsilon(1e-6));
+        CHECK(static_cast<double>(ours.at(o)[i]) ==
+              doctest::Approx(static_cast<double>(ort.at(o)[i])).epsilon(1e-6));
       continue;
     }
     std::size_t diff = 0;
@@ -242,8 +243,10 @@ TEST_CASE("UINT8_DYNAMIC_QUANT: MatMul and Conv become integer ops that ONNX Run
   CHECK(r.report.opset_after == 13);
 
   // Stored weights: uint8, per tensor, hand-derived parameters, ORT's codes.
-  for (const auto& [name, values] :
+  for (const auto& entry :
        std::map<std::string, std::vector<float>>{{"w", conv_weight()}, {"w2", fc_weight()}}) {
+    const std::string& name = entry.first;
+    const std::vector<float>& values = entry.second;
     CAPTURE(name);
     const auto* s = find_init(qm, name + "_scale");
     const auto* z = find_init(qm, name + "_zero_point");

@@ -180,7 +180,9 @@ TEST_CASE("DynamicQuantizeLinear refuses NaN and a non-finite scale, naming the 
       {{-inf, 2.0f}, "scale"},
       {{3e38f, -3e38f}, "scale"},  // max - min overflows to Inf
       {{1e-45f, 0.0f}, "scale"}};  // (max - min) / 255 underflows to 0
-  for (const auto& [x, what] : cases) {
+  for (const auto& c : cases) {
+    const std::vector<float>& x = c.first;
+    const char* what = c.second;
     CAPTURE(x[0]);
     const auto m = dql_model({static_cast<std::int64_t>(x.size())});
     const std::vector<npy_array> in{npy_array::from<float>(x, {x.size()})};

@@ -231,6 +231,8 @@ TEST_CASE("MatMulInteger matches ONNX Runtime bit for bit") {
       {{40}, {40, 18}, {18}},                     // 1-D A
       {{6, 40}, {40}, {6}},                       // 1-D B
       {{128, 768}, {768, 256}, {128, 256}},       // a transformer projection
+      {{3, 300}, {300, 600}, {3, 600}},           // few rows: B read directly, 3 column blocks
+      {{1, 2, 50}, {50, 257}, {1, 2, 257}},       // few rows of a batch, a partial block
   };
   unsigned seed = 1;
   for (const int ta : {onnx_type::uint8, onnx_type::int8}) {

@@ -252,6 +252,47 @@ void gemm_s16(thread_pool* pool, std::size_t m, std::size_t n, std::size_t k, co
 
 // ---- MatMulInteger ------------------------------------------------------------------------
 
+/// C [rows, n] (leading dim n) = A' [rows, k] (int16, zero point already taken) times B raw
+/// (uint8 or int8 [k, n], row-major) minus B's zero points: for the few-row products (one
+/// token, a 1-D A) where packing B would cost more than the product. Per column,
+/// sum_k a'(b - zb) = sum_k a' b - zb sum_k a', all modulo 2^32 (unsigned, no overflow UB);
+/// columns split over the pool.
+void gemm_few_rows(thread_pool& pool, std::size_t rows, std::size_t n, std::size_t k,
+                   const std::int16_t* a, const tensor& b, const std::vector<std::int32_t>& zb,
+                   std::int32_t* c) {
+  constexpr std::size_t block = 256;  // columns per task: a row of accumulators in L1
+  const std::size_t blocks = (n + block - 1) / block;
+  auto run = [&](const auto* bd) {
+    pool.parallel_for(blocks, 1, [&](std::size_t b0, std::size_t b1) {
+      std::uint32_t acc[block];
+      for (std::size_t blk = b0; blk < b1; ++blk) {
+        const std::size_t j0 = blk * block, nj = std::min(block, n - j0);
+        for (std::size_t r = 0; r < rows; ++r) {
+          const std::int16_t* ar = a + r * k;
+          std::fill_n(acc, nj, 0u);
+          std::uint32_t asum = 0;
+          for (std::size_t kk = 0; kk < k; ++kk) {
+            const std::int32_t av = ar[kk];
+            asum += static_cast<std::uint32_t>(av);
+            const auto* brow = bd + kk * n + j0;
+            for (std::size_t j = 0; j < nj; ++j)
+              acc[j] += static_cast<std::uint32_t>(av * static_cast<std::int32_t>(brow[j]));
+          }
+          for (std::size_t j = 0; j < nj; ++j) {
+            const std::int32_t z = zb.empty() ? 0 : zb[zb.size() == 1 ? 0 : j0 + j];
+            const std::uint32_t v = acc[j] - static_cast<std::uint32_t>(z) * asum;
+            c[r * n + j0 + j] = static_cast<std::int32_t>(v);
+          }
+        }
+      }
+    });
+  };
+  if (b.type() == dtype_id::uint8)
+    run(b.data<std::uint8_t>().data());
+  else
+    run(b.data<std::int8_t>().data());
+}
+
 void k_matmul_integer(kernel_context& c) {
   const tensor& a = byte_input(c, 0);
   const tensor& b = byte_input(c, 1);
@@ -262,10 +303,21 @@ void k_matmul_integer(kernel_context& c) {
   const auto zb = zero_points(c, 3, b, s.n, "one per column of B");
   check_output_elements(c, s.out);
   std::vector<std::int16_t> a16(a.size());
-  std::vector<std::int16_t> b16(b.size());
   const std::size_t m = s.m, k = s.k, n = s.n;
   shifted(
       a, za, [&](std::size_t i) { return i / std::max<std::size_t>(k, 1) % m; }, a16.data());
+  const std::size_t batches = s.a_index.size();
+  // One B for every batch and A's matrices in output order: one product of batches * m rows.
+  bool fold = true;
+  for (std::size_t bi = 0; bi < batches; ++bi)
+    fold = fold && s.b_index[bi] == s.b_index[0] && s.a_index[bi] == bi;
+  if (fold && b.size() == k * n && batches * m <= tile_rows && k > 0) {
+    tensor out(dtype_id::int32, s.out, uninitialized);  // every element is written
+    gemm_few_rows(c.pool, batches * m, n, k, a16.data(), b, zb, out.data<std::int32_t>().data());
+    c.out(0) = std::move(out);
+    return;
+  }
+  std::vector<std::int16_t> b16(b.size());
   shifted(
       b, zb, [&](std::size_t i) { return i % n; }, b16.data());
   // B's matrices, packed once each.
@@ -278,11 +330,6 @@ void k_matmul_integer(kernel_context& c) {
   });
   tensor out(dtype_id::int32, s.out, uninitialized);  // every element is written below
   std::int32_t* po = out.data<std::int32_t>().data();
-  const std::size_t batches = s.a_index.size();
-  // One B for every batch and A's matrices in output order: one product of batches * m rows.
-  bool fold = true;
-  for (std::size_t bi = 0; bi < batches; ++bi)
-    fold = fold && s.b_index[bi] == s.b_index[0] && s.a_index[bi] == bi;
   if (k == 0) {
     std::fill_n(po, out.size(), 0);
   } else if (fold) {

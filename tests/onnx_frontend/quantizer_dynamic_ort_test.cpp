@@ -495,3 +495,63 @@ TEST_CASE("EnableSubgraph: MatMul nodes inside If branches, weights from every s
   CHECK_THROWS_WITH_AS(st.validate(), doctest::Contains("EnableSubgraph = true needs use_dynamic"),
                        quark::config_error);
 }
+
+TEST_CASE("dynamic quantization of Gather: an embedding table stored as uint8 codes") {
+  // ids [2, 5] -> Gather(table [50, 16]) -> MatMul(w [16, 8]) -> y; and a Gather from an
+  // activation (x's rows), which stays float.
+  model_builder b(13, 7);
+  b.input("ids", onnx_type::int64, {2, 5});
+  b.input("x", onnx_type::float32, {4, 8});
+  b.initializer("table", onnx_type::float32, {50, 16}, random_floats(800, 41, -2.0f, 1.5f));
+  b.initializer("w", onnx_type::float32, {16, 8}, random_floats(128, 42));
+  b.initializer("rows", onnx_type::int64, {2}, std::vector<std::int64_t>{3, 1});
+  b.node("Gather", {"table", "ids"}, {"e"});
+  b.node("MatMul", {"e", "w"}, {"y"});
+  b.node("Gather", {"x", "rows"}, {"g"});
+  b.output("y", onnx_type::float32, {2, 5, 8});
+  b.output("g", onnx_type::float32, {2, 8});
+  const ::onnx::ModelProto fm = b.build();
+  const fs::path fin = work_dir() / "dyn_gather_float.onnx";
+  const fs::path fout = work_dir() / "dyn_gather.onnx";
+  save_proto(fm, fin);
+  qo::memory_reader none({});
+  const qo::quantize_report r =
+      qo::quantize_model(fin, fout, qo::get_default_config("UINT8_DYNAMIC_QUANT"), none);
+  const ::onnx::ModelProto qm = load_proto(fout);
+  CHECK(r.op_types.at("Gather").quantized == 1);
+  CHECK(r.op_types.at("Gather").kept_float == 1);
+  CHECK(find_init(qm, "table") == nullptr);
+  const auto* codes = find_init(qm, "table_quantized");
+  REQUIRE(codes != nullptr);
+  CHECK(codes->data_type() == onnx_type::uint8);
+  const auto* s = find_init(qm, "table_scale");
+  const auto* z = find_init(qm, "table_zero_point");
+  REQUIRE(s != nullptr);
+  REQUIRE(z != nullptr);
+  check_uint8_params(random_floats(800, 41, -2.0f, 1.5f), values_of<float>(*s).at(0),
+                     values_of<std::uint8_t>(*z).at(0));
+  if (!ort_available())
+    return;
+  check_codes_against_ort(qm, "table", random_floats(800, 41, -2.0f, 1.5f), {50, 16}, -1,
+                          onnx_type::uint8);
+  std::vector<std::int64_t> ids = {0, 7, 49, 3, 3, 12, 25, 1, 40, 8};
+  const std::vector<float> x = random_floats(32, 43);
+  const std::vector<npy_array> in = {npy_array::from(std::span<const std::int64_t>(ids), {2, 5}),
+                                     npy_array::from(std::span<const float>(x), {4, 8})};
+  const auto ref = run_ort(fm, in);
+  const auto ort = run_ort(qm, in);
+  qo::tensor ids_t(quark::dtype_id::int64, {2, 5});
+  std::copy(ids.begin(), ids.end(), ids_t.data<std::int64_t>().begin());
+  const auto ours =
+      qo::run_model(fout, {{"ids", ids_t}, {"x", qo::tensor::from_floats({4, 8}, x)}});
+  for (const char* o : {"y", "g"}) {
+    CAPTURE(std::string(o));
+    const auto a = ort.at(o).values<float>();
+    const auto d = ours.at(o).data<float>();
+    REQUIRE(a.size() == d.size());
+    for (std::size_t i = 0; i < a.size(); ++i)
+      CHECK(std::bit_cast<std::uint32_t>(a[i]) == std::bit_cast<std::uint32_t>(d[i]));
+  }
+  CHECK(ort.at("g").values<float>() == ref.at("g").values<float>());  // left float
+  CHECK(quark::metrics::cosine(ref.at("y").values<float>(), ort.at("y").values<float>()) > 0.999);
+}

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-// Dynamic quantization (dynamic.hpp). Which nodes: the plan's quantized MatMul and Conv nodes
-// (Quark's IntegerOps registry, quark-spec §7.1), a MatMul only with a constant B when
+// Dynamic quantization (dynamic.hpp). Which nodes: the plan's quantized MatMul, Conv and Gather
+// nodes (of Quark's IntegerOps registry, quark-spec §7.1), a MatMul only with a constant B when
 // MatMulConstBOnly (default True here, seed 000), a Conv only with a constant weight. The weight
 // parameters come from qparams_for (Quark's weight rule: min/max including 0, INT8 clipped to
 // +-127) and the values from quark::quantize; per-channel signed weights are symmetric (§5.2).
@@ -349,8 +349,35 @@ class rewriter {
     ++(quantized ? k.quantized : k.kept_float);
   }
 
+  /// Gather from a constant table (an embedding): the table stored quantized, the gathered
+  /// codes dequantized (Quark's IntegerOps registry quantizes Gather's data the same way).
+  bool gather(const ::onnx::NodeProto& src, const node_choice& c, state& st) {
+    auto d = constant(src.input(0), st);
+    if (!d || !c.quantize || !c.weight)
+      return false;
+    const dq_out t = store(src, src.input(0), d->first, d->second, *c.weight, -1, {}, st);
+    ::onnx::NodeProto g = src;
+    g.set_name(fresh_(src.name() + "_quant"));
+    g.set_input(0, t.q);
+    const std::string codes = fresh_(src.output(0) + "_quantized");
+    g.set_output(0, codes);
+    st.rebuilt.push_back(std::move(g));
+    ::onnx::NodeProto dq;
+    dq.set_op_type("DequantizeLinear");
+    dq.set_name(fresh_(src.name() + "_DequantizeLinear"));
+    for (const std::string& v : {codes, t.s, t.z})
+      dq.add_input(v);
+    dq.add_output(src.output(0));
+    st.rebuilt.push_back(std::move(dq));
+    count(src.op_type(), true);
+    ++done_;
+    return true;
+  }
+
   /// Rewrites `src` into st.rebuilt; false when it stays as it is.
   bool node(const ::onnx::NodeProto& src, const node_choice& c, state& st) {
+    if (src.op_type() == "Gather" && src.domain().empty() && src.input_size() == 2)
+      return gather(src, c, st);
     const bool matmul = src.op_type() == "MatMul" && src.domain().empty() && src.input_size() == 2;
     const bool conv = src.op_type() == "Conv" && src.domain().empty() && src.input_size() >= 2;
     if (!(matmul || conv) || !c.quantize || !c.weight)
@@ -449,12 +476,12 @@ void quantize_dynamic(model& m, const plan& pl, const body_planner* bodies,
   }
   report.opset_after = m.opset("").value_or(1);
   if (rw.rewritten() == 0) {
-    report.notes.push_back("none: no MatMul / Conv with a constant weight was selected");
+    report.notes.push_back("none: no MatMul / Conv / Gather with a constant weight was selected");
   } else {
     report.notes.push_back(
         "dynamic: " + std::to_string(rw.rewritten()) +
-        " MatMul / Conv nodes run as MatMulInteger / ConvInteger on uint8 activations quantized "
-        "at run time (" +
+        " MatMul / Conv / Gather nodes quantized: MatMulInteger / ConvInteger on uint8 "
+        "activations quantized at run time (" +
         std::to_string(rw.dql_nodes()) + " DynamicQuantizeLinear); no calibration");
   }
   if (rw.body_nodes_left() > 0) {

@@ -8,6 +8,7 @@
 //
 // with the weight stored quantized (uint8 or int8, per tensor or per channel) by the headers'
 // quark::quantize. One DynamicQuantizeLinear serves every rewritten node reading the same value.
+// A Gather from a constant table gathers stored codes and dequantizes them.
 #pragma once
 
 #include <functional>

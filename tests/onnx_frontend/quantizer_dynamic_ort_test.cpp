@@ -241,6 +241,9 @@ TEST_CASE("UINT8_DYNAMIC_QUANT: MatMul and Conv become integer ops that ONNX Run
   CHECK(r.report.op_types.at("MatMul").quantized == 1);
   CHECK(r.report.op_types.at("MatMul").kept_float == 1);
   CHECK(r.report.opset_after == 13);
+  CHECK(r.report.dynamic);
+  CHECK(qo::summary_table(r.report).starts_with(
+      "Quantization summary (dynamic: activations quantized at run time, opset 13)\n"));
 
   // Stored weights: uint8, per tensor, hand-derived parameters, ORT's codes.
   for (const auto& entry :

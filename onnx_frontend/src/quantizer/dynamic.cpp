@@ -466,6 +466,7 @@ class rewriter {
 
 void quantize_dynamic(model& m, const plan& pl, const body_planner* bodies,
                       quantize_report& report) {
+  report.dynamic = true;
   rewriter rw(m, pl.opt, bodies, report);
   rw.graph(*proto(m).mutable_graph(), pl.nodes, {});
   report.opset_before = m.opset("").value_or(1);

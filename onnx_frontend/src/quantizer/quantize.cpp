@@ -2339,8 +2339,13 @@ quantize_report quantize_model(const std::filesystem::path& model_in,
 
 std::string summary_table(const quantize_report& r) {
   std::ostringstream os;
-  os << "Quantization summary (" << r.calibration_samples << " calibration sample"
-     << (r.calibration_samples == 1 ? "" : "s") << ", opset " << r.opset_before;
+  if (r.dynamic) {
+    os << "Quantization summary (dynamic: activations quantized at run time, opset "
+       << r.opset_before;
+  } else {
+    os << "Quantization summary (" << r.calibration_samples << " calibration sample"
+       << (r.calibration_samples == 1 ? "" : "s") << ", opset " << r.opset_before;
+  }
   if (r.opset_after != r.opset_before)
     os << " -> " << r.opset_after;
   os << ")\n";

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -326,6 +327,22 @@ TEST_CASE("dynamic quantization with per-channel int8 weights and both MatMul in
   }
 }
 
+TEST_CASE("dynamic quantization: --eval compares with the float model on the data given") {
+  const fs::path fin = work_dir() / "dyn_evalok_float.onnx";
+  save_proto(cnn_model(), fin);
+  qo::memory_reader data({inputs(11), inputs(12)});
+  qo::quantize_run_options run;
+  run.eval_samples = 2;
+  const qo::quantize_report r =
+      qo::quantize_model(fin, work_dir() / "dyn_evalok.onnx",
+                         qo::get_default_config("UINT8_DYNAMIC_QUANT"), data, run);
+  REQUIRE(r.eval.has_value());
+  CHECK(r.eval->samples == 2u);
+  // Output 0 is y, the rewritten path; uint8 weights and activations keep it close.
+  CHECK(r.eval->cosine_min > 0.999);
+  CHECK(r.eval->cosine_min < 1.0);  // it is quantized: not the float output
+}
+
 TEST_CASE("dynamic quantization refuses what its ops cannot express, naming the culprit") {
   SUBCASE("per-channel uint8 Conv weights") {
     qo::qconfig cfg = qo::get_default_config("UINT8_DYNAMIC_QUANT");
@@ -339,6 +356,63 @@ TEST_CASE("dynamic quantization refuses what its ops cannot express, naming the 
     cfg.global_config.input_tensors = qo::make_spec(qo::spec_name::int8);
     CHECK_THROWS_WITH_AS(cfg.validate(), doctest::Contains("DynamicQuantizeLinear"),
                          quark::config_error);
+  }
+  SUBCASE("what the integer ops cannot express, each named") {
+    struct bad {
+      const char* what;
+      std::function<void(qo::qconfig&)> edit;
+    };
+    const bad cases[] = {
+        {"global_config.weight must be an Int8Spec or UInt8Spec",
+         [](qo::qconfig& c) { c.global_config.weight = qo::make_spec(qo::spec_name::int16); }},
+        {"global_config.weight must be an Int8Spec or UInt8Spec",
+         [](qo::qconfig& c) { c.global_config.weight->scale_type = qo::scale_kind::power_of_2; }},
+        {"output_tensors and bias must be null",
+         [](qo::qconfig& c) {
+           c.global_config.output_tensors = qo::make_spec(qo::spec_name::uint8);
+         }},
+        {"specific_layer_config[0] is not supported",
+         [](qo::qconfig& c) {
+           c.specific_layer_config.push_back({c.global_config, {qo::node_selector::parse("n0")}});
+         }},
+        {"layer_type_config[0] sets a config",
+         [](qo::qconfig& c) {
+           c.layer_type_config.push_back({c.global_config, {"Conv"}});
+         }},
+        {"extra_options.WeightsOnly needs static quantization",
+         [](qo::qconfig& c) { c.extra_options.set("WeightsOnly", true); }},
+    };
+    for (const bad& b : cases) {
+      CAPTURE(std::string(b.what));
+      qo::qconfig cfg = qo::get_default_config("UINT8_DYNAMIC_QUANT");
+      b.edit(cfg);
+      CHECK_THROWS_WITH_AS(cfg.validate(), doctest::Contains(b.what), quark::config_error);
+    }
+    // A null layer_type_config entry (keep an op type float) is fine.
+    qo::qconfig ok = qo::get_default_config("UINT8_DYNAMIC_QUANT");
+    ok.layer_type_config.push_back({std::nullopt, {"Conv"}});
+    CHECK_NOTHROW(ok.validate());
+    const run_result r = quantize(ok, "dyn_no_conv");
+    CHECK(count_ops(r.model, "ConvInteger") == 0);
+    CHECK(count_ops(r.model, "MatMulInteger") == 1);
+  }
+  SUBCASE("a Conv bias that is not a constant") {
+    model_builder b(13, 7);
+    b.input("x", onnx_type::float32, {1, 3, 6, 6});
+    b.input("bias", onnx_type::float32, {4});
+    b.initializer("w", onnx_type::float32, {4, 3, 3, 3}, conv_weight());
+    b.node("Conv", {"x", "w", "bias"}, {"y"});
+    b.output("y", onnx_type::float32, {1, 4, 4, 4});
+    const fs::path fin = work_dir() / "dyn_bias_float.onnx";
+    const fs::path fout = work_dir() / "dyn_bias.onnx";
+    fs::remove(fout);
+    save_proto(b.build(), fin);
+    qo::memory_reader none({});
+    CHECK_THROWS_WITH_AS(
+        qo::quantize_model(fin, fout, qo::get_default_config("UINT8_DYNAMIC_QUANT"), none),
+        doctest::Contains("node 'n0' (Conv): the bias 'bias' is not a float32 constant"),
+        quark::onnx::frontend_error);
+    CHECK(!fs::exists(fout));
   }
   SUBCASE("an algorithm") {
     qo::qconfig cfg = qo::get_default_config("UINT8_DYNAMIC_QUANT");

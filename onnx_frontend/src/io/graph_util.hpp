@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <onnx/onnx_pb.h>
@@ -13,6 +14,9 @@ namespace quark::onnx {
 
 /// The attribute's type; for files that leave `type` unset, inferred from the populated field.
 ::onnx::AttributeProto::AttributeType attribute_kind(const ::onnx::AttributeProto& a);
+
+/// Index of the initializer `name` of `g`, or -1.
+int find_initializer(const ::onnx::GraphProto& g, std::string_view name);
 
 /// "node 'conv1' (Conv)", or "node #3 (Conv)" for an unnamed node.
 std::string node_label(const ::onnx::NodeProto& n, std::size_t index);

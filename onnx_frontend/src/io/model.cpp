@@ -172,14 +172,6 @@ void fill_node(const node_info& in, ::onnx::NodeProto& n) {
   }
 }
 
-int find_initializer(const ::onnx::GraphProto& g, std::string_view name) {
-  for (int i = 0; i < g.initializer_size(); ++i) {
-    if (g.initializer(i).name() == name)
-      return i;
-  }
-  return -1;
-}
-
 std::string default_data_file(const std::filesystem::path& path) {
   return path.filename().string() + ".data";
 }

@@ -217,6 +217,14 @@ std::set<std::string> node_implicit_inputs(const ::onnx::NodeProto& n) {
   return out;
 }
 
+int find_initializer(const ::onnx::GraphProto& g, std::string_view name) {
+  for (int i = 0; i < g.initializer_size(); ++i) {
+    if (g.initializer(i).name() == name)
+      return i;
+  }
+  return -1;
+}
+
 std::string node_label(const ::onnx::NodeProto& n, std::size_t index) {
   std::string label = "node ";
   if (n.name().empty()) {

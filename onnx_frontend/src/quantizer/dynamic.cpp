@@ -17,6 +17,10 @@
 #include <string>
 #include <vector>
 
+#include <quark/observer/minmax_observer.hpp>
+#include <quark/observer/per_channel.hpp>
+
+#include "io/graph_util.hpp"
 #include "io/proto_access.hpp"
 #include "io/tensor_proto.hpp"
 #include "quantizer/graph_util.hpp"
@@ -77,9 +81,11 @@ stored_weight quantize_weight(const tensor& w, const tspec& spec, std::int64_t a
                               const std::string& name) {
   stored_weight out;
   const std::span<const float> v = w.data<float>();
-  if (!v.empty()) {
-    out.rmin = *std::min_element(v.begin(), v.end());
-    out.rmax = *std::max_element(v.begin(), v.end());
+  minmax_observer all;
+  all.observe(v);
+  if (const range_stats r = all.stats(); r.has_values()) {
+    out.rmin = r.min;
+    out.rmax = r.max;
   }
   const bool sym = spec.symmetric || (axis >= 0 && spec.type == dtype_id::int8);
   std::int64_t qmin = 0, qmax = 0;
@@ -93,54 +99,27 @@ stored_weight quantize_weight(const tensor& w, const tspec& spec, std::int64_t a
   if (axis < 0) {
     one(out.rmin, out.rmax);
   } else {
+    std::vector<std::size_t> dims(w.shape().begin(), w.shape().end());
     const auto ax = static_cast<std::size_t>(axis);
-    const auto c = static_cast<std::size_t>(w.shape()[ax]);
-    std::size_t inner = 1;
-    for (std::size_t d = ax + 1; d < w.rank(); ++d)
-      inner *= static_cast<std::size_t>(w.shape()[d]);
-    const std::size_t outer = c * inner == 0 ? 0 : v.size() / (c * inner);
-    for (std::size_t ch = 0; ch < c; ++ch) {
-      float lo = 0.0f, hi = 0.0f;
-      bool first = true;
-      for (std::size_t o = 0; o < outer; ++o) {
-        const float* p = v.data() + (o * c + ch) * inner;
-        const auto [mn, mx] = std::minmax_element(p, p + inner);
-        if (inner == 0)
-          continue;
-        lo = first ? *mn : std::min(lo, *mn);
-        hi = first ? *mx : std::max(hi, *mx);
-        first = false;
-      }
-      one(lo, hi);
+    per_channel_observer<minmax_observer> obs(dims[ax]);
+    obs.observe(v, dims, static_cast<std::ptrdiff_t>(axis));
+    for (std::size_t ch = 0; ch < dims[ax]; ++ch) {
+      const range_stats r = obs[ch].stats();
+      one(r.has_values() ? r.min : 0.0f, r.has_values() ? r.max : 0.0f);
     }
   }
   out.q = quantize_values(w, spec.type, out.scale, out.zp, axis, qmin, qmax);
   return out;
 }
 
-/// The first non-finite value of a weight, as an error naming the node.
-void check_finite(const tensor& w, const std::string& what, const ::onnx::NodeProto& n) {
-  const std::span<const float> v = w.data<float>();
-  for (std::size_t i = 0; i < v.size(); ++i) {
-    if (!std::isfinite(v[i])) {
-      throw frontend_error("quark.quantize.non_finite", what + " of node '" + n.name() + "' (" +
-                                                            n.op_type() + ") holds " +
-                                                            (std::isnan(v[i]) ? "NaN" : "Inf") +
-                                                            " at element " + std::to_string(i));
-    }
+/// Index of the Constant node of `g` that writes `name`, or -1.
+int constant_node(const ::onnx::GraphProto& g, const std::string& name) {
+  for (int k = 0; k < g.node_size(); ++k) {
+    const ::onnx::NodeProto& n = g.node(k);
+    if (n.op_type() == "Constant" && n.output_size() == 1 && n.output(0) == name)
+      return k;
   }
-}
-
-::onnx::NodeProto make_dql(const std::string& name, const std::string& x, const std::string& q,
-                           const std::string& s, const std::string& z) {
-  ::onnx::NodeProto n;
-  n.set_op_type("DynamicQuantizeLinear");
-  n.set_name(name);
-  n.add_input(x);
-  n.add_output(q);
-  n.add_output(s);
-  n.add_output(z);
-  return n;
+  return -1;
 }
 
 /// The rewrite of one graph and, with EnableSubgraph, of the If / Loop / Scan bodies in it.
@@ -157,6 +136,7 @@ class rewriter {
       ::onnx::NodeProto& src = *g.mutable_node(i);
       body_nodes(src, st);
       const node_choice& c = choices.at(static_cast<std::size_t>(i));
+      st.index = static_cast<std::size_t>(i);
       if (!node(src, c, st)) {
         st.rebuilt.push_back(src);
         count(src.op_type(), false);
@@ -170,19 +150,10 @@ class rewriter {
     for (const std::string& w : replaced_[&g]) {
       if (after.uses(w) != 0)
         continue;
-      for (int k = 0; k < g.initializer_size(); ++k) {
-        if (g.initializer(k).name() == w) {
-          g.mutable_initializer()->DeleteSubrange(k, 1);
-          break;
-        }
-      }
-      for (int k = 0; k < g.node_size(); ++k) {
-        if (g.node(k).op_type() == "Constant" && g.node(k).output_size() == 1 &&
-            g.node(k).output(0) == w) {
-          g.mutable_node()->DeleteSubrange(k, 1);
-          break;
-        }
-      }
+      if (const int k = find_initializer(g, w); k >= 0)
+        g.mutable_initializer()->DeleteSubrange(k, 1);
+      if (const int k = constant_node(g, w); k >= 0)
+        g.mutable_node()->DeleteSubrange(k, 1);
     }
   }
 
@@ -199,6 +170,7 @@ class rewriter {
     std::vector<::onnx::GraphProto*> outer;  ///< enclosing graphs, innermost last
     std::map<std::string, dq_out> dynamic;   ///< value -> its DynamicQuantizeLinear outputs
     std::vector<::onnx::NodeProto> rebuilt;
+    std::size_t index = 0;  ///< of the node being rewritten (its label when unnamed)
   };
 
   /// The bodies of `n`: rewritten (EnableSubgraph) or counted as left float.
@@ -211,7 +183,7 @@ class rewriter {
         subs.push_back(&sg);
       for (::onnx::GraphProto* sg : subs) {
         if (bodies_ == nullptr) {
-          body_left_ += static_cast<std::size_t>(sg->node_size());
+          body_left_ += static_cast<std::size_t>(sg->node_size()) + body_node_count(*sg);
           continue;
         }
         std::vector<node_ref> refs;
@@ -235,17 +207,14 @@ class rewriter {
     scopes.push_back(&st.g);
     for (auto it = scopes.rbegin(); it != scopes.rend(); ++it) {
       ::onnx::GraphProto& g = **it;
-      for (const auto& t : g.initializer()) {
-        if (t.name() == name) {
-          if (t.data_type() != ::onnx::TensorProto::FLOAT)
-            return std::nullopt;
-          return std::make_pair(read_tensor(t, m_.base_dir()), &g);
-        }
+      if (const int k = find_initializer(g, name); k >= 0) {
+        const ::onnx::TensorProto& t = g.initializer(k);
+        if (t.data_type() != ::onnx::TensorProto::FLOAT)
+          return std::nullopt;
+        return std::make_pair(read_tensor(t, m_.base_dir()), &g);
       }
-      for (const auto& n : g.node()) {
-        if (n.op_type() != "Constant" || n.output_size() != 1 || n.output(0) != name)
-          continue;
-        const auto* v = find_attr(n, "value");
+      if (const int k = constant_node(g, name); k >= 0) {
+        const auto* v = find_attr(g.node(k), "value");
         if (v == nullptr || !v->has_t() || v->t().data_type() != ::onnx::TensorProto::FLOAT)
           return std::nullopt;
         return std::make_pair(read_tensor(v->t(), m_.base_dir()), &g);
@@ -272,7 +241,8 @@ class rewriter {
     if (it != st.dynamic.end())
       return it->second;
     dq_out d{fresh_(x + "_quantized"), fresh_(x + "_scale"), fresh_(x + "_zero_point")};
-    st.rebuilt.push_back(make_dql(fresh_(x + "_DynamicQuantizeLinear"), x, d.q, d.s, d.z));
+    st.rebuilt.push_back(make_op("DynamicQuantizeLinear", fresh_(x + "_DynamicQuantizeLinear"), {x},
+                                 {d.q, d.s, d.z}));
     ++dql_;
     tensor_report tr;
     tr.name = x;
@@ -288,20 +258,20 @@ class rewriter {
   dq_out store(const ::onnx::NodeProto& n, const std::string& w, const tensor& value,
                ::onnx::GraphProto* home, const tspec& spec, std::int64_t axis,
                const shape_t& scale_shape, state& st, bool one_zero_point = false) {
-    check_finite(value, "weight '" + w + "'", n);
+    if (const std::string bad =
+            non_finite_values(value.data<float>(), node_label(n, st.index), w, "weight");
+        !bad.empty()) {
+      throw frontend_error("quark.quantize.non_finite",
+                           bad + ": a quantized weight or bias must be finite");
+    }
     const stored_weight sw = quantize_weight(value, spec, axis, w);
     const dq_out d{fresh_(w + "_quantized"), fresh_(w + "_scale"), fresh_(w + "_zero_point")};
     const bool scalar = axis < 0;
     add_initializer(st.g, d.q, sw.q);
     add_initializer(st.g, d.s, scale_tensor(sw.scale, scalar, scalar ? shape_t{} : scale_shape));
     // An integer op's zero point is a scalar or 1-D (one per column / output channel);
-    // `one_zero_point`: the scalar the per-channel zero points share (ConvInteger's single one).
-    if (one_zero_point &&
-        std::adjacent_find(sw.zp.begin(), sw.zp.end(), std::not_equal_to<>()) != sw.zp.end()) {
-      throw frontend_error("quark.quantize.dynamic", "node '" + n.name() + "': weight '" + w +
-                                                         "' has several zero points; ConvInteger "
-                                                         "takes one");
-    }
+    // `one_zero_point`: ConvInteger's single one, which per-channel weights share (they are
+    // symmetric int8, node() refuses any other per-channel Conv spec, so every one is 0).
     add_initializer(st.g, d.z,
                     zero_point_tensor(spec.type, one_zero_point ? std::vector{sw.zp.at(0)} : sw.zp,
                                       scalar || one_zero_point));
@@ -362,13 +332,8 @@ class rewriter {
     const std::string codes = fresh_(src.output(0) + "_quantized");
     g.set_output(0, codes);
     st.rebuilt.push_back(std::move(g));
-    ::onnx::NodeProto dq;
-    dq.set_op_type("DequantizeLinear");
-    dq.set_name(fresh_(src.name() + "_DequantizeLinear"));
-    for (const std::string& v : {codes, t.s, t.z})
-      dq.add_input(v);
-    dq.add_output(src.output(0));
-    st.rebuilt.push_back(std::move(dq));
+    st.rebuilt.push_back(make_op("DequantizeLinear", fresh_(src.name() + "_DequantizeLinear"),
+                                 {codes, t.s, t.z}, {src.output(0)}));
     count(src.op_type(), true);
     ++done_;
     return true;
@@ -395,13 +360,8 @@ class rewriter {
                                  ws.per_channel && w->first.rank() == 2 ? 1 : -1,
                                  shape_t{w->first.rank() == 2 ? w->first.shape()[1] : 1}, st)
                          : activation(src.input(1), st);
-      ::onnx::NodeProto mm;
-      mm.set_op_type("MatMulInteger");
-      mm.set_name(fresh_(src.name() + "_quant"));
-      for (const std::string& v : {a.q, b.q, a.z, b.z})
-        mm.add_input(v);
-      mm.add_output(product);
-      st.rebuilt.push_back(std::move(mm));
+      st.rebuilt.push_back(
+          make_op("MatMulInteger", fresh_(src.name() + "_quant"), {a.q, b.q, a.z, b.z}, {product}));
       tail(src, product, a.s, b.s, "", st);
     } else {
       // ConvInteger takes one weight zero point in ONNX Runtime ("Non per-tensor quantization
@@ -437,12 +397,8 @@ class rewriter {
         replaced_[bv->second].insert(src.input(2));
       }
       const dq_out x = activation(src.input(0), st);
-      ::onnx::NodeProto ci;
-      ci.set_op_type("ConvInteger");
-      ci.set_name(fresh_(src.name() + "_quant"));
-      for (const std::string& v : {x.q, wq.q, x.z, wq.z})
-        ci.add_input(v);
-      ci.add_output(product);
+      ::onnx::NodeProto ci =
+          make_op("ConvInteger", fresh_(src.name() + "_quant"), {x.q, wq.q, x.z, wq.z}, {product});
       for (const auto& a : src.attribute())
         *ci.add_attribute() = a;
       st.rebuilt.push_back(std::move(ci));

@@ -70,6 +70,23 @@ struct graph_index {
   }
 };
 
+/// How many nodes the If / Loop / Scan bodies of `g`'s nodes hold, nested bodies included.
+inline std::size_t body_node_count(const ::onnx::GraphProto& g) {
+  std::size_t k = 0;
+  auto count = [&](const ::onnx::GraphProto& b) {
+    k += static_cast<std::size_t>(b.node_size()) + body_node_count(b);
+  };
+  for (const auto& n : g.node()) {
+    for (const auto& a : n.attribute()) {
+      if (a.has_g())
+        count(a.g());
+      for (const auto& b : a.graphs())
+        count(b);
+    }
+  }
+  return k;
+}
+
 /// The attribute `name` of `n`, or nullptr.
 inline const ::onnx::AttributeProto* find_attr(const ::onnx::NodeProto& n, std::string_view name) {
   for (const auto& a : n.attribute()) {

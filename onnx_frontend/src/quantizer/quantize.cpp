@@ -617,26 +617,6 @@ std::map<std::string, unneeded> unneeded_ranges(
   return out;
 }
 
-/// "weight 'w' of node 'n' (Conv) holds NaN at element 5" for the first non-finite value of `v`,
-/// the float input `name` of node `n` (the graph's node `index`; `role` "weight", "bias" or
-/// "initializer"), or "" when all are finite.
-std::string non_finite_values(std::span<const float> v, const node_info& n, std::size_t index,
-                              const std::string& name, const char* role) {
-  const auto bad = std::find_if(v.begin(), v.end(), [](float x) { return !std::isfinite(x); });
-  if (bad == v.end())
-    return {};
-  std::string node = "'" + n.name + "'";
-  if (n.name.empty()) {
-    node = "#";
-    node += std::to_string(index);
-  }
-  return std::string(role) + " '" + name + "' of node " + node + " (" + n.op_type + ") holds " +
-         (std::isnan(*bad) ? "NaN"
-          : *bad > 0.0f    ? "+Inf"
-                           : "-Inf") +
-         " at element " + std::to_string(bad - v.begin());
-}
-
 /// The values a float32 model declares float16 / bfloat16 (a Cast to them, their initializers,
 /// graph inputs, what ONNX type inference derives from those). The runtime computes them in
 /// float32, so calibration reports them as float32; Quark, like ONNX Runtime's quantizer, leaves
@@ -809,23 +789,6 @@ model quantize_model(model&& in, const qconfig& cfg, calibration_data_reader& re
 
 namespace {
 
-/// How many nodes the If / Loop / Scan bodies of `g`'s nodes hold, nested bodies included.
-std::size_t body_node_count(const ::onnx::GraphProto& g) {
-  std::size_t k = 0;
-  auto count = [&](const ::onnx::GraphProto& b) {
-    k += static_cast<std::size_t>(b.node_size()) + body_node_count(b);
-  };
-  for (const auto& n : g.node()) {
-    for (const auto& a : n.attribute()) {
-      if (a.has_g())
-        count(a.g());
-      for (const auto& b : a.graphs())
-        count(b);
-    }
-  }
-  return k;
-}
-
 /// Evaluation against the float model (EvalMetrics / run.eval_samples), on EvalDataReader's
 /// folder when given, else on the calibration data (`default_n` samples with EvalMetrics alone).
 void evaluate_against_float(quantize_report& report, const qz::settings& opt,
@@ -887,7 +850,7 @@ model quantize_float32_model(model m, const qconfig& cfg, calibration_data_reade
   // Static quantization covers the main graph, as in Quark (its EnableSubgraph is for dynamic
   // quantization, use_dynamic_quant; docs/config.md): say so when bodies hold nodes, or a model
   // whose work sits in an If (silero VAD opset 16) comes back unchanged without a word.
-  if (const std::size_t k = body_node_count(proto(m).graph()); k > 0) {
+  if (const std::size_t k = qz::body_node_count(proto(m).graph()); k > 0) {
     report.notes.push_back("graph: " + std::to_string(k) +
                            (k == 1 ? " node inside an If / Loop / Scan body stays"
                                    : " nodes inside If / Loop / Scan bodies stay") +
@@ -1393,7 +1356,9 @@ model quantize_float32_model(model m, const qconfig& cfg, calibration_data_reade
           if (!is_float_init(x))
             continue;
           const tensor t = m.initializer(x);
-          const std::string bad = non_finite_values(t.data<float>(), nodes[i], i, x, "initializer");
+          const std::string bad = qz::non_finite_values(
+              t.data<float>(), node_label(proto(m).graph().node(static_cast<int>(i)), i), x,
+              "initializer");
           if (!bad.empty()) {
             throw frontend_error("quark.quantize.non_finite",
                                  bad + " (calibration failed: " + e.message() + ")");
@@ -1567,8 +1532,9 @@ model quantize_float32_model(model m, const qconfig& cfg, calibration_data_reade
       const auto v = w.data<float>();
       // A quantized weight or bias must be finite: NaN has no code (QuantizeLinear maps it to
       // the zero point, so the model would silently compute something else) and +-Inf no scale.
-      if (const std::string bad =
-              non_finite_values(v, nodes[e.node], e.node, e.name, e.is_bias ? "bias" : "weight");
+      if (const std::string bad = qz::non_finite_values(
+              v, node_label(proto(m).graph().node(static_cast<int>(e.node)), e.node), e.name,
+              e.is_bias ? "bias" : "weight");
           !bad.empty()) {
         throw frontend_error("quark.quantize.non_finite",
                              bad + ": a quantized weight or bias must be finite");

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 #include <span>
 #include <sstream>
 #include <string>
@@ -92,14 +93,39 @@ inline tensor scale_tensor(const std::vector<float>& s, bool scalar, const shape
   return t;
 }
 
+/// A node `op` named `name` reading `in`, writing `out`, with no attribute.
+inline ::onnx::NodeProto make_op(const std::string& op, const std::string& name,
+                                 std::initializer_list<std::string> in,
+                                 std::initializer_list<std::string> out) {
+  ::onnx::NodeProto n;
+  n.set_op_type(op);
+  n.set_name(name);
+  for (const auto& i : in)
+    n.add_input(i);
+  for (const auto& o : out)
+    n.add_output(o);
+  return n;
+}
+
+/// "weight 'w' of node 'n' (Conv) holds NaN at element 5" for the first non-finite value of `v`,
+/// the float input `name` (`role` "weight", "bias" or "initializer") of the node labelled `node`
+/// (io/graph_util.hpp node_label), or "" when all are finite.
+inline std::string non_finite_values(std::span<const float> v, const std::string& node,
+                                     const std::string& name, const char* role) {
+  const auto bad = std::find_if(v.begin(), v.end(), [](float x) { return !std::isfinite(x); });
+  if (bad == v.end())
+    return {};
+  return std::string(role) + " '" + name + "' of " + node + " holds " +
+         (std::isnan(*bad) ? "NaN"
+          : *bad > 0.0f    ? "+Inf"
+                           : "-Inf") +
+         " at element " + std::to_string(bad - v.begin());
+}
+
 /// Cast(in, to) -> out (`to` an ONNX TensorProto data type).
 inline ::onnx::NodeProto make_cast(const std::string& name, const std::string& in,
                                    const std::string& out, dtype_id to) {
-  ::onnx::NodeProto n;
-  n.set_op_type("Cast");
-  n.set_name(name);
-  n.add_input(in);
-  n.add_output(out);
+  ::onnx::NodeProto n = make_op("Cast", name, {in}, {out});
   auto* a = n.add_attribute();
   a->set_name("to");
   a->set_type(::onnx::AttributeProto::INT);
@@ -110,13 +136,7 @@ inline ::onnx::NodeProto make_cast(const std::string& name, const std::string& i
 inline ::onnx::NodeProto make_binary(const std::string& op, const std::string& name,
                                      const std::string& a, const std::string& b,
                                      const std::string& out) {
-  ::onnx::NodeProto n;
-  n.set_op_type(op);
-  n.set_name(name);
-  n.add_input(a);
-  n.add_input(b);
-  n.add_output(out);
-  return n;
+  return make_op(op, name, {a, b}, {out});
 }
 
 /// A warning when one per-tensor scale sends most of the weight's non-zero values `v` to the code

@@ -174,11 +174,12 @@ std::shared_ptr<graph> build_graph(const ::onnx::GraphProto& gp, int opset,
     // ONNX semantics with the types of opset 21, so the default-domain kernels run them.
     const bool contrib_qdq =
         np.domain() == "com.microsoft" && (n.op == "QuantizeLinear" || n.op == "DequantizeLinear");
-    // AMD Quark's fused BFP / MX quantize-dequantize ops (ops_quark.cpp).
+    // AMD Quark's fused BFP / MX quantize-dequantize ops (ops_quark.cpp) and ONNX Runtime's
+    // other contrib ops (ops_contrib.cpp: MatMulNBits) are registered as "domain:op".
     if (default_domain || contrib_qdq) {
       n.kernel = find_kernel(n.op);
-    } else if (np.domain() == "com.amd.quark") {
-      n.kernel = find_kernel("com.amd.quark:" + n.op);
+    } else if (np.domain() == "com.amd.quark" || np.domain() == "com.microsoft") {
+      n.kernel = find_kernel(np.domain() + ":" + n.op);
     }
     if (!n.kernel) {
       report.unsupported.push_back(default_domain ? n.op : np.domain() + ":" + n.op);

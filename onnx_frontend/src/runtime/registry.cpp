@@ -29,6 +29,7 @@ const registry_map& registry() {
     register_rnn(m);
     register_control(m);
     register_quark_ops(m);
+    register_contrib(m);
     return m;
   }();
   return r;

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
-// The operator registry: op type (default ONNX domain) -> kernel. Each op family registers its
-// kernels from its own source file; find_kernel returns nullptr for unknown ops so the graph
-// builder can list every unsupported op of a model at once.
+// The operator registry: op type (default ONNX domain, else "domain:op") -> kernel. Each op
+// family registers its kernels from its own source file; find_kernel returns nullptr for unknown
+// ops so the graph builder can list every unsupported op of a model at once.
 #pragma once
 
 #include <map>
@@ -34,9 +34,10 @@ void register_integer(registry_map& r);  ///< DynamicQuantizeLinear, MatMulInteg
 void register_rnn(registry_map& r);
 void register_control(registry_map& r);
 void register_quark_ops(registry_map& r);  ///< keys "com.amd.quark:<op>"
+void register_contrib(registry_map& r);    ///< keys "com.microsoft:<op>": MatMulNBits
 
-/// The kernel of `op` in the default domain ("com.amd.quark:<op>" for Quark's custom ops), or
-/// nullptr.
+/// The kernel of `op` in the default domain ("com.amd.quark:<op>" for Quark's custom ops,
+/// "com.microsoft:<op>" for ONNX Runtime's contrib ops), or nullptr.
 kernel_fn find_kernel(std::string_view op);
 std::vector<std::string> registered_ops();
 

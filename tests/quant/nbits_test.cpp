@@ -1,0 +1,288 @@
+// SPDX-License-Identifier: MIT
+// quark::quantize_nbits / dequantize_nbits (MatMulNBits storage) on hand-derived blocks: the
+// block quantizer's formulas of quark-spec §10.7 evaluated by hand with exactly representable
+// scales, so that every code below is a known number, including the cases where the rounding
+// rule shows (half away from zero, after adding the zero point), the tie of the symmetric
+// maximum, a zero point on a tie, all-zero blocks and the byte layout (nibble order, short last
+// blocks, zero points of an odd block count, the padding nibble of an odd K). ONNX Runtime reads
+// the same storage in tests/onnx_frontend/quantizer_nbits_ort_test.cpp.
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <stdexcept>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+#include <quark/quant/nbits.hpp>
+
+namespace {
+
+struct quantized {
+  std::vector<std::uint8_t> packed;
+  std::vector<float> scales;
+  std::vector<std::uint8_t> zp;
+};
+
+quantized run(const std::vector<float>& w, const quark::nbits_layout& l, bool symmetric) {
+  quantized q;
+  q.packed.resize(static_cast<std::size_t>(l.packed_bytes()));
+  q.scales.resize(static_cast<std::size_t>(l.scale_count()));
+  q.zp.resize(symmetric ? 0 : static_cast<std::size_t>(l.zero_point_bytes()));
+  quark::quantize_nbits(w, l, symmetric, q.packed, q.scales, q.zp);
+  return q;
+}
+
+/// Code of row r in a single-column, single-block 4-bit layout.
+int code4(const quantized& q, int r) {
+  return (q.packed[static_cast<std::size_t>(r / 2)] >> ((r % 2) * 4)) & 0xF;
+}
+
+}  // namespace
+
+TEST_CASE("nbits: symmetric 4-bit block, hand-derived codes") {
+  // Largest magnitude 3 (positive): scale = -3/8 = -0.375, codes round(v / -0.375 + 8).
+  std::vector<float> w(16, 0.0f);
+  w[0] = 3.0f;     // -8 + 8 = 0
+  w[1] = -2.0f;    // 5.33 + 8 -> 13
+  w[2] = 0.5f;     // -1.33 + 8 = 6.67 -> 7
+  w[3] = -2.875f;  // 7.67 + 8 -> 16, clamped to 15 (the negative end has one step less)
+  w[4] = 0.75f;    // -2 + 8 = 6
+  const quark::nbits_layout l{16, 1, 4, 16};
+  const quantized q = run(w, l, true);
+  REQUIRE(q.scales.size() == 1);
+  CHECK(q.scales[0] == -0.375f);
+  CHECK(code4(q, 0) == 0);
+  CHECK(code4(q, 1) == 13);
+  CHECK(code4(q, 2) == 7);
+  CHECK(code4(q, 3) == 15);
+  CHECK(code4(q, 4) == 6);
+  CHECK(code4(q, 5) == 8);  // zeros sit on the implicit zero point
+  CHECK(q.packed[0] == (0 | (13 << 4)));
+  // Dequantized: (code - 8) * scale; 3 comes back exactly, -2.875 as -2.625.
+  std::vector<float> back(16);
+  quark::dequantize_nbits(q.packed, q.scales, {}, l, back);
+  CHECK(back[0] == 3.0f);
+  CHECK(back[3] == -2.625f);
+  CHECK(back[4] == 0.75f);
+}
+
+TEST_CASE("nbits: symmetric ties and rounding") {
+  // |max| == |min|: the minimum is taken, so the scale is positive: -(-2) / 8 = 0.25.
+  std::vector<float> w(16, 0.0f);
+  w[0] = -2.0f;
+  w[1] = 2.0f;
+  // v * 4 + 8 lands on halves: roundf goes away from zero (RNE would differ on 8.5 and 10.5),
+  // and the zero point is added before rounding (-0.5 + 8 = 7.5 -> 8, not round(-0.5) + 8 = 7).
+  w[2] = 0.125f;   // 8.5 -> 9
+  w[3] = -0.125f;  // 7.5 -> 8
+  w[4] = 0.375f;   // 9.5 -> 10
+  w[5] = 0.625f;   // 10.5 -> 11
+  const quantized q = run(w, {16, 1, 4, 16}, true);
+  CHECK(q.scales[0] == 0.25f);
+  CHECK(code4(q, 0) == 0);   // -8 + 8
+  CHECK(code4(q, 1) == 15);  // 8 + 8 = 16, clamped
+  CHECK(code4(q, 2) == 9);
+  CHECK(code4(q, 3) == 8);
+  CHECK(code4(q, 4) == 10);
+  CHECK(code4(q, 5) == 11);
+}
+
+TEST_CASE("nbits: asymmetric 4-bit blocks, hand-derived") {
+  const quark::nbits_layout l{16, 1, 4, 16};
+  SUBCASE("zero point on a tie rounds away from zero") {
+    // [-1.125, 2.625]: scale 3.75 / 15 = 0.25 exactly; zero point 1.125 / 0.25 = 4.5 -> 5.
+    std::vector<float> w(16, 0.0f);
+    w[0] = -1.125f;
+    w[1] = 2.625f;
+    w[2] = 0.125f;  // 0.5 + 5 = 5.5 -> 6
+    const quantized q = run(w, l, false);
+    CHECK(q.scales[0] == 0.25f);
+    CHECK((q.zp.at(0) & 0xF) == 5);
+    CHECK(code4(q, 0) == 1);   // -4.5 + 5 = 0.5 -> 1 (the range end is not always code 0)
+    CHECK(code4(q, 1) == 15);  // 10.5 + 5 = 15.5 -> 16, clamped
+    CHECK(code4(q, 2) == 6);
+    CHECK(code4(q, 3) == 5);
+  }
+  SUBCASE("positive block: the range takes in 0") {
+    // [0.5, 3.75] -> [0, 3.75]: scale 0.25, zero point 0.
+    std::vector<float> w(16, 1.0f);
+    w[0] = 0.5f;
+    w[1] = 3.75f;
+    const quantized q = run(w, l, false);
+    CHECK(q.scales[0] == 0.25f);
+    CHECK((q.zp.at(0) & 0xF) == 0);
+    CHECK(code4(q, 0) == 2);
+    CHECK(code4(q, 1) == 15);
+    CHECK(code4(q, 2) == 4);
+  }
+  SUBCASE("negative block: zero at the top code") {
+    // [-3.75, -0.25] -> [-3.75, 0]: scale 0.25, zero point 15.
+    std::vector<float> w(16, -0.25f);
+    w[0] = -3.75f;
+    const quantized q = run(w, l, false);
+    CHECK(q.scales[0] == 0.25f);
+    CHECK((q.zp.at(0) & 0xF) == 15);
+    CHECK(code4(q, 0) == 0);
+    CHECK(code4(q, 1) == 14);
+  }
+  SUBCASE("all-zero block") {
+    const std::vector<float> w(16, 0.0f);
+    const quantized q = run(w, l, false);
+    CHECK(q.scales[0] == 0.0f);
+    CHECK(q.zp.at(0) == 0);
+    CHECK(code4(q, 7) == 0);
+    const quantized s = run(w, l, true);
+    CHECK(s.scales[0] == 0.0f);
+    CHECK(code4(s, 7) == 8);  // the implicit zero point
+  }
+  SUBCASE("the computed inverse scale, not a division, as the block quantizer does") {
+    // [-1, 2]: scale 3 / 15 = 0.2f (0.200000003), zero point 1 / 0.2f = 4.99999992 -> 5.
+    std::vector<float> w(16, 0.0f);
+    w[0] = -1.0f;
+    w[1] = 2.0f;
+    w[2] = 0.1f;
+    const quantized q = run(w, l, false);
+    CHECK(q.scales[0] == 3.0f / 15.0f);
+    CHECK((q.zp.at(0) & 0xF) == 5);
+    const float inv = 1.0f / (3.0f / 15.0f);
+    CHECK(code4(q, 2) == static_cast<int>(std::round(0.1f * inv + 5.0f)));
+  }
+}
+
+TEST_CASE("nbits: subnormal blocks and float zero points") {
+  // 1e-39 / -8 is a scale whose reciprocal overflows: the block stores zeros (its zero point),
+  // no Inf * 0 reaches a conversion (the sanitizer build checks float-cast-overflow).
+  std::vector<float> w(16, 0.0f);
+  w[0] = 1e-39f;
+  w[1] = -5e-40f;
+  const quark::nbits_layout l{16, 1, 4, 16};
+  const quantized q = run(w, l, true);
+  CHECK(q.scales[0] == 1e-39f / -8.0f);
+  for (int r = 0; r < 16; ++r)
+    CHECK(code4(q, r) == 8);
+  CHECK(quark::nbits_code(1.0f, std::numeric_limits<float>::infinity(), 8, 4) == 15);
+  CHECK(quark::nbits_code(0.0f, std::numeric_limits<float>::infinity(), 8, 4) == 8);
+  // Float zero points (HQQ-style storage): code * scale - zero point * scale.
+  const std::vector<std::uint8_t> packed = {0x53, 0, 0, 0, 0, 0, 0, 0};  // codes 3, 5, 0, ...
+  const std::vector<float> scales = {0.5f}, zf = {2.25f};
+  std::vector<float> col(16);
+  quark::dequantize_nbits_column(packed, scales, {{}, zf}, l, 0, col.data());
+  CHECK(col[0] == 0.375f);   // 1.5 - 1.125
+  CHECK(col[1] == 1.375f);   // 2.5 - 1.125
+  CHECK(col[2] == -1.125f);  // 0 - 1.125
+}
+
+TEST_CASE("nbits: layout of several blocks and columns") {
+  // K = 40 with blocks of 16: blocks of 16, 16 and 8 rows; N = 3. Each value encodes its row and
+  // column so that the codes show where each element went.
+  const quark::nbits_layout l{40, 3, 4, 16};
+  CHECK(l.k_blocks() == 3);
+  CHECK(l.blob_size() == 8);
+  CHECK(l.packed_bytes() == 3 * 3 * 8);
+  CHECK(l.zero_point_bytes_per_column() == 2);
+  std::vector<float> w(40 * 3);
+  for (int r = 0; r < 40; ++r) {
+    for (int c = 0; c < 3; ++c)
+      w[static_cast<std::size_t>(r * 3 + c)] = static_cast<float>((r % 8) - c);
+  }
+  const quantized q = run(w, l, false);
+  // Column c, block b holds rows 16b.. with values (r % 8) - c in [-c, 7 - c]: lo = -c (0 for
+  // c = 0), hi = 7 - c, scale (7 - c + c) / 15 = 7 / 15 and zero point round(c * 15 / 7).
+  for (int c = 0; c < 3; ++c) {
+    for (int b = 0; b < 3; ++b) {
+      CAPTURE(c);
+      CAPTURE(b);
+      CHECK(q.scales[static_cast<std::size_t>(c * 3 + b)] == 7.0f / 15.0f);
+      const int zp = (q.zp[static_cast<std::size_t>(c * 2 + b / 2)] >> ((b % 2) * 4)) & 0xF;
+      CHECK(zp == (c == 0 ? 0 : (c == 1 ? 2 : 4)));  // 15/7 = 2.14, 30/7 = 4.29
+    }
+    // The third block's zero point is the low nibble of the column's second byte; the high
+    // nibble is padding (0).
+    CHECK((q.zp[static_cast<std::size_t>(c * 2 + 1)] >> 4) == 0);
+    // Rows 32..39 fill the first 4 bytes of block 2; its last 4 bytes are padding.
+    for (int i = 4; i < 8; ++i)
+      CHECK(q.packed[static_cast<std::size_t>(c * 24 + 16 + i)] == 0);
+  }
+  // Round trip: within half a step of every value.
+  std::vector<float> back(w.size());
+  quark::dequantize_nbits(q.packed, q.scales, {q.zp, {}}, l, back);
+  for (std::size_t i = 0; i < w.size(); ++i)
+    CHECK(std::fabs(back[i] - w[i]) <= 0.5f * 7.0f / 15.0f + 1e-6f);
+}
+
+TEST_CASE("nbits: the padding nibble of an odd K") {
+  std::vector<float> w(33);
+  for (std::size_t i = 0; i < w.size(); ++i)
+    w[i] = static_cast<float>(i % 5) - 1.5f;
+  SUBCASE("K = 17: row 16 shares its byte with a repeat of row 15's code") {
+    const quark::nbits_layout l{17, 1, 4, 16};
+    CHECK(quark::nbits_padding_repeats_previous(l));
+    const std::vector<float> v(w.begin(), w.begin() + 17);
+    const quantized q = run(v, l, true);
+    const int row15 = q.packed[7] >> 4;  // block 0, byte 7, high nibble: -1.5 / -0.3125 + 8
+    CHECK(row15 == 13);
+    CHECK((q.packed[8] >> 4) == row15);
+    CHECK((q.packed[8] & 0xF) == static_cast<int>(std::round(v[16] / q.scales[1] + 8.0f)));
+  }
+  SUBCASE("K = 33: row 32 opens a strip of 2 blocks, the nibble stays 0") {
+    const quark::nbits_layout l{33, 1, 4, 16};
+    CHECK(!quark::nbits_padding_repeats_previous(l));
+    const quantized q = run(w, l, true);
+    CHECK((q.packed[16] >> 4) == 0);
+  }
+}
+
+TEST_CASE("nbits: 8-bit and 2-bit blocks") {
+  SUBCASE("8 bits, symmetric: scale -m / 128, implicit zero point 128") {
+    std::vector<float> w(16, 0.0f);
+    w[0] = 4.0f;   // scale -4 / 128 = -0.03125: 4 -> -128 + 128 = 0
+    w[1] = -1.0f;  // 32 + 128 = 160
+    const quantized q = run(w, {16, 1, 8, 16}, true);
+    CHECK(q.scales[0] == -0.03125f);
+    CHECK(q.packed[0] == 0);
+    CHECK(q.packed[1] == 160);
+    CHECK(q.packed[2] == 128);
+  }
+  SUBCASE("2 bits, asymmetric: four codes a byte") {
+    // [-1, 2]: scale 1, zero point 1; codes v + 1.
+    std::vector<float> w(16, 0.0f);
+    w[0] = -1.0f;
+    w[1] = 2.0f;
+    w[2] = 1.0f;
+    w[3] = 0.0f;
+    const quantized q = run(w, {16, 1, 2, 16}, false);
+    CHECK(q.scales[0] == 1.0f);
+    CHECK(q.packed[0] == (0 | (3 << 2) | (2 << 4) | (1 << 6)));
+    CHECK((q.zp[0] & 0x3) == 1);
+  }
+}
+
+TEST_CASE("nbits: random round trip and bad arguments") {
+  std::mt19937 g(7);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  const quark::nbits_layout l{100, 7, 4, 32};
+  std::vector<float> w(700);
+  for (auto& x : w)
+    x = d(g);
+  for (const bool sym : {true, false}) {
+    const quantized q = run(w, l, sym);
+    std::vector<float> back(w.size());
+    quark::dequantize_nbits(q.packed, q.scales, {q.zp, {}}, l, back);
+    for (std::size_t i = 0; i < w.size(); ++i) {
+      const std::size_t r = i / 7, c = i % 7;
+      const float s = std::fabs(q.scales[c * 4 + r / 32]);
+      // Half a step, except the symmetric block's top end: one step short at most.
+      CHECK(std::fabs(back[i] - w[i]) <= (sym ? 1.0f : 0.5f) * s * 1.0001f);
+    }
+  }
+  std::vector<std::uint8_t> p(static_cast<std::size_t>(l.packed_bytes()));
+  std::vector<float> s(static_cast<std::size_t>(l.scale_count()));
+  std::vector<std::uint8_t> z;
+  CHECK_THROWS_AS(quark::quantize_nbits(w, {100, 7, 4, 24}, true, p, s, z), std::invalid_argument);
+  CHECK_THROWS_AS(quark::quantize_nbits(w, {100, 7, 3, 32}, true, p, s, z), std::invalid_argument);
+  CHECK_THROWS_AS(quark::quantize_nbits(w, l, false, p, s, z), std::invalid_argument);
+  const std::vector<float> short_w(10);
+  CHECK_THROWS_AS(quark::quantize_nbits(short_w, l, true, p, s, z), std::invalid_argument);
+}

@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: MIT
-// A MatMul with a constant weight through quark::onnx::runtime, float and after dynamic
-// quantization (UINT8_DYNAMIC_QUANT: DynamicQuantizeLinear -> MatMulInteger -> Cast -> Mul),
-// against memcpy of the bytes the float product reads and writes (A, B, Y in float32), in the
-// same run (docs/bench/quantizer.md, "Dynamic quantization"):
+// A MatMul with a constant weight through quark::onnx::runtime, float, after dynamic
+// quantization (UINT8_DYNAMIC_QUANT: DynamicQuantizeLinear -> MatMulInteger -> Cast -> Mul) and
+// as 4-bit weights (MATMUL_NBITS: com.microsoft MatMulNBits, blocks of 128), against memcpy of the
+// bytes the float product reads and writes (A, B, Y in float32), in the same run
+// (docs/bench/quantizer.md, "Dynamic quantization" and "MatMulNBits"):
 //   BM_matmul_float/M/K/N     Y = A B, A [M, K] activations, B [K, N] weights
 //   BM_matmul_dynamic/M/K/N   the same model quantized by quark::onnx::quantize_model
+//   BM_matmul_nbits/M/K/N     the same model with MATMUL_NBITS
 //   BM_memcpy/M/K/N           (M K + K N + M N) * 4 bytes copied
 // The runtime uses 2 threads (as bench/onnx/runtime_bench.cpp).
 #include <cstddef>
@@ -72,13 +74,12 @@ quark::onnx::model matmul_model(std::int64_t m, std::int64_t k, std::int64_t n) 
   return quark::onnx::model::from_bytes(std::string_view(bytes));
 }
 
-void run(benchmark::State& state, bool dynamic) {
+void run(benchmark::State& state, const char* preset) {
   const std::int64_t m = state.range(0), k = state.range(1), n = state.range(2);
   quark::onnx::model f = matmul_model(m, k, n);
-  if (dynamic) {
+  if (preset != nullptr) {
     quark::onnx::memory_reader none({});
-    f = quark::onnx::quantize_model(f, quark::onnx::get_default_config("UINT8_DYNAMIC_QUANT"),
-                                    none);
+    f = quark::onnx::quantize_model(f, quark::onnx::get_default_config(preset), none);
   }
   quark::onnx::runtime rt(f, quark::onnx::runtime_options{2});
   std::map<std::string, tensor> feeds;
@@ -94,10 +95,13 @@ void run(benchmark::State& state, bool dynamic) {
 }
 
 void BM_matmul_float(benchmark::State& state) {
-  run(state, false);
+  run(state, nullptr);
 }
 void BM_matmul_dynamic(benchmark::State& state) {
-  run(state, true);
+  run(state, "UINT8_DYNAMIC_QUANT");
+}
+void BM_matmul_nbits(benchmark::State& state) {
+  run(state, "MATMUL_NBITS");
 }
 void BM_memcpy(benchmark::State& state) {
   const auto m = static_cast<std::size_t>(state.range(0));
@@ -124,4 +128,5 @@ void shapes(benchmark::internal::Benchmark* b) {
 
 BENCHMARK(BM_matmul_float)->Apply(shapes);
 BENCHMARK(BM_matmul_dynamic)->Apply(shapes);
+BENCHMARK(BM_matmul_nbits)->Apply(shapes);
 BENCHMARK(BM_memcpy)->Apply(shapes);

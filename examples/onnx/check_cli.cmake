@@ -46,6 +46,9 @@ expect(dynamic_no_data EXIT_ZERO ${out} ARGS ${model} ${out} --preset UINT8_DYNA
 file(REMOVE ${out})
 expect(dynamic_eval_no_data EXIT_NONZERO ${out} MESSAGES "quark.quantize.no_data" "needs data"
        ARGS ${model} ${out} --preset UINT8_DYNAMIC_QUANT --eval 1)
+# Neither does MatMulNBits weight-only quantization.
+expect(nbits_no_data EXIT_ZERO ${out} ARGS ${model} ${out} --preset MATMUL_NBITS)
+file(REMOVE ${out})
 expect(unsupported_op EXIT_NONZERO ${out} MESSAGES "quark.onnx.unsupported_op" "NoSuchOp"
        ARGS ${DATA}/unsupported.onnx ${out} --preset A8W8 --random)
 expect(unknown_config_key EXIT_NONZERO ${out}

@@ -81,7 +81,8 @@ int main(int argc, char** argv) {
       "Quantize an ONNX model (AMD Quark's ModelQuantizer.quantize_model).\n"
       "Calibration data: --calib-data DIR (one sub-folder per sample with <input>.npy files, one\n"
       ".npz per sample, or loose .npy files for a single-input model) or --random. Dynamic\n"
-      "quantization (--preset UINT8_DYNAMIC_QUANT, use_dynamic_quant) needs none.",
+      "quantization (--preset UINT8_DYNAMIC_QUANT, use_dynamic_quant) and 4-bit MatMul weights\n"
+      "(--preset MATMUL_NBITS, UseMatMulNBits) need none.",
       "quark_quantize"};
   std::string in, out, config_file, preset, calib_dir, eval_dir;
   bool random = false, quiet = false, no_summary = false;

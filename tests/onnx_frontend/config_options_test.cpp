@@ -157,7 +157,7 @@ TEST_CASE("the registry holds every seed 000 key exactly once") {
     CHECK_MESSAGE(find_option(k) != nullptr, k);
 }
 
-TEST_CASE("categories 2-6, 10 and 11 are implemented, 1, 7, 8 and 9 are not") {
+TEST_CASE("categories 2-6, 9, 10 and 11 are implemented, 1, 7 and 8 are not") {
   // Category 1 keys the quantizer's graph passes honour (graph_passes.cpp, conversions.cpp;
   // ReplaceClip6Relu: algo_cle.cpp), and the category 8 key the block-spec quantizer honours
   // (RefineBlockAxis, quantize.cpp).
@@ -180,7 +180,7 @@ TEST_CASE("categories 2-6, 10 and 11 are implemented, 1, 7, 8 and 9 are not") {
                                                    "MXAttributes"};
   for (const auto& info : option_registry()) {
     const int c = static_cast<int>(info.category);
-    const bool in_scope = (c >= 2 && c <= 6) || c == 10 || c == 11;
+    const bool in_scope = (c >= 2 && c <= 6) || c == 9 || c == 10 || c == 11;
     if (graph_passes.contains(info.name)) {
       CHECK_MESSAGE(info.support == option_support::implemented, info.name);
     } else if (!in_scope) {
@@ -191,7 +191,7 @@ TEST_CASE("categories 2-6, 10 and 11 are implemented, 1, 7, 8 and 9 are not") {
   std::set<std::string_view> in_scope_todo;
   for (const auto& info : option_registry()) {
     const int c = static_cast<int>(info.category);
-    if (((c >= 2 && c <= 6) || c == 10 || c == 11) &&
+    if (((c >= 2 && c <= 6) || c == 9 || c == 10 || c == 11) &&
         info.support == option_support::not_implemented) {
       in_scope_todo.insert(info.name);
     }
@@ -331,7 +331,7 @@ TEST_CASE("not-implemented keys: the inert value is accepted, anything else is a
   const auto msg = error_of<quark::not_implemented>([&] { o.set("FuseGelu", true); });
   CHECK(msg.find("quark.config.not_implemented: FuseGelu = true is not implemented yet") == 0);
   CHECK(msg.find("Preprocessing") != std::string::npos);
-  CHECK_THROWS_AS(o.set("UseMatMulNBits", true), quark::not_implemented);
+  CHECK_THROWS_AS(o.set("EnableVaimlBF16", true), quark::not_implemented);
   CHECK_THROWS_AS(o.set("MaxLoopNum", 7), quark::not_implemented);
   CHECK_THROWS_AS(o.set("ExecutionProviders", option_value::array({"CUDAExecutionProvider"})),
                   quark::not_implemented);

@@ -317,7 +317,8 @@ TEST_CASE("every preset's specs and extra options") {
     v.algos = 1;
     table.push_back(v);
   }
-  CHECK(table.size() == presets().size());
+  // MATMUL_NBITS sets no tensor spec: its own test case below.
+  CHECK(table.size() + 1 == presets().size());
   for (const auto& e : table) {
     CAPTURE(e.name);
     REQUIRE(find_preset(e.name) != nullptr);
@@ -475,6 +476,20 @@ TEST_CASE("unknown and unsupported presets") {
   // Quark's weights-only AdaRound preset, under both of its names.
   CHECK(get_default_config("WEIGHTSONLY_ADAROUND") ==
         get_default_config("XINT8_WEIGHTSONLY_ADAROUND"));
-  CHECK_THROWS_WITH_AS(get_default_config("MATMUL_NBITS"),
+  CHECK_THROWS_WITH_AS(get_default_config("BF16_MIXED_BFP16"),
                        doctest::Contains("quark.config.not_implemented"), quark::not_implemented);
+}
+
+TEST_CASE("MATMUL_NBITS: UseMatMulNBits with quark-spec §9's parameters, no tensor spec") {
+  const qconfig c = get_default_config("MATMUL_NBITS");
+  CHECK_NOTHROW(c.validate());
+  CHECK(!c.global_config.input_tensors);
+  CHECK(!c.global_config.weight);
+  CHECK(c.extra_options.get<bool>("UseMatMulNBits"));
+  const auto* p = c.extra_options.find("MatMulNBitsParams");
+  REQUIRE(p != nullptr);
+  CHECK(p->find("GroupSize")->as_int() == 128);
+  CHECK(p->find("Symmetric")->as_bool());
+  CHECK(p->find("Bits")->as_int() == 4);
+  CHECK(p->find("AccuracyLevel")->as_int() == 1);
 }

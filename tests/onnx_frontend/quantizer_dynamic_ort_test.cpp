@@ -94,14 +94,6 @@ std::map<std::string, std::vector<float>> run_ours(const fs::path& model,
   return out;
 }
 
-const ::onnx::TensorProto* find_init(const ::onnx::ModelProto& m, const std::string& name) {
-  for (const auto& t : m.graph().initializer()) {
-    if (t.name() == name)
-      return &t;
-  }
-  return nullptr;
-}
-
 std::size_t count_ops(const ::onnx::ModelProto& m, const std::string& op) {
   return static_cast<std::size_t>(std::count_if(m.graph().node().begin(), m.graph().node().end(),
                                                 [&](const auto& n) { return n.op_type() == op; }));

@@ -251,14 +251,6 @@ TEST_CASE("audit: every extra option of categories 2-6, 10, 11 is honoured by th
 
 namespace {
 
-const ::onnx::TensorProto* find_init(const ::onnx::ModelProto& m, const std::string& name) {
-  for (const auto& t : m.graph().initializer()) {
-    if (t.name() == name)
-      return &t;
-  }
-  return nullptr;
-}
-
 std::vector<float> float_init(const ::onnx::ModelProto& m, const std::string& name) {
   const auto* t = find_init(m, name);
   REQUIRE_MESSAGE(t != nullptr, name);

@@ -98,7 +98,8 @@ double cosine_in_ort(const char* file, qo::qconfig cfg, const std::string& tag,
     *quantize_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
-  CHECK(report.calibration_samples == (cfg.use_dynamic_quant ? 0u : n_calib));  // none: dynamic
+  // None for dynamic and MatMulNBits quantization.
+  CHECK(report.calibration_samples == (report.dynamic || report.matmul_nbits ? 0u : n_calib));
   if (report_out != nullptr)
     *report_out = report;
   const auto fm = load_proto(in);
@@ -223,6 +224,35 @@ TEST_CASE("PaddleOCR v4 det and cls: dynamic quantization (UINT8_DYNAMIC_QUANT) 
   // 0.9755 per channel.
   CHECK(rec >= 0.8);
   CHECK(rec_pc >= 0.95);
+}
+
+TEST_CASE("PaddleOCR v4 rec: MATMUL_NBITS (4-bit MatMul weights) in ORT") {
+  if (!fs::exists(model_path("ch_PP-OCRv4_rec_infer.onnx")) || !ort_available()) {
+    MESSAGE("skipped: run scripts/fetch-models.sh and install ONNX Runtime (tests/ort)");
+    return;
+  }
+  // The recogniser's 9 weight products (K = 120 or 240: one or two blocks of 128, the last one
+  // short; the 6625-way classifier is the largest) as MatMulNBits; its Conv stay float, as do
+  // attention's two activation products. No calibration.
+  qo::quantize_report r;
+  const double sym =
+      cosine_in_ort("ch_PP-OCRv4_rec_infer.onnx", qo::get_default_config("MATMUL_NBITS"), "nbits",
+                    {1, 3, 48, 320}, false, 2, &r);
+  CHECK(r.matmul_nbits);
+  CHECK(r.op_types.at("MatMul").quantized == 9);
+  CHECK(r.op_types.at("MatMul").kept_float == 4);
+  qo::qconfig asym_cfg = qo::get_default_config("MATMUL_NBITS");
+  qo::option_value p = *asym_cfg.extra_options.find("MatMulNBitsParams");
+  p.set("Symmetric", false);
+  p.set("GroupSize", std::int64_t{32});
+  asym_cfg.extra_options.set("MatMulNBitsParams", std::move(p));
+  const double asym =
+      cosine_in_ort("ch_PP-OCRv4_rec_infer.onnx", asym_cfg, "nbits_a32", {1, 3, 48, 320}, false);
+  MESSAGE("MATMUL_NBITS rec: symmetric blocks of 128 " << sym << ", asymmetric blocks of 32 "
+                                                       << asym);
+  // Measured 2026-11-27 (docs/bench/quantizer.md, "MatMulNBits"). Floors with a margin:
+  CHECK(sym >= 0.97);
+  CHECK(asym >= 0.99);
 }
 
 TEST_CASE("PaddleOCR v4 det and cls with CLE / bias correction (algo_config)") {

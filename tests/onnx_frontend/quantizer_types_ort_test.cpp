@@ -71,14 +71,6 @@ std::vector<float> run_in_ort(const ::onnx::ModelProto& m, const qo::calib_sampl
   return out.begin()->second.values<float>();
 }
 
-const ::onnx::TensorProto* find_init(const ::onnx::ModelProto& m, const std::string& name) {
-  for (const auto& t : m.graph().initializer()) {
-    if (t.name() == name)
-      return &t;
-  }
-  return nullptr;
-}
-
 const ::onnx::NodeProto* find_node(const ::onnx::ModelProto& m, const std::string& name) {
   for (const auto& n : m.graph().node()) {
     if (n.name() == name)

@@ -61,6 +61,15 @@ inline ::onnx::ModelProto load_proto(const std::filesystem::path& p) {
   return m;
 }
 
+/// The main graph's initializer `name`, or nullptr.
+inline const ::onnx::TensorProto* find_init(const ::onnx::ModelProto& m, const std::string& name) {
+  for (const auto& t : m.graph().initializer()) {
+    if (t.name() == name)
+      return &t;
+  }
+  return nullptr;
+}
+
 inline quark::onnx::model to_model(const ::onnx::ModelProto& p) {
   std::string bytes;
   REQUIRE(p.SerializeToString(&bytes));

@@ -214,6 +214,40 @@ void validate_dynamic(const qconfig& c, const option_map& eff) {
   }
 }
 
+/// UseMatMulNBits (seed 000 category 9): Quark then runs only its MatMulNBits weight-only
+/// quantizer; what would go unused is refused, naming it (global_config's specs are reported as
+/// unused by the quantizer instead: presets and Quark scripts set them as a matter of course).
+void validate_matmul_nbits(const qconfig& c, const option_map& eff) {
+  if (c.use_dynamic_quant) {
+    conflict(
+        "extra_options.UseMatMulNBits = true and use_dynamic_quant: choose one (MatMulNBits "
+        "quantizes weights only; dynamic quantization rewrites MatMul into MatMulInteger)");
+  }
+  for (std::size_t i = 0; i < c.specific_layer_config.size(); ++i) {
+    conflict("UseMatMulNBits: specific_layer_config[" + std::to_string(i) +
+             "] has no effect on MatMulNBits quantization (use exclude to keep nodes float)");
+  }
+  for (std::size_t i = 0; i < c.layer_type_config.size(); ++i) {
+    if (c.layer_type_config[i].config) {
+      conflict("UseMatMulNBits: layer_type_config[" + std::to_string(i) +
+               "] sets a config; only null entries (keep these op types float) are supported");
+    }
+  }
+  if (!c.algo_config.empty()) {
+    conflict("UseMatMulNBits: algo_config[0] (" +
+             std::string(to_string(c.algo_config.front().name)) +
+             ") does not apply; MatMulNBitsParams.Algorithm chooses the weight algorithm");
+  }
+  for (const char* key :
+       {"WeightsOnly", "EnableNPUCnn", "EnableNPUTransformer", "QuantizeFP16", "UseFP32Scale"}) {
+    if (flag(eff, key)) {
+      conflict(std::string("UseMatMulNBits: extra_options.") + key +
+               " = true does not apply to MatMulNBits quantization" +
+               (std::string_view(key) == "UseFP32Scale" ? " (Quark: it must be False)" : ""));
+    }
+  }
+}
+
 void qconfig::validate() const {
   check_layer(global_config, "global_config");
   bool any_spec = global_config.input_tensors || global_config.weight ||
@@ -246,7 +280,10 @@ void qconfig::validate() const {
   for (std::size_t i = 0; i < exclude.size(); ++i) {
     check_selector(exclude[i], "exclude[" + std::to_string(i) + "]");
   }
-  if (!any_spec) {
+  // UseMatMulNBits needs no spec: MatMulNBitsParams describes the weights.
+  const option_value* nbits = extra_options.find("UseMatMulNBits");
+  const bool use_nbits = nbits != nullptr && nbits->is_bool() && nbits->as_bool();
+  if (!any_spec && !use_nbits) {
     bad_value("global_config", "no tensor spec is set anywhere: nothing would be quantized");
   }
 
@@ -433,6 +470,11 @@ void qconfig::validate() const {
       !flag(eff, "EvalMetrics")) {
     conflict("EvalDataReader is set but EvalMetrics is false");
   }
+  // UseMatMulNBits first: its refusals name the real reason (no weight spec is expected).
+  if (flag(eff, "UseMatMulNBits"))
+    validate_matmul_nbits(*this, eff);
+  else if (const auto* v = o.find("MatMulNBitsParams"); v && !v->is_null())
+    conflict("extra_options.MatMulNBitsParams is set but UseMatMulNBits is false");
   if (flag(eff, "WeightsOnly") && !w) {
     bool layer_weight = false;
     for (const auto& r : specific_layer_config)

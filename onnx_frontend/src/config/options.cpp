@@ -317,12 +317,15 @@ std::vector<option_info> build_registry() {
                     "type."));
   r.push_back(todo("EnableVaimlBF16", cat::block_formats, B, nonnull, false, "False", false,
                    "Store bfloat16 weights as float32 for the Vaiml compiler."));
-  r.push_back(todo("UseMatMulNBits", cat::matmul_nbits, B, nonnull, false, "False", false,
-                   "N-bit weight-only quantization of MatMul (MatMulNBits)."));
-  r.push_back(todo("MatMulNBitsParams", cat::matmul_nbits, ty::object, nul, nullptr,
-                   "{Algorithm: DEFAULT, GroupSize: 128, Symmetric: True, Bits: 4, "
-                   "AccuracyLevel: 0}",
-                   nullptr, "Settings of the MatMulNBits quantizer."));
+  r.push_back(fixed("UseMatMulNBits", cat::matmul_nbits, B, nonnull, false, "False",
+                    "Quantize only the constant weights of MatMul nodes, block-wise to 4 bits, "
+                    "into com.microsoft MatMulNBits nodes (no calibration)."));
+  r.push_back(fixed("MatMulNBitsParams", cat::matmul_nbits, ty::object, nul, nullptr,
+                    "{Algorithm: DEFAULT, GroupSize: 128, Symmetric: True, Bits: 4, "
+                    "AccuracyLevel: 0}",
+                    "Settings of the MatMulNBits quantizer: Algorithm (DEFAULT), GroupSize "
+                    "(block size along K, a power of two >= 16), Symmetric, Bits (4), "
+                    "AccuracyLevel (0-4, the node's accuracy_level)."));
   r.push_back(fixed("EvalMetrics", cat::debug_and_eval, B, nonnull, false, "False",
                     "Evaluate the quantized model against the float model (cosine, L2, PSNR, "
                     "SSIM)."));
@@ -506,6 +509,55 @@ void check_block_attributes(bool bfp, const option_value& v, std::string_view wh
   }
 }
 
+/// MatMulNBitsParams (seed 000 category 9): each key with its type and range; an unknown key is
+/// an error naming it.
+void check_matmul_nbits_params(const option_value& v, std::string_view where) {
+  for (const auto& m : v.as_object()) {
+    const std::string at = std::string(where) + "." + m.key;
+    if (m.key == "Algorithm") {
+      if (!m.value.is_string())
+        throw_value(at, "must be a string, got " + to_string(m.value));
+      const std::string& a = m.value.as_string();
+      if (a == "GPTQ" || a == "HQQ") {
+        throw not_implemented(
+            "quark.config.not_implemented",
+            at + ": \"" + a + "\" is not implemented yet (\"DEFAULT\", round to nearest, is)");
+      }
+      if (a != "DEFAULT")
+        throw_value(at, "must be one of DEFAULT, GPTQ, HQQ; got \"" + a + "\"");
+    } else if (m.key == "GroupSize") {
+      const std::int64_t g = m.value.is_int() ? m.value.as_int() : 0;
+      if (!m.value.is_int() || g < 16 || (g & (g - 1)) != 0) {
+        throw_value(at, "must be a power of two >= 16 (MatMulNBits' block_size), got " +
+                            to_string(m.value));
+      }
+    } else if (m.key == "Symmetric") {
+      if (!m.value.is_bool())
+        throw_value(at, "must be a boolean, got " + to_string(m.value));
+    } else if (m.key == "Bits") {
+      if (!m.value.is_int())
+        throw_value(at, "must be an integer, got " + to_string(m.value));
+      if (m.value.as_int() != 4) {
+        throw_value(at,
+                    "must be 4 (Quark: \"Only 4b quantization is supported for "
+                    "inference\"), got " +
+                        to_string(m.value));
+      }
+    } else if (m.key == "AccuracyLevel") {
+      if (!m.value.is_int() || m.value.as_int() < 0 || m.value.as_int() > 4) {
+        throw_value(at,
+                    "must be an integer in 0..4 (0 unset, 1 fp32, 2 fp16, 3 bf16, 4 int8), "
+                    "got " +
+                        to_string(m.value));
+      }
+    } else {
+      throw config_error("quark.config.value",
+                         at + ": unknown key of MatMulNBitsParams (Algorithm, GroupSize, "
+                              "Symmetric, Bits, AccuracyLevel)");
+    }
+  }
+}
+
 /// Value checks beyond the shape (ranges, enumerated strings).
 void check_value(const option_info& info, const option_value& v, std::string_view where) {
   if (v.is_null())
@@ -540,6 +592,8 @@ void check_value(const option_info& info, const option_value& v, std::string_vie
     }
   } else if (k == "BFPAttributes" || k == "MXAttributes") {
     check_block_attributes(k == "BFPAttributes", v, where);
+  } else if (k == "MatMulNBitsParams") {
+    check_matmul_nbits_params(v, where);
   } else if (k == "EncryptionAlgorithm") {
     if (v.as_string() != "AES-256")
       throw_value(where, "must be \"AES-256\" or null; got \"" + v.as_string() + "\"");

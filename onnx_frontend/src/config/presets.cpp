@@ -73,6 +73,12 @@ std::vector<preset_info> build_presets() {
                "tensor), activations quantized to uint8 at run time (DynamicQuantizeLinear, "
                "MatMulInteger, ConvInteger); no calibration data",
                {}});
+  p.push_back({"MATMUL_NBITS",
+               {},
+               "weight-only: the constant B of every MatMul stored as 4-bit symmetric blocks "
+               "of 128 along K in com.microsoft MatMulNBits nodes (accuracy_level 1); "
+               "activations stay float; no calibration data",
+               {}});
   p.push_back({"INT8_CNN_ACCURATE",
                {},
                "uint8 activations, int8 weights, Percentile 99.9999, AdaRound (Quark's "
@@ -148,7 +154,6 @@ std::vector<preset_info> build_presets() {
 
 /// Quark preset names quark-cpp knows but cannot provide yet, with the reason.
 constexpr std::pair<std::string_view, std::string_view> unsupported_presets[] = {
-    {"MATMUL_NBITS", "MatMulNBits weight-only quantization (category 9)"},
     {"BF16_MIXED_BFP16", "bfloat16/BFP16 auto mixed precision (DedicateDQNode)"},
     {"BF16_MIXED_BFP16_ADAQUANT", "bfloat16/BFP16 auto mixed precision (DedicateDQNode)"},
     {"BF16_MIXED_MXINT8", "bfloat16/MXINT8 auto mixed precision (DedicateDQNode)"},
@@ -289,6 +294,19 @@ qconfig build(std::string_view name) {
     qconfig c = two_specs(with_calib(uint8_spec(), calib_method::min_max),
                           with_calib(uint8_spec(), calib_method::min_max));
     c.use_dynamic_quant = true;
+    return c;
+  }
+  if (name == "MATMUL_NBITS") {
+    // No tensor spec: UseMatMulNBits quantizes MatMul weights only (quark-spec §9, §10.7).
+    qconfig c;
+    c.global_config = layer_config{};
+    c.extra_options.set("UseMatMulNBits", true);
+    option_value params = option_value::object();
+    params.set("GroupSize", std::int64_t{128});
+    params.set("Symmetric", true);
+    params.set("Bits", std::int64_t{4});
+    params.set("AccuracyLevel", std::int64_t{1});
+    c.extra_options.set("MatMulNBitsParams", std::move(params));
     return c;
   }
   if (name == "U8U8_AAWA") {

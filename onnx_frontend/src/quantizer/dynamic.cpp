@@ -14,11 +14,13 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include <quark/observer/minmax_observer.hpp>
 #include <quark/observer/per_channel.hpp>
+#include <quark/quant/nbits.hpp>
 
 #include "io/graph_util.hpp"
 #include "io/proto_access.hpp"
@@ -339,8 +341,88 @@ class rewriter {
     return true;
   }
 
+  /// UseMatMulNBits: a MatMul whose B is a 2-D float32 constant becomes com.microsoft
+  /// MatMulNBits with B stored block-wise (quark/quant/nbits.hpp). Names as ONNX Runtime's
+  /// quantizer gives them (node "<name>_Q4"; "<B>_Q4", "<B>_scales", "<B>_zero_points"); a B
+  /// that several MatMul nodes read is stored once.
+  bool nbits(const ::onnx::NodeProto& src, const node_choice& c, state& st) {
+    if (!(src.op_type() == "MatMul" && src.domain().empty() && src.input_size() == 2) ||
+        !c.quantize) {
+      return false;
+    }
+    auto w = constant(src.input(1), st);
+    if (!w || w->first.rank() != 2) {
+      ++nbits_skipped_;
+      return false;
+    }
+    const tensor& b = w->first;
+    const std::string& bname = src.input(1);
+    const nbits_layout l{b.shape()[0], b.shape()[1], opt_.nbits_bits, opt_.nbits_block_size};
+    const bool sym = opt_.nbits_symmetric;
+    auto& names = nbits_stored_[&st.g][bname];
+    if (names.empty()) {
+      if (const std::string bad =
+              non_finite_values(b.data<float>(), node_label(src, st.index), bname, "weight");
+          !bad.empty()) {
+        throw frontend_error("quark.quantize.non_finite",
+                             bad + ": a quantized weight or bias must be finite");
+      }
+      tensor packed(dtype_id::uint8, shape_t{l.n, l.k_blocks(), l.blob_size()});
+      tensor scales(dtype_id::float32, shape_t{l.scale_count()});
+      tensor zp(dtype_id::uint8, shape_t{sym ? 0 : l.zero_point_bytes()});
+      quantize_nbits(b.data<float>(), l, sym, packed.data<std::uint8_t>(), scales.data<float>(),
+                     zp.data<std::uint8_t>());
+      names.push_back(fresh_(bname + "_Q4"));
+      names.push_back(fresh_(bname + "_scales"));
+      add_initializer(st.g, names[0], packed);
+      add_initializer(st.g, names[1], scales);
+      if (!sym) {
+        names.push_back(fresh_(bname + "_zero_points"));
+        add_initializer(st.g, names[2], zp);
+      }
+      replaced_[w->second].insert(bname);
+      nbits_bytes_before_ += b.byte_size();
+      nbits_bytes_after_ += packed.byte_size() + scales.byte_size() + zp.byte_size();
+      tensor_report tr;
+      tr.name = bname;
+      tr.role = "weight";
+      tr.type = "uint" + std::to_string(l.bits) + " (MatMulNBits blocks of " +
+                std::to_string(l.block_size) + ")";
+      minmax_observer all;
+      all.observe(b.data<float>());
+      if (const range_stats r = all.stats(); r.has_values()) {
+        tr.rmin = r.min;
+        tr.rmax = r.max;
+      }
+      report_.tensors.push_back(std::move(tr));
+      ++report_.tensors_per_type["uint" + std::to_string(l.bits) + " (blocks)"];
+    }
+    ::onnx::NodeProto q = make_op("MatMulNBits", fresh_(src.name() + "_Q4"), {}, {src.output(0)});
+    q.set_domain("com.microsoft");
+    q.add_input(src.input(0));
+    for (const auto& n : names)
+      q.add_input(n);
+    auto attr = [&q](const char* name, std::int64_t v) {
+      ::onnx::AttributeProto* a = q.add_attribute();
+      a->set_name(name);
+      a->set_type(::onnx::AttributeProto::INT);
+      a->set_i(v);
+    };
+    attr("K", l.k);
+    attr("N", l.n);
+    attr("bits", l.bits);
+    attr("block_size", l.block_size);
+    attr("accuracy_level", opt_.nbits_accuracy_level);
+    st.rebuilt.push_back(std::move(q));
+    count(src.op_type(), true);
+    ++done_;
+    return true;
+  }
+
   /// Rewrites `src` into st.rebuilt; false when it stays as it is.
   bool node(const ::onnx::NodeProto& src, const node_choice& c, state& st) {
+    if (opt_.matmul_nbits)
+      return nbits(src, c, st);
     if (src.op_type() == "Gather" && src.domain().empty() && src.input_size() == 2)
       return gather(src, c, st);
     const bool matmul = src.op_type() == "MatMul" && src.domain().empty() && src.input_size() == 2;
@@ -416,6 +498,15 @@ class rewriter {
   namer fresh_;
   std::map<const ::onnx::GraphProto*, std::set<std::string>> replaced_;
   std::size_t dql_ = 0, done_ = 0, body_left_ = 0;
+  /// UseMatMulNBits: per graph, B -> the names of its stored initializers.
+  std::map<const ::onnx::GraphProto*, std::map<std::string, std::vector<std::string>>>
+      nbits_stored_;
+  std::size_t nbits_skipped_ = 0, nbits_bytes_before_ = 0, nbits_bytes_after_ = 0;
+
+ public:
+  std::size_t nbits_skipped() const noexcept { return nbits_skipped_; }
+  std::size_t nbits_bytes_before() const noexcept { return nbits_bytes_before_; }
+  std::size_t nbits_bytes_after() const noexcept { return nbits_bytes_after_; }
 };
 
 }  // namespace
@@ -445,6 +536,40 @@ void quantize_dynamic(model& m, const plan& pl, const body_planner* bodies,
     report.notes.push_back("graph: " + std::to_string(rw.body_nodes_left()) +
                            " nodes inside If / Loop / Scan bodies stay float (set "
                            "EnableSubgraph to quantize them)");
+  }
+  m.validate();
+}
+
+void quantize_matmul_nbits(model& m, const plan& pl, const body_planner& bodies,
+                           quantize_report& report) {
+  report.matmul_nbits = true;
+  rewriter rw(m, pl.opt, &bodies, report);
+  rw.graph(*proto(m).mutable_graph(), pl.nodes, {});
+  report.opset_before = m.opset("").value_or(1);
+  report.opset_after = report.opset_before;
+  if (rw.rewritten() > 0 && !m.opset("com.microsoft"))
+    m.set_opset("com.microsoft", 1);
+  const auto& o = pl.opt;
+  std::string what = std::to_string(o.nbits_bits) + "-bit " +
+                     (o.nbits_symmetric ? "symmetric" : "asymmetric") + " blocks of " +
+                     std::to_string(o.nbits_block_size) + " along K";
+  if (rw.rewritten() == 0) {
+    report.notes.push_back("MatMulNBits: no MatMul with a 2-D float32 constant B was selected");
+  } else {
+    const auto mb = [](std::size_t bytes) {
+      std::ostringstream os;
+      os.precision(3);
+      os << static_cast<double>(bytes) / 1e6 << " MB";
+      return os.str();
+    };
+    report.notes.push_back("MatMulNBits: " + std::to_string(rw.rewritten()) +
+                           " MatMul nodes with weights in " + what + " (" +
+                           mb(rw.nbits_bytes_before()) + " of float weights -> " +
+                           mb(rw.nbits_bytes_after()) + "); no calibration");
+  }
+  if (rw.nbits_skipped() > 0) {
+    report.notes.push_back("MatMulNBits: " + std::to_string(rw.nbits_skipped()) +
+                           " MatMul nodes stay float (B is not a 2-D float32 constant)");
   }
   m.validate();
 }

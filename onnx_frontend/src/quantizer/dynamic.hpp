@@ -33,4 +33,12 @@ using body_planner = std::function<plan(const std::vector<node_ref>&)>;
 void quantize_dynamic(model& m, const plan& pl, const body_planner* bodies,
                       quantize_report& report);
 
+/// UseMatMulNBits (quark-spec §10.7): every MatMul `pl` selects whose B is a 2-D float32
+/// constant becomes com.microsoft::MatMulNBits with B stored block-wise by
+/// quark::quantize_nbits (MatMulNBitsParams: GroupSize, Symmetric, Bits, AccuracyLevel), in the
+/// main graph and, as ONNX Runtime's quantizer does, in If / Loop / Scan bodies (`bodies`).
+/// Nothing else changes; no calibration. Fills `report`.
+void quantize_matmul_nbits(model& m, const plan& pl, const body_planner& bodies,
+                           quantize_report& report);
+
 }  // namespace quark::onnx::qz

@@ -253,6 +253,7 @@ const std::set<std::string>& honoured_keys() {
       "CLESteps", "CLEWeightThreshold", "CLEScaleAppendBias", "CLEScaleUseThreshold",
       "CLETotalLayerDiffThreshold", "BiasCorrection", "TensorsRangeFile", "RefineBlockAxis",
       "SaveTensorHistFig", "CryptoMode", "EncryptionAlgorithm", "BFPAttributes", "MXAttributes",
+      "UseMatMulNBits", "MatMulNBitsParams",
       // Accepted with any value, no effect in quark-cpp (docs/config.md says why): calibration
       // streams through the runtime's own thread pool and keeps memory flat, and nothing is
       // written to disk.
@@ -375,6 +376,22 @@ plan make_plan(const qconfig& cfg, const std::vector<node_ref>& nodes,
   o.enable_npu_cnn = get_bool("EnableNPUCnn", false);
   o.external_data = cfg.use_external_data_format;
   o.dynamic = cfg.use_dynamic_quant;
+  o.matmul_nbits = get_bool("UseMatMulNBits", false);
+  {
+    const layer_config& g = cfg.global_config;
+    o.nbits_unused_specs =
+        o.matmul_nbits && (g.input_tensors || g.weight || g.output_tensors || g.bias);
+  }
+  if (const auto* v = eff.find("MatMulNBitsParams"); v && v->is_object()) {
+    if (const auto* g = v->find("GroupSize"))
+      o.nbits_block_size = g->as_int();
+    if (const auto* b = v->find("Symmetric"))
+      o.nbits_symmetric = b->as_bool();
+    if (const auto* b = v->find("Bits"))
+      o.nbits_bits = static_cast<int>(b->as_int());
+    if (const auto* a = v->find("AccuracyLevel"))
+      o.nbits_accuracy_level = a->as_int();
+  }
   if (const auto* v = cfg.extra_options.find("CalibTensorRangeSymmetric")) {
     o.calib_range_symmetric = option_cast<bool>(*v, "CalibTensorRangeSymmetric");
   }
@@ -475,9 +492,11 @@ plan make_plan(const qconfig& cfg, const std::vector<node_ref>& nodes,
             it = masks.emplace(key, subgraph(g.start_nodes, g.end_nodes)).first;
           return it->second[i];
         }};
-    // 1. Op type selection (quark-spec §7.2).
+    // 1. Op type selection (quark-spec §7.2; MatMul alone with UseMatMulNBits, §10.7).
     bool selected;
-    if (never_quantized(n.op_type)) {
+    if (o.matmul_nbits) {
+      selected = n.op_type == "MatMul";
+    } else if (never_quantized(n.op_type)) {
       selected = false;
     } else if (o.quantize_all_op_types) {
       selected = true;
@@ -505,6 +524,10 @@ plan make_plan(const qconfig& cfg, const std::vector<node_ref>& nodes,
     const node_plan np = plan_node(cfg, info);
     if (!np.quantized()) {
       c.reason = np.decision == node_decision::excluded ? "excluded" : "op type excluded";
+      continue;
+    }
+    if (o.matmul_nbits) {
+      c.quantize = true;  // MatMulNBitsParams, not the specs, describe the weight
       continue;
     }
     const layer_config& layer = *np.config;

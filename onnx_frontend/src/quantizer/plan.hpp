@@ -109,6 +109,13 @@ struct settings {
   bool external_data = false;    ///< qconfig::use_external_data_format
   bool dynamic = false;          ///< qconfig::use_dynamic_quant (dynamic.hpp)
   bool enable_subgraph = false;  ///< EnableSubgraph: bodies too (dynamic quantization only)
+  /// UseMatMulNBits with MatMulNBitsParams (nbits.hpp): MatMul weights only, block-wise.
+  bool matmul_nbits = false;
+  std::int64_t nbits_block_size = 128;    ///< GroupSize
+  bool nbits_symmetric = true;            ///< Symmetric
+  int nbits_bits = 4;                     ///< Bits
+  std::int64_t nbits_accuracy_level = 0;  ///< AccuracyLevel (the node's accuracy_level)
+  bool nbits_unused_specs = false;        ///< global_config sets specs UseMatMulNBits does not use
   std::optional<bool> calib_range_symmetric;  ///< CalibTensorRangeSymmetric if set explicitly
   double percentile = 99.999;
   std::size_t num_bins = 2048;  ///< NumBins as the global activation method resolves it

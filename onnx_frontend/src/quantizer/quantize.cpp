@@ -823,13 +823,15 @@ model quantize_float32_model(model m, const qconfig& cfg, calibration_data_reade
   quantize_report report;
   const qz::algo_options algos = qz::read_algo_options(cfg);
   qz::plan pl = prepare_float_model(m, cfg, algos, report.notes);
-  if (pl.opt.dynamic) {
+  if (pl.opt.dynamic || pl.opt.matmul_nbits) {
     // No calibration (dynamic.cpp); the reader serves only the evaluation.
     const bool eval = run.eval_samples > 0 || !pl.opt.eval_metrics.empty();
     if (eval && reader.size() == std::size_t{0}) {
       throw config_error("quark.quantize.no_data",
-                         "evaluation (EvalMetrics / --eval) needs data: give a reader (or a "
-                         "folder) or set UseRandomData; dynamic quantization itself needs none");
+                         std::string("evaluation (EvalMetrics / --eval) needs data: give a "
+                                     "reader (or a folder) or set UseRandomData; ") +
+                             (pl.opt.dynamic ? "dynamic quantization" : "UseMatMulNBits") +
+                             " itself needs none");
     }
     const std::string float_bytes = eval ? m.to_bytes() : std::string();
     const qz::body_planner bodies = [&cfg](const std::vector<qz::node_ref>& refs) {
@@ -840,7 +842,16 @@ model quantize_float32_model(model m, const qconfig& cfg, calibration_data_reade
         return std::vector<bool>{};
       });
     };
-    qz::quantize_dynamic(m, pl, pl.opt.enable_subgraph ? &bodies : nullptr, report);
+    if (pl.opt.matmul_nbits) {
+      if (pl.opt.nbits_unused_specs) {
+        report.notes.push_back(
+            "UseMatMulNBits: global_config's tensor specs are not used (MatMulNBitsParams "
+            "describes the weights; activations stay float)");
+      }
+      qz::quantize_matmul_nbits(m, pl, bodies, report);
+    } else {
+      qz::quantize_dynamic(m, pl, pl.opt.enable_subgraph ? &bodies : nullptr, report);
+    }
     evaluate_against_float(report, pl.opt, float_bytes, m, reader, run,
                            reader.size().value_or(pl.opt.calib_data_size.value_or(1)));
     if (report_out)
@@ -2258,7 +2269,7 @@ std::unique_ptr<calibration_data_reader> default_reader(const std::filesystem::p
 std::unique_ptr<calibration_data_reader> default_reader(const model& m, const qconfig& cfg,
                                                         std::optional<std::uint64_t> seed) {
   const qz::settings o = qz::read_settings(cfg);
-  if (!o.use_random_data && o.dynamic)
+  if (!o.use_random_data && (o.dynamic || o.matmul_nbits))
     return std::make_unique<memory_reader>(std::vector<calib_sample>{});  // needs no data
   if (!o.use_random_data) {
     throw config_error("quark.quantize.no_data",
@@ -2307,6 +2318,9 @@ std::string summary_table(const quantize_report& r) {
   std::ostringstream os;
   if (r.dynamic) {
     os << "Quantization summary (dynamic: activations quantized at run time, opset "
+       << r.opset_before;
+  } else if (r.matmul_nbits) {
+    os << "Quantization summary (MatMulNBits: MatMul weights only, no calibration, opset "
        << r.opset_before;
   } else {
     os << "Quantization summary (" << r.calibration_samples << " calibration sample"

@@ -65,7 +65,8 @@ struct quantize_report {
   std::vector<tensor_report> tensors;
   std::vector<std::string> notes;  ///< accepted-but-inert options, opset changes, warnings
   std::size_t calibration_samples = 0;
-  bool dynamic = false;  ///< use_dynamic_quant: activations are quantized at run time
+  bool dynamic = false;       ///< use_dynamic_quant: activations are quantized at run time
+  bool matmul_nbits = false;  ///< UseMatMulNBits: MatMul weights only, MatMulNBits nodes
   std::int64_t opset_before = 0;
   std::int64_t opset_after = 0;
   std::optional<eval_report> eval;

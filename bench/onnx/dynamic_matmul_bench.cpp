@@ -120,6 +120,9 @@ void BM_memcpy(benchmark::State& state) {
 void shapes(benchmark::internal::Benchmark* b) {
   // A transformer's feed-forward layer over 128 tokens, one token through it, a square layer.
   b->Args({128, 768, 3072})->Args({1, 768, 3072})->Args({256, 256, 256});
+  // One token through a 4096 x 4096 layer: 64 MiB of float weights, past the caches.
+  if (!quark_bench::smoke())
+    b->Args({1, 4096, 4096});
   b->Unit(benchmark::kMicrosecond)->UseRealTime();
   b->MinTime(quark_bench::smoke() ? 0.001 : 1.0);
 }

@@ -377,6 +377,11 @@ TEST_CASE("MatMulNBits matches ONNX Runtime for 4-bit weights") {
       {{3, 1, 300}, 11, 4, 128, zp_kind::floats, true},  // K = 2 blocks + 44: padding of 84
       {{9, 64}, 12, 4, 16, zp_kind::packed, true, 4},    // accuracy_level 4: int8 A in ORT
       {{1, 200}, 10, 4, 32, zp_kind::none, false, 4},    // level 4, one token, padding
+      // At most 4 rows read the codes directly (quark::nbits_dot_column): odd K (a lone last
+      // code), blocks long enough for its 16-lane loop, both zero-point forms, bias.
+      {{3, 37}, 6, 4, 16, zp_kind::packed},            // 3 rows, K odd, short last block
+      {{4, 129}, 5, 4, 64, zp_kind::none, true},       // 4 rows, 64-code blocks, K odd
+      {{2, 1, 255}, 9, 4, 32, zp_kind::packed, true},  // 3-D A of 2 rows, K odd
   };
   unsigned seed = 1;
   for (const auto& s : cases)

@@ -294,8 +294,19 @@ inline void dequantize_nbits_column(std::span<const std::uint8_t> packed,
                                            col * l.zero_point_bytes_per_column() + b / per_byte)] >>
                                        ((b % per_byte) * l.bits)) &
                                           mask;
+    if (l.bits == 4 && stride == 1) {
+      // Two codes a byte, low nibble first; vectorizes (the block never overlaps `out`).
+      const std::int64_t pairs = rows / 2;
+      for (std::int64_t p = 0; p < pairs; ++p) {
+        const int byte = block[p];
+        o[2 * p] = static_cast<float>((byte & 15) - z) * scale;
+        o[2 * p + 1] = static_cast<float>((byte >> 4) - z) * scale;
+      }
+      if (rows % 2 != 0)
+        o[rows - 1] = static_cast<float>((block[pairs] & 15) - z) * scale;
+      continue;
+    }
     if (l.bits == 4) {
-      // Two codes a byte, low nibble first.
       std::int64_t i = 0;
       for (; i + 1 < rows; i += 2) {
         const int byte = block[i / 2];
@@ -311,6 +322,86 @@ inline void dequantize_nbits_column(std::span<const std::uint8_t> packed,
       o[i * stride] = static_cast<float>(code - z) * scale;
     }
   }
+}
+
+/// One activation row prepared for nbits_dot_column: its even and odd elements apart (K / 2
+/// rounded up and down), and its sum over each block of K (k_blocks values).
+struct nbits_row {
+  std::span<const float> even, odd, block_sums;
+};
+
+/// Fills `even`, `odd` and `block_sums` (sizes (K + 1) / 2, K / 2, k_blocks) from the row `a`
+/// (K floats) for nbits_dot_column.
+inline void nbits_prepare_row(std::span<const float> a, const nbits_layout& l,
+                              std::span<float> even, std::span<float> odd,
+                              std::span<float> block_sums) noexcept {
+  for (std::int64_t i = 0; 2 * i < l.k; ++i) {
+    even[static_cast<std::size_t>(i)] = a[static_cast<std::size_t>(2 * i)];
+    if (2 * i + 1 < l.k)
+      odd[static_cast<std::size_t>(i)] = a[static_cast<std::size_t>(2 * i + 1)];
+  }
+  for (std::int64_t b = 0; b < l.k_blocks(); ++b) {
+    float sum = 0.0f;
+    for (std::int64_t r = b * l.block_size; r < std::min(l.k, (b + 1) * l.block_size); ++r)
+      sum += a[static_cast<std::size_t>(r)];
+    block_sums[static_cast<std::size_t>(b)] = sum;
+  }
+}
+
+/// sum_k a[k] W[k][col] straight from 4-bit MatMulNBits storage with integer zero points (packed,
+/// or none: mid_code()), without dequantizing W: per block, scale * (sum a_k code_k - zero point
+/// * sum a_k), the inner sum over 16 independent lanes (vectorizes without reassociation
+/// licence). For products of a few rows, where dequantizing W first costs more than the product
+/// (a decoding step of a language model). Same value as the dequantized product up to float
+/// rounding in another order. l.bits must be 4.
+inline float nbits_dot_column(const nbits_row& a, std::span<const std::uint8_t> packed,
+                              std::span<const float> scales,
+                              std::span<const std::uint8_t> zero_points, const nbits_layout& l,
+                              std::int64_t col) noexcept {
+  const std::int64_t kb = l.k_blocks();
+  const std::int64_t blob = l.blob_size();
+  const std::uint8_t* column = packed.data() + col * kb * blob;
+  const float* s = scales.data() + col * kb;
+  const std::uint8_t* zc =
+      zero_points.empty() ? nullptr : zero_points.data() + col * l.zero_point_bytes_per_column();
+  constexpr std::int64_t lanes = 32;
+  // Per lane, sum over blocks of scale * (sum of a_k code_k); the lanes are added once at the
+  // end (a horizontal sum per block would cost more than the block's products).
+  float total[lanes] = {};
+  float y = 0.0f;
+  for (std::int64_t b = 0; b < kb; ++b) {
+    const std::int64_t r0 = b * l.block_size;
+    const std::int64_t rows = std::min(l.block_size, l.k - r0);
+    const std::int64_t pairs = rows / 2;
+    const std::uint8_t* block = column + b * blob;
+    const float* ae = a.even.data() + r0 / 2;
+    const float* ao = a.odd.data() + r0 / 2;
+    const float scale = s[b];
+    float acc[lanes] = {};
+    std::int64_t p = 0;
+    for (; p + lanes <= pairs; p += lanes) {
+      for (std::int64_t j = 0; j < lanes; ++j) {
+        const int byte = block[p + j];
+        const float lo = ae[p + j] * static_cast<float>(byte & 15);
+        const float hi = ao[p + j] * static_cast<float>(byte >> 4);
+        acc[j] += lo + hi;
+      }
+    }
+    for (std::int64_t j = 0; j < lanes; ++j)
+      total[j] += acc[j] * scale;
+    float rest = 0.0f;
+    for (; p < pairs; ++p) {
+      const int byte = block[p];
+      rest += ae[p] * static_cast<float>(byte & 15) + ao[p] * static_cast<float>(byte >> 4);
+    }
+    if (rows % 2 != 0)
+      rest += ae[pairs] * static_cast<float>(block[pairs] & 15);
+    const int z = zc == nullptr ? l.mid_code() : (zc[b / 2] >> ((b % 2) * 4)) & 15;
+    y += scale * (rest - static_cast<float>(z) * a.block_sums[static_cast<std::size_t>(b)]);
+  }
+  for (const float v : total)
+    y += v;
+  return y;
 }
 
 /// The dequantized weight, row-major K x N (`out` holds l.k * l.n floats), from MatMulNBits

@@ -5,9 +5,10 @@
 // column by column as 2-, 4- or 8-bit codes in blocks of block_size along K, one scale (and
 // zero point) per block. The kernel dequantizes a panel of W's columns at a time into float
 // (quark::dequantize_nbits_column, include/quark/quant/nbits.hpp, the storage quark-cpp's
-// UseMatMulNBits writes) and multiplies it with the float GEMM in fp32 whatever accuracy_level
-// asks for (a level only
-// picks ONNX Runtime's compute precision; level 4 quantizes A to int8 there). A non-empty g_idx
+// UseMatMulNBits writes) and multiplies it with the float GEMM; products of at most 4 rows of
+// 4-bit codes with integer zero points (a decoding step) read the codes directly instead
+// (quark::nbits_dot_column). Always fp32, whatever accuracy_level asks for (a level only picks
+// ONNX Runtime's compute precision; level 4 quantizes A to int8 there). A non-empty g_idx
 // is refused: ONNX Runtime 1.30 takes another path for it, whose results differ from the block
 // layout even for the trivial g_idx k / block_size (zero points read in another layout).
 #include <algorithm>
@@ -155,6 +156,36 @@ void k_matmul_nbits(kernel_context& c) {
   }
   const float* pa = a.data<float>().data();
   float* py = y.data<float>().data();
+
+  // A few rows of 4-bit codes with integer zero points (a decoding step): the product straight
+  // from the codes (quark::nbits_dot_column), reading 1/8 of the float weight's bytes and
+  // dequantizing nothing.
+  if (m <= 4 && l.bits == 4 && zp.floats.empty()) {
+    const std::size_t half = (l.k + 1) / 2;
+    std::vector<float> prepared(m * (2 * half + l.k_blocks));
+    std::vector<quark::nbits_row> rows_of_a(m);
+    for (std::size_t r = 0; r < m; ++r) {
+      float* even = prepared.data() + r * (2 * half + l.k_blocks);
+      float* odd = even + half;
+      float* sums = odd + half;
+      quark::nbits_prepare_row(std::span<const float>(pa + r * l.k, l.k), l.l,
+                               std::span<float>(even, half), std::span<float>(odd, l.k / 2),
+                               std::span<float>(sums, l.k_blocks));
+      rows_of_a[r] = {std::span<const float>(even, half), std::span<const float>(odd, l.k / 2),
+                      std::span<const float>(sums, l.k_blocks)};
+    }
+    c.pool.parallel_for(l.n, 64, [&](std::size_t n0, std::size_t n1) {
+      for (std::size_t n = n0; n < n1; ++n) {
+        for (std::size_t r = 0; r < m; ++r) {
+          const float v =
+              quark::nbits_dot_column(rows_of_a[r], b, scales, zp.packed, l.l, to_i64(n));
+          py[r * l.n + n] = bias ? v + bias[n] : v;
+        }
+      }
+    });
+    c.out(0) = std::move(y);
+    return;
+  }
 
   // Tasks: panels of columns (a panel of W about 256 KB, at least 16 columns, and at least as
   // many panels as threads when N allows) times row blocks when there are fewer panels than

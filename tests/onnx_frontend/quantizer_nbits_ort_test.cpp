@@ -17,6 +17,7 @@
 
 #include <doctest/doctest.h>
 
+#include <quark/dtype/convert.hpp>
 #include <quark/metrics.hpp>
 #include <quark/onnx/config.hpp>
 #include <quark/onnx/error.hpp>
@@ -292,7 +293,8 @@ TEST_CASE("UseMatMulNBits: exclusion, op types, a B that is not a constant") {
     CHECK(nodes_of(r.model, "MatMulNBits").empty());
     bool noted = false;
     for (const auto& n : r.report.notes)
-      noted = noted || n.find("no MatMul with a 2-D float32 constant B") != std::string::npos;
+      noted =
+          noted || n.find("no MatMul with a 2-D float32 / float16 constant B") != std::string::npos;
     CHECK(noted);
   }
   SUBCASE("global specs are reported unused, the activation product noted as float") {
@@ -366,11 +368,92 @@ TEST_CASE("UseMatMulNBits: MatMul inside an If body, B from the enclosing graph"
     qo::calib_sample s;
     s.emplace("x", qo::tensor::from_floats({2, 32}, x));
     s.emplace("flag", qo::tensor::from_floats({1}, std::vector<float>{flag}));
-    const auto ours = qo::run_model(r.path, s).at("y").data<float>();
+    const auto outs = qo::run_model(r.path, s);  // kept: `ours` views its tensor
+    const auto ours = outs.at("y").data<float>();
     REQUIRE(ours.size() == ort.size());
     for (std::size_t i = 0; i < ort.size(); ++i)
       CHECK(static_cast<double>(ours[i]) ==
             doctest::Approx(static_cast<double>(ort[i])).epsilon(1e-5));
+    CHECK(quark::metrics::cosine(std::span<const float>(ort), std::span<const float>(ref)) > 0.98);
+  }
+}
+
+TEST_CASE("UseMatMulNBits on a float16 model: float16 scales, the rest of the graph untouched") {
+  if (!ort_available()) {
+    MESSAGE("skipped: ONNX Runtime (tests/ort) is not installed");
+    return;
+  }
+  // x[3, 64] float16 -> MatMul(B[64, 24] float16) -> Relu -> y. ONNX Runtime's quantizer keeps
+  // the weight's type for the scales; MatMulNBits then runs with a float16 A.
+  const auto half = [](float f) { return quark::convert<quark::float16>(f); };
+  const std::vector<float> wf = random_floats(64 * 24, 51, -0.7f, 0.9f);
+  std::vector<std::uint16_t> wh;
+  for (const float v : wf)
+    wh.push_back(half(v).to_bits());
+  model_builder b(13, 7);
+  b.input("x", onnx_type::float16, {3, 64});
+  b.initializer("B", onnx_type::float16, {64, 24}, wh);
+  b.node("MatMul", {"x", "B"}, {"h"});
+  b.node("Relu", {"h"}, {"y"});
+  b.output("y", onnx_type::float16, {3, 24});
+  const ::onnx::ModelProto fm = b.build();
+  for (const bool symmetric : {true, false}) {
+    CAPTURE(symmetric);
+    const run_result r =
+        quantize(fm, nbits_config(32, symmetric), symmetric ? "nbits_fp16_s" : "nbits_fp16_a");
+    const auto q = nodes_of(r.model, "MatMulNBits");
+    REQUIRE(q.size() == 1);
+    CHECK(nodes_of(r.model, "Relu").size() == 1);
+    CHECK(nodes_of(r.model, "Cast").empty());  // no float32 copy, no Casts
+    CHECK(r.model.graph().input(0).type().tensor_type().elem_type() == onnx_type::float16);
+    const auto* sc = find_init(r.model, "B_scales");
+    REQUIRE(sc != nullptr);
+    CHECK(sc->data_type() == onnx_type::float16);
+    // Each scale is the §10.7 formula on the float16 weights, rounded to float16.
+    std::vector<std::uint16_t> sb(sc->raw_data().size() / 2);
+    std::memcpy(sb.data(), sc->raw_data().data(), sb.size() * 2);
+    REQUIRE(sb.size() == 24 * 2);
+    for (std::size_t col = 0; col < 24; ++col) {
+      for (std::size_t blk = 0; blk < 2; ++blk) {
+        float lo = 1e30f, hi = -1e30f;
+        for (std::size_t k = blk * 32; k < blk * 32 + 32; ++k) {
+          const float v = quark::to_float(half(wf[k * 24 + col]));
+          lo = std::min(lo, v);
+          hi = std::max(hi, v);
+        }
+        const float expected = symmetric ? (std::fabs(hi) > std::fabs(lo) ? hi : lo) / -8.0f
+                                         : (std::max(hi, 0.0f) - std::min(lo, 0.0f)) / 15.0f;
+        CHECK(sb[col * 2 + blk] == half(expected).to_bits());
+      }
+    }
+    // ORT runs it; our runtime agrees to float16 precision; 4-bit weights keep the direction.
+    std::vector<std::uint16_t> xb;
+    std::vector<float> xf;
+    for (const float v : random_floats(3 * 64, 52)) {
+      xb.push_back(half(v).to_bits());
+      xf.push_back(quark::to_float(half(v)));
+    }
+    const auto in = npy_array::from(xb, {3, 64}, "<f2");
+    const auto widen = [](const std::vector<std::uint16_t>& h) {
+      std::vector<float> f;
+      for (const auto v : h)
+        f.push_back(quark::to_float(quark::float16::from_bits(v)));
+      return f;
+    };
+    const auto ort = widen(run_ort(r.model, {in}).at("y").values<std::uint16_t>());
+    const auto ref = widen(run_ort(fm, {in}).at("y").values<std::uint16_t>());
+    qo::tensor xt(quark::dtype_id::float16, {3, 64});
+    for (std::size_t i = 0; i < xb.size(); ++i)
+      xt.data<quark::float16>()[i] = quark::float16::from_bits(xb[i]);
+    const qo::tensor yt = qo::run_model(r.path, {{"x", xt}}).at("y");
+    REQUIRE(yt.type() == quark::dtype_id::float16);
+    float peak = 0.0f;
+    for (const float v : ort)
+      peak = std::max(peak, std::fabs(v));
+    for (std::size_t i = 0; i < ort.size(); ++i) {
+      const float ours = quark::to_float(yt.data<quark::float16>()[i]);
+      CHECK(std::fabs(ours - ort[i]) <= 2e-3f * peak);
+    }
     CHECK(quark::metrics::cosine(std::span<const float>(ort), std::span<const float>(ref)) > 0.98);
   }
 }

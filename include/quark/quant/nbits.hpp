@@ -36,6 +36,8 @@
 #include <span>
 #include <stdexcept>
 
+#include <quark/dtype/convert.hpp>
+
 namespace quark {
 
 /// The shape of one MatMulNBits weight: B is K x N, `bits` 2, 4 or 8, `block_size` a power of
@@ -147,10 +149,12 @@ inline std::int32_t nbits_round_clamp(float x, std::int32_t q) noexcept {
 /// Quantizes B (`w`, row-major K x N, finite) into MatMulNBits storage. `zero_points` must be
 /// empty for symmetric blocks (the operator then uses mid_code()) and hold
 /// l.zero_point_bytes() bytes otherwise; `packed` l.packed_bytes(), `scales` l.scale_count().
+/// `float16_scales`: the scales will be stored as float16 (a float16 weight's): each is rounded
+/// to float16 before the codes are computed from it, so `scales` holds float16 values.
 /// Throws std::invalid_argument on an invalid layout or wrong buffer sizes.
 inline void quantize_nbits(std::span<const float> w, const nbits_layout& l, bool symmetric,
                            std::span<std::uint8_t> packed, std::span<float> scales,
-                           std::span<std::uint8_t> zero_points) {
+                           std::span<std::uint8_t> zero_points, bool float16_scales = false) {
   if (!l.valid())
     throw std::invalid_argument("quantize_nbits: invalid layout (bits 2/4/8, block_size >= 16)");
   if (static_cast<std::int64_t>(w.size()) != l.k * l.n ||
@@ -198,8 +202,10 @@ inline void quantize_nbits(std::span<const float> w, const nbits_layout& l, bool
       }
       for (std::int64_t j = 0; j < width; ++j) {
         const std::int64_t col = c0 + j;
-        const nbits_block_params p = symmetric ? nbits_symmetric_params(lo[j], hi[j], l.bits)
-                                               : nbits_asymmetric_params(lo[j], hi[j], l.bits);
+        nbits_block_params p = symmetric ? nbits_symmetric_params(lo[j], hi[j], l.bits)
+                                         : nbits_asymmetric_params(lo[j], hi[j], l.bits);
+        if (float16_scales)  // stored as float16; the codes use the stored value, as in MLAS
+          p.scale = to_float(convert<float16>(p.scale));
         scales[static_cast<std::size_t>(col * kb + b)] = p.scale;
         // A scale below 2^-128 has no finite reciprocal (weights below 1e-38): such a block
         // stores its zero point everywhere, i.e. zeros (ONNX Runtime's packer would multiply by

@@ -23,6 +23,8 @@
 #include <utility>
 
 #include <nlohmann/json.hpp>
+
+#include "quantizer/fp16_model.hpp"
 #if defined(__linux__)
 #include <pthread.h>
 #include <sched.h>
@@ -1028,10 +1030,14 @@ eval_report compare_models(const std::string& float_bytes, const std::string& qu
     if (!s)
       break;
     check_sample(*s, inputs, r.samples, "evaluation sample");
-    const auto a = ref.run(*s).at(out0);
-    const auto b = q.run(*s).at(out0);
+    // A float16 output (a float16 model) is compared in float32: its values widen exactly.
+    const auto widened = [](tensor t) {
+      return t.type() == dtype_id::float16 ? float16_to_float32(t) : t;
+    };
+    const auto a = widened(ref.run(*s).at(out0));
+    const auto b = widened(q.run(*s).at(out0));
     if (a.type() != dtype_id::float32 || b.type() != dtype_id::float32) {
-      throw frontend_error("quark.eval.type", "output '" + out0 + "' is not float32");
+      throw frontend_error("quark.eval.type", "output '" + out0 + "' is not float32 or float16");
     }
     const auto x = a.data<float>();
     const auto y = b.data<float>();

@@ -25,6 +25,7 @@
 #include "io/graph_util.hpp"
 #include "io/proto_access.hpp"
 #include "io/tensor_proto.hpp"
+#include "quantizer/fp16_model.hpp"
 #include "quantizer/graph_util.hpp"
 #include "quantizer/numerics.hpp"
 #include "quantizer/opset.hpp"
@@ -203,23 +204,28 @@ class rewriter {
   /// the enclosing graphs), with the graph that holds it; nullopt if `name` is no such constant.
   std::optional<std::pair<tensor, ::onnx::GraphProto*>> constant(const std::string& name,
                                                                  const state& st) const {
+    const auto c = constant_proto(name, st);
+    if (!c || c->first->data_type() != ::onnx::TensorProto::FLOAT)
+      return std::nullopt;
+    return std::make_pair(read_tensor(*c->first, m_.base_dir()), c->second);
+  }
+
+  /// The TensorProto of the constant `name` visible in `st.g` (as constant()), of any type.
+  std::optional<std::pair<const ::onnx::TensorProto*, ::onnx::GraphProto*>> constant_proto(
+      const std::string& name, const state& st) const {
     if (name.empty())
       return std::nullopt;
     std::vector<::onnx::GraphProto*> scopes = st.outer;
     scopes.push_back(&st.g);
     for (auto it = scopes.rbegin(); it != scopes.rend(); ++it) {
       ::onnx::GraphProto& g = **it;
-      if (const int k = find_initializer(g, name); k >= 0) {
-        const ::onnx::TensorProto& t = g.initializer(k);
-        if (t.data_type() != ::onnx::TensorProto::FLOAT)
-          return std::nullopt;
-        return std::make_pair(read_tensor(t, m_.base_dir()), &g);
-      }
+      if (const int k = find_initializer(g, name); k >= 0)
+        return std::make_pair(&g.initializer(k), &g);
       if (const int k = constant_node(g, name); k >= 0) {
         const auto* v = find_attr(g.node(k), "value");
-        if (v == nullptr || !v->has_t() || v->t().data_type() != ::onnx::TensorProto::FLOAT)
+        if (v == nullptr || !v->has_t())
           return std::nullopt;
-        return std::make_pair(read_tensor(v->t(), m_.base_dir()), &g);
+        return std::make_pair(&v->t(), &g);
       }
       // A value produced by a node of this graph hides the outer scopes' names.
       for (const auto& n : g.node()) {
@@ -350,12 +356,19 @@ class rewriter {
         !c.quantize) {
       return false;
     }
-    auto w = constant(src.input(1), st);
-    if (!w || w->first.rank() != 2) {
+    // B: a float32 or (ONNX Runtime's quantizer takes those too) float16 constant; a float16 B
+    // gets float16 scales, which MatMulNBits then wants with a float16 A.
+    const auto bp = constant_proto(src.input(1), st);
+    const bool half = bp && bp->first->data_type() == ::onnx::TensorProto::FLOAT16;
+    if (!bp || (bp->first->data_type() != ::onnx::TensorProto::FLOAT && !half) ||
+        bp->first->dims_size() != 2) {
       ++nbits_skipped_;
       return false;
     }
-    const tensor& b = w->first;
+    const auto w = std::make_pair(half ? float16_to_float32(read_tensor(*bp->first, m_.base_dir()))
+                                       : read_tensor(*bp->first, m_.base_dir()),
+                                  bp->second);
+    const tensor& b = w.first;
     const std::string& bname = src.input(1);
     const nbits_layout l{b.shape()[0], b.shape()[1], opt_.nbits_bits, opt_.nbits_block_size};
     const bool sym = opt_.nbits_symmetric;
@@ -371,18 +384,19 @@ class rewriter {
       tensor scales(dtype_id::float32, shape_t{l.scale_count()});
       tensor zp(dtype_id::uint8, shape_t{sym ? 0 : l.zero_point_bytes()});
       quantize_nbits(b.data<float>(), l, sym, packed.data<std::uint8_t>(), scales.data<float>(),
-                     zp.data<std::uint8_t>());
+                     zp.data<std::uint8_t>(), half);
       names.push_back(fresh_(bname + "_Q4"));
       names.push_back(fresh_(bname + "_scales"));
       add_initializer(st.g, names[0], packed);
-      add_initializer(st.g, names[1], scales);
+      add_initializer(st.g, names[1], half ? float32_to_float16(scales) : scales);
       if (!sym) {
         names.push_back(fresh_(bname + "_zero_points"));
         add_initializer(st.g, names[2], zp);
       }
-      replaced_[w->second].insert(bname);
-      nbits_bytes_before_ += b.byte_size();
-      nbits_bytes_after_ += packed.byte_size() + scales.byte_size() + zp.byte_size();
+      replaced_[w.second].insert(bname);
+      nbits_bytes_before_ += b.byte_size() / (half ? 2 : 1);
+      nbits_bytes_after_ +=
+          packed.byte_size() + scales.byte_size() / (half ? 2 : 1) + zp.byte_size();
       tensor_report tr;
       tr.name = bname;
       tr.role = "weight";
@@ -554,7 +568,8 @@ void quantize_matmul_nbits(model& m, const plan& pl, const body_planner& bodies,
                      (o.nbits_symmetric ? "symmetric" : "asymmetric") + " blocks of " +
                      std::to_string(o.nbits_block_size) + " along K";
   if (rw.rewritten() == 0) {
-    report.notes.push_back("MatMulNBits: no MatMul with a 2-D float32 constant B was selected");
+    report.notes.push_back(
+        "MatMulNBits: no MatMul with a 2-D float32 / float16 constant B was selected");
   } else {
     const auto mb = [](std::size_t bytes) {
       std::ostringstream os;
@@ -569,7 +584,7 @@ void quantize_matmul_nbits(model& m, const plan& pl, const body_planner& bodies,
   }
   if (rw.nbits_skipped() > 0) {
     report.notes.push_back("MatMulNBits: " + std::to_string(rw.nbits_skipped()) +
-                           " MatMul nodes stay float (B is not a 2-D float32 constant)");
+                           " MatMul nodes stay float (B is not a 2-D float32 / float16 constant)");
   }
   m.validate();
 }

@@ -31,7 +31,9 @@ bool qdq_op(const ::onnx::NodeProto& n, const char* op) {
          (n.domain().empty() || n.domain() == "ai.onnx" || n.domain() == "com.microsoft");
 }
 
-tensor to_f32(const tensor& h) {
+}  // namespace
+
+tensor float16_to_float32(const tensor& h) {
   tensor f(dtype_id::float32, h.shape());
   const auto src = h.data<quark::float16>();
   auto dst = f.data<float>();
@@ -40,11 +42,13 @@ tensor to_f32(const tensor& h) {
   return f;
 }
 
-tensor to_f16(const tensor& f) {
+tensor float32_to_float16(const tensor& f) {
   tensor h(dtype_id::float16, f.shape());
   quark::convert<quark::float16>(f.data<float>(), h.data<quark::float16>());
   return h;
 }
+
+namespace {
 
 /// A single-element float16 TensorProto attribute value (ConstantOfShape) as float32.
 void attr_tensor_to_f32(::onnx::TensorProto& t) {
@@ -96,7 +100,7 @@ fp16_record to_float32(model& m) {
     if (t.type() == dtype_id::float32)
       r.float32_inits.insert(name);
     else if (t.type() == dtype_id::float16)
-      m.set_initializer(name, to_f32(t));
+      m.set_initializer(name, float16_to_float32(t));
   }
   for (auto& n : *g.mutable_node()) {
     if (n.op_type() == "Cast" && n.domain().empty()) {
@@ -133,7 +137,7 @@ void to_float16(model& m, const fp16_record& r, bool fp32_scales) {
       continue;
     const tensor t = m.initializer(name);
     if (t.type() == dtype_id::float32)
-      m.set_initializer(name, to_f16(t));
+      m.set_initializer(name, float32_to_float16(t));
   }
   for (auto* list : {g.mutable_input(), g.mutable_output()}) {
     for (auto& v : *list) {
@@ -249,7 +253,7 @@ std::optional<calib_sample> float32_reader::next() {
     return s;
   for (auto& kv : *s) {
     if (kv.second.type() == dtype_id::float16)
-      kv.second = to_f32(kv.second);
+      kv.second = float16_to_float32(kv.second);
   }
   return s;
 }

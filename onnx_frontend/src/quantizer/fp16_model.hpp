@@ -21,6 +21,10 @@
 
 namespace quark::onnx::qz {
 
+/// A float16 tensor's values as float32 (exact), and float32 values rounded to float16.
+tensor float16_to_float32(const tensor& h);
+tensor float32_to_float16(const tensor& f);
+
 /// Whether `m` is a float16 model: some graph input, output or initializer is float16 and no
 /// graph input or output is float32.
 bool is_float16_model(const model& m);

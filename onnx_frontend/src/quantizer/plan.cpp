@@ -621,6 +621,11 @@ tspec override_block_spec(override_quant_type t, const qconfig& cfg, bool activa
 
 namespace quark::onnx::qz {
 
+bool uses_matmul_nbits(const qconfig& cfg) {
+  const option_value* v = cfg.extra_options.find("UseMatMulNBits");
+  return v != nullptr && v->is_bool() && v->as_bool();
+}
+
 settings read_settings(const qconfig& cfg) {
   return make_plan(cfg, {}, {}).opt;
 }

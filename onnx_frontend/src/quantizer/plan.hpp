@@ -165,6 +165,10 @@ struct plan {
 using subgraph_fn = std::function<std::vector<bool>(const std::vector<std::string>& starts,
                                                     const std::vector<std::string>& ends)>;
 
+/// UseMatMulNBits is set to true (read before the options are resolved: the float16 path
+/// removes keys the resolution would refuse).
+bool uses_matmul_nbits(const qconfig& cfg);
+
 /// Resolves `cfg` for `nodes`. Throws config_error / not_implemented naming the option.
 plan make_plan(const qconfig& cfg, const std::vector<node_ref>& nodes, const subgraph_fn& subgraph);
 

@@ -697,6 +697,18 @@ namespace {
 /// ReplaceClip6Relu, the category-1 conversions (conversions.cpp), the plan (node selection and
 /// specs), then CLE (algo_cle.cpp), which changes initializers only, so the plan's node list stays
 /// valid.
+/// The node choices for `m` as it is (no graph pass), with InputNodes / OutputNodes applied.
+qz::plan plan_as_given(const model& m, const qconfig& cfg) {
+  const std::vector<node_info> nodes = m.nodes();
+  std::vector<qz::node_ref> refs;
+  for (const auto& n : nodes)
+    refs.push_back({n.name, n.op_type});
+  qz::plan pl = qz::make_plan(
+      cfg, refs, [&](const auto& s, const auto& e) { return subgraph_mask(m, nodes, s, e); });
+  limit_to_input_output_nodes(m, nodes, pl.opt, pl.nodes);
+  return pl;
+}
+
 qz::plan prepare_float_model(model& m, const qconfig& cfg, const qz::algo_options& algos,
                              std::vector<std::string>& notes) {
   m.constants_to_initializers();
@@ -774,15 +786,16 @@ model quantize_float32_copy(const model& in, const qconfig& cfg, calibration_dat
 
 model quantize_model(const model& in, const qconfig& cfg, calibration_data_reader& reader,
                      quantize_report* report_out, const quantize_run_options& run) {
-  // QuantizeFP16 (fp16_model.cpp): a float16 model is quantized through a float32 copy.
-  if (qz::float16_path(in, cfg))
+  // QuantizeFP16 (fp16_model.cpp): a float16 model is quantized through a float32 copy; not
+  // with UseMatMulNBits, which leaves everything but the MatMul weights as it is.
+  if (!qz::uses_matmul_nbits(cfg) && qz::float16_path(in, cfg))
     return qz::quantize_float16_model(in, cfg, reader, report_out, run, &quantize_float32_copy);
   return quantize_float32_model(in, cfg, reader, report_out, run);
 }
 
 model quantize_model(model&& in, const qconfig& cfg, calibration_data_reader& reader,
                      quantize_report* report_out, const quantize_run_options& run) {
-  if (qz::float16_path(in, cfg))
+  if (!qz::uses_matmul_nbits(cfg) && qz::float16_path(in, cfg))
     return qz::quantize_float16_model(in, cfg, reader, report_out, run, &quantize_float32_copy);
   return quantize_float32_model(std::move(in), cfg, reader, report_out, run);
 }
@@ -822,7 +835,10 @@ model quantize_float32_model(model m, const qconfig& cfg, calibration_data_reade
                              quantize_report* report_out, const quantize_run_options& run) {
   quantize_report report;
   const qz::algo_options algos = qz::read_algo_options(cfg);
-  qz::plan pl = prepare_float_model(m, cfg, algos, report.notes);
+  // UseMatMulNBits changes the MatMul weights and nothing else (no graph passes, as ONNX
+  // Runtime's MatMulNBits quantizer): the plan is made on the model as given.
+  qz::plan pl = qz::uses_matmul_nbits(cfg) ? plan_as_given(m, cfg)
+                                           : prepare_float_model(m, cfg, algos, report.notes);
   if (pl.opt.dynamic || pl.opt.matmul_nbits) {
     // No calibration (dynamic.cpp); the reader serves only the evaluation.
     const bool eval = run.eval_samples > 0 || !pl.opt.eval_metrics.empty();

@@ -737,12 +737,7 @@ qz::plan prepare_float_model(model& m, const qconfig& cfg, const qz::algo_option
       notes.push_back("graph: " + note);
   }
   const std::vector<node_info> nodes = m.nodes();
-  std::vector<qz::node_ref> refs;
-  for (const auto& n : nodes)
-    refs.push_back({n.name, n.op_type});
-  qz::plan pl = qz::make_plan(
-      cfg, refs, [&](const auto& s, const auto& e) { return subgraph_mask(m, nodes, s, e); });
-  limit_to_input_output_nodes(m, nodes, pl.opt, pl.nodes);
+  qz::plan pl = plan_as_given(m, cfg);
   keep_all_inf_readers_float(m, nodes, pl.nodes);
   if (algos.cle) {
     std::set<std::string> quantized;

@@ -264,7 +264,7 @@ TEST_CASE("nbits: a row times the stored weight, straight from the codes") {
   // code), blocks of 16 (short last block) and of 64 (the 16-lane loop), both zero-point forms.
   std::mt19937 g(11);
   std::normal_distribution<float> d(0.0f, 1.0f);
-  for (const std::int64_t block : {16, 64}) {
+  for (const std::int64_t block : {16, 64, 128}) {
     for (const bool sym : {true, false}) {
       CAPTURE(block);
       CAPTURE(sym);
@@ -291,6 +291,21 @@ TEST_CASE("nbits: a row times the stored weight, straight from the codes") {
         const double got =
             static_cast<double>(quark::nbits_dot_column(row, q.packed, q.scales, q.zp, l, c));
         CHECK(std::fabs(got - ref) <= 1e-5 * mag);
+        // Both block kernels, whichever nbits_dot_column picked on this CPU.
+        const double portable = static_cast<double>(quark::detail::nbits_dot_column_with(
+            quark::detail::nbits_block_steps_portable, row, q.packed, q.scales, q.zp, l, c));
+        CHECK(std::fabs(portable - ref) <= 1e-5 * mag);
+#if QUARK_NBITS_AVX512
+        if (quark::detail::nbits_avx512_usable()) {
+          const double wide = static_cast<double>(quark::detail::nbits_dot_column_with(
+              [](const std::uint8_t* b, const float* ae, const float* ao, std::int64_t pairs,
+                 float sc, float* total) {
+                return quark::detail::nbits_block_steps_avx512(b, ae, ao, pairs, sc, total);
+              },
+              row, q.packed, q.scales, q.zp, l, c));
+          CHECK(std::fabs(wide - ref) <= 1e-5 * mag);
+        }
+#endif
       }
     }
   }

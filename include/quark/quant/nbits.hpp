@@ -38,6 +38,26 @@
 
 #include <quark/dtype/convert.hpp>
 
+// QUARK_NBITS_AVX512: nbits_dot_column's AVX-512F block kernel is compiled (x86 with GCC or
+// Clang, any -march: it carries a target attribute) and runs where the CPU has AVX-512F.
+#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define QUARK_NBITS_AVX512 1
+#define QUARK_NBITS_TARGET_AVX512 __attribute__((target("avx512f")))
+// GCC 12 at -O1 reports the intrinsics' own _mm512_undefined_*() as maybe-uninitialized once
+// they are inlined; the reports are false.
+#if defined(__GNUC__) && !defined(__clang__)
+#define QUARK_NBITS_AVX512_PUSH \
+  _Pragma("GCC diagnostic push") _Pragma("GCC diagnostic ignored \"-Wmaybe-uninitialized\"")
+#define QUARK_NBITS_AVX512_POP _Pragma("GCC diagnostic pop")
+#else
+#define QUARK_NBITS_AVX512_PUSH
+#define QUARK_NBITS_AVX512_POP
+#endif
+#else
+#define QUARK_NBITS_AVX512 0
+#endif
+
 namespace quark {
 
 /// The shape of one MatMulNBits weight: B is K x N, `bits` 2, 4 or 8, `block_size` a power of
@@ -354,26 +374,92 @@ inline void nbits_prepare_row(std::span<const float> a, const nbits_layout& l,
   }
 }
 
-/// sum_k a[k] W[k][col] straight from 4-bit MatMulNBits storage with integer zero points (packed,
-/// or none: mid_code()), without dequantizing W: per block, scale * (sum a_k code_k - zero point
-/// * sum a_k), the inner sum over 16 independent lanes (vectorizes without reassociation
-/// licence). For products of a few rows, where dequantizing W first costs more than the product
-/// (a decoding step of a language model). Same value as the dequantized product up to float
-/// rounding in another order. l.bits must be 4.
-inline float nbits_dot_column(const nbits_row& a, std::span<const std::uint8_t> packed,
-                              std::span<const float> scales,
-                              std::span<const std::uint8_t> zero_points, const nbits_layout& l,
-                              std::int64_t col) noexcept {
+namespace detail {
+
+/// Lanes of nbits_dot_column's accumulators: 32 pairs of codes (16 bytes twice) per step.
+inline constexpr std::int64_t nbits_lanes = 32;
+
+/// The whole 32-pair steps of one block: acc[j] = sum over steps of ae * low code + ao * high
+/// code of pair j of each step, then total[j] += acc[j] * scale. Returns the pairs consumed.
+inline std::int64_t nbits_block_steps_portable(const std::uint8_t* block, const float* ae,
+                                               const float* ao, std::int64_t pairs, float scale,
+                                               float* total) noexcept {
+  float acc[nbits_lanes] = {};
+  std::int64_t p = 0;
+  for (; p + nbits_lanes <= pairs; p += nbits_lanes) {
+    for (std::int64_t j = 0; j < nbits_lanes; ++j) {
+      const int byte = block[p + j];
+      const float lo = ae[p + j] * static_cast<float>(byte & 15);
+      const float hi = ao[p + j] * static_cast<float>(byte >> 4);
+      acc[j] += lo + hi;
+    }
+  }
+  for (std::int64_t j = 0; j < nbits_lanes; ++j)
+    total[j] += acc[j] * scale;
+  return p;
+}
+
+#if QUARK_NBITS_AVX512
+QUARK_NBITS_AVX512_PUSH
+/// nbits_block_steps_portable with AVX-512F: the same lanes and operations (multiplies and adds,
+/// no fused multiply-add), in two 16-lane registers. GCC and Clang contract the portable form's
+/// a * b + c into FMAs where the target has them and -ffp-contract allows, so the two forms
+/// agree to float rounding, not bit for bit.
+QUARK_NBITS_TARGET_AVX512 inline std::int64_t nbits_block_steps_avx512(
+    const std::uint8_t* block, const float* ae, const float* ao, std::int64_t pairs, float scale,
+    float* total) noexcept {
+  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+  const __m512i low = _mm512_set1_epi32(15);
+  std::int64_t p = 0;
+  for (; p + nbits_lanes <= pairs; p += nbits_lanes) {
+    const __m512i w0 =
+        _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block + p)));
+    const __m512i w1 =
+        _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block + p + 16)));
+    const __m512 lo0 =
+        _mm512_mul_ps(_mm512_loadu_ps(ae + p), _mm512_cvtepi32_ps(_mm512_and_si512(w0, low)));
+    const __m512 hi0 =
+        _mm512_mul_ps(_mm512_loadu_ps(ao + p), _mm512_cvtepi32_ps(_mm512_srli_epi32(w0, 4)));
+    const __m512 lo1 =
+        _mm512_mul_ps(_mm512_loadu_ps(ae + p + 16), _mm512_cvtepi32_ps(_mm512_and_si512(w1, low)));
+    const __m512 hi1 =
+        _mm512_mul_ps(_mm512_loadu_ps(ao + p + 16), _mm512_cvtepi32_ps(_mm512_srli_epi32(w1, 4)));
+    acc0 = _mm512_add_ps(acc0, _mm512_add_ps(lo0, hi0));
+    acc1 = _mm512_add_ps(acc1, _mm512_add_ps(lo1, hi1));
+  }
+  const __m512 sc = _mm512_set1_ps(scale);
+  _mm512_storeu_ps(total, _mm512_add_ps(_mm512_loadu_ps(total), _mm512_mul_ps(acc0, sc)));
+  _mm512_storeu_ps(total + 16, _mm512_add_ps(_mm512_loadu_ps(total + 16), _mm512_mul_ps(acc1, sc)));
+  return p;
+}
+QUARK_NBITS_AVX512_POP
+#endif
+
+/// Whether nbits_dot_column uses nbits_block_steps_avx512 (the CPU has AVX-512F).
+inline bool nbits_avx512_usable() noexcept {
+#if QUARK_NBITS_AVX512
+  static const bool ok = __builtin_cpu_supports("avx512f") != 0;
+  return ok;
+#else
+  return false;
+#endif
+}
+
+/// nbits_dot_column with the block kernel `steps`.
+template <class Steps>
+float nbits_dot_column_with(Steps steps, const nbits_row& a, std::span<const std::uint8_t> packed,
+                            std::span<const float> scales,
+                            std::span<const std::uint8_t> zero_points, const nbits_layout& l,
+                            std::int64_t col) noexcept {
   const std::int64_t kb = l.k_blocks();
   const std::int64_t blob = l.blob_size();
   const std::uint8_t* column = packed.data() + col * kb * blob;
   const float* s = scales.data() + col * kb;
   const std::uint8_t* zc =
       zero_points.empty() ? nullptr : zero_points.data() + col * l.zero_point_bytes_per_column();
-  constexpr std::int64_t lanes = 32;
   // Per lane, sum over blocks of scale * (sum of a_k code_k); the lanes are added once at the
   // end (a horizontal sum per block would cost more than the block's products).
-  float total[lanes] = {};
+  float total[nbits_lanes] = {};
   float y = 0.0f;
   for (std::int64_t b = 0; b < kb; ++b) {
     const std::int64_t r0 = b * l.block_size;
@@ -383,18 +469,7 @@ inline float nbits_dot_column(const nbits_row& a, std::span<const std::uint8_t> 
     const float* ae = a.even.data() + r0 / 2;
     const float* ao = a.odd.data() + r0 / 2;
     const float scale = s[b];
-    float acc[lanes] = {};
-    std::int64_t p = 0;
-    for (; p + lanes <= pairs; p += lanes) {
-      for (std::int64_t j = 0; j < lanes; ++j) {
-        const int byte = block[p + j];
-        const float lo = ae[p + j] * static_cast<float>(byte & 15);
-        const float hi = ao[p + j] * static_cast<float>(byte >> 4);
-        acc[j] += lo + hi;
-      }
-    }
-    for (std::int64_t j = 0; j < lanes; ++j)
-      total[j] += acc[j] * scale;
+    std::int64_t p = steps(block, ae, ao, pairs, scale, total);
     float rest = 0.0f;
     for (; p < pairs; ++p) {
       const int byte = block[p];
@@ -408,6 +483,31 @@ inline float nbits_dot_column(const nbits_row& a, std::span<const std::uint8_t> 
   for (const float v : total)
     y += v;
   return y;
+}
+
+}  // namespace detail
+
+/// sum_k a[k] W[k][col] straight from 4-bit MatMulNBits storage with integer zero points (packed,
+/// or none: mid_code()), without dequantizing W: per block, scale * (sum a_k code_k - zero point
+/// * sum a_k), the inner sum over 32 independent lanes (vectorizes without reassociation
+/// licence; with AVX-512F, chosen at run time, in two 16-lane registers). For products of a
+/// few rows, where dequantizing W first costs more than the product (a decoding step of a
+/// language model). Same value as the dequantized product up to float rounding in another
+/// order. l.bits must be 4.
+inline float nbits_dot_column(const nbits_row& a, std::span<const std::uint8_t> packed,
+                              std::span<const float> scales,
+                              std::span<const std::uint8_t> zero_points, const nbits_layout& l,
+                              std::int64_t col) noexcept {
+#if QUARK_NBITS_AVX512
+  if (detail::nbits_avx512_usable()) {
+    return detail::nbits_dot_column_with(
+        [](const std::uint8_t* b, const float* ae, const float* ao, std::int64_t pairs, float sc,
+           float* total) { return detail::nbits_block_steps_avx512(b, ae, ao, pairs, sc, total); },
+        a, packed, scales, zero_points, l, col);
+  }
+#endif
+  return detail::nbits_dot_column_with(detail::nbits_block_steps_portable, a, packed, scales,
+                                       zero_points, l, col);
 }
 
 /// The dequantized weight, row-major K x N (`out` holds l.k * l.n floats), from MatMulNBits

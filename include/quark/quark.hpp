@@ -45,6 +45,7 @@
 #include <quark/quant/dynamic.hpp>
 #include <quark/quant/fake_quant.hpp>
 #include <quark/quant/granularity.hpp>
+#include <quark/quant/nbits.hpp>
 #include <quark/quant/quant_policy.hpp>
 #include <quark/quant/quantize.hpp>
 #include <quark/quant/range.hpp>

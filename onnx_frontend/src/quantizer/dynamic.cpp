@@ -4,6 +4,9 @@
 // MatMulConstBOnly (default True here, seed 000), a Conv only with a constant weight. The weight
 // parameters come from qparams_for (Quark's weight rule: min/max including 0, INT8 clipped to
 // +-127) and the values from quark::quantize; per-channel signed weights are symmetric (§5.2).
+// The same rewriter (scopes, bodies, constant lookup, clean-up of float weights) serves
+// UseMatMulNBits: MatMul with a 2-D float32 / float16 constant B -> com.microsoft MatMulNBits,
+// B stored by quark::quantize_nbits (quark-spec §10.7).
 #include "quantizer/dynamic.hpp"
 
 #include <algorithm>

@@ -9,6 +9,8 @@
 // with the weight stored quantized (uint8 or int8, per tensor or per channel) by the headers'
 // quark::quantize. One DynamicQuantizeLinear serves every rewritten node reading the same value.
 // A Gather from a constant table gathers stored codes and dequantizes them.
+//
+// quantize_matmul_nbits (UseMatMulNBits) shares the rewriter: weight-only 4-bit MatMul.
 #pragma once
 
 #include <functional>

@@ -297,6 +297,16 @@ TEST_CASE("UseMatMulNBits: exclusion, op types, a B that is not a constant") {
           noted || n.find("no MatMul with a 2-D float32 / float16 constant B") != std::string::npos;
     CHECK(noted);
   }
+  SUBCASE("an empty B stays float") {
+    model_builder e(13, 7);
+    e.input("x", onnx_type::float32, {3, 0});
+    e.initializer("B", onnx_type::float32, {0, 5}, std::vector<float>{});
+    e.node("MatMul", {"x", "B"}, {"y"});
+    e.output("y", onnx_type::float32, {3, 5});
+    const run_result r = quantize(e.build(), nbits_config(32, true), "nbits_empty");
+    CHECK(nodes_of(r.model, "MatMulNBits").empty());
+    CHECK(nodes_of(r.model, "MatMul").size() == 1);
+  }
   SUBCASE("global specs are reported unused, the activation product noted as float") {
     qo::qconfig c = nbits_config(32, true);
     c.global_config.input_tensors = qo::make_spec(qo::spec_name::int8);

@@ -364,7 +364,7 @@ class rewriter {
     const auto bp = constant_proto(src.input(1), st);
     const bool half = bp && bp->first->data_type() == ::onnx::TensorProto::FLOAT16;
     if (!bp || (bp->first->data_type() != ::onnx::TensorProto::FLOAT && !half) ||
-        bp->first->dims_size() != 2) {
+        bp->first->dims_size() != 2 || bp->first->dims(0) <= 0 || bp->first->dims(1) <= 0) {
       ++nbits_skipped_;
       return false;
     }

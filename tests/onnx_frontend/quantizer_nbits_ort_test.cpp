@@ -465,6 +465,19 @@ TEST_CASE("UseMatMulNBits on a float16 model: float16 scales, the rest of the gr
       CHECK(std::fabs(ours - ort[i]) <= 2e-3f * peak);
     }
     CHECK(quark::metrics::cosine(std::span<const float>(ort), std::span<const float>(ref)) > 0.98);
+
+    // --eval on the float16 model: its float16 outputs are compared in float32.
+    qo::memory_reader two({{{"x", xt}}, {{"x", xt}}});
+    qo::quantize_run_options run;
+    run.eval_samples = 2;
+    const fs::path fin = work_dir() / "nbits_fp16_eval_float.onnx";
+    save_proto(fm, fin);
+    const qo::quantize_report er = qo::quantize_model(fin, work_dir() / "nbits_fp16_eval.onnx",
+                                                      nbits_config(32, symmetric), two, run);
+    REQUIRE(er.eval);
+    CHECK(er.eval->samples == 2);
+    CHECK(er.eval->cosine_mean > 0.98);
+    CHECK(er.eval->cosine_mean < 1.0);
   }
 }
 
@@ -521,6 +534,28 @@ TEST_CASE("UseMatMulNBits: bad parameters and weights are refused, naming the cu
     c.extra_options.set("WeightsOnly", true);
     refused(c, "UseMatMulNBits: extra_options.WeightsOnly");
   }
+  {
+    qo::qconfig c = qo::get_default_config("MATMUL_NBITS");
+    c.extra_options.set("QuantizeFP16", true);
+    c.extra_options.set("UseFP32Scale", true);
+    refused(c, "UseMatMulNBits: extra_options.QuantizeFP16 = true does not apply");
+  }
+  {
+    qo::qconfig c = qo::get_default_config("MATMUL_NBITS");
+    c.specific_layer_config.push_back(
+        {.config = qo::layer_config{}, .layers = {qo::node_selector::parse("n0")}});
+    refused(c, "UseMatMulNBits: specific_layer_config[0]");
+  }
+  {
+    qo::qconfig c = qo::get_default_config("MATMUL_NBITS");
+    qo::layer_config weights;
+    weights.weight = qo::make_spec(qo::spec_name::int8);
+    c.layer_type_config.push_back({.config = weights, .op_types = {"MatMul"}});
+    refused(c, "UseMatMulNBits: layer_type_config[0] sets a config");
+  }
+  refused_param("Algorithm", std::string("GPTQ"), "\"GPTQ\" is not implemented yet");
+  refused_param("Algorithm", std::int64_t{1}, "MatMulNBitsParams.Algorithm: must be a string");
+  refused_param("Bits", std::string("4"), "MatMulNBitsParams.Bits: must be an integer");
   {
     // A NaN in B: the node and the weight are named.
     ::onnx::ModelProto m = mlp(64);

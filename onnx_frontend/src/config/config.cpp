@@ -238,12 +238,11 @@ void validate_matmul_nbits(const qconfig& c, const option_map& eff) {
              std::string(to_string(c.algo_config.front().name)) +
              ") does not apply; MatMulNBitsParams.Algorithm chooses the weight algorithm");
   }
-  for (const char* key :
-       {"WeightsOnly", "EnableNPUCnn", "EnableNPUTransformer", "QuantizeFP16", "UseFP32Scale"}) {
+  // (UseFP32Scale needs QuantizeFP16, which is refused here: Quark's "must be False".)
+  for (const char* key : {"WeightsOnly", "EnableNPUCnn", "EnableNPUTransformer", "QuantizeFP16"}) {
     if (flag(eff, key)) {
       conflict(std::string("UseMatMulNBits: extra_options.") + key +
-               " = true does not apply to MatMulNBits quantization" +
-               (std::string_view(key) == "UseFP32Scale" ? " (Quark: it must be False)" : ""));
+               " = true does not apply to MatMulNBits quantization");
     }
   }
 }

@@ -1,16 +1,11 @@
 // SPDX-License-Identifier: MIT
 #include "quantizer/block_nodes.hpp"
 
+#include "quantizer/tensor_build.hpp"
+
 namespace quark::onnx::qz {
 
 namespace {
-
-void add_int(::onnx::NodeProto& n, const char* name, std::int64_t v) {
-  auto* a = n.add_attribute();
-  a->set_name(name);
-  a->set_type(::onnx::AttributeProto::INT);
-  a->set_i(v);
-}
 
 void add_string(::onnx::NodeProto& n, const char* name, const std::string& v) {
   auto* a = n.add_attribute();
@@ -64,25 +59,25 @@ std::optional<std::int64_t> reader_axis(const node_info& n, const std::string& t
   n.add_output(out);
   if (b.op == "MXQuantizeDequantize") {
     add_string(n, "element_dtype", b.element_dtype);
-    add_int(n, "axis", axis);
-    add_int(n, "block_size", b.block_size);
-    add_int(n, "rounding_mode", b.rounding_mode);
+    add_int_attribute(n, "axis", axis);
+    add_int_attribute(n, "block_size", b.block_size);
+    add_int_attribute(n, "rounding_mode", b.rounding_mode);
     return n;
   }
   add_string(n, "bfp_method", b.bfp_method);
-  add_int(n, "axis", axis);
-  add_int(n, "bit_width", b.bit_width);
-  add_int(n, "block_size", b.block_size);
-  add_int(n, "rounding_mode", b.rounding_mode);
+  add_int_attribute(n, "axis", axis);
+  add_int_attribute(n, "bit_width", b.bit_width);
+  add_int_attribute(n, "block_size", b.block_size);
+  add_int_attribute(n, "rounding_mode", b.rounding_mode);
   if (b.bfp_method != "to_bfp") {
-    add_int(n, "sub_block_size", b.sub_block_size);
-    add_int(n, "sub_block_shift_bits", b.sub_block_shift_bits);
+    add_int_attribute(n, "sub_block_size", b.sub_block_size);
+    add_int_attribute(n, "sub_block_shift_bits", b.sub_block_shift_bits);
   }
   // Legacy BFPAttributes only (the op defaults are 0).
   if (b.convert_to_bfloat_before_bfp != 0)
-    add_int(n, "convert_to_bfloat_before_bfp", b.convert_to_bfloat_before_bfp);
+    add_int_attribute(n, "convert_to_bfloat_before_bfp", b.convert_to_bfloat_before_bfp);
   if (b.use_compiler_version_cpu_kernel != 0)
-    add_int(n, "use_compiler_version_cpu_kernel", b.use_compiler_version_cpu_kernel);
+    add_int_attribute(n, "use_compiler_version_cpu_kernel", b.use_compiler_version_cpu_kernel);
   return n;
 }
 

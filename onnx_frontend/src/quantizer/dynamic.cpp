@@ -419,17 +419,11 @@ class rewriter {
     q.add_input(src.input(0));
     for (const auto& n : names)
       q.add_input(n);
-    auto attr = [&q](const char* name, std::int64_t v) {
-      ::onnx::AttributeProto* a = q.add_attribute();
-      a->set_name(name);
-      a->set_type(::onnx::AttributeProto::INT);
-      a->set_i(v);
-    };
-    attr("K", l.k);
-    attr("N", l.n);
-    attr("bits", l.bits);
-    attr("block_size", l.block_size);
-    attr("accuracy_level", opt_.nbits_accuracy_level);
+    add_int_attribute(q, "K", l.k);
+    add_int_attribute(q, "N", l.n);
+    add_int_attribute(q, "bits", l.bits);
+    add_int_attribute(q, "block_size", l.block_size);
+    add_int_attribute(q, "accuracy_level", opt_.nbits_accuracy_level);
     st.rebuilt.push_back(std::move(q));
     count(src.op_type(), true);
     ++done_;

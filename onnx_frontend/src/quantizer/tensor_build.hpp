@@ -122,14 +122,19 @@ inline std::string non_finite_values(std::span<const float> v, const std::string
          " at element " + std::to_string(bad - v.begin());
 }
 
+/// Adds the int attribute `name` = `v` to `n`.
+inline void add_int_attribute(::onnx::NodeProto& n, const char* name, std::int64_t v) {
+  auto* a = n.add_attribute();
+  a->set_name(name);
+  a->set_type(::onnx::AttributeProto::INT);
+  a->set_i(v);
+}
+
 /// Cast(in, to) -> out (`to` an ONNX TensorProto data type).
 inline ::onnx::NodeProto make_cast(const std::string& name, const std::string& in,
                                    const std::string& out, dtype_id to) {
   ::onnx::NodeProto n = make_op("Cast", name, {in}, {out});
-  auto* a = n.add_attribute();
-  a->set_name("to");
-  a->set_type(::onnx::AttributeProto::INT);
-  a->set_i(static_cast<std::int64_t>(to));  // dtype_id values are the ONNX codes
+  add_int_attribute(n, "to", static_cast<std::int64_t>(to));  // dtype_id values are ONNX codes
   return n;
 }
 

@@ -382,9 +382,9 @@ TEST_CASE("legacy extra options CLE* tune the cle entry, without one they are a 
 
 TEST_CASE("algo_config: other algorithms are still refused, bad CLE parameters named") {
   const auto fm = conv_relu_conv();
-  qo::qconfig sq = qo::get_default_config("A8W8");
-  sq.algo_config.push_back({.name = qo::algo_name::smooth_quant});
-  CHECK(error_id([&] { qo::equalize_model(to_model(fm), sq); }) == "quark.config.not_implemented");
+  qo::qconfig rot = qo::get_default_config("A8W8");
+  rot.algo_config.push_back({.name = qo::algo_name::quarot});
+  CHECK(error_id([&] { qo::equalize_model(to_model(fm), rot); }) == "quark.config.not_implemented");
   CHECK(error_id([&] {
           qo::equalize_model(to_model(fm), cle_config(obj({{"cle_balance_method", "min"}})));
         }) == "quark.config.value");

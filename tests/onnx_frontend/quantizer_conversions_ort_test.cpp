@@ -174,14 +174,6 @@ void check_converted(const ::onnx::ModelProto& original, const ::onnx::ModelProt
   }
 }
 
-const ::onnx::NodeProto* node_named(const ::onnx::ModelProto& m, const std::string& name) {
-  for (const auto& n : m.graph().node()) {
-    if (n.name() == name)
-      return &n;
-  }
-  return nullptr;
-}
-
 }  // namespace
 
 TEST_CASE("ConvertBNToConv: a standalone BatchNormalization becomes a depthwise 1x1 Conv") {

@@ -450,14 +450,6 @@ qo::qconfig mixed(const char* global, const char* second) {
   return cfg;
 }
 
-const ::onnx::NodeProto* node_named(const ::onnx::ModelProto& p, const std::string& name) {
-  for (const auto& n : p.graph().node()) {
-    if (n.name() == name)
-      return &n;
-  }
-  return nullptr;
-}
-
 /// `p` with `extra` inserted before the node named `before`, whose input `tensor` it rewires to
 /// `extra`'s last output.
 ::onnx::ModelProto insert_before(::onnx::ModelProto p, const std::string& before,

@@ -98,12 +98,6 @@ std::int64_t attr_i(const ::onnx::NodeProto& n, const std::string& name) {
   return -1;
 }
 
-std::vector<float> floats_of(const ::onnx::TensorProto& t) {
-  std::vector<float> v(t.raw_data().size() / sizeof(float));
-  std::memcpy(v.data(), t.raw_data().data(), v.size() * sizeof(float));
-  return v;
-}
-
 /// ORT's and our runtime's outputs of `m` on `x` agree (float sums in different orders).
 std::map<std::string, std::vector<float>> ort_matching_ours(const ::onnx::ModelProto& m,
                                                             const fs::path& path,

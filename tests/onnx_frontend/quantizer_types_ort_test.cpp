@@ -87,14 +87,6 @@ std::int64_t opset_of(const ::onnx::ModelProto& m) {
   return 0;
 }
 
-std::vector<float> floats_of(const ::onnx::TensorProto& t) {
-  if (t.float_data_size() > 0)
-    return {t.float_data().begin(), t.float_data().end()};
-  std::vector<float> v(t.raw_data().size() / 4);
-  std::memcpy(v.data(), t.raw_data().data(), v.size() * 4);
-  return v;
-}
-
 struct quantized {
   ::onnx::ModelProto model;
   qo::quantize_report report;

@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -68,6 +69,24 @@ inline const ::onnx::TensorProto* find_init(const ::onnx::ModelProto& m, const s
       return &t;
   }
   return nullptr;
+}
+
+/// The main graph's node called `name`, or nullptr.
+inline const ::onnx::NodeProto* node_named(const ::onnx::ModelProto& m, const std::string& name) {
+  for (const auto& n : m.graph().node()) {
+    if (n.name() == name)
+      return &n;
+  }
+  return nullptr;
+}
+
+/// The values of a float32 TensorProto (float_data or raw_data).
+inline std::vector<float> floats_of(const ::onnx::TensorProto& t) {
+  if (t.float_data_size() > 0)
+    return {t.float_data().begin(), t.float_data().end()};
+  std::vector<float> v(t.raw_data().size() / sizeof(float));
+  std::memcpy(v.data(), t.raw_data().data(), v.size() * sizeof(float));
+  return v;
 }
 
 inline quark::onnx::model to_model(const ::onnx::ModelProto& p) {

@@ -303,6 +303,16 @@ algo_options read_algo_options(const qconfig& cfg) {
       c.total_layer_diff_threshold =
           param(e, "cle_total_layer_diff_threshold", "CLETotalLayerDiffThreshold").as_number();
       a.cle = c;
+    } else if (e.name == algo_name::smooth_quant) {
+      smooth_quant_options q;
+      q.alpha = algo_param(e, "alpha").as_number();
+      if (!(q.alpha >= 0.0 && q.alpha <= 1.0)) {
+        throw config_error("quark.config.value",
+                           "algo_config smooth_quant.alpha: must be in [0, 1] (the share of the "
+                           "activation's range moved into the weight), got " +
+                               to_string(algo_param(e, "alpha")));
+      }
+      a.smooth_quant = q;
     } else if (e.name == algo_name::bias_correction) {
       a.bias_correction = true;
     } else if (e.name == algo_name::auto_mixprecision) {

@@ -8,6 +8,12 @@
 // float model computes the same function afterwards (up to float rounding). ReplaceClip6Relu goes
 // with it: Clip(0, 6) with constant bounds becomes Relu first (this one changes the function).
 //
+// SmoothQuant (algo_smooth_quant.cpp, §10.2): runs on the float model after CLE and before
+// calibration, on the calibration data. Each quantized MatMul with a 2-D float weight W [K, N]
+// gets a Mul by 1 / s in front of its activation input and W's rows multiplied by s, with
+// s_k = max|x_k|^alpha / max_n|W[k, n]|^(1 - alpha): the activation's outlier channels move into
+// the weight. The float model computes the same function afterwards (up to float rounding).
+//
 // Bias correction (algo_bias_correction.cpp, §10.3): runs on the quantized model. For each
 // quantized Conv / Gemm with a bias, the mean per-channel difference between the float node (plus
 // its Relu / Clip) and the quantized chain, on the quantized model's own inputs over the
@@ -50,6 +56,11 @@ struct cle_options {
   bool scale_append_bias = true;
   bool scale_use_threshold = true;
   double total_layer_diff_threshold = 1.9e-7;
+};
+
+/// SmoothQuantConfig (quark-spec §10.2).
+struct smooth_quant_options {
+  double alpha = 0.5;  ///< share of the activation's range moved into the weight, in [0, 1]
 };
 
 /// AdaRoundConfig / AdaQuantConfig (quark-spec §10.5). Parameters that do nothing on a CPU
@@ -111,7 +122,8 @@ struct auto_mp_options {
 
 /// The algorithms a configuration asks for.
 struct algo_options {
-  std::optional<cle_options> cle;            ///< algo_config "cle"
+  std::optional<cle_options> cle;                    ///< algo_config "cle"
+  std::optional<smooth_quant_options> smooth_quant;  ///< algo_config "smooth_quant"
   bool replace_clip6_relu = false;           ///< ReplaceClip6Relu (only with CLE, as in Quark)
   bool bias_correction = false;              ///< algo_config "bias_correction"
   std::optional<auto_mp_options> auto_mp;    ///< algo_config "auto_mixprecision"
@@ -136,6 +148,34 @@ std::size_t replace_clip6_relu(model& m);
 /// whether a node is quantized: only quantized Conv / Gemm take part, as in Quark.
 cle_stats cross_layer_equalize(model& m, const cle_options& o,
                                const std::function<bool(const std::string&)>& quantized);
+
+struct smooth_quant_stats {
+  std::size_t matmuls = 0;      ///< MatMul nodes smoothed (one Mul each)
+  std::size_t activations = 0;  ///< distinct activation inputs among them
+  std::size_t channels = 0;     ///< input channels rescaled, over all smoothed MatMuls
+  /// Channels left at s = 1: never nonzero in the data, a non-finite maximum, an all-zero
+  /// weight row, or an s that over- or underflows float32.
+  std::size_t channels_kept = 0;
+  std::size_t samples = 0;
+  std::vector<std::string> mul_nodes;  ///< names of the Mul nodes inserted
+  std::vector<std::string> skipped;    ///< "node (reason)" for quantized MatMuls left alone
+};
+
+/// SmoothQuant (quark-spec §10.2) of the float model `m` on at most `max_samples` samples of
+/// `reader` (rewound first and after): every MatMul `quantized(name)` accepts whose input 1 is
+/// a float32 initializer [K, N] read by no other node and whose input 0 is an activation gets
+/// Mul(x, 1 / (s + 1e-9)) in front (initializer "<x>_<node>_smooth_scale", node
+/// "<x>_<node>_smooth_mul", output "<x>_<node>_smooth_output", as in Quark) and W <- s W row by
+/// row, in float32 as Quark's numpy code. The caller keeps the Muls float (quantizing their
+/// input would undo the smoothing). Throws config_error "quark.quantize.no_data" when the
+/// reader yields nothing and "quark.config.value" when it cannot be read twice.
+smooth_quant_stats smooth_quant(model& m, const smooth_quant_options& o,
+                                calibration_data_reader& reader,
+                                std::optional<std::size_t> max_samples,
+                                const std::function<bool(const std::string&)>& quantized);
+
+/// One line for the quantize report.
+std::string smooth_quant_note(const smooth_quant_options& o, const smooth_quant_stats& s);
 
 struct bias_correction_stats {
   std::size_t corrected = 0;  ///< biases changed

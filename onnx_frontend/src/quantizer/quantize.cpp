@@ -710,7 +710,8 @@ qz::plan plan_as_given(const model& m, const qconfig& cfg) {
 }
 
 qz::plan prepare_float_model(model& m, const qconfig& cfg, const qz::algo_options& algos,
-                             std::vector<std::string>& notes) {
+                             std::vector<std::string>& notes,
+                             calibration_data_reader* reader = nullptr) {
   m.constants_to_initializers();
   const qz::graph_pass_options passes = qz::read_pass_options(cfg);
   for (auto& note : qz::optimize_graph(m, passes))
@@ -751,6 +752,42 @@ qz::plan prepare_float_model(model& m, const qconfig& cfg, const qz::algo_option
         "cle: " + std::to_string(st.pairs) + " pairs, " + std::to_string(st.triples) +
         " triples, " + std::to_string(st.steps) + " steps" +
         (st.skipped > 0 ? ", " + std::to_string(st.skipped) + " patterns skipped" : std::string()));
+  }
+  // SmoothQuant (algo_smooth_quant.cpp) after CLE, as in Quark; it adds Mul nodes, so the plan
+  // is made again afterwards.
+  if (algos.smooth_quant) {
+    if (reader == nullptr) {
+      notes.push_back("smooth_quant: not applied here (it needs the calibration data)");
+      return pl;
+    }
+    if (auto* folder = dynamic_cast<npy_folder_reader*>(reader)) {
+      const auto ins = m.inputs();
+      if (ins.size() == 1)
+        folder->set_single_input_name(ins.front().name);
+    }
+    std::set<std::string> quantized;
+    for (std::size_t i = 0; i < nodes.size(); ++i) {
+      if (pl.nodes[i].quantize)
+        quantized.insert(nodes[i].name);
+    }
+    const qz::smooth_quant_stats st =
+        qz::smooth_quant(m, *algos.smooth_quant, *reader, pl.opt.calib_data_size,
+                         [&](const std::string& n) { return quantized.contains(n); });
+    notes.push_back(qz::smooth_quant_note(*algos.smooth_quant, st));
+    if (st.matmuls > 0) {
+      const std::vector<node_info> now = m.nodes();
+      pl = plan_as_given(m, cfg);
+      keep_all_inf_readers_float(m, now, pl.nodes);
+      // The smoothing Muls stay float: quantizing their input would quantize the unsmoothed
+      // activation again (Quark quantizes them with the other Muls; docs/compatibility.md).
+      const std::set<std::string> muls(st.mul_nodes.begin(), st.mul_nodes.end());
+      for (std::size_t i = 0; i < now.size(); ++i) {
+        if (muls.contains(now[i].name)) {
+          pl.nodes[i].quantize = false;
+          pl.nodes[i].reason = "smooth_quant's scaling";
+        }
+      }
+    }
   }
   return pl;
 }
@@ -832,8 +869,9 @@ model quantize_float32_model(model m, const qconfig& cfg, calibration_data_reade
   const qz::algo_options algos = qz::read_algo_options(cfg);
   // UseMatMulNBits changes the MatMul weights and nothing else (no graph passes, as ONNX
   // Runtime's MatMulNBits quantizer): the plan is made on the model as given.
-  qz::plan pl = qz::uses_matmul_nbits(cfg) ? plan_as_given(m, cfg)
-                                           : prepare_float_model(m, cfg, algos, report.notes);
+  qz::plan pl = qz::uses_matmul_nbits(cfg)
+                    ? plan_as_given(m, cfg)
+                    : prepare_float_model(m, cfg, algos, report.notes, &reader);
   if (pl.opt.dynamic || pl.opt.matmul_nbits) {
     // No calibration (dynamic.cpp); the reader serves only the evaluation.
     const bool eval = run.eval_samples > 0 || !pl.opt.eval_metrics.empty();

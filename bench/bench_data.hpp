@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <random>
 #include <span>
 #include <vector>
@@ -62,6 +63,18 @@ inline void report(benchmark::State& state, std::size_t n) {
                           static_cast<std::int64_t>(n));
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) *
                           static_cast<std::int64_t>(n * sizeof(float)));
+}
+
+/// The baseline of a benchmark over the float array `x`: memcpy of its bytes to another buffer,
+/// reported like the benchmark (`x.size()` floats per iteration).
+inline void memcpy_baseline(benchmark::State& state, std::span<const float> x) {
+  std::vector<float> out(x.size());
+  for (auto _ : state) {
+    std::memcpy(out.data(), x.data(), x.size() * sizeof(float));
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  report(state, x.size());
 }
 
 }  // namespace quark_bench

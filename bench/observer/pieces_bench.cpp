@@ -63,14 +63,7 @@ void observe_in_parts(quark::histogram_observer& h, std::span<const float> x) {
 }
 
 void BM_memcpy(benchmark::State& state) {
-  const auto x = data(state);
-  std::vector<float> out(x.size());
-  for (auto _ : state) {
-    std::memcpy(out.data(), x.data(), x.size() * sizeof(float));
-    benchmark::DoNotOptimize(out.data());
-    benchmark::ClobberMemory();
-  }
-  report(state, x.size());
+  quark_bench::memcpy_baseline(state, data(state));
 }
 
 void BM_pieces_inside(benchmark::State& state) {

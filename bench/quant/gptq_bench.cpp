@@ -52,14 +52,7 @@ const quark::gptq_hessian& hessian(std::size_t k) {
 
 void bm_memcpy(benchmark::State& state) {
   const std::size_t k = side(state);
-  const std::vector<float> w = weight(k, k);
-  std::vector<float> out(w.size());
-  for (auto _ : state) {
-    std::memcpy(out.data(), w.data(), w.size() * sizeof(float));
-    benchmark::DoNotOptimize(out.data());
-    benchmark::ClobberMemory();
-  }
-  quark_bench::report(state, w.size());
+  quark_bench::memcpy_baseline(state, weight(k, k));
 }
 
 void bm_gptq(benchmark::State& state) {

@@ -31,14 +31,7 @@ const std::vector<float>& weight() {
 }
 
 void bm_memcpy(benchmark::State& state) {
-  const auto& w = weight();
-  std::vector<float> out(w.size());
-  for (auto _ : state) {
-    std::memcpy(out.data(), w.data(), w.size() * sizeof(float));
-    benchmark::DoNotOptimize(out.data());
-    benchmark::ClobberMemory();
-  }
-  quark_bench::report(state, w.size());
+  quark_bench::memcpy_baseline(state, weight());
 }
 
 struct stored {

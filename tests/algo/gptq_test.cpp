@@ -490,7 +490,7 @@ TEST_CASE("gptq: the inverse Cholesky factor (U upper, U^T U H = I, any panel si
   }
 }
 
-TEST_CASE("gptq: GPTQ beats round-to-nearest on correlated inputs; the loss is D^T H D") {
+TEST_CASE("gptq: GPTQ beats round-to-nearest on correlated inputs, the loss is D^T H D") {
   const std::size_t k = 64, n = 24, rows = 256;
   for (const std::uint32_t seed : {1u, 2u, 3u, 4u}) {
     CAPTURE(seed);

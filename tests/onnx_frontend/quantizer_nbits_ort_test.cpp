@@ -270,6 +270,91 @@ TEST_CASE("UseMatMulNBits: MatMul weights as 4-bit blocks that ONNX Runtime read
   }
 }
 
+TEST_CASE("UseMatMulNBits Algorithm GPTQ: blocks ORT reads, GPTQ's grid, a lower output error") {
+  if (!ort_available()) {
+    MESSAGE("skipped: " << ort_unavailable_reason());
+    return;
+  }
+  // x [3, 64] with correlated features (x = z A), so that the Hessian is far from diagonal.
+  constexpr std::int64_t k = 64;
+  auto sample_x = [](std::uint32_t seed) { return correlated_floats(3, k, seed, 77); };
+  // 64 samples of 3 rows: more rows than K, so that the Hessian has full rank (with fewer, GPTQ
+  // fits the calibration subspace and held-out inputs outside it lose).
+  std::vector<qo::calib_sample> calib;
+  for (std::uint32_t seed = 300; seed < 364; ++seed) {
+    qo::calib_sample s;
+    s.emplace("x", qo::tensor::from_floats({3, k}, sample_x(seed)));
+    calib.push_back(std::move(s));
+  }
+  const ::onnx::ModelProto fm = mlp(k);
+  const fs::path dir = work_dir();
+  save_proto(fm, dir / "nbits_gptq_float.onnx");
+  auto run_with = [&](const char* algorithm, bool symmetric, const std::string& tag) {
+    qo::qconfig c = nbits_config(32, symmetric);
+    qo::option_value p = *c.extra_options.find("MatMulNBitsParams");
+    p.set("Algorithm", std::string(algorithm));
+    c.extra_options.set("MatMulNBitsParams", std::move(p));
+    qo::memory_reader reader(calib);
+    run_result r;
+    r.path = dir / (tag + ".onnx");
+    r.report = qo::quantize_model(dir / "nbits_gptq_float.onnx", r.path, c, reader);
+    r.model = load_proto(r.path);
+    return r;
+  };
+  for (const bool symmetric : {true, false}) {
+    CAPTURE(symmetric);
+    const run_result g = run_with("GPTQ", symmetric, symmetric ? "nbits_gptq_s" : "nbits_gptq_a");
+    const run_result d =
+        run_with("DEFAULT", symmetric, symmetric ? "nbits_default_s" : "nbits_default_a");
+    bool noted = false;
+    for (const auto& note : g.report.notes)
+      noted = noted || note.find("GPTQ codes (proxy loss") != std::string::npos;
+    CHECK(noted);
+    // Quark's GPTQ grid, per block of 32 rows of each column of B1: symmetric, scale
+    // 2 max|w| / 15 (positive; zero point 8 implicit); asymmetric, (max - min) / 15 over the
+    // range including 0, with a zero point input. The first block's grid comes from the float
+    // weights; the second's from the weights GPTQ has updated by then (not checked here).
+    const auto q = nodes_of(g.model, "MatMulNBits");
+    REQUIRE(q.size() == 3);  // B1 read twice, B2
+    const ::onnx::NodeProto& q1 = *q[0];
+    CHECK(q1.input_size() == (symmetric ? 3 : 4));
+    const std::vector<float> w = floats_of(*find_init(fm, "B1"));
+    const std::vector<float> scales = floats_of(*find_init(g.model, q1.input(2)));
+    REQUIRE(scales.size() == 24 * 2);
+    for (std::size_t col = 0; col < 24; ++col) {
+      CHECK(scales[col * 2 + 1] > 0.0f);
+      for (std::size_t b = 0; b < 1; ++b) {
+        float lo = 0.0f, hi = 0.0f;
+        for (std::size_t r = b * 32; r < b * 32 + 32; ++r) {
+          lo = std::min(lo, w[r * 24 + col]);
+          hi = std::max(hi, w[r * 24 + col]);
+        }
+        const float m = std::max(-lo, hi);
+        CHECK(scales[col * 2 + b] == (symmetric ? (m + m) / 15.0f : (hi - lo) / 15.0f));
+      }
+    }
+    // ORT runs both; on held-out correlated inputs GPTQ's output error is the lower one.
+    double e_gptq = 0.0, e_default = 0.0;
+    for (std::uint32_t seed = 900; seed < 904; ++seed) {
+      const std::vector<float> x = sample_x(seed);
+      const auto f = run_ort(fm, {npy_array::from(x, {3, static_cast<std::size_t>(k)})});
+      const auto og = ort_matching_ours(g.model, g.path, x, {3, static_cast<std::size_t>(k)});
+      const auto od = run_ort(d.model, {npy_array::from(x, {3, static_cast<std::size_t>(k)})});
+      for (const char* out : {"y", "y2"}) {
+        const std::vector<float> fv = f.at(out).values<float>();
+        const std::vector<float> dv = od.at(out).values<float>();
+        const std::vector<float>& gv = og.at(out);
+        for (std::size_t i = 0; i < fv.size(); ++i) {
+          e_gptq += std::pow(static_cast<double>(gv[i]) - static_cast<double>(fv[i]), 2.0);
+          e_default += std::pow(static_cast<double>(dv[i]) - static_cast<double>(fv[i]), 2.0);
+        }
+      }
+    }
+    MESSAGE("squared output error in ORT: DEFAULT " << e_default << ", GPTQ " << e_gptq);
+    CHECK(e_gptq < e_default);
+  }
+}
+
 TEST_CASE("UseMatMulNBits: exclusion, op types, a B that is not a constant") {
   const ::onnx::ModelProto fm = mlp(64);
   SUBCASE("exclude a node by name") {
@@ -547,7 +632,11 @@ TEST_CASE("UseMatMulNBits: bad parameters and weights are refused, naming the cu
     c.layer_type_config.push_back({.config = weights, .op_types = {"MatMul"}});
     refused(c, "UseMatMulNBits: layer_type_config[0] sets a config");
   }
-  refused_param("Algorithm", std::string("GPTQ"), "\"GPTQ\" is not implemented yet");
+  {
+    // Algorithm GPTQ needs calibration data.
+    qo::qconfig c = with_param("Algorithm", std::string("GPTQ"));
+    refused(c, "Algorithm \"GPTQ\" needs calibration data");
+  }
   refused_param("Algorithm", std::int64_t{1}, "MatMulNBitsParams.Algorithm: must be a string");
   refused_param("Bits", std::string("4"), "MatMulNBitsParams.Bits: must be an integer");
   {

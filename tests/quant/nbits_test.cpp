@@ -212,6 +212,57 @@ TEST_CASE("nbits: layout of several blocks and columns") {
     CHECK(std::fabs(back[i] - w[i]) <= 0.5f * 7.0f / 15.0f + 1e-6f);
 }
 
+TEST_CASE("nbits: pack_nbits stores given codes where quantize_nbits puts its own") {
+  // The codes quantize_nbits chose, read back from its bytes by hand, packed again: the same
+  // bytes (K = 40 over blocks of 16, N = 3, asymmetric, 4 and 2 bits; the padding nibble aside).
+  for (const int bits : {4, 2}) {
+    CAPTURE(bits);
+    const quark::nbits_layout l{40, 3, bits, 16};
+    std::vector<float> w(40 * 3);
+    for (std::size_t i = 0; i < w.size(); ++i)
+      w[i] = static_cast<float>((i * 7) % 11) - 4.0f;
+    const quantized q = run(w, l, false);
+    const int per_byte = 8 / bits, mask = (1 << bits) - 1;
+    std::vector<std::int32_t> codes(w.size()), zeros(static_cast<std::size_t>(l.scale_count()));
+    for (std::int64_t r = 0; r < l.k; ++r) {
+      for (std::int64_t c = 0; c < l.n; ++c) {
+        const std::int64_t b = r / 16, i = r % 16;
+        const std::uint8_t byte = q.packed[static_cast<std::size_t>(
+            c * l.k_blocks() * l.blob_size() + b * l.blob_size() + i / per_byte)];
+        codes[static_cast<std::size_t>(r * l.n + c)] = (byte >> ((i % per_byte) * bits)) & mask;
+      }
+    }
+    for (std::int64_t c = 0; c < l.n; ++c) {
+      for (std::int64_t b = 0; b < l.k_blocks(); ++b) {
+        const std::uint8_t byte =
+            q.zp[static_cast<std::size_t>(c * l.zero_point_bytes_per_column() + b / per_byte)];
+        zeros[static_cast<std::size_t>(c * l.k_blocks() + b)] =
+            (byte >> ((b % per_byte) * bits)) & mask;
+      }
+    }
+    std::vector<std::uint8_t> packed(static_cast<std::size_t>(l.packed_bytes()));
+    std::vector<std::uint8_t> zp(static_cast<std::size_t>(l.zero_point_bytes()));
+    quark::pack_nbits(codes, l, packed, zeros, zp);
+    CHECK(packed == q.packed);
+    CHECK(zp == q.zp);
+  }
+  // Symmetric (no zero points), and the argument checks.
+  const quark::nbits_layout l{16, 1, 4, 16};
+  std::vector<std::int32_t> codes(16);
+  for (std::size_t i = 0; i < codes.size(); ++i)
+    codes[i] = static_cast<std::int32_t>(i);
+  std::vector<std::uint8_t> packed(8);
+  quark::pack_nbits(codes, l, packed, {}, {});
+  CHECK(packed == std::vector<std::uint8_t>{0x10, 0x32, 0x54, 0x76, 0x98, 0xBA, 0xDC, 0xFE});
+  codes[3] = 16;
+  CHECK_THROWS_AS(quark::pack_nbits(codes, l, packed, {}, {}), std::invalid_argument);
+  codes[3] = -1;
+  CHECK_THROWS_AS(quark::pack_nbits(codes, l, packed, {}, {}), std::invalid_argument);
+  codes[3] = 3;
+  std::vector<std::uint8_t> short_packed(7);
+  CHECK_THROWS_AS(quark::pack_nbits(codes, l, short_packed, {}, {}), std::invalid_argument);
+}
+
 TEST_CASE("nbits: the padding nibble of an odd K") {
   std::vector<float> w(33);
   for (std::size_t i = 0; i < w.size(); ++i)

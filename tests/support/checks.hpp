@@ -50,4 +50,23 @@ inline std::vector<float> random_floats(std::size_t n, std::uint32_t seed, float
   return v;
 }
 
+/// `rows` x `k` floats with correlated columns: z A, z from random_floats(rows * k, seed) and the
+/// k x k mixing matrix A from random_floats(k * k, mix_seed), summed in double. Calibration data
+/// whose Hessian X^T X is far from diagonal (GPTQ's tests).
+inline std::vector<float> correlated_floats(std::size_t rows, std::size_t k, std::uint32_t seed,
+                                            std::uint32_t mix_seed) {
+  const std::vector<float> a = random_floats(k * k, mix_seed);
+  const std::vector<float> z = random_floats(rows * k, seed);
+  std::vector<float> x(rows * k);
+  for (std::size_t r = 0; r < rows; ++r) {
+    for (std::size_t j = 0; j < k; ++j) {
+      double acc = 0.0;
+      for (std::size_t i = 0; i < k; ++i)
+        acc += static_cast<double>(z[r * k + i]) * static_cast<double>(a[i * k + j]);
+      x[r * k + j] = static_cast<float>(acc);
+    }
+  }
+  return x;
+}
+
 }  // namespace quark::test

@@ -276,6 +276,52 @@ inline void quantize_nbits(std::span<const float> w, const nbits_layout& l, bool
   }
 }
 
+/// Stores codes chosen elsewhere (GPTQ: quark/algo/gptq.hpp) in MatMulNBits layout: `codes`
+/// row-major K x N, each in [0, 2^bits - 1], into `packed` (l.packed_bytes()); `zero_codes`, when
+/// not empty, holds l.scale_count() zero points ordered [N][k_blocks] (the order of the scales)
+/// and is packed into `zero_points` (l.zero_point_bytes()), else `zero_points` must be empty
+/// (symmetric blocks: mid_code()). Padding past K is 0. Throws std::invalid_argument on an
+/// invalid layout, wrong sizes or a code out of range.
+inline void pack_nbits(std::span<const std::int32_t> codes, const nbits_layout& l,
+                       std::span<std::uint8_t> packed, std::span<const std::int32_t> zero_codes,
+                       std::span<std::uint8_t> zero_points) {
+  if (!l.valid())
+    throw std::invalid_argument("pack_nbits: invalid layout (bits 2/4/8, block_size >= 16)");
+  const bool zps = !zero_codes.empty();
+  if (static_cast<std::int64_t>(codes.size()) != l.k * l.n ||
+      static_cast<std::int64_t>(packed.size()) != l.packed_bytes() ||
+      (zps && static_cast<std::int64_t>(zero_codes.size()) != l.scale_count()) ||
+      static_cast<std::int64_t>(zero_points.size()) != (zps ? l.zero_point_bytes() : 0)) {
+    throw std::invalid_argument("pack_nbits: buffer sizes do not match the layout");
+  }
+  const std::int32_t q = l.max_code();
+  const auto out_of_range = [q](std::int32_t v) { return v < 0 || v > q; };
+  if (std::any_of(codes.begin(), codes.end(), out_of_range) ||
+      std::any_of(zero_codes.begin(), zero_codes.end(), out_of_range))
+    throw std::invalid_argument("pack_nbits: a code is outside [0, 2^bits - 1]");
+  const std::int64_t kb = l.k_blocks();
+  const std::int64_t blob = l.blob_size();
+  const int per_byte = 8 / l.bits;
+  std::fill(packed.begin(), packed.end(), std::uint8_t{0});
+  std::fill(zero_points.begin(), zero_points.end(), std::uint8_t{0});
+  for (std::int64_t r = 0; r < l.k; ++r) {
+    const std::int64_t b = r / l.block_size, i = r % l.block_size;
+    const int shift = static_cast<int>(i % per_byte) * l.bits;
+    const std::int32_t* row = codes.data() + r * l.n;
+    for (std::int64_t c = 0; c < l.n; ++c) {
+      packed[static_cast<std::size_t>(c * kb * blob + b * blob + i / per_byte)] |=
+          static_cast<std::uint8_t>(row[c] << shift);
+    }
+  }
+  const std::int64_t zcol = l.zero_point_bytes_per_column();
+  for (std::int64_t c = 0; zps && c < l.n; ++c) {
+    for (std::int64_t b = 0; b < kb; ++b) {
+      zero_points[static_cast<std::size_t>(c * zcol + b / per_byte)] |= static_cast<std::uint8_t>(
+          zero_codes[static_cast<std::size_t>(c * kb + b)] << ((b % per_byte) * l.bits));
+    }
+  }
+}
+
 /// The zero points of a stored weight: none (symmetric blocks: mid_code()), packed codes
 /// (l.zero_point_bytes() bytes, as quantize_nbits writes them) or float values (one per block,
 /// l.scale_count(), which MatMulNBits also accepts: HQQ-style weights).

@@ -257,6 +257,40 @@ finetune_options read_finetune(const algo_entry& e) {
   return f;
 }
 
+/// GPTQConfig parameters (quark-spec §10.4), validated.
+gptq_config read_gptq(const algo_entry& e) {
+  gptq_config c;
+  auto p = [&](const char* key) { return algo_param(e, key); };
+  auto where = [](const char* key) { return std::string("gptq.") + key; };
+  const std::int64_t bits = p("bits").as_int();
+  if (bits < 2 || bits > 16) {
+    bad(where("bits"),
+        "must be in [2, 16] (codes stored as uint4, uint8 or uint16), got " + std::to_string(bits));
+  }
+  c.bits = static_cast<int>(bits);
+  const std::int64_t block = p("block_size").as_int();
+  if (block < 1)
+    bad(where("block_size"), "must be >= 1, got " + std::to_string(block));
+  c.block_size = static_cast<std::size_t>(block);
+  c.group_size = p("group_size").as_int();
+  if (c.group_size == 0 || c.group_size < -1) {
+    bad(where("group_size"), "must be -1 (one group) or >= 1, got " + std::to_string(c.group_size));
+  }
+  c.perc_damp = p("perc_damp").as_number();
+  if (!(c.perc_damp >= 0.0) || !std::isfinite(c.perc_damp))
+    bad(where("perc_damp"), "must be a finite number >= 0");
+  c.act_order = p("act_order").as_bool();
+  c.per_channel = p("per_channel").as_bool();
+  c.mse = p("mse").as_bool();
+  c.symmetric = p("weight_symmetric").as_bool();
+  if (c.act_order && c.group_size > 0) {
+    unsupported(where("act_order"),
+                "with group_size, the features sharing a scale are not contiguous rows, which a "
+                "DequantizeLinear cannot store (use group_size -1, or act_order false)");
+  }
+  return c;
+}
+
 }  // namespace
 
 algo_options read_algo_options(const qconfig& cfg) {
@@ -313,6 +347,8 @@ algo_options read_algo_options(const qconfig& cfg) {
                                to_string(algo_param(e, "alpha")));
       }
       a.smooth_quant = q;
+    } else if (e.name == algo_name::gptq) {
+      a.gptq = read_gptq(e);
     } else if (e.name == algo_name::bias_correction) {
       a.bias_correction = true;
     } else if (e.name == algo_name::auto_mixprecision) {
@@ -320,6 +356,12 @@ algo_options read_algo_options(const qconfig& cfg) {
     } else if (e.name == algo_name::adaround || e.name == algo_name::adaquant) {
       a.finetune = read_finetune(e);
     }
+  }
+  if (a.gptq && a.finetune) {
+    throw config_error("quark.config.conflict",
+                       "algo_config: gptq and " +
+                           std::string(a.finetune->adaquant ? "adaquant" : "adaround") +
+                           " both choose the weights' integers; use one of them");
   }
   if (a.auto_mp && a.auto_mp->fast_ft) {
     // auto_mix_use_fast_ft: the adaround / adaquant entry's parameters (Quark's FastFinetune

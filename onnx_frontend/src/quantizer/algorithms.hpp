@@ -33,11 +33,14 @@
 
 #include <cstddef>
 #include <functional>
+#include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include <quark/algo/gptq.hpp>
 #include <quark/dtype/dtype_id.hpp>
 #include <quark/onnx/calib_data.hpp>
 #include <quark/onnx/model.hpp>
@@ -61,6 +64,19 @@ struct cle_options {
 /// SmoothQuantConfig (quark-spec §10.2).
 struct smooth_quant_options {
   double alpha = 0.5;  ///< share of the activation's range moved into the weight, in [0, 1]
+};
+
+/// GPTQConfig (quark-spec §10.4), validated: bits 2..16, group_size -1 or >= 1 (not with
+/// act_order: DequantizeLinear cannot store the permuted groups), block_size >= 1.
+struct gptq_config {
+  int bits = 8;
+  std::size_t block_size = 128;
+  std::int64_t group_size = -1;
+  double perc_damp = 0.01;
+  bool act_order = false;
+  bool per_channel = false;
+  bool mse = false;
+  bool symmetric = true;  ///< weight_symmetric
 };
 
 /// AdaRoundConfig / AdaQuantConfig (quark-spec §10.5). Parameters that do nothing on a CPU
@@ -124,6 +140,7 @@ struct auto_mp_options {
 struct algo_options {
   std::optional<cle_options> cle;                    ///< algo_config "cle"
   std::optional<smooth_quant_options> smooth_quant;  ///< algo_config "smooth_quant"
+  std::optional<gptq_config> gptq;                   ///< algo_config "gptq"
   bool replace_clip6_relu = false;           ///< ReplaceClip6Relu (only with CLE, as in Quark)
   bool bias_correction = false;              ///< algo_config "bias_correction"
   std::optional<auto_mp_options> auto_mp;    ///< algo_config "auto_mixprecision"
@@ -176,6 +193,52 @@ smooth_quant_stats smooth_quant(model& m, const smooth_quant_options& o,
 
 /// One line for the quantize report.
 std::string smooth_quant_note(const smooth_quant_options& o, const smooth_quant_stats& s);
+
+struct gptq_stats {
+  std::size_t matmuls = 0;  ///< weights rewritten
+  std::size_t samples = 0;
+  double loss = 0.0;  ///< sum over the weights of GPTQ's proxy loss (gptq_result::loss)
+  std::vector<std::string> skipped;  ///< "node (reason)"
+  /// The weights rewritten, as the summary lists them (name = the float weight's).
+  std::vector<tensor_report> weights;
+};
+
+/// GPTQ Hessians (quark/algo/gptq.hpp) of activations of `m`, by value name.
+struct hessian_set {
+  std::map<std::string, std::unique_ptr<gptq_hessian>> h;
+  std::size_t samples = 0;
+};
+
+/// Runs `m` (float32 or float16 values) over at most `max_samples` samples of `reader` (rewound
+/// before and after) and accumulates, for each value named in `features` (name -> its last
+/// dimension K), the Hessian of its rows. `who` starts the error messages. Throws config_error
+/// "quark.quantize.no_data" when the reader yields nothing.
+hessian_set collect_hessians(const model& m, const std::map<std::string, std::size_t>& features,
+                             calibration_data_reader& reader,
+                             std::optional<std::size_t> max_samples, const std::string& who);
+
+/// UseMatMulNBits with Algorithm "GPTQ": for each B the MatMulNBits rewriter may store (a 2-D
+/// float32 / float16 constant of a MatMul in `m` or its bodies), the Hessian (K x K) of the
+/// activations that read it, summed over them, from `m` as given over the calibration data.
+/// A B whose activations were never computed is left out. Adds a note.
+std::map<std::string, std::vector<double>> gptq_nbits_hessians(
+    const model& m, calibration_data_reader& reader, std::optional<std::size_t> max_samples,
+    std::vector<std::string>& notes);
+
+/// The opset the codes and grid of `o` need (21 for 4- or 16-bit codes and blocks, 13 per
+/// channel, 10 otherwise).
+std::int64_t gptq_opset(const gptq_config& o);
+
+/// GPTQ (algo_config "gptq", quark-spec §10.4) on the quantized model `qm`: every MatMul whose
+/// weight is a DequantizeLinear of integers read by nothing else, with a 2-D float32 weight in
+/// `float_model` (the same node name), gets GPTQ's codes and grid in place of its weight's
+/// storage; the Hessians come from the float model's MatMul inputs over at most `max_samples`
+/// samples of `reader` (rewound before and after). The opset must already be gptq_opset(o).
+gptq_stats gptq_weights(model& qm, const model& float_model, calibration_data_reader& reader,
+                        const gptq_config& o, std::optional<std::size_t> max_samples);
+
+/// The note, and the summary's weights and per-type counts brought in line with GPTQ's storage.
+void report_gptq(quantize_report& report, const gptq_config& o, const gptq_stats& s);
 
 struct bias_correction_stats {
   std::size_t corrected = 0;  ///< biases changed

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include <quark/algo/gptq.hpp>
 #include <quark/observer/minmax_observer.hpp>
 #include <quark/observer/per_channel.hpp>
 #include <quark/quant/nbits.hpp>
@@ -386,8 +387,12 @@ class rewriter {
       tensor packed(dtype_id::uint8, shape_t{l.n, l.k_blocks(), l.blob_size()});
       tensor scales(dtype_id::float32, shape_t{l.scale_count()});
       tensor zp(dtype_id::uint8, shape_t{sym ? 0 : l.zero_point_bytes()});
-      quantize_nbits(b.data<float>(), l, sym, packed.data<std::uint8_t>(), scales.data<float>(),
-                     zp.data<std::uint8_t>(), half);
+      if (hessians_ != nullptr) {
+        gptq_store(b, bname, l, sym, half, src, st, packed, scales, zp);
+      } else {
+        quantize_nbits(b.data<float>(), l, sym, packed.data<std::uint8_t>(), scales.data<float>(),
+                       zp.data<std::uint8_t>(), half);
+      }
       names.push_back(fresh_(bname + "_Q4"));
       names.push_back(fresh_(bname + "_scales"));
       add_initializer(st.g, names[0], packed);
@@ -428,6 +433,50 @@ class rewriter {
     count(src.op_type(), true);
     ++done_;
     return true;
+  }
+
+  /// MatMulNBits storage of B from GPTQ (Algorithm "GPTQ"): blocks of block_size rows per
+  /// column, Quark's GPTQ grid (symmetric: zero point 2^(bits-1), MatMulNBits' implicit one;
+  /// else min/max with a rounded zero point), GPTQConfig's other defaults (perc_damp 0.01,
+  /// lazy blocks of 128, no act_order, no MSE search). A float16 weight's scales are rounded to
+  /// float16 after GPTQ chose the codes.
+  void gptq_store(const tensor& b, const std::string& bname, const nbits_layout& l, bool sym,
+                  bool half, const ::onnx::NodeProto& src, const state& st, tensor& packed,
+                  tensor& scales, tensor& zp) {
+    const auto h = hessians_->find(bname);
+    if (h == hessians_->end()) {
+      throw frontend_error("quark.quantize.internal", "MatMulNBits GPTQ: no Hessian for '" + bname +
+                                                          "' of " + node_label(src, st.index));
+    }
+    gptq_computed_params grid;
+    grid.bits = l.bits;
+    grid.symmetric = sym;
+    grid.per_channel = true;
+    gptq_options go;
+    go.group_size = static_cast<std::ptrdiff_t>(l.block_size);
+    gptq_result r;
+    const auto k = static_cast<std::size_t>(l.k), n = static_cast<std::size_t>(l.n);
+    try {
+      r = gptq_quantize(b.data<float>(), k, n, std::span<const double>(h->second), grid, go);
+    } catch (const quark::error& e) {
+      throw frontend_error("quark.quantize.gptq",
+                           "MatMulNBits GPTQ: " + node_label(src, st.index) + ": " + e.what());
+    }
+    gptq_loss_ += r.loss;
+    // r's grid is [k_blocks][N]; MatMulNBits wants [N][k_blocks].
+    const std::size_t kb = r.groups;
+    std::vector<std::int32_t> zeros(kb * n);
+    auto s = scales.data<float>();
+    for (std::size_t g = 0; g < kb; ++g) {
+      for (std::size_t c = 0; c < n; ++c) {
+        const float v = r.scales[g * n + c];
+        s[c * kb + g] = half ? to_float(convert<float16>(v)) : v;
+        zeros[c * kb + g] = r.zeros[g * n + c];
+      }
+    }
+    pack_nbits(r.codes, l, packed.data<std::uint8_t>(),
+               sym ? std::span<const std::int32_t>() : std::span<const std::int32_t>(zeros),
+               zp.data<std::uint8_t>());
   }
 
   /// Rewrites `src` into st.rebuilt; false when it stays as it is.
@@ -513,8 +562,13 @@ class rewriter {
   std::map<const ::onnx::GraphProto*, std::map<std::string, std::vector<std::string>>>
       nbits_stored_;
   std::size_t nbits_skipped_ = 0, nbits_bytes_before_ = 0, nbits_bytes_after_ = 0;
+  /// Algorithm GPTQ: B -> Hessian (K x K) of the activations that read it.
+  const std::map<std::string, std::vector<double>>* hessians_ = nullptr;
+  double gptq_loss_ = 0.0;
 
  public:
+  void set_hessians(const std::map<std::string, std::vector<double>>* h) noexcept { hessians_ = h; }
+  double gptq_loss() const noexcept { return gptq_loss_; }
   std::size_t nbits_skipped() const noexcept { return nbits_skipped_; }
   std::size_t nbits_bytes_before() const noexcept { return nbits_bytes_before_; }
   std::size_t nbits_bytes_after() const noexcept { return nbits_bytes_after_; }
@@ -552,9 +606,11 @@ void quantize_dynamic(model& m, const plan& pl, const body_planner* bodies,
 }
 
 void quantize_matmul_nbits(model& m, const plan& pl, const body_planner& bodies,
-                           quantize_report& report) {
+                           quantize_report& report,
+                           const std::map<std::string, std::vector<double>>* hessians) {
   report.matmul_nbits = true;
   rewriter rw(m, pl.opt, &bodies, report);
+  rw.set_hessians(hessians);
   rw.graph(*proto(m).mutable_graph(), pl.nodes, {});
   report.opset_before = m.opset("").value_or(1);
   report.opset_after = report.opset_before;
@@ -574,10 +630,17 @@ void quantize_matmul_nbits(model& m, const plan& pl, const body_planner& bodies,
       os << static_cast<double>(bytes) / 1e6 << " MB";
       return os.str();
     };
+    std::string how = "; no calibration";
+    if (hessians != nullptr) {
+      std::ostringstream os;
+      os.precision(4);
+      os << "; GPTQ codes (proxy loss " << rw.gptq_loss() << ")";
+      how = os.str();
+    }
     report.notes.push_back("MatMulNBits: " + std::to_string(rw.rewritten()) +
                            " MatMul nodes with weights in " + what + " (" +
                            mb(rw.nbits_bytes_before()) + " of float weights -> " +
-                           mb(rw.nbits_bytes_after()) + "); no calibration");
+                           mb(rw.nbits_bytes_after()) + ")" + how);
   }
   if (rw.nbits_skipped() > 0) {
     report.notes.push_back("MatMulNBits: " + std::to_string(rw.nbits_skipped()) +

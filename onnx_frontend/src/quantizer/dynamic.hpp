@@ -14,6 +14,8 @@
 #pragma once
 
 #include <functional>
+#include <map>
+#include <string>
 #include <vector>
 
 #include <quark/onnx/model.hpp>
@@ -40,7 +42,10 @@ void quantize_dynamic(model& m, const plan& pl, const body_planner* bodies,
 /// quark::quantize_nbits (MatMulNBitsParams: GroupSize, Symmetric, Bits, AccuracyLevel), in the
 /// main graph and, as ONNX Runtime's quantizer does, in If / Loop / Scan bodies (`bodies`).
 /// Nothing else changes; no calibration. Fills `report`.
+/// With Algorithm "GPTQ", `hessians` maps each B (value name) to the K x K Hessian of the
+/// activations that read it (gptq_nbits_hessians) and the codes come from quark::gptq_quantize.
 void quantize_matmul_nbits(model& m, const plan& pl, const body_planner& bodies,
-                           quantize_report& report);
+                           quantize_report& report,
+                           const std::map<std::string, std::vector<double>>* hessians = nullptr);
 
 }  // namespace quark::onnx::qz

@@ -329,12 +329,13 @@ bool default_quantized_op(const std::string& op_type, bool npu_cnn) {
 plan make_plan(const qconfig& cfg, const std::vector<node_ref>& nodes,
                const subgraph_fn& subgraph) {
   cfg.validate();
-  // CLE, SmoothQuant, bias correction, auto mixed precision, AdaRound and AdaQuant are
-  // implemented (algorithms.hpp); the other algorithms are not yet.
+  // CLE, SmoothQuant, GPTQ, bias correction, auto mixed precision, AdaRound and AdaQuant are
+  // implemented (algorithms.hpp); QuaRot is not yet.
   for (const auto& a : cfg.algo_config) {
     if (a.name != algo_name::cle && a.name != algo_name::smooth_quant &&
-        a.name != algo_name::bias_correction && a.name != algo_name::auto_mixprecision &&
-        a.name != algo_name::adaround && a.name != algo_name::adaquant)
+        a.name != algo_name::gptq && a.name != algo_name::bias_correction &&
+        a.name != algo_name::auto_mixprecision && a.name != algo_name::adaround &&
+        a.name != algo_name::adaquant)
       not_impl("algo_config entry '" + std::string(to_string(a.name)) + "'");
   }
   for (const auto& m : cfg.extra_options.entries()) {
@@ -391,6 +392,8 @@ plan make_plan(const qconfig& cfg, const std::vector<node_ref>& nodes,
       o.nbits_bits = static_cast<int>(b->as_int());
     if (const auto* a = v->find("AccuracyLevel"))
       o.nbits_accuracy_level = a->as_int();
+    if (const auto* a = v->find("Algorithm"))
+      o.nbits_gptq = a->as_string() == "GPTQ";
   }
   if (const auto* v = cfg.extra_options.find("CalibTensorRangeSymmetric")) {
     o.calib_range_symmetric = option_cast<bool>(*v, "CalibTensorRangeSymmetric");

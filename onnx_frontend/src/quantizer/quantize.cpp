@@ -897,7 +897,16 @@ model quantize_float32_model(model m, const qconfig& cfg, calibration_data_reade
             "UseMatMulNBits: global_config's tensor specs are not used (MatMulNBitsParams "
             "describes the weights; activations stay float)");
       }
-      qz::quantize_matmul_nbits(m, pl, bodies, report);
+      std::map<std::string, std::vector<double>> hessians;
+      if (pl.opt.nbits_gptq) {
+        if (reader.size() == std::size_t{0}) {
+          throw config_error("quark.quantize.no_data",
+                             "MatMulNBitsParams.Algorithm \"GPTQ\" needs calibration data: give "
+                             "a reader (or a folder) or set UseRandomData");
+        }
+        hessians = qz::gptq_nbits_hessians(m, reader, pl.opt.calib_data_size, report.notes);
+      }
+      qz::quantize_matmul_nbits(m, pl, bodies, report, pl.opt.nbits_gptq ? &hessians : nullptr);
     } else {
       qz::quantize_dynamic(m, pl, pl.opt.enable_subgraph ? &bodies : nullptr, report);
     }
@@ -1023,8 +1032,8 @@ model quantize_float32_model(model m, const qconfig& cfg, calibration_data_reade
   // The float model as calibration sees it, for the stages that compare against it later (the
   // algorithms and the evaluation). Serialized only when one of them runs: it is a copy of every
   // weight, and calibration's peak memory is what issue 7 bounds.
-  const bool float_model_later = algos.finetune || algos.bias_correction || algos.auto_mp ||
-                                 run.eval_samples > 0 || !opt.eval_metrics.empty();
+  const bool float_model_later = algos.finetune || algos.gptq || algos.bias_correction ||
+                                 algos.auto_mp || run.eval_samples > 0 || !opt.eval_metrics.empty();
   const std::string float_bytes = float_model_later ? m.to_bytes() : std::string();
   qz::calib_params cp;
   cp.percentile = opt.percentile;
@@ -2201,6 +2210,8 @@ model quantize_float32_model(model m, const qconfig& cfg, calibration_data_reade
   }
   if (blocked)
     need = 21;
+  if (algos.gptq)  // the codes and grid GPTQ will store (after calibration)
+    need = std::max(need, qz::gptq_opset(*algos.gptq));
   if (algos.auto_mp) {  // the types auto mixed precision may write (after calibration)
     for (const auto t : qz::auto_mp_types(*algos.auto_mp)) {
       if ((t == dtype_id::int16 || t == dtype_id::uint16) && !opt.use_qdq_contrib_ops)
@@ -2256,8 +2267,13 @@ model quantize_float32_model(model m, const qconfig& cfg, calibration_data_reade
   }
   m.validate();
 
-  // Fast finetune (algo_config "adaround" / "adaquant", quark-spec §10.5), then bias correction
-  // (§10.3): on the finished quantized model, against the float model calibration saw.
+  // GPTQ (algo_config "gptq", §10.4), fast finetune ("adaround" / "adaquant", §10.5), then bias
+  // correction (§10.3): on the finished quantized model, against the float model calibration saw.
+  if (algos.gptq) {
+    const model fm = model::from_bytes(float_bytes, m.base_dir());
+    qz::report_gptq(report, *algos.gptq,
+                    qz::gptq_weights(m, fm, reader, *algos.gptq, opt.calib_data_size));
+  }
   if (algos.finetune) {
     const model fm = model::from_bytes(float_bytes, m.base_dir());
     const qz::finetune_stats ft =

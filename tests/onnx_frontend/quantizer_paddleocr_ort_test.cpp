@@ -248,11 +248,21 @@ TEST_CASE("PaddleOCR v4 rec: MATMUL_NBITS (4-bit MatMul weights) in ORT") {
   asym_cfg.extra_options.set("MatMulNBitsParams", std::move(p));
   const double asym =
       cosine_in_ort("ch_PP-OCRv4_rec_infer.onnx", asym_cfg, "nbits_a32", {1, 3, 48, 320}, false);
+  // Algorithm GPTQ, symmetric blocks of 128, Hessians from 16 text lines (other lines than the
+  // 16 the cosine is measured on).
+  qo::qconfig gptq_cfg = qo::get_default_config("MATMUL_NBITS");
+  qo::option_value g = *gptq_cfg.extra_options.find("MatMulNBitsParams");
+  g.set("Algorithm", std::string("GPTQ"));
+  gptq_cfg.extra_options.set("MatMulNBitsParams", std::move(g));
+  const double gptq = cosine_in_ort("ch_PP-OCRv4_rec_infer.onnx", gptq_cfg, "nbits_gptq",
+                                    {1, 3, 48, 320}, false, 16);
   MESSAGE("MATMUL_NBITS rec: symmetric blocks of 128 " << sym << ", asymmetric blocks of 32 "
-                                                       << asym);
+                                                       << asym << ", GPTQ symmetric blocks of 128 "
+                                                       << gptq);
   // Measured 2026-11-27 (docs/bench/quantizer.md, "MatMulNBits"). Floors with a margin:
   CHECK(sym >= 0.97);
   CHECK(asym >= 0.99);
+  CHECK(gptq >= 0.97);
 }
 
 TEST_CASE("PaddleOCR v4 det and cls with CLE / bias correction (algo_config)") {

@@ -692,11 +692,15 @@ void keep_all_inf_readers_float(const model& m, const std::vector<node_info>& no
 
 namespace {
 
-/// The float stage before calibration, on `m` (a copy of the input): (a) constants ->
-/// initializers, the graph passes (OptimizeModel, FoldBatchNorm; graph_passes.cpp),
-/// ReplaceClip6Relu, the category-1 conversions (conversions.cpp), the plan (node selection and
-/// specs), then CLE (algo_cle.cpp), which changes initializers only, so the plan's node list stays
-/// valid.
+/// A folder of loose .npy files feeds a single-input model: tell the reader its input's name.
+void name_single_input(const model& m, calibration_data_reader& reader) {
+  if (auto* folder = dynamic_cast<npy_folder_reader*>(&reader)) {
+    const auto ins = m.inputs();
+    if (ins.size() == 1)
+      folder->set_single_input_name(ins.front().name);
+  }
+}
+
 /// The node choices for `m` as it is (no graph pass), with InputNodes / OutputNodes applied.
 qz::plan plan_as_given(const model& m, const qconfig& cfg) {
   const std::vector<node_info> nodes = m.nodes();
@@ -709,6 +713,12 @@ qz::plan plan_as_given(const model& m, const qconfig& cfg) {
   return pl;
 }
 
+/// The float stage before calibration, on `m` (a copy of the input): (a) constants ->
+/// initializers, the graph passes (OptimizeModel, FoldBatchNorm; graph_passes.cpp),
+/// ReplaceClip6Relu, the category-1 conversions (conversions.cpp), the plan (node selection and
+/// specs), then CLE (algo_cle.cpp), which changes initializers only, so the plan's node list stays
+/// valid, then SmoothQuant (algo_smooth_quant.cpp) on the calibration data of `reader`, which
+/// adds Mul nodes: the plan is made again after it.
 qz::plan prepare_float_model(model& m, const qconfig& cfg, const qz::algo_options& algos,
                              std::vector<std::string>& notes,
                              calibration_data_reader* reader = nullptr) {
@@ -760,11 +770,7 @@ qz::plan prepare_float_model(model& m, const qconfig& cfg, const qz::algo_option
       notes.push_back("smooth_quant: not applied here (it needs the calibration data)");
       return pl;
     }
-    if (auto* folder = dynamic_cast<npy_folder_reader*>(reader)) {
-      const auto ins = m.inputs();
-      if (ins.size() == 1)
-        folder->set_single_input_name(ins.front().name);
-    }
+    name_single_input(m, *reader);
     std::set<std::string> quantized;
     for (std::size_t i = 0; i < nodes.size(); ++i) {
       if (pl.nodes[i].quantize)
@@ -904,6 +910,7 @@ model quantize_float32_model(model m, const qconfig& cfg, calibration_data_reade
                              "MatMulNBitsParams.Algorithm \"GPTQ\" needs calibration data: give "
                              "a reader (or a folder) or set UseRandomData");
         }
+        name_single_input(m, reader);
         hessians = qz::gptq_nbits_hessians(m, reader, pl.opt.calib_data_size, report.notes);
       }
       qz::quantize_matmul_nbits(m, pl, bodies, report, pl.opt.nbits_gptq ? &hessians : nullptr);
@@ -1052,11 +1059,7 @@ model quantize_float32_model(model m, const qconfig& cfg, calibration_data_reade
   if (opt.any_block && requests.empty())
     cp.max_samples = 1;
   cp.progress = run.progress;
-  if (auto* folder = dynamic_cast<npy_folder_reader*>(&reader)) {
-    const auto ins = m.inputs();
-    if (ins.size() == 1)
-      folder->set_single_input_name(ins.front().name);
-  }
+  name_single_input(m, reader);
   // TensorsRangeFile: the tensors it covers are not calibrated; their ranges come from the file.
   std::map<std::string, qz::file_range> file_ranges;
   if (opt.tensors_range_file) {

@@ -355,6 +355,46 @@ TEST_CASE("UseMatMulNBits Algorithm GPTQ: blocks ORT reads, GPTQ's grid, a lower
   }
 }
 
+TEST_CASE("UseMatMulNBits Algorithm HQQ: float zero points ORT reads, values within a step") {
+  if (!ort_available()) {
+    MESSAGE("skipped: " << ort_unavailable_reason());
+    return;
+  }
+  // HQQ's numbers are tests/quant/nbits_test.cpp's (numpy reference); here the storage: packed
+  // codes, scales and float zero points that ONNX Runtime dequantizes (a product with the
+  // identity) to within one step of every float weight, and the runtimes agree on the outputs.
+  constexpr std::int64_t k = 72;  // blocks of 32: 32, 32 and 8 rows (a padded last block)
+  const ::onnx::ModelProto fm = mlp(k);
+  qo::qconfig c = nbits_config(32, true);
+  qo::option_value p = *c.extra_options.find("MatMulNBitsParams");
+  p.set("Algorithm", std::string("HQQ"));
+  c.extra_options.set("MatMulNBitsParams", std::move(p));
+  const run_result r = quantize(fm, c, "nbits_hqq");
+  bool noted = false;
+  for (const auto& note : r.report.notes)
+    noted = noted || note.find("HQQ codes and float zero points") != std::string::npos;
+  CHECK(noted);
+  const auto q = nodes_of(r.model, "MatMulNBits");
+  REQUIRE(q.size() == 3);
+  const ::onnx::NodeProto& q1 = *q[0];
+  REQUIRE(q1.input_size() == 4);
+  const auto* zp = find_init(r.model, q1.input(3));
+  REQUIRE(zp != nullptr);
+  CHECK(zp->data_type() == onnx_type::float32);
+  CHECK(zp->dims_size() == 1);
+  CHECK(zp->dims(0) == 24 * 3);
+  const std::vector<float> w = floats_of(*find_init(fm, "B1"));
+  const std::vector<float> scales = floats_of(*find_init(r.model, q1.input(2)));
+  const std::vector<float> deq = dequantized_by_ort(r.model, q1, k);
+  REQUIRE(deq.size() == w.size());
+  for (std::size_t i = 0; i < w.size(); ++i) {
+    const std::size_t col = i % 24, blk = (i / 24) / 32;
+    CHECK(std::fabs(deq[i] - w[i]) <= 1.0001f * scales[col * 3 + blk]);
+  }
+  std::vector<float> x = random_floats(3 * k, 5, -1.0f, 1.0f);
+  ort_matching_ours(r.model, r.path, x, {3, static_cast<std::size_t>(k)});
+}
+
 TEST_CASE("UseMatMulNBits: exclusion, op types, a B that is not a constant") {
   const ::onnx::ModelProto fm = mlp(64);
   SUBCASE("exclude a node by name") {
@@ -588,7 +628,6 @@ TEST_CASE("UseMatMulNBits: bad parameters and weights are refused, naming the cu
   refused_param("GroupSize", std::int64_t{8}, "power of two >= 16");
   refused_param("AccuracyLevel", std::int64_t{5}, "MatMulNBitsParams.AccuracyLevel");
   refused_param("Symmetric", std::int64_t{1}, "MatMulNBitsParams.Symmetric");
-  refused_param("Algorithm", std::string("HQQ"), "not implemented yet");
   refused_param("Algorithm", std::string("RTN"), "must be one of DEFAULT, GPTQ, HQQ");
   refused_param("BlockSize", std::int64_t{32}, "MatMulNBitsParams.BlockSize: unknown key");
   {

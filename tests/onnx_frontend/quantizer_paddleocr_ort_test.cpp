@@ -256,13 +256,21 @@ TEST_CASE("PaddleOCR v4 rec: MATMUL_NBITS (4-bit MatMul weights) in ORT") {
   gptq_cfg.extra_options.set("MatMulNBitsParams", std::move(g));
   const double gptq = cosine_in_ort("ch_PP-OCRv4_rec_infer.onnx", gptq_cfg, "nbits_gptq",
                                     {1, 3, 48, 320}, false, 16);
+  // Algorithm HQQ, blocks of 128 (float zero points), no calibration.
+  qo::qconfig hqq_cfg = qo::get_default_config("MATMUL_NBITS");
+  qo::option_value hq = *hqq_cfg.extra_options.find("MatMulNBitsParams");
+  hq.set("Algorithm", std::string("HQQ"));
+  hqq_cfg.extra_options.set("MatMulNBitsParams", std::move(hq));
+  const double hqq =
+      cosine_in_ort("ch_PP-OCRv4_rec_infer.onnx", hqq_cfg, "nbits_hqq", {1, 3, 48, 320}, false);
   MESSAGE("MATMUL_NBITS rec: symmetric blocks of 128 " << sym << ", asymmetric blocks of 32 "
                                                        << asym << ", GPTQ symmetric blocks of 128 "
-                                                       << gptq);
+                                                       << gptq << ", HQQ blocks of 128 " << hqq);
   // Measured 2026-11-27 (docs/bench/quantizer.md, "MatMulNBits"). Floors with a margin:
   CHECK(sym >= 0.97);
   CHECK(asym >= 0.99);
   CHECK(gptq >= 0.97);
+  CHECK(hqq >= 0.97);
 }
 
 TEST_CASE("PaddleOCR v4 det and cls with CLE / bias correction (algo_config)") {

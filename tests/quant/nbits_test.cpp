@@ -5,7 +5,9 @@
 // rule shows (half away from zero, after adding the zero point), the tie of the symmetric
 // maximum, a zero point on a tie, all-zero blocks and the byte layout (nibble order, short last
 // blocks, zero points of an odd block count, the padding nibble of an odd K). ONNX Runtime reads
-// the same storage in tests/onnx_frontend/quantizer_nbits_ort_test.cpp.
+// the same storage in tests/onnx_frontend/quantizer_nbits_ort_test.cpp. pack_nbits against
+// quantize_nbits's own bytes; quantize_nbits_hqq (HQQ) against a numpy float32 reference.
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -388,4 +390,74 @@ TEST_CASE("nbits: random round trip and bad arguments") {
   CHECK_THROWS_AS(quark::quantize_nbits(w, l, false, p, s, z), std::invalid_argument);
   const std::vector<float> short_w(10);
   CHECK_THROWS_AS(quark::quantize_nbits(short_w, l, true, p, s, z), std::invalid_argument);
+}
+
+TEST_CASE("nbits: HQQ against a numpy float32 reference (tests/quant/data/gen_hqq_reference.py)") {
+  // K = 40 over blocks of 16 (the last block padded with 8 zeros), N = 3; column 2 is small and
+  // its first block all zero (a range of 0). The reference follows quark-spec §10.7 step by step
+  // in float32; its block means sum in float32 pairs, ours in double, so the zero points agree to
+  // a few ulp and the codes exactly.
+  const std::vector<std::uint32_t> w_bits{
+      0x3ea2e3ff, 0xbf0b6572, 0x00000000, 0x3e1f5228, 0xbe8c6f84, 0x00000000, 0x3f28dca1,
+      0xbdfafb3c, 0x00000000, 0x3f995c9e, 0x3e16189c, 0x00000000, 0xbf353394, 0x3f625324,
+      0x00000000, 0xbe6da3ff, 0x3edf157e, 0x00000000, 0xbeb15d21, 0x3e8d9052, 0x00000000,
+      0x3ef7546c, 0xbf5bd95e, 0x00000000, 0xbf233e3a, 0x3fd71358, 0x00000000, 0xbd8352ad,
+      0x3f037a1c, 0x00000000, 0xbef565ee, 0x3f7f6c58, 0x00000000, 0x3ebc6d3d, 0x3f8f23c3,
+      0x00000000, 0xbf5d5d79, 0xbea0440e, 0x00000000, 0xbed55212, 0x3e5efe66, 0x00000000,
+      0xbeef5585, 0xbf371fac, 0x00000000, 0x3e3f6b44, 0xbf718d33, 0x00000000, 0xbea9e09e,
+      0xbd25b7bd, 0x3d4e072f, 0x3ec11daf, 0xbe63d925, 0x3c239f34, 0xbe77b8c0, 0x3f7acbe6,
+      0xbd5166df, 0xbfa229e1, 0xbeb687c7, 0x3cb03c1e, 0xbeddfd60, 0x3fee50dc, 0x3ccdf78a,
+      0xbeb91cd5, 0xbef04b88, 0x3d0d5e2f, 0x3ec547f0, 0xbf0d3c4b, 0x3c58cd63, 0x3e8b5e7a,
+      0x3de60dd6, 0x3d50e4c9, 0xbf1204d8, 0xbf789640, 0x3d4c213a, 0xbf092686, 0x3ec5b10f,
+      0x3d4b3464, 0x3f065bbe, 0x3f037954, 0x3d49474d, 0xbf27efcb, 0x3d933fbf, 0xbbf6eff8,
+      0x3f13f344, 0x3fe897b7, 0x3dd2bb20, 0xbf107b08, 0xbfb5321c, 0xbc92b16c, 0xbe2d5618,
+      0xbf55e16e, 0x3b875fc3, 0xbebfd7d0, 0xbf8642d0, 0x3d3be21a, 0xbe1d60b3, 0x400ddf64,
+      0xbc4a61f6, 0x3e9cdccf, 0x3f38a15d, 0xbb0dbb3b, 0xbeefbf36, 0xbc4ec233, 0xbc9b50fd,
+      0xbea5d581, 0x3cabacc8, 0x3c162209, 0xbebe5b6e, 0xbf811ad4, 0x3d0154a2, 0xbe74d562,
+      0xbf8692cc, 0x3c06631b, 0x3f82cc31, 0x3f857a61, 0xbc1d33c1, 0xbf21d06e, 0xbc4e29d5,
+      0xbcbda2f4};
+  const std::vector<int> codes{
+      8,  7,  11, 15, 1,  4, 4, 10, 1,  6, 3,  9,  0,  3, 3,  7, 7,  13, 8,  0, 6,  7, 13, 12,
+      5,  6,  14, 5,  15, 5, 9, 7,  5,  9, 2,  3,  3,  4, 15, 0, 6,  6,  6,  6, 6,  6, 6,  6,
+      2,  3,  4,  6,  10, 7, 7, 0,  15, 8, 11, 11, 3,  6, 1,  0, 6,  5,  10, 4, 14, 4, 3,  6,
+      1,  8,  8,  6,  14, 0, 2, 1,  15, 8, 5,  5,  0,  0, 10, 5, 5,  5,  5,  5, 5,  5, 5,  5,
+      0,  0,  0,  0,  0,  0, 0, 0,  0,  0, 0,  0,  0,  0, 0,  0, 10, 6,  0,  7, 7,  8, 6,  10,
+      10, 10, 10, 4,  15, 3, 5, 9,  3,  5, 1,  9,  15, 8, 3,  0, 6,  6,  6,  6, 6,  6, 6,  6};
+  const std::vector<std::uint32_t> scale_bits{0x3e0cd2db, 0x3dfbe19e, 0x3de1d180,
+                                              0x3e331ee7, 0x3e5fbd51, 0x3e5f1a71,
+                                              0x3f800000, 0x3c283af7, 0x3b6f1796};
+  const std::vector<std::uint32_t> zero_bits{0x40c45031, 0x411f6400, 0x40c19c14,
+                                             0x409f6ef6, 0x40bd8bea, 0x409e682e,
+                                             0x00000000, 0x409c205a, 0x40c178cc};
+  const quark::nbits_layout l{40, 3, 4, 16};
+  std::vector<float> w;
+  for (const std::uint32_t b : w_bits)
+    w.push_back(std::bit_cast<float>(b));
+  std::vector<std::uint8_t> packed(static_cast<std::size_t>(l.packed_bytes()));
+  std::vector<float> scales(static_cast<std::size_t>(l.scale_count()));
+  std::vector<float> zeros(scales.size());
+  CHECK(quark::quantize_nbits_hqq(w, l, packed, scales, zeros) == 2);
+  for (std::size_t j = 0; j < scales.size(); ++j) {
+    CAPTURE(j);
+    CHECK(std::bit_cast<std::uint32_t>(scales[j]) == scale_bits[j]);
+    const float zr = std::bit_cast<float>(zero_bits[j]);
+    CHECK(std::fabs(zeros[j] - zr) <= 1e-6f * (1.0f + std::fabs(zr)));
+  }
+  // Codes of the padded groups [N][k_blocks][16], two to a byte, low nibble first.
+  REQUIRE(codes.size() == packed.size() * 2);
+  for (std::size_t i = 0; i < codes.size(); ++i) {
+    CAPTURE(i);
+    CHECK(((packed[i / 2] >> (4 * (i % 2))) & 0xF) == codes[i]);
+  }
+  // Dequantized with the float zero points (code * scale - zero * scale, as ORT), each value
+  // within a step of the weight (HQQ moves the zero point off the grid: not half a step).
+  std::vector<float> back(w.size());
+  quark::dequantize_nbits(packed, scales, {{}, zeros}, l, back);
+  for (std::size_t i = 0; i < w.size(); ++i) {
+    const std::size_t g = (i % 3) * 3 + (i / 3) / 16;
+    CHECK(std::fabs(back[i] - w[i]) <= scales[g] * 1.0001f);
+  }
+  std::vector<float> short_zeros(2);
+  CHECK_THROWS_AS(quark::quantize_nbits_hqq(w, l, packed, scales, short_zeros),
+                  std::invalid_argument);
 }

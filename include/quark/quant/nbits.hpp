@@ -26,7 +26,8 @@
 // quark::quantize_nbits reproduces so that the bytes match (see nbits_padding_code).
 //
 // The input must be free of NaN and Inf (a NaN never compares in the range scan and an Inf gives
-// an Inf or NaN scale); callers check first. Nothing here allocates.
+// an Inf or NaN scale); callers check first. Nothing here allocates but quantize_nbits_hqq (one
+// copy of B's groups).
 #pragma once
 
 #include <algorithm>
@@ -35,6 +36,7 @@
 #include <cstdint>
 #include <span>
 #include <stdexcept>
+#include <vector>
 
 #include <quark/dtype/convert.hpp>
 
@@ -570,6 +572,121 @@ inline void dequantize_nbits(std::span<const std::uint8_t> packed, std::span<con
   }
   for (std::int64_t col = 0; col < l.n; ++col)
     dequantize_nbits_column(packed, scales, zp, l, col, out.data() + col, l.n);
+}
+
+/// HQQ's settings (ONNX Runtime's HQQWeightOnlyQuantizer defaults; quark-spec §10.7).
+struct nbits_hqq_options {
+  int iterations = 20;
+  double lp_norm = 0.7;
+  double beta = 10.0;
+  double kappa = 1.01;
+};
+
+/// Half-quadratic quantization (HQQ, Badri and Shaji 2023) of B (`w`, row-major K x N, finite)
+/// into MatMulNBits storage with float zero points, as ONNX Runtime's HQQ quantizer computes it
+/// (quark-spec §10.7, in float32): each block of a column, zero-padded to block_size rows, gets
+/// an inverse scale s = min((2^bits - 1) / (max - min), 2e4) (a range of 0 counts as
+/// 2^bits - 1) over its values and padding, and a zero point z = RNE(-min s); then, for all
+/// blocks together, up to `iterations` rounds of
+///
+///     q = clamp(RNE(w s + z), 0, 2^bits - 1),  r = (q - z) / s,
+///     e = sign(w - r) max(|w - r| - (|w - r| + 1e-8)^(p - 1) / beta, 0),
+///     z = mean over the block of (q - (w - e) s),  beta = kappa beta,
+///
+/// stopping after the first round whose mean |w - r| over all of B (padding included) is not
+/// below the best so far (that round's z is kept, as in ONNX Runtime). The codes are then
+/// RNE(w s + z) clamped; `scales` receives 1 / s and `zero_points` z (float), both ordered
+/// [N][k_blocks]; the padding rows' codes are stored too (they are never read). Returns the
+/// number of rounds run. Throws std::invalid_argument on an invalid layout or wrong sizes.
+inline int quantize_nbits_hqq(std::span<const float> w, const nbits_layout& l,
+                              std::span<std::uint8_t> packed, std::span<float> scales,
+                              std::span<float> zero_points, const nbits_hqq_options& o = {}) {
+  if (!l.valid())
+    throw std::invalid_argument(
+        "quantize_nbits_hqq: invalid layout (bits 2/4/8, block_size >= 16)");
+  if (static_cast<std::int64_t>(w.size()) != l.k * l.n ||
+      static_cast<std::int64_t>(packed.size()) != l.packed_bytes() ||
+      static_cast<std::int64_t>(scales.size()) != l.scale_count() ||
+      static_cast<std::int64_t>(zero_points.size()) != l.scale_count()) {
+    throw std::invalid_argument("quantize_nbits_hqq: buffer sizes do not match the layout");
+  }
+  const auto kb = static_cast<std::size_t>(l.k_blocks());
+  const auto bs = static_cast<std::size_t>(l.block_size);
+  const auto n = static_cast<std::size_t>(l.n), k = static_cast<std::size_t>(l.k);
+  const std::size_t groups = n * kb;
+  const float max_v = static_cast<float>(l.max_code());
+  // The groups, [N][k_blocks][block_size], zero-padded past K.
+  std::vector<float> g(groups * bs, 0.0f);
+  for (std::size_t r = 0; r < k; ++r) {
+    for (std::size_t c = 0; c < n; ++c)
+      g[(c * kb + r / bs) * bs + r % bs] = w[r * n + c];
+  }
+  std::vector<float> s(groups), z(groups);
+  for (std::size_t j = 0; j < groups; ++j) {
+    const float* x = g.data() + j * bs;
+    float lo = x[0], hi = x[0];
+    for (std::size_t i = 1; i < bs; ++i) {
+      lo = x[i] < lo ? x[i] : lo;
+      hi = x[i] > hi ? x[i] : hi;
+    }
+    const float range = hi - lo == 0.0f ? max_v : hi - lo;
+    const float inv = max_v / range;
+    s[j] = inv > 2e4f ? 2e4f : inv;
+    z[j] = std::nearbyint(-lo * s[j]);
+  }
+  const auto code = [max_v](float x, float sj, float zj) {
+    const float q = std::nearbyint(x * sj + zj);
+    return q < 0.0f ? 0.0f : (q > max_v ? max_v : q);
+  };
+  double best = 1e4;
+  double beta = o.beta;
+  const float p1 = static_cast<float>(o.lp_norm - 1.0);
+  int rounds = 0;
+  std::vector<float> z_next(groups);
+  for (int it = 0; it < o.iterations; ++it) {
+    ++rounds;
+    const float inv_beta = static_cast<float>(1.0 / beta);
+    double err = 0.0;
+    for (std::size_t j = 0; j < groups; ++j) {
+      const float* x = g.data() + j * bs;
+      double acc = 0.0;
+      for (std::size_t i = 0; i < bs; ++i) {
+        const float q = code(x[i], s[j], z[j]);
+        const float r = (q - z[j]) / s[j];
+        const float d = x[i] - r;
+        const float ad = std::fabs(d);
+        const float shrunk = ad - inv_beta * std::pow(ad + 1e-8f, p1);
+        const float e = shrunk > 0.0f ? (d > 0.0f ? shrunk : -shrunk) : 0.0f;
+        const float t = (x[i] - e) * s[j];
+        acc += static_cast<double>(q - t);
+        err += static_cast<double>(ad);
+      }
+      z_next[j] = static_cast<float>(acc / static_cast<double>(bs));
+    }
+    z.swap(z_next);
+    beta *= o.kappa;
+    const double current =
+        static_cast<double>(static_cast<float>(err / static_cast<double>(groups * bs)));
+    if (current < best)
+      best = current;
+    else
+      break;
+  }
+  const std::size_t blob = static_cast<std::size_t>(l.blob_size());
+  const int per_byte = 8 / l.bits;
+  std::fill(packed.begin(), packed.end(), std::uint8_t{0});
+  for (std::size_t j = 0; j < groups; ++j) {
+    const float* x = g.data() + j * bs;
+    std::uint8_t* block = packed.data() + j * blob;  // groups are [N][k_blocks], as the blobs
+    for (std::size_t i = 0; i < bs; ++i) {
+      const auto q = static_cast<std::uint8_t>(code(x[i], s[j], z[j]));
+      block[i / static_cast<std::size_t>(per_byte)] |= static_cast<std::uint8_t>(
+          q << ((i % static_cast<std::size_t>(per_byte)) * static_cast<std::size_t>(l.bits)));
+    }
+    scales[j] = 1.0f / s[j];
+    zero_points[j] = z[j];
+  }
+  return rounds;
 }
 
 }  // namespace quark

@@ -518,13 +518,7 @@ void check_matmul_nbits_params(const option_value& v, std::string_view where) {
       if (!m.value.is_string())
         throw_value(at, "must be a string, got " + to_string(m.value));
       const std::string& a = m.value.as_string();
-      if (a == "HQQ") {
-        throw not_implemented("quark.config.not_implemented",
-                              at + ": \"" + a +
-                                  "\" is not implemented yet (\"DEFAULT\", round to nearest, and "
-                                  "\"GPTQ\" are)");
-      }
-      if (a != "DEFAULT" && a != "GPTQ")
+      if (a != "DEFAULT" && a != "GPTQ" && a != "HQQ")
         throw_value(at, "must be one of DEFAULT, GPTQ, HQQ; got \"" + a + "\"");
     } else if (m.key == "GroupSize") {
       const std::int64_t g = m.value.is_int() ? m.value.as_int() : 0;

@@ -375,7 +375,8 @@ class rewriter {
     const tensor& b = w.first;
     const std::string& bname = src.input(1);
     const nbits_layout l{b.shape()[0], b.shape()[1], opt_.nbits_bits, opt_.nbits_block_size};
-    const bool sym = opt_.nbits_symmetric;
+    // HQQ's zero points are floats, one per block, whatever Symmetric says (ONNX Runtime's).
+    const bool sym = opt_.nbits_symmetric && !opt_.nbits_hqq;
     auto& names = nbits_stored_[&st.g][bname];
     if (names.empty()) {
       if (const std::string bad =
@@ -386,8 +387,17 @@ class rewriter {
       }
       tensor packed(dtype_id::uint8, shape_t{l.n, l.k_blocks(), l.blob_size()});
       tensor scales(dtype_id::float32, shape_t{l.scale_count()});
-      tensor zp(dtype_id::uint8, shape_t{sym ? 0 : l.zero_point_bytes()});
-      if (hessians_ != nullptr) {
+      tensor zp = opt_.nbits_hqq ? tensor(dtype_id::float32, shape_t{l.scale_count()})
+                                 : tensor(dtype_id::uint8, shape_t{sym ? 0 : l.zero_point_bytes()});
+      if (opt_.nbits_hqq) {
+        nbits_hqq_rounds_ = std::max(
+            nbits_hqq_rounds_, quantize_nbits_hqq(b.data<float>(), l, packed.data<std::uint8_t>(),
+                                                  scales.data<float>(), zp.data<float>()));
+        if (half) {  // stored as float16, the codes chosen with float32 (ORT's .to(dtype))
+          scales = float16_to_float32(float32_to_float16(scales));
+          zp = float16_to_float32(float32_to_float16(zp));
+        }
+      } else if (hessians_ != nullptr) {
         gptq_store(b, bname, l, sym, half, src, st, packed, scales, zp);
       } else {
         quantize_nbits(b.data<float>(), l, sym, packed.data<std::uint8_t>(), scales.data<float>(),
@@ -399,12 +409,12 @@ class rewriter {
       add_initializer(st.g, names[1], half ? float32_to_float16(scales) : scales);
       if (!sym) {
         names.push_back(fresh_(bname + "_zero_points"));
-        add_initializer(st.g, names[2], zp);
+        add_initializer(st.g, names[2], half && opt_.nbits_hqq ? float32_to_float16(zp) : zp);
       }
       replaced_[w.second].insert(bname);
       nbits_bytes_before_ += b.byte_size() / (half ? 2 : 1);
-      nbits_bytes_after_ +=
-          packed.byte_size() + scales.byte_size() / (half ? 2 : 1) + zp.byte_size();
+      nbits_bytes_after_ += packed.byte_size() + scales.byte_size() / (half ? 2 : 1) +
+                            zp.byte_size() / (half && opt_.nbits_hqq ? 2 : 1);
       tensor_report tr;
       tr.name = bname;
       tr.role = "weight";
@@ -565,10 +575,12 @@ class rewriter {
   /// Algorithm GPTQ: B -> Hessian (K x K) of the activations that read it.
   const std::map<std::string, std::vector<double>>* hessians_ = nullptr;
   double gptq_loss_ = 0.0;
+  int nbits_hqq_rounds_ = 0;
 
  public:
   void set_hessians(const std::map<std::string, std::vector<double>>* h) noexcept { hessians_ = h; }
   double gptq_loss() const noexcept { return gptq_loss_; }
+  int hqq_rounds() const noexcept { return nbits_hqq_rounds_; }
   std::size_t nbits_skipped() const noexcept { return nbits_skipped_; }
   std::size_t nbits_bytes_before() const noexcept { return nbits_bytes_before_; }
   std::size_t nbits_bytes_after() const noexcept { return nbits_bytes_after_; }
@@ -618,8 +630,8 @@ void quantize_matmul_nbits(model& m, const plan& pl, const body_planner& bodies,
     m.set_opset("com.microsoft", 1);
   const auto& o = pl.opt;
   std::string what = std::to_string(o.nbits_bits) + "-bit " +
-                     (o.nbits_symmetric ? "symmetric" : "asymmetric") + " blocks of " +
-                     std::to_string(o.nbits_block_size) + " along K";
+                     (o.nbits_symmetric && !o.nbits_hqq ? "symmetric" : "asymmetric") +
+                     " blocks of " + std::to_string(o.nbits_block_size) + " along K";
   if (rw.rewritten() == 0) {
     report.notes.push_back(
         "MatMulNBits: no MatMul with a 2-D float32 / float16 constant B was selected");
@@ -631,7 +643,10 @@ void quantize_matmul_nbits(model& m, const plan& pl, const body_planner& bodies,
       return os.str();
     };
     std::string how = "; no calibration";
-    if (hessians != nullptr) {
+    if (o.nbits_hqq) {
+      how = "; HQQ codes and float zero points (at most " + std::to_string(rw.hqq_rounds()) +
+            " rounds), no calibration";
+    } else if (hessians != nullptr) {
       std::ostringstream os;
       os.precision(4);
       os << "; GPTQ codes (proxy loss " << rw.gptq_loss() << ")";

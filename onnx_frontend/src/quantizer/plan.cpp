@@ -392,8 +392,10 @@ plan make_plan(const qconfig& cfg, const std::vector<node_ref>& nodes,
       o.nbits_bits = static_cast<int>(b->as_int());
     if (const auto* a = v->find("AccuracyLevel"))
       o.nbits_accuracy_level = a->as_int();
-    if (const auto* a = v->find("Algorithm"))
+    if (const auto* a = v->find("Algorithm")) {
       o.nbits_gptq = a->as_string() == "GPTQ";
+      o.nbits_hqq = a->as_string() == "HQQ";
+    }
   }
   if (const auto* v = cfg.extra_options.find("CalibTensorRangeSymmetric")) {
     o.calib_range_symmetric = option_cast<bool>(*v, "CalibTensorRangeSymmetric");

@@ -115,7 +115,8 @@ struct settings {
   bool nbits_symmetric = true;            ///< Symmetric
   int nbits_bits = 4;                     ///< Bits
   std::int64_t nbits_accuracy_level = 0;  ///< AccuracyLevel (the node's accuracy_level)
-  bool nbits_gptq = false;                ///< Algorithm "GPTQ" (else "DEFAULT")
+  bool nbits_gptq = false;                ///< Algorithm "GPTQ"
+  bool nbits_hqq = false;                 ///< Algorithm "HQQ" (neither: "DEFAULT")
   bool nbits_unused_specs = false;        ///< global_config sets specs UseMatMulNBits does not use
   std::optional<bool> calib_range_symmetric;  ///< CalibTensorRangeSymmetric if set explicitly
   double percentile = 99.999;

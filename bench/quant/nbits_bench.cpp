@@ -4,7 +4,8 @@
 // 32 and 128 along K, symmetric and asymmetric, each beside memcpy of the weight's float bytes
 // in the same run. Every benchmark reports the float bytes of the weight as bytes_per_second
 // (read by quantize, written by dequantize), so the columns compare directly: quantization is
-// offline work, dequantization runs inside every MatMulNBits call of our runtime.
+// offline work, dequantization runs inside every MatMulNBits call of our runtime. HQQ
+// (quantize_nbits_hqq) runs its rounds over the whole weight.
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -74,9 +75,25 @@ void bm_dequantize_columns(benchmark::State& state) {
   quark_bench::report(state, w.size());
 }
 
+/// HQQ (float zero points; at most 20 passes over the weight, ORT's early stop).
+void bm_quantize_hqq(benchmark::State& state) {
+  const auto& w = weight();
+  stored s(state.range(0), true);
+  std::vector<float> zeros(s.scales.size());
+  int rounds = 0;
+  for (auto _ : state) {
+    rounds = quark::quantize_nbits_hqq(w, s.l, s.packed, s.scales, zeros);
+    benchmark::DoNotOptimize(s.packed.data());
+    benchmark::ClobberMemory();
+  }
+  state.counters["rounds"] = rounds;
+  quark_bench::report(state, w.size());
+}
+
 }  // namespace
 
 BENCHMARK(bm_memcpy)->Unit(benchmark::kMillisecond);
+BENCHMARK(bm_quantize_hqq)->Arg(32)->Arg(128)->ArgName("block")->Unit(benchmark::kMillisecond);
 BENCHMARK(bm_quantize)
     ->ArgsProduct({{32, 128}, {1, 0}})
     ->ArgNames({"block", "sym"})

@@ -1,7 +1,7 @@
 # ctest driver for quark_quantize's failure paths (examples/onnx/CMakeLists.txt), issue 7 "Bad
 # inputs": each case must exit non-zero, print a message naming the culprit on stderr and leave
 # no output file behind. A valid run first proves the harness can see a success.
-#   cmake -DTOOL=... -DDATA=tests/cli/data -DWORK=... -P check_cli.cmake
+#   cmake -DTOOL=... -DDATA=tests/cli/data -DSOURCE=<checkout> -DWORK=... -P check_cli.cmake
 # A folder of this run's own under WORK: two ctest runs of one build tree at once (two
 # terminals, an IDE) would otherwise remove and rewrite each other's files.
 string(RANDOM LENGTH 12 run_id)
@@ -46,8 +46,17 @@ expect(dynamic_no_data EXIT_ZERO ${out} ARGS ${model} ${out} --preset UINT8_DYNA
 file(REMOVE ${out})
 expect(dynamic_eval_no_data EXIT_NONZERO ${out} MESSAGES "quark.quantize.no_data" "needs data"
        ARGS ${model} ${out} --preset UINT8_DYNAMIC_QUANT --eval 1)
-# Neither does MatMulNBits weight-only quantization.
+# Neither does MatMulNBits weight-only quantization, unless its algorithm is GPTQ.
 expect(nbits_no_data EXIT_ZERO ${out} ARGS ${model} ${out} --preset MATMUL_NBITS)
+file(REMOVE ${out})
+file(WRITE ${WORK}/nbits_gptq.json "{\"extra_options\": {\"UseMatMulNBits\": true, \"MatMulNBitsParams\": {\"Algorithm\": \"GPTQ\"}}, \"global_config\": {\"input_tensors\": null, \"weight\": null}}")
+expect(nbits_gptq_no_data EXIT_NONZERO ${out} MESSAGES "quark.quantize.no_data" "GPTQ"
+       ARGS ${model} ${out} --config ${WORK}/nbits_gptq.json)
+# SmoothQuant and GPTQ (algo_config) run on calibration data (conv.onnx has no MatMul: both
+# leave it alone and say so).
+expect(smooth_quant_gptq EXIT_ZERO ${out}
+       ARGS ${model} ${out} --config ${SOURCE}/examples/configs/a8w8_smooth_quant_gptq.json
+            --calib-data ${DATA}/calib_ok)
 file(REMOVE ${out})
 expect(unsupported_op EXIT_NONZERO ${out} MESSAGES "quark.onnx.unsupported_op" "NoSuchOp"
        ARGS ${DATA}/unsupported.onnx ${out} --preset A8W8 --random)

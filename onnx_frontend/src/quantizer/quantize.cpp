@@ -1039,6 +1039,15 @@ model quantize_float32_model(model m, const qconfig& cfg, calibration_data_reade
   // The float model as calibration sees it, for the stages that compare against it later (the
   // algorithms and the evaluation). Serialized only when one of them runs: it is a copy of every
   // weight, and calibration's peak memory is what issue 7 bounds.
+  // GPTQ will have work (a quantized MatMul with a 2-D float weight): the opset must then carry
+  // its codes and grid (decided below, when the Q/DQ nodes are in and the float weights gone).
+  bool gptq_candidates = false;
+  for (std::size_t i = 0; algos.gptq && i < nodes.size() && !gptq_candidates; ++i) {
+    const node_info& n = nodes[i];
+    gptq_candidates = pl.nodes[i].quantize && n.op_type == "MatMul" && n.domain.empty() &&
+                      n.inputs.size() == 2 && is_float_init(n.inputs[1]) &&
+                      m.initializer(n.inputs[1]).rank() == 2;
+  }
   const bool float_model_later = algos.finetune || algos.gptq || algos.bias_correction ||
                                  algos.auto_mp || run.eval_samples > 0 || !opt.eval_metrics.empty();
   const std::string float_bytes = float_model_later ? m.to_bytes() : std::string();
@@ -2213,7 +2222,7 @@ model quantize_float32_model(model m, const qconfig& cfg, calibration_data_reade
   }
   if (blocked)
     need = 21;
-  if (algos.gptq)  // the codes and grid GPTQ will store (after calibration)
+  if (gptq_candidates)  // the codes and grid GPTQ will store (after calibration)
     need = std::max(need, qz::gptq_opset(*algos.gptq));
   if (algos.auto_mp) {  // the types auto mixed precision may write (after calibration)
     for (const auto t : qz::auto_mp_types(*algos.auto_mp)) {

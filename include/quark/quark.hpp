@@ -8,6 +8,7 @@
 #include <quark/algo/bias_correction.hpp>
 #include <quark/algo/cle.hpp>
 #include <quark/algo/gptq.hpp>
+#include <quark/algo/rotation.hpp>
 #include <quark/algo/smooth_quant.hpp>
 #include <quark/block/axis_storage.hpp>
 #include <quark/block/bfp.hpp>

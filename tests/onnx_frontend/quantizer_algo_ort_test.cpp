@@ -380,11 +380,13 @@ TEST_CASE("legacy extra options CLE* tune the cle entry, without one they are a 
   CHECK(error_id([&] { qo::equalize_model(to_model(fm), no_cle); }) == "quark.config.conflict");
 }
 
-TEST_CASE("algo_config: other algorithms are still refused, bad CLE parameters named") {
+TEST_CASE("algo_config: quarot without its pairs file, bad CLE parameters named") {
   const auto fm = conv_relu_conv();
   qo::qconfig rot = qo::get_default_config("A8W8");
   rot.algo_config.push_back({.name = qo::algo_name::quarot});
-  CHECK(error_id([&] { qo::equalize_model(to_model(fm), rot); }) == "quark.config.not_implemented");
+  CHECK(error_text([&] {
+          qo::equalize_model(to_model(fm), rot);
+        }).find("quark.config.value: algo_config quarot: r_config_path is required") == 0);
   CHECK(error_id([&] {
           qo::equalize_model(to_model(fm), cle_config(obj({{"cle_balance_method", "min"}})));
         }) == "quark.config.value");

@@ -349,6 +349,16 @@ algo_options read_algo_options(const qconfig& cfg) {
       a.smooth_quant = q;
     } else if (e.name == algo_name::gptq) {
       a.gptq = read_gptq(e);
+    } else if (e.name == algo_name::quarot) {
+      quarot_options q;
+      const std::int64_t dim = algo_param(e, "r_matrix_dim").as_int();
+      if (dim < 1)
+        bad("quarot.r_matrix_dim", "must be >= 1, got " + std::to_string(dim));
+      q.dim = static_cast<std::size_t>(dim);
+      q.random = algo_param(e, "use_random_had").as_bool();
+      if (const option_value v = algo_param(e, "r_config_path"); !v.is_null())
+        q.config_path = v.as_string();
+      a.quarot = q;
     } else if (e.name == algo_name::bias_correction) {
       a.bias_correction = true;
     } else if (e.name == algo_name::auto_mixprecision) {

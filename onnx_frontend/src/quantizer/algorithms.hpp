@@ -79,6 +79,13 @@ struct gptq_config {
   bool symmetric = true;  ///< weight_symmetric
 };
 
+/// QuarotConfig (quark-spec §10.6): R1 only, as Quark's ONNX QuaRot.
+struct quarot_options {
+  std::size_t dim = 4096;   ///< r_matrix_dim: the residual stream's width
+  bool random = false;      ///< use_random_had: random signs (a fixed seed)
+  std::string config_path;  ///< r_config_path: the R1 pairs (required)
+};
+
 /// AdaRoundConfig / AdaQuantConfig (quark-spec §10.5). Parameters that do nothing on a CPU
 /// (pin_memory, num_workers, parallel, mem_opt_level, cache_dir, log_period, dynamic_batch,
 /// select_max_mem_layer) are validated and otherwise ignored; see docs/config.md.
@@ -141,6 +148,7 @@ struct algo_options {
   std::optional<cle_options> cle;                    ///< algo_config "cle"
   std::optional<smooth_quant_options> smooth_quant;  ///< algo_config "smooth_quant"
   std::optional<gptq_config> gptq;                   ///< algo_config "gptq"
+  std::optional<quarot_options> quarot;              ///< algo_config "quarot"
   bool replace_clip6_relu = false;           ///< ReplaceClip6Relu (only with CLE, as in Quark)
   bool bias_correction = false;              ///< algo_config "bias_correction"
   std::optional<auto_mp_options> auto_mp;    ///< algo_config "auto_mixprecision"
@@ -165,6 +173,12 @@ std::size_t replace_clip6_relu(model& m);
 /// whether a node is quantized: only quantized Conv / Gemm take part, as in Quark.
 cle_stats cross_layer_equalize(model& m, const cle_options& o,
                                const std::function<bool(const std::string&)>& quantized);
+
+/// QuaRot's R1 rotation (algo_config "quarot", quark-spec §10.6) of the float model `m`, as the
+/// rotation config file of `o` names the pairs (algo_quarot.cpp); the function stays the same
+/// (to float rounding). Returns the report's note. Throws config_error "quark.config.value"
+/// naming the file, key or node at fault.
+std::string rotate_r1(model& m, const quarot_options& o);
 
 struct smooth_quant_stats {
   std::size_t matmuls = 0;      ///< MatMul nodes smoothed (one Mul each)

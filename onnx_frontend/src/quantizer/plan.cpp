@@ -329,15 +329,8 @@ bool default_quantized_op(const std::string& op_type, bool npu_cnn) {
 plan make_plan(const qconfig& cfg, const std::vector<node_ref>& nodes,
                const subgraph_fn& subgraph) {
   cfg.validate();
-  // CLE, SmoothQuant, GPTQ, bias correction, auto mixed precision, AdaRound and AdaQuant are
-  // implemented (algorithms.hpp); QuaRot is not yet.
-  for (const auto& a : cfg.algo_config) {
-    if (a.name != algo_name::cle && a.name != algo_name::smooth_quant &&
-        a.name != algo_name::gptq && a.name != algo_name::bias_correction &&
-        a.name != algo_name::auto_mixprecision && a.name != algo_name::adaround &&
-        a.name != algo_name::adaquant)
-      not_impl("algo_config entry '" + std::string(to_string(a.name)) + "'");
-  }
+  // Every algorithm of algo_config is implemented (algorithms.hpp).
+
   for (const auto& m : cfg.extra_options.entries()) {
     // Keys the registry marks not implemented only accept their inert value (checked when they
     // were set), which asks for nothing: they are fine here.

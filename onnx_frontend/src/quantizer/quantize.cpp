@@ -763,8 +763,11 @@ qz::plan prepare_float_model(model& m, const qconfig& cfg, const qz::algo_option
         " triples, " + std::to_string(st.steps) + " steps" +
         (st.skipped > 0 ? ", " + std::to_string(st.skipped) + " patterns skipped" : std::string()));
   }
-  // SmoothQuant (algo_smooth_quant.cpp) after CLE, as in Quark; it adds Mul nodes, so the plan
-  // is made again afterwards.
+  // QuaRot's R1 rotation (algo_quarot.cpp) after CLE, as in Quark; initializers only.
+  if (algos.quarot)
+    notes.push_back(qz::rotate_r1(m, *algos.quarot));
+  // SmoothQuant (algo_smooth_quant.cpp) after the rotation, as in Quark; it adds Mul nodes, so
+  // the plan is made again afterwards.
   if (algos.smooth_quant) {
     if (reader == nullptr) {
       notes.push_back("smooth_quant: not applied here (it needs the calibration data)");

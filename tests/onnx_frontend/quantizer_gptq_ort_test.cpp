@@ -330,6 +330,16 @@ TEST_CASE("gptq: 8-bit per tensor and 4-bit groups: the stored layouts ORT runs"
   }
 }
 
+TEST_CASE("gptq: com.microsoft DequantizeLinear nodes keep their weights (no 4-bit codes there)") {
+  qo::qconfig c = with_gptq(params(4, true));
+  c.extra_options.set("UseQDQContribOps", true);
+  const result r = quantize(c, "gptq_contrib");
+  const std::string& note = r.report.notes.back();
+  CAPTURE(note);
+  CHECK(note.find("gptq: 0 MatMul weights") == 0);
+  CHECK(note.find("mm1 (its DequantizeLinear is com.microsoft's") != std::string::npos);
+}
+
 TEST_CASE("gptq: bad parameters, combinations and data: named errors, no file left") {
   const fs::path dir = work_dir();
   const fs::path fin = dir / "gptq_bad_float.onnx";

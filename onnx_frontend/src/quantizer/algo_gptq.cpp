@@ -245,6 +245,10 @@ gptq_stats gptq_weights(model& qm, const model& float_model, calibration_data_re
     if (p == ix.producer.end() || g.node(p->second).op_type() != "DequantizeLinear")
       continue;  // the weight is not quantized (or not a constant): not a target
     const NodeProto& dq = g.node(p->second);
+    if (!dq.domain().empty() && (o.bits <= 4 || o.group_size > 0)) {
+      skip("its DequantizeLinear is " + dq.domain() + "'s, which takes no 4-bit codes or blocks");
+      continue;
+    }
     if (dq.input_size() < 2 || !qm.has_initializer(dq.input(0)) ||
         !qm.has_initializer(dq.input(1))) {
       skip("its weight is not stored as integers");

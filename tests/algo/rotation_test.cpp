@@ -65,3 +65,16 @@ TEST_CASE("rotation: sizes that are not powers of two, and mismatched signs") {
   CHECK(error_id([&] { quark::hadamard_rotate(w, std::vector<double>(4, 1.0)); }) ==
         "quark.rotation.size");
 }
+
+TEST_CASE("rotation: a matrix's rows or columns, as vectors") {
+  // 2 x 4: rows rotated (axis 1) are e_i R; 4 x 2: columns rotated (axis 0) are R's rows too.
+  const std::vector<double> d(4, 1.0);
+  std::vector<float> rows{1, 0, 0, 0, 0, 0, 1, 0};  // e0, e2
+  quark::hadamard_rotate_matrix(rows, 2, 4, 1, d);
+  CHECK(rows == std::vector<float>{0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f, -0.5f, -0.5f});
+  std::vector<float> cols{1, 0, 0, 0, 0, 1, 0, 0};  // columns e0, e2 of a 4 x 2 matrix
+  quark::hadamard_rotate_matrix(cols, 4, 2, 0, d);
+  CHECK(cols == std::vector<float>{0.5f, 0.5f, 0.5f, 0.5f, 0.5f, -0.5f, 0.5f, -0.5f});
+  CHECK(error_id([&] { quark::hadamard_rotate_matrix(rows, 3, 4, 1, d); }) ==
+        "quark.rotation.size");
+}

@@ -231,4 +231,27 @@ TEST_CASE("quarot: bad pairs files, nodes and sizes are refused naming the culpr
   CHECK(error_text([&] {
           qo::equalize_model(to_model(fm), with_quarot(work_dir() / "no_such.json", n));
         }).find("cannot be read") != std::string::npos);
+  // A weight another node reads: q reads Wo too.
+  ::onnx::ModelProto shared = fm;
+  for (auto& nd : *shared.mutable_graph()->mutable_node()) {
+    if (nd.name() == "q")
+      nd.set_input(1, "Wo");
+  }
+  const fs::path p = write_file("quarot_shared.json", pairs_json);
+  CHECK(error_text([&] {
+          qo::equalize_model(to_model(shared), with_quarot(p, n));
+        }).find("'Wo' is shared with another node") != std::string::npos);
+  // A LayerNormalization norm: its mean subtraction does not commute with R.
+  ::onnx::ModelProto ln = fm;
+  auto* lnode = ln.mutable_graph()->add_node();
+  lnode->set_op_type("LayerNormalization");
+  lnode->set_name("ln");
+  lnode->add_input("h0");
+  lnode->add_input("g1");
+  lnode->add_output("ln_out");
+  const fs::path lp =
+      write_file("quarot_ln.json", R"({"R1_pairs": [{"next_nodes": ["q"], "norm_node": "ln"}]})");
+  CHECK(error_text([&] { qo::equalize_model(to_model(ln), with_quarot(lp, n)); })
+            .find("quark.config.not_implemented: algo_config quarot: norm node \"ln\" is a "
+                  "LayerNormalization") == 0);
 }

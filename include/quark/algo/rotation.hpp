@@ -85,4 +85,29 @@ inline void hadamard_rotate_transposed(std::span<double> v, std::span<const doub
     x *= f;
 }
 
+/// v <- v R (hadamard_rotate) for every vector of the row-major float32 matrix `w` [rows, cols]
+/// along `axis` (1: each row, of cols values; 0: each column, of rows values), computed in double
+/// and stored as float32. The weights of a layer writing into a rotated stream (W R: rows of a
+/// MatMul's B, a Gather's table) or reading from it (R^T W: columns of B).
+inline void hadamard_rotate_matrix(std::span<float> w, std::size_t rows, std::size_t cols, int axis,
+                                   std::span<const double> signs) {
+  if (w.size() != rows * cols || (axis != 0 && axis != 1)) {
+    throw invalid_argument("quark.rotation.size", "a matrix of " + std::to_string(w.size()) +
+                                                      " values is not " + std::to_string(rows) +
+                                                      " x " + std::to_string(cols) +
+                                                      ", or the axis is not 0 or 1");
+  }
+  const std::size_t n = axis == 1 ? cols : rows, count = axis == 1 ? rows : cols;
+  const std::size_t step = axis == 1 ? 1 : cols, stride = axis == 1 ? cols : 1;
+  std::vector<double> v(n);
+  for (std::size_t i = 0; i < count; ++i) {
+    float* base = w.data() + i * stride;
+    for (std::size_t k = 0; k < n; ++k)
+      v[k] = static_cast<double>(base[k * step]);
+    hadamard_rotate(v, signs);
+    for (std::size_t k = 0; k < n; ++k)
+      base[k * step] = static_cast<float>(v[k]);
+  }
+}
+
 }  // namespace quark

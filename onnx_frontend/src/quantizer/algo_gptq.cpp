@@ -77,48 +77,9 @@ hessian_set collect_hessians(const model& m, const std::map<std::string, std::si
   hessian_set hs;
   for (const auto& [name, k] : features)
     hs.h.emplace(name, std::make_unique<gptq_hessian>(k));
-  reader.rewind();
-  {
-    const runtime rt(m);
-    while (!max_samples || hs.samples < *max_samples) {
-      std::optional<calib_sample> s = reader.next();
-      if (!s)
-        break;
-      rt.run(*s, [&](std::string_view name, const tensor& value) {
-        auto it = hs.h.find(std::string(name));
-        if (it == hs.h.end())
-          return;
-        const std::size_t k = it->second->features();
-        const tensor v = value.type() == dtype_id::float16 ? float16_to_float32(value) : value;
-        const shape_t& shape = v.shape();
-        if (v.type() != dtype_id::float32 || shape.empty() ||
-            static_cast<std::size_t>(shape.back()) != k) {
-          throw frontend_error("quark.onnx.shape",
-                               who + ": activation '" + it->first +
-                                   "' is not a float tensor whose last dimension is the "
-                                   "weight's " +
-                                   std::to_string(k) + " rows");
-        }
-        const std::size_t t = shape.size() >= 2 ? static_cast<std::size_t>(shape.front()) : 1;
-        if (v.size() == 0 || t == 0)
-          return;
-        try {
-          it->second->add(v.data<float>(), t);
-        } catch (const quark::error& e) {
-          throw frontend_error("quark.quantize.non_finite",
-                               who + ": activation '" + it->first + "': " + e.what());
-        }
-      });
-      ++hs.samples;
-    }
-  }
-  reader.rewind();
-  if (hs.samples == 0) {
-    throw config_error("quark.quantize.no_data",
-                       who +
-                           ": the calibration data is empty (GPTQ's Hessians come from the "
-                           "activations; give a reader, a folder or UseRandomData)");
-  }
+  hs.samples = for_each_activation(m, features, reader, max_samples, who,
+                                   [&](const std::string& name, std::span<const float> rows,
+                                       std::size_t t) { hs.h.at(name)->add(rows, t); });
   return hs;
 }
 

@@ -94,21 +94,10 @@ std::vector<r1_pair> read_config(const std::string& path) {
   return out;
 }
 
-/// v <- v R (hadamard_rotate) for every vector of the row-major matrix `w` [rows, cols] along
-/// `axis` (1: each row, 0: each column), in double, stored back as float32.
+/// hadamard_rotate_matrix on a 2-D float32 initializer value.
 void rotate_matrix(tensor& w, int axis, std::span<const double> signs) {
-  const auto rows = static_cast<std::size_t>(w.shape()[0]);
-  const auto cols = static_cast<std::size_t>(w.shape()[1]);
-  auto d = w.data<float>();
-  const std::size_t n = axis == 1 ? cols : rows, count = axis == 1 ? rows : cols;
-  std::vector<double> v(n);
-  for (std::size_t i = 0; i < count; ++i) {
-    for (std::size_t k = 0; k < n; ++k)
-      v[k] = static_cast<double>(axis == 1 ? d[i * cols + k] : d[k * cols + i]);
-    hadamard_rotate(v, signs);
-    for (std::size_t k = 0; k < n; ++k)
-      (axis == 1 ? d[i * cols + k] : d[k * cols + i]) = static_cast<float>(v[k]);
-  }
+  hadamard_rotate_matrix(w.data<float>(), static_cast<std::size_t>(w.shape()[0]),
+                         static_cast<std::size_t>(w.shape()[1]), axis, signs);
 }
 
 }  // namespace

@@ -15,7 +15,6 @@
 #include <vector>
 
 #include <quark/algo/smooth_quant.hpp>
-#include <quark/onnx/runtime.hpp>
 
 #include "quantizer/algorithms.hpp"
 
@@ -118,41 +117,16 @@ smooth_quant_stats smooth_quant(model& m, const smooth_quant_options& o,
                        "smoothing factors, then for calibration): give a reader that can rewind "
                        "(a folder, memory or random data)");
   }
-  reader.rewind();
   std::set<std::string> seen;
-  {
-    const runtime rt(m);
-    while (!max_samples || st.samples < *max_samples) {
-      std::optional<calib_sample> s = reader.next();
-      if (!s)
-        break;
-      rt.run(*s, [&](std::string_view name, const tensor& value) {
-        auto it = amax.find(std::string(name));
-        if (it == amax.end())
-          return;
-        const std::size_t k = it->second.size();
-        const shape_t& shape = value.shape();
-        if (value.type() != dtype_id::float32 || shape.empty() ||
-            static_cast<std::size_t>(shape.back()) != k) {
-          throw frontend_error("quark.onnx.shape",
-                               "smooth_quant: activation '" + it->first + "' of MatMul '" +
-                                   first_reader[it->first] +
-                                   "' is not a float32 tensor whose last dimension is the "
-                                   "weight's " +
-                                   std::to_string(k) + " rows");
-        }
-        smooth_quant_observe(value.data<float>(), k, it->second);
-        seen.insert(it->first);
-      });
-      ++st.samples;
-    }
-  }
-  reader.rewind();
-  if (st.samples == 0) {
-    throw config_error("quark.quantize.no_data",
-                       "algo_config smooth_quant: the calibration data is empty (the smoothing "
-                       "factors come from the activations)");
-  }
+  std::map<std::string, std::size_t> features;
+  for (const auto& [x, maxima] : amax)
+    features.emplace(x, maxima.size());
+  st.samples =
+      for_each_activation(m, features, reader, max_samples, "algo_config smooth_quant",
+                          [&](const std::string& name, std::span<const float> rows, std::size_t) {
+                            smooth_quant_observe(rows, features.at(name), amax.at(name));
+                            seen.insert(name);
+                          });
 
   // Factors, weights and one Mul per MatMul, inserted from the last node back so the indices of
   // the nodes before it stay valid.

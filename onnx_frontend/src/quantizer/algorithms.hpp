@@ -36,6 +36,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -216,6 +217,22 @@ struct gptq_stats {
   /// The weights rewritten, as the summary lists them (name = the float weight's).
   std::vector<tensor_report> weights;
 };
+
+/// Receives one activation of one sample as rows of K values (its last dimension), with t its
+/// leading dimension (1 for a vector).
+using activation_fold =
+    std::function<void(const std::string& name, std::span<const float> rows, std::size_t t)>;
+
+/// Runs `m` (float32 or float16 values, the latter widened) over at most `max_samples` samples of
+/// `reader` (rewound before and after) and folds every value named in `features` (name -> its
+/// last dimension K) into `fold`. Returns the samples run. Errors start with `who`:
+/// frontend_error "quark.onnx.shape" for a value of another shape, "quark.quantize.non_finite"
+/// for a quark::error of `fold` (NaN / Inf), config_error "quark.quantize.no_data" when the
+/// reader yields nothing. (SmoothQuant's maxima, GPTQ's Hessians.)
+std::size_t for_each_activation(const model& m, const std::map<std::string, std::size_t>& features,
+                                calibration_data_reader& reader,
+                                std::optional<std::size_t> max_samples, const std::string& who,
+                                const activation_fold& fold);
 
 /// GPTQ Hessians (quark/algo/gptq.hpp) of activations of `m`, by value name.
 struct hessian_set {

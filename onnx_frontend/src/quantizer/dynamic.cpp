@@ -376,7 +376,8 @@ class rewriter {
     const std::string& bname = src.input(1);
     const nbits_layout l{b.shape()[0], b.shape()[1], opt_.nbits_bits, opt_.nbits_block_size};
     // HQQ's zero points are floats, one per block, whatever Symmetric says (ONNX Runtime's).
-    const bool sym = opt_.nbits_symmetric && !opt_.nbits_hqq;
+    const bool hqq = opt_.nbits_algo == nbits_algorithm::hqq;
+    const bool sym = opt_.nbits_symmetric && !hqq;
     auto& names = nbits_stored_[&st.g][bname];
     if (names.empty()) {
       if (const std::string bad =
@@ -387,9 +388,9 @@ class rewriter {
       }
       tensor packed(dtype_id::uint8, shape_t{l.n, l.k_blocks(), l.blob_size()});
       tensor scales(dtype_id::float32, shape_t{l.scale_count()});
-      tensor zp = opt_.nbits_hqq ? tensor(dtype_id::float32, shape_t{l.scale_count()})
-                                 : tensor(dtype_id::uint8, shape_t{sym ? 0 : l.zero_point_bytes()});
-      if (opt_.nbits_hqq) {
+      tensor zp = hqq ? tensor(dtype_id::float32, shape_t{l.scale_count()})
+                      : tensor(dtype_id::uint8, shape_t{sym ? 0 : l.zero_point_bytes()});
+      if (hqq) {
         nbits_hqq_rounds_ = std::max(
             nbits_hqq_rounds_, quantize_nbits_hqq(b.data<float>(), l, packed.data<std::uint8_t>(),
                                                   scales.data<float>(), zp.data<float>()));
@@ -409,12 +410,12 @@ class rewriter {
       add_initializer(st.g, names[1], half ? float32_to_float16(scales) : scales);
       if (!sym) {
         names.push_back(fresh_(bname + "_zero_points"));
-        add_initializer(st.g, names[2], half && opt_.nbits_hqq ? float32_to_float16(zp) : zp);
+        add_initializer(st.g, names[2], half && hqq ? float32_to_float16(zp) : zp);
       }
       replaced_[w.second].insert(bname);
       nbits_bytes_before_ += b.byte_size() / (half ? 2 : 1);
       nbits_bytes_after_ += packed.byte_size() + scales.byte_size() / (half ? 2 : 1) +
-                            zp.byte_size() / (half && opt_.nbits_hqq ? 2 : 1);
+                            zp.byte_size() / (half && hqq ? 2 : 1);
       tensor_report tr;
       tr.name = bname;
       tr.role = "weight";
@@ -629,9 +630,10 @@ void quantize_matmul_nbits(model& m, const plan& pl, const body_planner& bodies,
   if (rw.rewritten() > 0 && !m.opset("com.microsoft"))
     m.set_opset("com.microsoft", 1);
   const auto& o = pl.opt;
-  std::string what = std::to_string(o.nbits_bits) + "-bit " +
-                     (o.nbits_symmetric && !o.nbits_hqq ? "symmetric" : "asymmetric") +
-                     " blocks of " + std::to_string(o.nbits_block_size) + " along K";
+  std::string what =
+      std::to_string(o.nbits_bits) + "-bit " +
+      (o.nbits_symmetric && !(o.nbits_algo == nbits_algorithm::hqq) ? "symmetric" : "asymmetric") +
+      " blocks of " + std::to_string(o.nbits_block_size) + " along K";
   if (rw.rewritten() == 0) {
     report.notes.push_back(
         "MatMulNBits: no MatMul with a 2-D float32 / float16 constant B was selected");
@@ -643,7 +645,7 @@ void quantize_matmul_nbits(model& m, const plan& pl, const body_planner& bodies,
       return os.str();
     };
     std::string how = "; no calibration";
-    if (o.nbits_hqq) {
+    if ((o.nbits_algo == nbits_algorithm::hqq)) {
       how = "; HQQ codes and float zero points (at most " + std::to_string(rw.hqq_rounds()) +
             " rounds), no calibration";
     } else if (hessians != nullptr) {

@@ -386,8 +386,9 @@ plan make_plan(const qconfig& cfg, const std::vector<node_ref>& nodes,
     if (const auto* a = v->find("AccuracyLevel"))
       o.nbits_accuracy_level = a->as_int();
     if (const auto* a = v->find("Algorithm")) {
-      o.nbits_gptq = a->as_string() == "GPTQ";
-      o.nbits_hqq = a->as_string() == "HQQ";
+      o.nbits_algo = a->as_string() == "GPTQ"  ? nbits_algorithm::gptq
+                     : a->as_string() == "HQQ" ? nbits_algorithm::hqq
+                                               : nbits_algorithm::rtn;
     }
   }
   if (const auto* v = cfg.extra_options.find("CalibTensorRangeSymmetric")) {

@@ -91,6 +91,10 @@ struct node_choice {
 };
 
 /// Every extra option the quantizer honours, effective values.
+/// MatMulNBitsParams.Algorithm: "DEFAULT" (round to nearest, ONNX Runtime's block rule),
+/// "GPTQ", "HQQ".
+enum class nbits_algorithm : std::uint8_t { rtn, gptq, hqq };
+
 struct settings {
   bool dedicated_qdq_pair = false;
   bool add_qdq_pair_to_weight = false;
@@ -111,13 +115,12 @@ struct settings {
   bool enable_subgraph = false;  ///< EnableSubgraph: bodies too (dynamic quantization only)
   /// UseMatMulNBits with MatMulNBitsParams (nbits.hpp): MatMul weights only, block-wise.
   bool matmul_nbits = false;
-  std::int64_t nbits_block_size = 128;    ///< GroupSize
-  bool nbits_symmetric = true;            ///< Symmetric
-  int nbits_bits = 4;                     ///< Bits
-  std::int64_t nbits_accuracy_level = 0;  ///< AccuracyLevel (the node's accuracy_level)
-  bool nbits_gptq = false;                ///< Algorithm "GPTQ"
-  bool nbits_hqq = false;                 ///< Algorithm "HQQ" (neither: "DEFAULT")
-  bool nbits_unused_specs = false;        ///< global_config sets specs UseMatMulNBits does not use
+  std::int64_t nbits_block_size = 128;                ///< GroupSize
+  bool nbits_symmetric = true;                        ///< Symmetric
+  int nbits_bits = 4;                                 ///< Bits
+  std::int64_t nbits_accuracy_level = 0;              ///< AccuracyLevel (the node's accuracy_level)
+  nbits_algorithm nbits_algo = nbits_algorithm::rtn;  ///< Algorithm
+  bool nbits_unused_specs = false;  ///< global_config sets specs UseMatMulNBits does not use
   std::optional<bool> calib_range_symmetric;  ///< CalibTensorRangeSymmetric if set explicitly
   double percentile = 99.999;
   std::size_t num_bins = 2048;  ///< NumBins as the global activation method resolves it

@@ -907,7 +907,7 @@ model quantize_float32_model(model m, const qconfig& cfg, calibration_data_reade
             "describes the weights; activations stay float)");
       }
       std::map<std::string, std::vector<double>> hessians;
-      if (pl.opt.nbits_gptq) {
+      if (pl.opt.nbits_algo == qz::nbits_algorithm::gptq) {
         if (reader.size() == std::size_t{0}) {
           throw config_error("quark.quantize.no_data",
                              "MatMulNBitsParams.Algorithm \"GPTQ\" needs calibration data: give "
@@ -916,7 +916,9 @@ model quantize_float32_model(model m, const qconfig& cfg, calibration_data_reade
         name_single_input(m, reader);
         hessians = qz::gptq_nbits_hessians(m, reader, pl.opt.calib_data_size, report.notes);
       }
-      qz::quantize_matmul_nbits(m, pl, bodies, report, pl.opt.nbits_gptq ? &hessians : nullptr);
+      qz::quantize_matmul_nbits(
+          m, pl, bodies, report,
+          pl.opt.nbits_algo == qz::nbits_algorithm::gptq ? &hessians : nullptr);
     } else {
       qz::quantize_dynamic(m, pl, pl.opt.enable_subgraph ? &bodies : nullptr, report);
     }

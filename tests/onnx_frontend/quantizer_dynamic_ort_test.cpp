@@ -312,6 +312,17 @@ TEST_CASE("dynamic quantization with per-channel int8 weights and both MatMul in
     return;
   const qo::calib_sample s = inputs(9);
   const auto ref = run_in_ort(cnn_model(), s);
+  if (ort_u8s8_saturates()) {
+    // ORT's uint8 x int8 kernels saturate on this CPU (no VNNI), so its MatMulInteger /
+    // ConvInteger of full-range int8 weights are not the exact products: our runtime, exact,
+    // is checked against the float model instead (bit-exactness with ORT: the uint8 cases).
+    const auto ours = run_ours(r.path, s);
+    for (const char* o : {"y", "g"}) {
+      CAPTURE(o);
+      CHECK(quark::metrics::cosine(ref.at(o), ours.at(o)) > 0.999);
+    }
+    return;
+  }
   const auto ort = ort_matching_ours(r, s);
   for (const char* o : {"y", "g"}) {
     CAPTURE(o);

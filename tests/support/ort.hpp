@@ -582,4 +582,23 @@ inline std::map<std::string, npy_array> run_ort(const ::onnx::ModelProto& model,
   return out;
 }
 
+/// Whether ONNX Runtime's uint8 x int8 MatMulInteger / ConvInteger saturate on this CPU. Without
+/// VNNI, MLAS multiplies uint8 by int8 with vpmaddubsw, which adds pairs of products in int16
+/// with saturation: [255, 255] x [-128, -128] gives -32768 instead of -65280, so ORT is not the
+/// exact integer product there (ORT's quantization docs advise reduce_range on such CPUs). Asked
+/// of ORT once per process with that product.
+inline bool ort_u8s8_saturates() {
+  static const bool saturates = [] {
+    model_builder b(13);
+    b.input("a", onnx_type::uint8, {1, 2});
+    b.initializer("b", onnx_type::int8, {2, 1}, std::vector<std::int8_t>{-128, -128});
+    b.node("MatMulInteger", {"a", "b"}, {"y"});
+    b.output("y", onnx_type::int32, {1, 1});
+    const std::vector<std::uint8_t> a{255, 255};
+    const auto out = run_ort(b.build(), {npy_array::from(a, {1, 2})});
+    return out.at("y").values<std::int32_t>().at(0) != -65280;
+  }();
+  return saturates;
+}
+
 }  // namespace quark::test

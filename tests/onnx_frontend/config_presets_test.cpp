@@ -280,6 +280,37 @@ TEST_CASE("every preset's specs and extra options") {
       {"MXFP4E2M1", sn::mxfp4_e2m1, true, cm::min_max, sn::mxfp4_e2m1, true, cm::min_max, {}, 0},
       {"MXINT8", sn::mxint8, true, cm::min_max, sn::mxint8, true, cm::min_max, {}, 0},
   };
+  // §8.2 line 943-944 (Quark's BF16_MIXED_* configs): QBFloat16 both, MinMax; the options in
+  // Quark's order; one auto_mixprecision entry (checked below), the _ADAQUANT ones also
+  // DEFAULT_ADAQUANT_PARAMS.
+  for (const char* name : {"BF16_MIXED_BFP16", "BF16_MIXED_BFP16_ADAQUANT", "BF16_MIXED_MXINT8",
+                           "BF16_MIXED_MXINT8_ADAQUANT"}) {
+    const bool mx = std::string_view(name).find("MXINT8") != std::string_view::npos;
+    option_value attrs = option_value::object();
+    if (mx) {
+      attrs.set("element_dtype", "int8")
+          .set("axis", 1)
+          .set("block_size", 32)
+          .set("rounding_mode", 2);
+    } else {
+      attrs.set("bfp_method", "to_bfp")
+          .set("axis", 1)
+          .set("bit_width", 16)
+          .set("block_size", 8)
+          .set("rounding_mode", 2);
+    }
+    table.push_back(
+        {name,
+         sn::bfloat16,
+         true,
+         cm::min_max,
+         sn::bfloat16,
+         true,
+         cm::min_max,
+         {opt("ActivationSymmetric", true), opt("QuantizeBias", false), opt("DedicateDQNode", true),
+          opt("CalibDataSize", 1), opt(mx ? "MXAttributes" : "BFPAttributes", attrs)},
+         std::string_view(name).ends_with("_ADAQUANT") ? 2u : 1u});
+  }
   // Quark's DefaultConfigMapping: the four AAWS / ASWS presets with FastFinetune =
   // DEFAULT_ADAROUND_PARAMS / DEFAULT_ADAQUANT_PARAMS (one entry, checked below), otherwise the
   // base preset's fields.
@@ -476,8 +507,32 @@ TEST_CASE("unknown and unsupported presets") {
   // Quark's weights-only AdaRound preset, under both of its names.
   CHECK(get_default_config("WEIGHTSONLY_ADAROUND") ==
         get_default_config("XINT8_WEIGHTSONLY_ADAROUND"));
-  CHECK_THROWS_WITH_AS(get_default_config("BF16_MIXED_BFP16"),
-                       doctest::Contains("quark.config.not_implemented"), quark::not_implemented);
+}
+
+TEST_CASE("the BF16_MIXED_* presets: auto mixed precision towards QBFP / QMX") {
+  // Quark's configs: ActTargetQuantType = WeightTargetQuantType = QBFP / QMX, OutputIndex 0 and
+  // DualQuantNodes True, except BF16_MIXED_BFP16_ADAQUANT, which leaves DualQuantNodes out; the
+  // _ADAQUANT ones add FastFinetune = DEFAULT_ADAQUANT_PARAMS.
+  for (const char* name : {"BF16_MIXED_BFP16", "BF16_MIXED_BFP16_ADAQUANT", "BF16_MIXED_MXINT8",
+                           "BF16_MIXED_MXINT8_ADAQUANT"}) {
+    CAPTURE(name);
+    const std::string_view n(name);
+    const qconfig c = get_default_config(name);
+    REQUIRE(!c.algo_config.empty());
+    const algo_entry& a = c.algo_config.front();
+    CHECK(a.name == algo_name::auto_mixprecision);
+    const char* type = n.find("MXINT8") != std::string_view::npos ? "QMX" : "QBFP";
+    CHECK(algo_param(a, "act_target_quant_type").as_string() == type);
+    CHECK(algo_param(a, "weight_target_quant_type").as_string() == type);
+    CHECK(algo_param(a, "output_index").as_int() == 0);
+    CHECK(algo_param(a, "dual_quant_nodes").as_bool() == (n != "BF16_MIXED_BFP16_ADAQUANT"));
+    if (n.ends_with("_ADAQUANT")) {
+      REQUIRE(c.algo_config.size() == 2);
+      CHECK(c.algo_config[1].name == algo_name::adaquant);
+      CHECK(algo_param(c.algo_config[1], "learning_rate").as_number() == 1e-5);
+      CHECK(algo_param(c.algo_config[1], "num_iterations").as_int() == 1000);
+    }
+  }
 }
 
 TEST_CASE("MATMUL_NBITS: UseMatMulNBits with quark-spec §9's parameters, no tensor spec") {

@@ -468,7 +468,20 @@ TEST_CASE("auto MP: bad parameters are errors naming the parameter") {
   CHECK(tensor.find("target_tensors") != std::string::npos);
   CHECK(run(obj({{"act_target_quant_type", "QInt16"}, {"output_index", 3}})).find("output_index") !=
         std::string::npos);
-  CHECK(run(obj({{"act_target_quant_type", "QBFP"}})).find("quark.config.not_implemented") == 0);
+  CHECK(run(obj({{"act_target_quant_type", "QFloat16"}})).find("quark.config.not_implemented") ==
+        0);
+  // QBFP / QMX (block mixing): activation and weight targets together, no selection parameters.
+  const std::string mixed =
+      run(obj({{"act_target_quant_type", "QBFP"}, {"weight_target_quant_type", "QInt8"}}));
+  CHECK(mixed.find("quark.config.value") == 0);
+  CHECK(mixed.find("weight_target_quant_type: must be null or QBFP") != std::string::npos);
+  const std::string weight_only =
+      run(obj({{"act_target_quant_type", nullptr}, {"weight_target_quant_type", "QMX"}}));
+  CHECK(weight_only.find("auto_mixprecision.weight_target_quant_type") != std::string::npos);
+  CHECK(weight_only.find("set act_target_quant_type") != std::string::npos);
+  const std::string selection = run(obj({{"act_target_quant_type", "QMX"}, {"num_target", 2}}));
+  CHECK(selection.find("auto_mixprecision.num_target: has no use with QBFP / QMX") !=
+        std::string::npos);
   CHECK(run(obj({{"act_target_quant_type", "QInt16"}, {"evaluate_function", "f"}}))
             .find("quark.config.not_implemented") == 0);
   CHECK(run(obj({{"act_target_quant_type", "QInt32"}})).find("act_target_quant_type") !=

@@ -163,6 +163,9 @@ std::vector<option_info> build_registry() {
                     option_value::array({}), "[]", "Do not quantize the outputs of these nodes."));
   r.push_back(fixed("DedicatedQDQPair", cat::qdq_management, B, nonnull, false, "False",
                     "Give every consumer its own Q/DQ pair instead of sharing one."));
+  r.push_back(fixed("DedicateDQNode", cat::qdq_management, B, nonnull, false, "False",
+                    "After quantizing, give every reader of a shared DequantizeLinear its own "
+                    "copy (a shared constant's QuantizeLinear is copied too)."));
   r.push_back(fixed("QDQOpTypePerChannelSupportToAxis", cat::qdq_management, ty::string_int_map,
                     nonnull, option_value::object(), "{}",
                     "Per-channel axis per op type, e.g. {\"MatMul\": 1}."));

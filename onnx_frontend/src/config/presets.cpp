@@ -145,19 +145,23 @@ std::vector<preset_info> build_presets() {
   p.push_back({"MXFP6E2M3_ADAQUANT", {}, "MXFP6E2M3 plus AdaQuant", {}});
   p.push_back({"MXFP4E2M1_ADAQUANT", {}, "MXFP4E2M1 plus AdaQuant", {}});
   p.push_back({"MXINT8_ADAQUANT", {}, "MXINT8 plus AdaQuant", {}});
+  p.push_back({"BF16_MIXED_BFP16",
+               {},
+               "bfloat16 Q/DQ everywhere, BFP16 mixed into every Conv / ConvTranspose / Gemm / "
+               "MatMul (after the activation's pair; weights BFP16 only)",
+               {}});
+  p.push_back({"BF16_MIXED_BFP16_ADAQUANT",
+               {},
+               "BF16_MIXED_BFP16 with BFP16 instead of the activation pairs, plus AdaQuant",
+               {}});
+  p.push_back({"BF16_MIXED_MXINT8", {}, "BF16_MIXED_BFP16 with MXINT8 instead of BFP16", {}});
+  p.push_back({"BF16_MIXED_MXINT8_ADAQUANT", {}, "BF16_MIXED_MXINT8 plus AdaQuant", {}});
   p.push_back({"XINT8_WEIGHTSONLY_ADAROUND",
                {"WEIGHTSONLY_ADAROUND"},
                "XINT8 weights only (activations stay float) plus AdaRound",
                {}});
   return p;
 }
-
-/// Quark preset names quark-cpp knows but cannot provide yet, with the reason.
-constexpr std::pair<std::string_view, std::string_view> unsupported_presets[] = {
-    {"BF16_MIXED_BFP16", "bfloat16/BFP16 auto mixed precision (DedicateDQNode)"},
-    {"BF16_MIXED_BFP16_ADAQUANT", "bfloat16/BFP16 auto mixed precision (DedicateDQNode)"},
-    {"BF16_MIXED_MXINT8", "bfloat16/MXINT8 auto mixed precision (DedicateDQNode)"},
-};
 
 std::string upper(std::string_view s) {
   std::string out(s);
@@ -199,11 +203,51 @@ algo_entry legacy_fast_finetune(algo_name n) {
 
 qconfig build(std::string_view name) {
   const auto i8 = int8_spec();
-  if (!name.starts_with("XINT8") && (name.ends_with("_ADAROUND") || name.ends_with("_ADAQUANT"))) {
+  if (!name.starts_with("XINT8") && !name.starts_with("BF16_MIXED_") &&
+      (name.ends_with("_ADAROUND") || name.ends_with("_ADAQUANT"))) {
     // S8S8_AAWS_ADAROUND, ...: the base preset plus the legacy fine-tuning block.
     qconfig c = build(name.substr(0, name.size() - std::string_view("_ADAROUND").size()));
     c.algo_config.push_back(legacy_fast_finetune(
         name.ends_with("_ADAROUND") ? algo_name::adaround : algo_name::adaquant));
+    return c;
+  }
+  if (name.starts_with("BF16_MIXED_")) {
+    // §8.2 (Quark's BF16_MIXED_* configs): bfloat16 activations and weights, MinMax, symmetric
+    // activations, no bias quantization, DedicateDQNode, one calibration sample, and auto mixed
+    // precision towards QBFP (DEFAULT_BFP_PARAMS) or QMX (DEFAULT_MICROSCALING_PARAMS) with
+    // dual quant nodes, which BF16_MIXED_BFP16_ADAQUANT alone leaves out.
+    const bool mx = name.find("MXINT8") != std::string_view::npos;
+    const bool adaquant = name.ends_with("_ADAQUANT");
+    qconfig c = two_specs(with_calib(bfloat16_spec(), calib_method::min_max),
+                          with_calib(bfloat16_spec(), calib_method::min_max));
+    auto& o = c.extra_options;
+    o.set("ActivationSymmetric", true);
+    o.set("QuantizeBias", false);
+    o.set("DedicateDQNode", true);
+    o.set("CalibDataSize", 1);
+    option_value attrs = option_value::object();
+    if (mx) {
+      attrs.set("element_dtype", "int8");
+      attrs.set("axis", 1);
+      attrs.set("block_size", 32);
+      attrs.set("rounding_mode", 2);
+      o.set("MXAttributes", attrs);
+    } else {
+      attrs.set("bfp_method", "to_bfp");
+      attrs.set("axis", 1);
+      attrs.set("bit_width", 16);
+      attrs.set("block_size", 8);
+      attrs.set("rounding_mode", 2);
+      o.set("BFPAttributes", attrs);
+    }
+    algo_entry a{algo_name::auto_mixprecision, option_value::object()};
+    a.params.set("act_target_quant_type", mx ? "QMX" : "QBFP");
+    a.params.set("weight_target_quant_type", mx ? "QMX" : "QBFP");
+    a.params.set("dual_quant_nodes", !(adaquant && !mx));
+    a.params.set("output_index", 0);
+    c.algo_config.push_back(a);
+    if (adaquant)
+      c.algo_config.push_back(legacy_fast_finetune(algo_name::adaquant));
     return c;
   }
   if (name.ends_with("_ACCURATE")) {
@@ -410,13 +454,6 @@ const preset_info* find_preset(std::string_view name) {
 qconfig get_default_config(std::string_view name) {
   const preset_info* p = find_preset(name);
   if (p == nullptr) {
-    const std::string u = upper(name);
-    for (const auto& [n, why] : unsupported_presets) {
-      if (n == u) {
-        throw not_implemented("quark.config.not_implemented",
-                              "preset " + u + " is not implemented yet (" + std::string(why) + ")");
-      }
-    }
     std::string names;
     for (const auto& q : presets()) {
       if (!names.empty())

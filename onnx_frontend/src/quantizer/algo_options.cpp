@@ -30,13 +30,13 @@ std::optional<dtype_id> mp_type(const option_value& v, const std::string& key) {
     if (s == name)
       return t;
   }
-  for (const char* other : {"QInt4", "QUInt4", "QFloat16", "QBFloat16", "QBFP", "QMX",
-                            "QFloat8E4M3FN", "QFloat8E5M2"}) {
+  for (const char* other :
+       {"QInt4", "QUInt4", "QFloat16", "QBFloat16", "QFloat8E4M3FN", "QFloat8E5M2"}) {
     if (s == other) {
       throw not_implemented("quark.config.not_implemented",
                             "algo_config auto_mixprecision." + key + ": \"" + s +
-                                "\" is not implemented yet (QInt8, QUInt8, QInt16, QUInt16 and, "
-                                "for biases, QInt32 / QUInt32 are)");
+                                "\" is not implemented yet (QInt8, QUInt8, QInt16, QUInt16, "
+                                "QBFP, QMX and, for biases, QInt32 / QUInt32 are)");
     }
   }
   bad_mp(key,
@@ -61,9 +61,68 @@ std::vector<std::size_t> mp_indices(const option_value& v, const std::string& ke
   return out;
 }
 
-auto_mp_options read_auto_mp(const algo_entry& e) {
+/// QBFP / QMX target types (Quark's mixing of a block format into a model, usually a bfloat16
+/// one): the activation target decides, as in Quark (its TargetQuantType defaults to the
+/// activation's); the weight and bias targets are the same block type or null. Every target
+/// node is mixed and nothing is measured, so the selection parameters have no use: set
+/// explicitly, they are errors rather than silently ignored (Quark ignores them).
+std::optional<tspec> read_block_target(const algo_entry& e, const qconfig& cfg) {
+  auto kind = [&](const char* key) -> std::optional<override_quant_type> {
+    const option_value v = algo_param(e, key);
+    if (!v.is_string())
+      return std::nullopt;
+    if (v.as_string() == "QBFP")
+      return override_quant_type::bfp;
+    if (v.as_string() == "QMX")
+      return override_quant_type::mx;
+    return std::nullopt;
+  };
+  const auto act = kind("act_target_quant_type");
+  const auto weight = kind("weight_target_quant_type");
+  const auto bias = kind("bias_target_quant_type");
+  if (!act && !weight && !bias)
+    return std::nullopt;
+  if (!act) {
+    bad_mp(weight ? "weight_target_quant_type" : "bias_target_quant_type",
+           "QBFP / QMX mix a block format into the activations and weights of every target "
+           "node together: set act_target_quant_type to the same type");
+  }
+  for (const char* key : {"weight_target_quant_type", "bias_target_quant_type"}) {
+    if (!algo_param(e, key).is_null() && kind(key) != act) {
+      bad_mp(key, "must be null or " +
+                      std::string(*act == override_quant_type::bfp ? "QBFP" : "QMX") +
+                      " like act_target_quant_type (a block format is mixed into activations "
+                      "and weights together)");
+    }
+  }
+  for (const auto& m : e.params.as_object()) {
+    for (const char* unused : {"l2_target", "top1_acc_target", "num_target", "target_tensors",
+                               "target_indices", "exclude_indices", "auto_mix_use_fast_ft",
+                               "no_input_qdq_shared", "data_size", "evaluate_function"}) {
+      if (m.key == unused) {
+        bad_mp(m.key,
+               "has no use with QBFP / QMX targets: every target_op_type node takes the "
+               "block format and nothing is measured (as in Quark); remove it");
+      }
+    }
+  }
+  return override_block_spec(*act, cfg, true, std::nullopt);
+}
+
+auto_mp_options read_auto_mp(const algo_entry& e, const qconfig& cfg) {
   auto_mp_options o;
   auto p = [&](const char* key) { return algo_param(e, key); };
+  if ((o.block = read_block_target(e, cfg))) {
+    const option_value ops = p("target_op_type");  // named: as_array() of a temporary dangles
+    o.target_op_types.clear();
+    for (const auto& x : ops.as_array())
+      o.target_op_types.push_back(x.as_string());
+    if (o.target_op_types.empty())
+      bad_mp("target_op_type", "is empty: no node could change precision");
+    o.dual_quant_nodes = p("dual_quant_nodes").as_bool();
+    o.l2_target.reset();
+    return o;
+  }
   o.data_size = mp_count(p("data_size"), "data_size", 1);
   o.target_op_types.clear();
   const option_value ops = p("target_op_type");  // named: as_array() of a temporary dangles
@@ -362,7 +421,7 @@ algo_options read_algo_options(const qconfig& cfg) {
     } else if (e.name == algo_name::bias_correction) {
       a.bias_correction = true;
     } else if (e.name == algo_name::auto_mixprecision) {
-      a.auto_mp = read_auto_mp(e);
+      a.auto_mp = read_auto_mp(e, cfg);
     } else if (e.name == algo_name::adaround || e.name == algo_name::adaquant) {
       a.finetune = read_finetune(e);
     }

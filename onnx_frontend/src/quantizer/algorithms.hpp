@@ -47,6 +47,8 @@
 #include <quark/onnx/model.hpp>
 #include <quark/onnx/quantizer.hpp>
 
+#include "quantizer/plan.hpp"
+
 namespace quark::onnx {
 struct qconfig;
 }  // namespace quark::onnx
@@ -142,6 +144,11 @@ struct auto_mp_options {
   /// auto_mix_use_fast_ft: each candidate, once mixed, is fine-tuned alone with these options
   /// before its metric is measured (the fine-tuned weights serve the ranking only, as in Quark).
   std::optional<finetune_options> fast_ft;
+  /// QBFP / QMX targets: the fused node every target node's inputs take (BFPQuantizeDequantize
+  /// / MXQuantizeDequantize with the op defaults and BFPAttributes / MXAttributes; the spec's
+  /// axis, default 1). Then mix_block_format() runs instead of the measured selection, and only
+  /// target_op_types and dual_quant_nodes apply.
+  std::optional<tspec> block;
 };
 
 /// The algorithms a configuration asks for.
@@ -315,6 +322,34 @@ struct auto_mp_result {
 /// most helpful first until it is met). Returns what changed; `qm` is rewritten in place.
 auto_mp_result auto_mixed_precision(model& qm, const model& float_model,
                                     calibration_data_reader& reader, const auto_mp_options& o);
+
+/// What mix_block_format() did.
+struct block_mix_result {
+  std::size_t nodes = 0;        ///< target nodes that read a fused node
+  std::size_t weights = 0;      ///< constant inputs (weights, biases) now fused
+  std::size_t activations = 0;  ///< activation inputs given a fused node
+  std::size_t chains = 0;       ///< fused -> Q -> DQ -> fused chains collapsed
+  std::vector<std::string> notes;
+  /// Constant inputs now quantized by a fused node: the name its pair had in the summary
+  /// (tensors entries with role "weight" / "bias") and the new label.
+  std::vector<std::pair<std::string, std::string>> retyped;
+};
+
+/// Auto mixed precision towards a block format (auto_mp_options::block; Quark's mixing of QBFP /
+/// QMX, used by the BF16_MIXED_* presets): every target node's constant inputs (1 and 2; for
+/// MatMul any constant input) lose their Q/DQ to one fused node reading the float constant
+/// (axis 0 for a MatMul constant and for a bias, else the spec's axis; a DequantizeLinear of
+/// stored integer codes is dequantized first). Its activation inputs (input 0; for MatMul any
+/// non-constant input) behind a Q/DQ pair get a fused node after the pair (dual_quant_nodes:
+/// the pair stays, other readers keep reading the pair) or instead of it. A fused -> Q -> DQ ->
+/// fused chain loses its first fused node and the pair. `qm` is rewritten in place.
+block_mix_result mix_block_format(model& qm, const auto_mp_options& o);
+
+/// DedicateDQNode (Quark's post-processing): a DequantizeLinear fed by a QuantizeLinear and read
+/// by several nodes (a graph output counts as the first reader) is copied for every reader but
+/// the first (`<name>_<k>`, output `<output>_<k>`); when the QuantizeLinear reads a constant it
+/// is copied too. Returns the number of nodes added.
+std::size_t dedicate_dq_nodes(model& qm);
 
 /// Brings the summary of a quantization (types, scales, per-type counts, notes) in line with
 /// what auto mixed precision changed.

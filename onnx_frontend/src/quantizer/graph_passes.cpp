@@ -54,15 +54,6 @@ void compact(GraphProto& g, const std::vector<bool>& dead) {
   g.mutable_node()->Swap(&kept);
 }
 
-/// Removes initializers no node reads and no graph output names.
-void drop_unused_initializers(model& m, const std::set<std::string>& candidates) {
-  const graph_index ix(proto(m).graph());
-  for (const auto& name : candidates) {
-    if (ix.uses(name) == 0)
-      m.remove_initializer(name);
-  }
-}
-
 /// A fresh initializer name derived from `base`.
 std::string fresh_name(const model& m, const std::string& base) {
   std::string n = base + "_folded";

@@ -19,6 +19,7 @@
 #include <quark/onnx/tensor.hpp>
 
 #include "io/graph_util.hpp"
+#include "io/proto_access.hpp"
 
 namespace quark::onnx::qz {
 
@@ -69,6 +70,15 @@ struct graph_index {
     return it->second.front();
   }
 };
+
+/// Removes the initializers among `candidates` that no node reads and no graph output names.
+inline void drop_unused_initializers(model& m, const std::set<std::string>& candidates) {
+  const graph_index ix(proto(m).graph());
+  for (const auto& name : candidates) {
+    if (ix.uses(name) == 0)
+      m.remove_initializer(name);
+  }
+}
 
 /// How many nodes the If / Loop / Scan bodies of `g`'s nodes hold, nested bodies included.
 inline std::size_t body_node_count(const ::onnx::GraphProto& g) {

@@ -253,7 +253,7 @@ const std::set<std::string>& honoured_keys() {
       "CLESteps", "CLEWeightThreshold", "CLEScaleAppendBias", "CLEScaleUseThreshold",
       "CLETotalLayerDiffThreshold", "BiasCorrection", "TensorsRangeFile", "RefineBlockAxis",
       "SaveTensorHistFig", "CryptoMode", "EncryptionAlgorithm", "BFPAttributes", "MXAttributes",
-      "UseMatMulNBits", "MatMulNBitsParams",
+      "UseMatMulNBits", "MatMulNBitsParams", "DedicateDQNode",
       // Accepted with any value, no effect in quark-cpp (docs/config.md says why): calibration
       // streams through the runtime's own thread pool and keeps memory flat, and nothing is
       // written to disk.
@@ -349,6 +349,7 @@ plan make_plan(const qconfig& cfg, const std::vector<node_ref>& nodes,
     return v.is_bool() ? v.as_bool() : dflt;
   };
   o.dedicated_qdq_pair = get_bool("DedicatedQDQPair", false);
+  o.dedicate_dq_node = get_bool("DedicateDQNode", false);
   o.add_qdq_pair_to_weight = get_bool("AddQDQPairToWeight", false);
   o.force_quantize_no_input_check = get_bool("ForceQuantizeNoInputCheck", false);
   o.matmul_const_b_only = get_bool("MatMulConstBOnly", false);

@@ -97,6 +97,7 @@ enum class nbits_algorithm : std::uint8_t { rtn, gptq, hqq };
 
 struct settings {
   bool dedicated_qdq_pair = false;
+  bool dedicate_dq_node = false;  ///< DedicateDQNode: copy shared DequantizeLinear per reader
   bool add_qdq_pair_to_weight = false;
   bool force_quantize_no_input_check = false;
   bool matmul_const_b_only = false;

@@ -2291,6 +2291,26 @@ model quantize_float32_model(model m, const qconfig& cfg, calibration_data_reade
     qz::report_gptq(report, *algos.gptq,
                     qz::gptq_weights(m, fm, reader, *algos.gptq, opt.calib_data_size));
   }
+  // A block format mixed in (auto_mixprecision with QBFP / QMX targets, the BF16_MIXED_*
+  // presets): no measurement, and before fast finetune so that it tunes the mixed weights, as
+  // in Quark (which runs bias correction first; here it runs after fast finetune).
+  if (algos.auto_mp && algos.auto_mp->block) {
+    const qz::block_mix_result bm = qz::mix_block_format(m, *algos.auto_mp);
+    for (const auto& [name, label] : bm.retyped) {
+      for (auto& t : report.tensors) {
+        if (t.name != name || (t.role != "weight" && t.role != "bias"))
+          continue;
+        if (auto it = report.tensors_per_type.find(t.type);
+            it != report.tensors_per_type.end() && it->second > 0)
+          --it->second;
+        ++report.tensors_per_type[label];
+        t.type = label;
+        t.scale.clear();
+        t.zero_point.clear();
+      }
+    }
+    report.notes.insert(report.notes.end(), bm.notes.begin(), bm.notes.end());
+  }
   if (algos.finetune) {
     const model fm = model::from_bytes(float_bytes, m.base_dir());
     const qz::finetune_stats ft =
@@ -2308,9 +2328,19 @@ model quantize_float32_model(model m, const qconfig& cfg, calibration_data_reade
 
   // Auto mixed precision (algo_config "auto_mixprecision", quark-spec §10.10; algo_auto_mp.cpp):
   // some target nodes' Q/DQ change type, measured against the float model.
-  if (algos.auto_mp) {
+  if (algos.auto_mp && !algos.auto_mp->block) {
     const model fm = model::from_bytes(float_bytes, m.base_dir());
     qz::report_auto_mp(report, qz::auto_mixed_precision(m, fm, reader, *algos.auto_mp));
+  }
+  // DedicateDQNode (Quark's post-processing): each reader of a shared DequantizeLinear gets its
+  // own copy.
+  if (opt.dedicate_dq_node) {
+    const std::size_t n = qz::dedicate_dq_nodes(m);
+    if (n > 0) {
+      report.notes.push_back("DedicateDQNode: " + std::to_string(n) +
+                             " QuantizeLinear / DequantizeLinear copies give every reader its "
+                             "own DequantizeLinear");
+    }
   }
 
   // DebugMode: every node decision and every tensor's parameters, as notes of the summary.

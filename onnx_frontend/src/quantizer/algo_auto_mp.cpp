@@ -31,6 +31,7 @@
 
 #include "io/proto_access.hpp"
 #include "quantizer/algorithms.hpp"
+#include "quantizer/graph_util.hpp"
 #include "quantizer/numerics.hpp"
 
 namespace quark::onnx::qz {
@@ -151,12 +152,6 @@ struct module {
   bool shared = false;  ///< input 0 has other readers
 };
 
-std::string report_name_of(const NodeProto& dq) {
-  const std::string& n = dq.name();
-  const auto k = n.rfind("_DequantizeLinear");
-  return k == std::string::npos ? n : n.substr(0, k);
-}
-
 class mixer {
  public:
   mixer(const model& qm, const model& fm, const auto_mp_options& o) : base_(qm), fm_(fm), o_(o) {
@@ -184,7 +179,7 @@ class mixer {
       pair_ref p;
       p.dq = it->second;
       const NodeProto& dq = g.node(p.dq);
-      p.report_name = report_name_of(dq);
+      p.report_name = pair_report_name(dq);
       if (inits.contains(dq.input(0))) {
         p.constant = true;
       } else if (auto q = producer.find(dq.input(0));

@@ -12,6 +12,7 @@
 // from a fused -> Q -> DQ -> fused chain.
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -22,6 +23,7 @@
 #include "quantizer/algorithms.hpp"
 #include "quantizer/block_nodes.hpp"
 #include "quantizer/graph_util.hpp"
+#include "quantizer/numerics.hpp"
 
 namespace quark::onnx::qz {
 
@@ -93,98 +95,85 @@ input_pair pair_of(const GraphProto& g, const graph_index& ix, const NodeProto& 
 }
 
 /// The float values of a DequantizeLinear over stored integer codes (per tensor or along its
-/// axis), as the operator computes them: float(code - zero point) * scale. Empty when the codes
-/// are not integers or the node is blocked.
+/// axis; quark::dequantize, the operator's float(code - zero point) * scale), or of a Cast of a
+/// bfloat16 / float16 constant (exactly). Empty when the codes are another type or blocked.
 std::vector<float> dequantized(const model& m, const NodeProto& dq) {
-  if (dq.op_type() == "Cast") {  // a bfloat16 / float16 constant: its values, exactly
-    const tensor low = m.initializer(dq.input(0));
-    std::vector<float> out;
-    quark::visit_dtype(low.type(), [&](auto id) {
+  const tensor codes = m.initializer(dq.input(0));
+  std::vector<float> out(codes.size());
+  if (dq.op_type() == "Cast") {
+    bool done = false;
+    quark::visit_dtype(codes.type(), [&](auto id) {
       using D = typename decltype(id)::type;
       if constexpr (!std::is_integral_v<D>) {
-        for (const auto v : low.data<D>())
-          out.push_back(static_cast<float>(v));
+        const auto v = codes.data<D>();
+        for (std::size_t i = 0; i < v.size(); ++i)
+          out[i] = static_cast<float>(v[i]);
+        done = true;
       }
     });
-    return out.size() == low.size() ? out : std::vector<float>{};
+    return done ? out : std::vector<float>{};
   }
   if (attr_i(dq, "block_size", 0) != 0 || dq.input_size() < 2)
-    return {};
-  const tensor codes = m.initializer(dq.input(0));
-  std::vector<std::int64_t> c;
-  quark::visit_dtype(codes.type(), [&](auto id) {
-    using D = typename decltype(id)::type;
-    if constexpr (std::is_integral_v<D>) {
-      for (const auto v : codes.data<D>())
-        c.push_back(static_cast<std::int64_t>(v));
-    }
-  });
-  if (c.size() != codes.size())
     return {};
   const tensor s = m.initializer(dq.input(1));
   if (s.type() != dtype_id::float32)
     return {};
   const auto scale = s.data<float>();
-  std::vector<std::int64_t> zp(scale.size(), 0);
-  if (dq.input_size() > 2 && !dq.input(2).empty()) {
-    const tensor z = m.initializer(dq.input(2));
-    std::size_t k = 0;
-    quark::visit_dtype(z.type(), [&](auto id) {
-      using D = typename decltype(id)::type;
-      if constexpr (std::is_integral_v<D>) {
-        for (const auto v : z.data<D>()) {
-          if (k < zp.size())
-            zp[k++] = static_cast<std::int64_t>(v);
-        }
+  std::vector<std::size_t> dims;
+  for (const auto d : codes.shape())
+    dims.push_back(static_cast<std::size_t>(d));
+  const auto rank = static_cast<std::int64_t>(dims.size());
+  std::int64_t axis = attr_i(dq, "axis", 1);
+  axis = axis < 0 ? axis + rank : axis;
+  if (scale.size() > 1 &&
+      (axis < 0 || axis >= rank || dims[static_cast<std::size_t>(axis)] != scale.size()))
+    return {};
+  const granularity g =
+      scale.size() > 1 ? granularity{per_channel{axis}} : granularity{per_tensor{}};
+  const std::optional<tensor> z = dq.input_size() > 2 && !dq.input(2).empty()
+                                      ? std::optional<tensor>(m.initializer(dq.input(2)))
+                                      : std::nullopt;
+  bool done = false;
+  quark::visit_dtype(codes.type(), [&](auto id) {
+    using D = typename decltype(id)::type;
+    if constexpr (std::is_integral_v<D> && integral_data_type<D>) {  // 8 bits and wider
+      std::vector<zero_point_t<D>> zp;
+      if (z && z->type() == codes.type()) {
+        for (const auto v : z->data<D>())
+          zp.push_back(static_cast<zero_point_t<D>>(v));
       }
-    });
-  }
-  // Elements per step of the axis, and the axis length (per tensor: one step of everything).
-  std::size_t inner = codes.size();
-  std::size_t len = 1;
-  if (scale.size() > 1) {
-    const auto rank = static_cast<std::int64_t>(codes.rank());
-    std::int64_t axis = attr_i(dq, "axis", 1);
-    if (axis < 0)
-      axis += rank;
-    if (axis < 0 || axis >= rank ||
-        static_cast<std::size_t>(codes.shape()[static_cast<std::size_t>(axis)]) != scale.size())
-      return {};
-    len = scale.size();
-    inner = 1;
-    for (auto k = static_cast<std::size_t>(axis) + 1; k < codes.rank(); ++k)
-      inner *= static_cast<std::size_t>(codes.shape()[k]);
-  }
-  std::vector<float> out(c.size());
-  for (std::size_t i = 0; i < c.size(); ++i) {
-    const std::size_t ch = (i / inner) % len;
-    out[i] = static_cast<float>(c[i] - zp[ch]) * scale[ch];
-  }
-  return out;
+      const tensor_qparams<D> p{scale, zp, g};  // views: scale and zp outlive it
+      quark::dequantize<D>(quark::tensor_shape{std::span<const std::size_t>(dims)}, codes.data<D>(),
+                           p, std::span<float>(out));
+      done = true;
+    }
+  });
+  return done ? out : std::vector<float>{};
 }
 
-/// The name a pair has in the summary: its DequantizeLinear's name up to "_DequantizeLinear".
-std::string report_name(const NodeProto& dq) {
-  const std::string& n = dq.name();
-  const auto k = n.rfind("_DequantizeLinear");
-  return k == std::string::npos ? n : n.substr(0, k);
-}
-
-/// A name no node output and no initializer of `g` uses yet, derived from `base`.
-std::string fresh_name(const GraphProto& g, const std::set<std::string>& taken,
-                       const std::string& base) {
-  std::set<std::string> used = taken;
-  for (const auto& n : g.node()) {
-    for (const auto& o : n.output())
-      used.insert(o);
+/// Names no node, node output or initializer of a graph uses yet: fresh(base) is `base`, or `base`
+/// + "_<k>" for the first k that is free, and reserves it.
+class name_pool {
+ public:
+  explicit name_pool(const GraphProto& g) {
+    for (const auto& n : g.node()) {
+      used_.insert(n.name());
+      used_.insert(n.output().begin(), n.output().end());
+    }
+    for (const auto& t : g.initializer())
+      used_.insert(t.name());
   }
-  for (const auto& t : g.initializer())
-    used.insert(t.name());
-  std::string name = base;
-  for (int k = 1; used.contains(name); ++k)
-    name = base + "_" + std::to_string(k);
-  return name;
-}
+  std::string fresh(const std::string& base) {
+    std::string name = base;
+    for (int k = 1; used_.contains(name); ++k)
+      name = base + "_" + std::to_string(k);
+    used_.insert(name);
+    return name;
+  }
+
+ private:
+  std::set<std::string> used_;
+};
 
 /// Puts the nodes of `m` in topological order (stable where the graph allows).
 void sort_nodes(model& m) {
@@ -213,17 +202,12 @@ block_mix_result mix_block_format(model& qm, const auto_mp_options& o) {
   for (const auto& t : g.initializer())
     inits.insert(t.name());
 
-  std::set<int> removed;              // Q / DQ nodes the fused nodes replace
-  std::vector<NodeProto> added;       // the fused nodes
-  std::set<std::string> names_taken;  // names and outputs of the added nodes
+  std::set<int> removed;         // Q / DQ nodes the fused nodes replace
+  std::vector<NodeProto> added;  // the fused nodes
+  name_pool names(g);
   std::set<std::string> dropped_inits;
   std::set<int> mixed_nodes;
-  auto add = [&](NodeProto n) {
-    names_taken.insert(n.name());
-    for (const auto& out : n.output())
-      names_taken.insert(out);
-    added.push_back(std::move(n));
-  };
+  auto add = [&](NodeProto n) { added.push_back(std::move(n)); };
   auto retire = [&](int i) {
     removed.insert(i);
     for (const auto& x : g.node(i).input())
@@ -260,20 +244,18 @@ block_mix_result mix_block_format(model& qm, const auto_mp_options& o) {
           continue;
         }
         const tensor codes = qm.initializer(src);
-        src = fresh_name(g, names_taken, src + "_dequantized");
-        names_taken.insert(src);
+        src = names.fresh(src + "_dequantized");
         qm.set_initializer(src, tensor::from_floats(codes.shape(), v));
       }
       const std::int64_t a = (n.op_type() == "MatMul" || k == 2) ? 0 : axis;
-      add(make_block_node(
-          weight_op,
-          fresh_name(g, names_taken, n.name() + "_" + act_op.op + "_" + std::to_string(k)), src,
-          dq.output(0), a));
+      add(make_block_node(weight_op,
+                          names.fresh(n.name() + "_" + act_op.op + "_" + std::to_string(k)), src,
+                          dq.output(0), a));
       weight_dq.insert(p.dq);
       retire(p.dq);
       if (p.q >= 0)
         retire(p.q);
-      r.retyped.emplace_back(report_name(dq), act_op.label);
+      r.retyped.emplace_back(pair_report_name(dq), act_op.label);
       ++r.weights;
       mixed_nodes.insert(i);
     }
@@ -298,10 +280,9 @@ block_mix_result mix_block_format(model& qm, const auto_mp_options& o) {
       if (fused_after.contains(p.dq))
         continue;  // shared by an earlier target node: the re-pointing below reaches this one
 
-      const std::string name =
-          fresh_name(g, names_taken, n.name() + "_" + act_op.op + "_" + std::to_string(k));
+      const std::string name = names.fresh(n.name() + "_" + act_op.op + "_" + std::to_string(k));
       if (o.dual_quant_nodes) {
-        const std::string out = fresh_name(g, names_taken, name + "_output");
+        const std::string out = names.fresh(name + "_output");
         add(make_block_node(act_op, name, dq.output(0), out, a));
         fused_after[p.dq] = out;
       } else {
@@ -403,7 +384,7 @@ std::size_t dedicate_dq_nodes(model& qm) {
   for (const auto& t : g.initializer())
     inits.insert(t.name());
   std::vector<NodeProto> added;
-  std::set<std::string> taken;
+  name_pool names(g);
   for (int i = 0; i < g.node_size(); ++i) {
     const NodeProto dq = g.node(i);
     if (!is_dq(dq) || dq.input_size() == 0 || dq.output_size() == 0 ||
@@ -428,16 +409,12 @@ std::size_t dedicate_dq_nodes(model& qm) {
     for (std::size_t k = output ? 0 : 1; k < readers.size(); ++k) {
       const std::string sfx = "_" + std::to_string(output ? k + 1 : k);
       NodeProto d = dq;
-      d.set_name(fresh_name(g, taken, dq.name() + sfx));
-      d.set_output(0, fresh_name(g, taken, dq.output(0) + sfx));
-      taken.insert(d.name());
-      taken.insert(d.output(0));
+      d.set_name(names.fresh(dq.name() + sfx));
+      d.set_output(0, names.fresh(dq.output(0) + sfx));
       if (copy_q) {
         NodeProto qc = q;
-        qc.set_name(fresh_name(g, taken, q.name() + sfx));
-        qc.set_output(0, fresh_name(g, taken, q.output(0) + sfx));
-        taken.insert(qc.name());
-        taken.insert(qc.output(0));
+        qc.set_name(names.fresh(q.name() + sfx));
+        qc.set_output(0, names.fresh(q.output(0) + sfx));
         d.set_input(0, qc.output(0));
         added.push_back(std::move(qc));
       }

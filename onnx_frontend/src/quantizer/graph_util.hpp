@@ -71,6 +71,14 @@ struct graph_index {
   }
 };
 
+/// The name a Q/DQ pair has in the quantizer's summary: its DequantizeLinear's name up to
+/// "_DequantizeLinear" (the whole name when it has no such suffix).
+inline std::string pair_report_name(const ::onnx::NodeProto& dq) {
+  const std::string& n = dq.name();
+  const auto k = n.rfind("_DequantizeLinear");
+  return k == std::string::npos ? n : n.substr(0, k);
+}
+
 /// Removes the initializers among `candidates` that no node reads and no graph output names.
 inline void drop_unused_initializers(model& m, const std::set<std::string>& candidates) {
   const graph_index ix(proto(m).graph());

@@ -13,8 +13,16 @@
 #include <doctest/doctest.h>
 
 #include <quark/block/mx.hpp>
+#include <quark/quant/two_stage.hpp>
 
 #include "block/block_support.hpp"
+
+// With quant/two_stage.hpp in scope, overload resolution of fake_quantize<B> instantiates
+// block_format<...> itself: every format must be a complete type (a static_assert once looked up
+// Element::magnitude_bits on minifloat elements, so this file failed to compile with it).
+static_assert(sizeof(quark::mxfp4_e2m1) > 0 && sizeof(quark::mxfp6_e3m2) > 0 &&
+              sizeof(quark::mxfp6_e2m3) > 0 && sizeof(quark::mxfp8_e4m3) > 0 &&
+              sizeof(quark::mxfp8_e5m2) > 0 && sizeof(quark::mxint8) > 0);
 
 using block_test::check_same;
 using block_test::same;

@@ -92,6 +92,14 @@ inline constexpr bool is_sign_magnitude_v = false;
 template <int M>
 inline constexpr bool is_sign_magnitude_v<sign_magnitude<M>> = true;
 
+/// Magnitude bits of a sign_magnitude element, 0 for any other element type. (A plain
+/// `!is_sign_magnitude_v<E> || E::magnitude_bits <= 22` is ill-formed for minifloat elements:
+/// `||` does not stop the lookup, so block_format<float4_e2m1fn, ...> failed to instantiate.)
+template <class T>
+inline constexpr int magnitude_bits_v = 0;
+template <int M>
+inline constexpr int magnitude_bits_v<sign_magnitude<M>> = M;
+
 /// OCP MX element types: the five OCP minifloats and MXINT8's two's complement int8.
 template <class T>
 inline constexpr bool is_mx_element_v =
@@ -118,7 +126,7 @@ struct block_format {
   static_assert(Sub.size == 0 || (Sub.size >= 1 && BlockSize % Sub.size == 0 &&
                                   Sub.shift_bits >= 1 && Sub.shift_bits <= 7),
                 "block_format: the sub-block size divides the block size; 1..7 shift bits");
-  static_assert(!detail::is_sign_magnitude_v<Element> || Element::magnitude_bits <= 22,
+  static_assert(detail::magnitude_bits_v<Element> <= 22,
                 "block_format: at most 22 magnitude bits (float32 has 24 significant bits)");
 };
 

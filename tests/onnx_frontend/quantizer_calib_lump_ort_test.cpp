@@ -25,6 +25,7 @@
 #include <quark/onnx/presets.hpp>
 #include <quark/onnx/quantizer.hpp>
 
+#include "support/checks.hpp"
 #include "support/model_files.hpp"
 #include "support/ort.hpp"
 
@@ -149,13 +150,21 @@ TEST_CASE("lumped Percentile histograms write the bytes of unlumped ones") {
   std::vector<qo::calib_sample> calib;
   for (std::uint32_t s = 0; s < 8; ++s)
     calib.push_back(sample(256, s == 5 ? 12.0f : 1.0f + 0.3f * static_cast<float>(s % 4), 40 + s));
+  // Under the sanitizers (sanitized_build) each preset runs one of the four fuse x background
+  // settings, each setting once: 8 quantizations instead of 32 (81 s under ASan on CI96).
+  int combo = -1;
   for (const std::string preset : {"A8W8", "U8S8", "U8S8 signed", "S8S8 signed"}) {
     const bool sym = preset.find("signed") == std::string::npos;
     qo::qconfig cfg = qo::get_default_config(preset.substr(0, 4));
     cfg.extra_options.set("QuantizeAllOpTypes", true);
     cfg.extra_options.set("CalibTensorRangeSymmetric", sym);
+    ++combo;
     for (const std::string fuse : {"0", "1"}) {
       for (const std::string background : {"0", "1"}) {
+        if (sanitized_build && (fuse == "1") != (combo / 2 == 1))
+          continue;
+        if (sanitized_build && (background == "1") != (combo % 2 == 1))
+          continue;
         CAPTURE(preset);
         CAPTURE(fuse);
         CAPTURE(background);

@@ -17,6 +17,22 @@
 
 namespace quark::test {
 
+/// True in a build with AddressSanitizer (the CI's Clang ASan + UBSan build). The few tests that
+/// repeat one check over a large matrix of settings (each a whole quantization, 10-80 s under
+/// the sanitizers) run a covering subset there: every setting once, not every combination; the
+/// dev build runs them all.
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr bool sanitized_build = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+inline constexpr bool sanitized_build = true;
+#else
+inline constexpr bool sanitized_build = false;
+#endif
+#else
+inline constexpr bool sanitized_build = false;
+#endif
+
 /// The id of the quark::error `f` throws, or "none" when it throws none.
 template <class F>
 std::string error_id(F&& f) {

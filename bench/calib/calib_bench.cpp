@@ -41,6 +41,11 @@ std::span<const float> data(const benchmark::State& state) {
 
 using quark_bench::report;
 
+/// Baseline: memcpy of the same bytes (the project's common baseline, bench_data.hpp).
+void BM_memcpy(benchmark::State& state) {
+  quark_bench::memcpy_baseline(state, data(state));
+}
+
 /// Baseline: a read-only pass over the same bytes, summing their bit patterns as integers (the
 /// compiler vectorises it fully; a float max or sum would not be without -ffast-math).
 void BM_read_sum(benchmark::State& state) {
@@ -195,6 +200,33 @@ void BM_histogram_portable_2048(benchmark::State& state) {
   report(state, x.size());
 }
 
+/// The binning kernel of one path (kernel_path) on the observer's edges: normal data at the
+/// sizes of data(state) (Arg) or, with Arg 0, the ReLU data above (half the values 0, which the
+/// AVX-512 and AVX2 forms count apart). On a CPU without AVX-512 the automatic path is the AVX2
+/// one; compare the two with the portable form in one run.
+template <quark::detail::kernel_path Path>
+void BM_histogram_path_2048(benchmark::State& state) {
+#if QUARK_OBSERVER_AVX512
+  if ((Path == quark::detail::kernel_path::avx512 && !quark::detail::observer_avx512_usable()) ||
+      (Path == quark::detail::kernel_path::avx2 && !quark::detail::observer_avx2_usable())) {
+    state.SkipWithError("this CPU lacks the path's instructions");
+    return;
+  }
+#endif
+  static const std::vector<float> relu = small_mapped([](float e) { return std::max(e, 0.0f); });
+  const auto x = state.range(0) == 0 ? std::span<const float>(relu) : data(state);
+  quark::histogram_observer h{{.mode = quark::histogram_mode::signed_symmetric, .num_bins = 2048}};
+  h.observe(x);
+  const std::vector<double> edges = h.stats().edges;
+  std::vector<std::uint64_t> counts(2048);
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(
+        quark::detail::histogram_add<quark::detail::bin_transform::identity, Path>(x, edges,
+                                                                                   counts));
+  }
+  report(state, x.size());
+}
+
 /// L2-resident values binned as rows of `state.range(0)` values, one kernel call per row, the
 /// kernel's setup made once: how a 3x3 convolution of 96 input channels hands its output
 /// blocks on (rows of 151 values), against whole spans (rows of 262144).
@@ -269,6 +301,7 @@ void BM_pof2_minmse_search_2048(benchmark::State& state) {
 
 }  // namespace
 
+BENCHMARK(BM_memcpy)->Arg(kTiny)->Arg(kSmall)->Arg(kLarge)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_read_sum)->Arg(kTiny)->Arg(kSmall)->Arg(kLarge)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_read_sum_prefetch)->Arg(kSmall)->Arg(kLarge)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_minmax_observer)->Arg(kTiny)->Arg(kSmall)->Arg(kLarge)->Unit(benchmark::kMillisecond);
@@ -303,6 +336,23 @@ BENCHMARK(BM_histogram_lumped_relu_2048)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_histogram_lumped_relu6_2048)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_histogram_rows_2048)->Arg(151)->Arg(606)->Arg(kSmall)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_histogram_portable_2048)->Arg(kSmall)->Arg(kLarge)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_histogram_path_2048<quark::detail::kernel_path::portable>)
+    ->Arg(0)
+    ->Arg(kSmall)
+    ->Arg(kLarge)
+    ->Unit(benchmark::kMicrosecond);
+#if QUARK_OBSERVER_AVX512
+BENCHMARK(BM_histogram_path_2048<quark::detail::kernel_path::avx2>)
+    ->Arg(0)
+    ->Arg(kSmall)
+    ->Arg(kLarge)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_histogram_path_2048<quark::detail::kernel_path::avx512>)
+    ->Arg(0)
+    ->Arg(kSmall)
+    ->Arg(kLarge)
+    ->Unit(benchmark::kMicrosecond);
+#endif
 BENCHMARK(BM_histogram_naive_2048)->Arg(kSmall)->Arg(kLarge)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_entropy_search_2048)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_percentile_search_2048)->Unit(benchmark::kMicrosecond);

@@ -224,6 +224,8 @@ TEST_CASE("histogram kernel: every form follows numpy's bin rule on the stored e
 #if QUARK_OBSERVER_AVX512
       if (quark::detail::observer_avx512_usable())
         check_histograms<kernel_path::avx512>(e, x);
+      if (quark::detail::observer_avx2_usable())
+        check_histograms<kernel_path::avx2>(e, x);
 #endif
       check_histograms<kernel_path::automatic>(e, x);
     }
@@ -243,6 +245,8 @@ TEST_CASE("histogram kernel: a heavy single bin and all-NaN blocks") {
 #if QUARK_OBSERVER_AVX512
   if (quark::detail::observer_avx512_usable())
     check_histograms<kernel_path::avx512>(e, x);
+  if (quark::detail::observer_avx2_usable())
+    check_histograms<kernel_path::avx2>(e, x);
 #endif
   check_histograms<kernel_path::automatic>(e, x);
 }
@@ -272,6 +276,8 @@ TEST_CASE("histogram kernel: runs of equal values on and next to edges, and outs
 #if QUARK_OBSERVER_AVX512
   if (quark::detail::observer_avx512_usable())
     check_histograms<kernel_path::avx512>(e, x);
+  if (quark::detail::observer_avx2_usable())
+    check_histograms<kernel_path::avx2>(e, x);
 #endif
   check_histograms<kernel_path::automatic>(e, x);
 }
@@ -301,6 +307,8 @@ TEST_CASE("histogram kernel: zeros inside a bin, on an edge, outside the range, 
 #if QUARK_OBSERVER_AVX512
       if (quark::detail::observer_avx512_usable())
         check_histograms<kernel_path::avx512>(e, x);
+      if (quark::detail::observer_avx2_usable())
+        check_histograms<kernel_path::avx2>(e, x);
 #endif
       check_histograms<kernel_path::automatic>(e, x);
     }
@@ -309,10 +317,11 @@ TEST_CASE("histogram kernel: zeros inside a bin, on an edge, outside the range, 
 
 TEST_CASE("histogram kernel: short spans (whole vectors, then a scalar tail) follow numpy's rule") {
   // A convolution hands its output block row by row (151 values for a 3x3 conv of 96 input
-  // channels): spans shorter than a kernel block take 16-lane vectors and an exact tail. Every
-  // length around a vector and a block, on edge values, zeros of both signs, NaN and +-Inf.
+  // channels): spans shorter than a kernel block take 16- or 8-lane vectors and an exact tail.
+  // Every length around a vector and a block, on edge values, zeros of both signs, NaN and +-Inf.
   const std::pair<double, double> ranges[] = {{-12.0, 12.0}, {0.0, 9.5}, {0.1, 0.7}};
-  const std::size_t lengths[] = {1, 15, 16, 17, 31, 32, 33, 151, 606, 1023, 1025, 1040, 2047};
+  const std::size_t lengths[] = {1,  7,  8,   9,   15,   16,   17,   31,
+                                 32, 33, 151, 606, 1023, 1025, 1040, 2047};
   for (const auto& r : ranges) {
     const auto e = quark::detail::linspace_edges(r.first, r.second, 2048);
     auto x = edge_data(e, 3000, 21);
@@ -329,6 +338,8 @@ TEST_CASE("histogram kernel: short spans (whole vectors, then a scalar tail) fol
 #if QUARK_OBSERVER_AVX512
         if (quark::detail::observer_avx512_usable())
           check_histograms<kernel_path::avx512>(e, s);
+        if (quark::detail::observer_avx2_usable())
+          check_histograms<kernel_path::avx2>(e, s);
 #endif
       }
     }
@@ -358,7 +369,8 @@ void check_lumped(const std::vector<double>& e, std::size_t a, std::size_t b,
 template <bin_transform T>
 void check_lumped_forms(const std::vector<double>& e, std::size_t a, std::size_t b,
                         std::span<const float> x) {
-  for (const std::size_t len : {x.size(), std::size_t{1}, std::size_t{17}, std::size_t{1029}}) {
+  for (const std::size_t len :
+       {x.size(), std::size_t{1}, std::size_t{9}, std::size_t{17}, std::size_t{1029}}) {
     if (len > x.size())
       continue;
     const auto part = x.first(len);
@@ -366,6 +378,8 @@ void check_lumped_forms(const std::vector<double>& e, std::size_t a, std::size_t
 #if QUARK_OBSERVER_AVX512
     if (quark::detail::observer_avx512_usable())
       check_lumped<T, kernel_path::avx512>(e, a, b, part);
+    if (quark::detail::observer_avx2_usable())
+      check_lumped<T, kernel_path::avx2>(e, a, b, part);
 #endif
     check_lumped<T, kernel_path::automatic>(e, a, b, part);
   }

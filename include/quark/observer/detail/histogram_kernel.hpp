@@ -5,8 +5,9 @@
 // distance of an edge are re-checked against the stored edges, so the result is exact for any
 // edge vector close to uniform (linspace, or Quark's appended edges).
 // The positions of a block are computed in one vectorised pass (AVX-512 intrinsics where the CPU
-// has AVX-512F, chosen at run time: they carry a target attribute, so any x86 build has them; else
-// a form the compiler vectorises), then counted into four 32-bit tables in turn, so
+// has AVX-512F, else AVX2 ones where it has AVX2, chosen at run time: they carry a target
+// attribute, so any x86 build has them; else a form the compiler vectorises), then counted into
+// four 32-bit tables in turn, so
 // repeated bins do not wait on each other's stores; the input is prefetched a few KiB ahead.
 #pragma once
 
@@ -239,9 +240,10 @@ inline float float_at_least(double d) noexcept {
 }
 
 /// Which code computes the bin positions: `automatic` is the AVX-512 form where the CPU has
-/// AVX-512F (observer_avx512_usable(), checked at run time), else the portable one; the tests
-/// run both explicitly where the CPU allows.
-enum class kernel_path : std::uint8_t { portable, avx512, automatic };
+/// AVX-512F (observer_avx512_usable(), checked at run time), else the AVX2 form where it has
+/// AVX2 (observer_avx2_usable()), else the portable one; the tests run each explicitly where the
+/// CPU allows.
+enum class kernel_path : std::uint8_t { portable, avx512, avx2, automatic };
 
 /// Values per block of the binning kernels.
 inline constexpr std::size_t histogram_block = 1024;
@@ -717,6 +719,238 @@ QUARK_OBSERVER_TARGET_AVX512 minmax_partial histogram_count_lumped_avx512(std::s
 QUARK_OBSERVER_AVX512_POP
 #endif
 
+#if QUARK_OBSERVER_AVX512
+QUARK_OBSERVER_AVX512_PUSH
+/// Lane compression for AVX2 (which has no compress instruction): entry m lists, four bits per
+/// index from the lowest, the lanes of the set bits of m in order (the rest 0).
+inline constexpr std::array<std::uint32_t, 256> compress8_table = [] {
+  std::array<std::uint32_t, 256> t{};
+  for (std::uint32_t m = 0; m < 256; ++m) {
+    std::uint32_t packed = 0;
+    std::uint32_t k = 0;
+    for (std::uint32_t j = 0; j < 8; ++j) {
+      if (((m >> j) & 1u) != 0)
+        packed |= j << (4 * k++);
+    }
+    t[m] = packed;
+  }
+  return t;
+}();
+
+/// The permutation that moves the lanes of `mask` (8 bits) to the front, in order.
+QUARK_OBSERVER_TARGET_AVX2 QUARK_ALWAYS_INLINE __m256i compress8(std::uint32_t mask) noexcept {
+  const __m256i packed = _mm256_set1_epi32(static_cast<std::int32_t>(compress8_table[mask]));
+  const __m256i shifts = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
+  return _mm256_and_si256(_mm256_srlv_epi32(packed, shifts), _mm256_set1_epi32(7));
+}
+
+/// Constants of the float position formula in 8 lanes (avx512_positions' counterpart).
+struct avx2_positions {
+  __m256 lo;
+  __m256 norm;
+  __m256 half_in;  ///< centred_limit(tol)
+  __m256i last;    ///< bins - 1: a lane is inside when its index, unsigned, is at most this
+  __m256i table;   ///< lane j counts into table j % 4: its offset (j % 4) * (bins + 1)
+};
+
+/// bin_block_avx512 in 8 lanes: the same formula, flags, zero counting and memo, with a table
+/// permutation (compress8) in place of the compressed store and a movemask + popcount for the
+/// zeros. The prefetch stays one line per 16 values.
+template <bin_transform T, std::size_t M, class Setup>
+QUARK_OBSERVER_TARGET_AVX2 QUARK_ALWAYS_INLINE std::size_t bin_block_avx2(
+    const float* p, std::size_t avail, const avx2_positions& c, std::int32_t* idx, __m256& mn,
+    __m256& mx, const Setup& s, __m256& memo_v, __m256i& memo_i, std::uint64_t& zeros,
+    std::uint64_t& nans) noexcept {
+  std::size_t w = 0;
+  const __m256 zero = _mm256_setzero_ps();
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  const __m256 half = _mm256_set1_ps(0.5f);
+  for (std::size_t k = 0; k < M; k += 8) {
+    if (k % 16 == 0 && k + histogram_prefetch_distance < avail)
+      prefetch_read(p + k + histogram_prefetch_distance);
+    const __m256 v = _mm256_loadu_ps(p + k);
+    mn = _mm256_min_ps(v, mn);  // MINPS returns its second operand on NaN: a NaN v keeps mn
+    mx = _mm256_max_ps(v, mx);
+    const __m256 a = T == bin_transform::absolute ? _mm256_andnot_ps(sign, v) : v;
+    const __m256 f = _mm256_mul_ps(_mm256_sub_ps(a, c.lo), c.norm);
+    __m256i i = _mm256_cvttps_epi32(f);  // NaN and |f| >= 2^31: 0x80000000, outside
+    const __m256 frac = _mm256_sub_ps(f, _mm256_cvtepi32_ps(i));
+    const __m256 centred = _mm256_andnot_ps(sign, _mm256_sub_ps(frac, half));
+    const __m256i inside = _mm256_cmpeq_epi32(_mm256_min_epu32(i, c.last), i);
+    const __m256 near = _mm256_cmp_ps(centred, c.half_in, _CMP_LE_OQ);
+    auto ok = static_cast<std::uint32_t>(
+        _mm256_movemask_ps(_mm256_and_ps(_mm256_castsi256_ps(inside), near)));
+    if (ok == 0xFFu) [[likely]] {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(idx + w), _mm256_add_epi32(i, c.table));
+      w += 8;
+      continue;
+    }
+    const auto is_zero =
+        static_cast<std::uint32_t>(_mm256_movemask_ps(_mm256_cmp_ps(v, zero, _CMP_EQ_OQ)));
+    const __m256 same = _mm256_cmp_ps(v, memo_v, _CMP_EQ_OQ);
+    i = _mm256_blendv_epi8(i, memo_i, _mm256_castps_si256(same));
+    ok |= static_cast<std::uint32_t>(_mm256_movemask_ps(same)) | is_zero;
+    if (ok != 0xFFu) [[unlikely]] {
+      alignas(32) std::int32_t lanes[8];
+      _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), i);
+      std::uint32_t bad = ~ok & 0xFFu;
+      while (bad != 0) {
+        const auto j = static_cast<std::size_t>(__builtin_ctz(bad));
+        bad &= bad - 1;
+        const float r = p[k + j];
+        nans += static_cast<std::uint64_t>(r != r);
+        const std::int32_t bin = s.exact(r);
+        lanes[j] = bin;
+        if (r == r) {
+          memo_v = _mm256_set1_ps(r);
+          memo_i = _mm256_set1_epi32(bin);
+        }
+      }
+      i = _mm256_load_si256(reinterpret_cast<const __m256i*>(lanes));
+    }
+    const std::uint32_t keep = ~is_zero & 0xFFu;
+    i = _mm256_permutevar8x32_epi32(_mm256_add_epi32(i, c.table), compress8(keep));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(idx + w), i);
+    const auto kept = static_cast<std::size_t>(__builtin_popcount(keep));
+    w += kept;
+    zeros += 8 - kept;
+  }
+  return w;
+}
+
+/// Folds 8-lane min / max accumulators into `ext`.
+QUARK_OBSERVER_TARGET_AVX2 QUARK_ALWAYS_INLINE void fold_lanes8(__m256 mn, __m256 mx,
+                                                                minmax_partial& ext) noexcept {
+  alignas(32) float lmn[8];
+  alignas(32) float lmx[8];
+  _mm256_store_ps(lmn, mn);
+  _mm256_store_ps(lmx, mx);
+  for (std::size_t j = 0; j < 8; ++j) {
+    ext.min = lmn[j] < ext.min ? lmn[j] : ext.min;
+    ext.max = lmx[j] > ext.max ? lmx[j] : ext.max;
+  }
+}
+
+/// The AVX2 form of histogram_count (histogram_count_avx512 in 8 lanes; the double formula, for
+/// edges far from 0, is the portable one compiled for AVX2); call it only where
+/// observer_avx2_usable().
+template <bin_transform T>
+QUARK_OBSERVER_TARGET_AVX2 minmax_partial histogram_count_avx2(std::span<const float> x,
+                                                               const bin_setup<T>& s,
+                                                               count_tables& tables) {
+  constexpr std::size_t block = histogram_block;
+  minmax_partial ext;
+  const std::size_t stride = s.n + 1;
+  std::uint32_t* t0 = tables.prepare(s.n);
+  alignas(32) std::array<std::int32_t, block + 8> idx;  // + 8: the last permuted store
+  const auto st = static_cast<std::int32_t>(stride);
+  const avx2_positions pos{_mm256_set1_ps(s.lo_f), _mm256_set1_ps(static_cast<float>(s.norm)),
+                           _mm256_set1_ps(centred_limit(s.tol_f)),
+                           _mm256_set1_epi32(static_cast<std::int32_t>(s.n) - 1),
+                           _mm256_setr_epi32(0, st, 2 * st, 3 * st, 0, st, 2 * st, 3 * st)};
+  __m256 memo_v = _mm256_set1_ps(std::numeric_limits<float>::quiet_NaN());  // equals nothing
+  __m256i memo_i = _mm256_setzero_si256();
+  std::uint64_t zeros = 0;  // at most histogram_max_chunk: fits a table entry
+  for (std::size_t b = 0; b < x.size(); b += block) {
+    const std::size_t m = std::min(block, x.size() - b);
+    const float* p = x.data() + b;
+    if (m < block && !s.use_float) {
+      count_tail(s, p, m, t0, ext);
+      continue;
+    }
+    if (s.use_float) {
+      __m256 mn = _mm256_set1_ps(std::numeric_limits<float>::infinity());
+      __m256 mx = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+      std::size_t w = 0;
+      if (m == block) {
+        w = bin_block_avx2<T, block>(p, x.size() - b, pos, idx.data(), mn, mx, s, memo_v, memo_i,
+                                     zeros, ext.nan_count);
+      } else {
+        const std::size_t m8 = m / 8 * 8;
+        for (std::size_t k = 0; k < m8; k += 8) {
+          w += bin_block_avx2<T, 8>(p + k, m - k, pos, idx.data() + w, mn, mx, s, memo_v, memo_i,
+                                    zeros, ext.nan_count);
+        }
+        count_tail(s, p + m8, m - m8, t0, ext);
+      }
+      fold_lanes8(mn, mx, ext);
+      count_entries(idx.data(), w, t0);
+    } else {
+      positions_portable(s, p, x.size() - b, idx.data(), ext);
+      count_block(idx.data(), t0, t0 + stride, t0 + 2 * stride, t0 + 3 * stride);
+    }
+  }
+  if (zeros != 0)
+    t0[s.exact(0.0f)] += static_cast<std::uint32_t>(zeros);
+  return ext;
+}
+
+/// lump_flush_portable with the AVX2 kernel.
+template <bin_transform T>
+QUARK_OBSERVER_TARGET_AVX2 QUARK_ALWAYS_INLINE void lump_flush_avx2(const float* buf, std::size_t m,
+                                                                    const bin_setup<T>& plain,
+                                                                    count_tables& tables,
+                                                                    minmax_partial& ext) {
+  ext.nan_count += histogram_count_avx2<T>(std::span<const float>(buf, m), plain, tables).nan_count;
+}
+
+/// histogram_count_lumped_avx512 in 8 lanes (two compares, two movemasks and a popcount per 8
+/// values; the values binned as usual are moved to the front by compress8 and stored).
+template <bin_transform T>
+QUARK_OBSERVER_TARGET_AVX2 minmax_partial histogram_count_lumped_avx2(std::span<const float> x,
+                                                                      const bin_setup<T>& s,
+                                                                      count_tables& tables) {
+  bin_setup<T> plain = s;
+  plain.lump_end = 0;
+  alignas(32) std::array<float, lump_buffer + 8> buf;  // + 8: the last permuted store
+  std::size_t used = 0;
+  std::uint64_t lumped = 0;
+  minmax_partial ext;  // NaN values are gathered: the plain kernel counts them
+  const float* p = x.data();
+  const std::size_t n = x.size();
+  const __m256 lo = _mm256_set1_ps(s.lump_lo);
+  const __m256 hi = _mm256_set1_ps(s.lump_hi);
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  __m256 mn = _mm256_set1_ps(std::numeric_limits<float>::infinity());
+  __m256 mx = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  std::size_t k = 0;
+  for (; k + 8 <= n; k += 8) {
+    if (k % 16 == 0 && k + histogram_prefetch_distance < n)
+      prefetch_read(p + k + histogram_prefetch_distance);
+    const __m256 v = _mm256_loadu_ps(p + k);
+    mn = _mm256_min_ps(v, mn);
+    mx = _mm256_max_ps(v, mx);
+    const __m256 a = T == bin_transform::absolute ? _mm256_andnot_ps(sign, v) : v;
+    const __m256 lt = _mm256_cmp_ps(a, hi, _CMP_LT_OQ);
+    const __m256 in = _mm256_and_ps(lt, _mm256_cmp_ps(a, lo, _CMP_GE_OQ));
+    const auto lt_m = static_cast<std::uint32_t>(_mm256_movemask_ps(lt));
+    const auto in_m = static_cast<std::uint32_t>(_mm256_movemask_ps(in));
+    // Binned as usual (lump_one's rule): |v| at or above the lumped bins, v outside them.
+    const std::uint32_t up = (T == bin_transform::absolute ? ~lt_m : ~in_m) & 0xFFu;
+    lumped += static_cast<std::uint64_t>(__builtin_popcount(in_m));
+    _mm256_storeu_ps(buf.data() + used, _mm256_permutevar8x32_ps(v, compress8(up)));
+    used += static_cast<std::size_t>(__builtin_popcount(up));
+    if (used >= lump_buffer) [[unlikely]] {
+      lump_flush_avx2<T>(buf.data(), used, plain, tables, ext);
+      used = 0;
+    }
+  }
+  fold_lanes8(mn, mx, ext);
+  for (; k < n; ++k) {  // the last n % 8 values (the buffer has room for 8 more)
+    const float v = p[k];
+    ext.min = v < ext.min ? v : ext.min;
+    ext.max = v > ext.max ? v : ext.max;
+    if (lump_one(s, v, lumped))
+      buf[used++] = v;
+  }
+  if (used > 0)
+    lump_flush_avx2<T>(buf.data(), used, plain, tables, ext);
+  tables.prepare(s.n)[s.lump_end - 1] += static_cast<std::uint32_t>(lumped);
+  return ext;
+}
+QUARK_OBSERVER_AVX512_POP
+#endif
+
 /// Counts the values of `x` (at most histogram_max_chunk of them) into `tables`, for the bins of
 /// `s` (a bin_setup of the edges: O(bins) to make, so a caller binning many spans on the same
 /// edges makes it once), and returns the min/max/NaN count of the raw values, computed block by
@@ -725,8 +959,8 @@ QUARK_OBSERVER_AVX512_POP
 template <bin_transform T, kernel_path Path = kernel_path::automatic>
 minmax_partial histogram_count(std::span<const float> x, const bin_setup<T>& s,
                                count_tables& tables) {
-  static_assert(Path != kernel_path::avx512 || QUARK_OBSERVER_AVX512,
-                "the AVX-512 path is compiled for x86 with GCC or Clang only");
+  static_assert((Path != kernel_path::avx512 && Path != kernel_path::avx2) || QUARK_OBSERVER_AVX512,
+                "the AVX-512 and AVX2 paths are compiled for x86 with GCC or Clang only");
   constexpr bool lumps = T != bin_transform::to_finite;
 #if QUARK_OBSERVER_AVX512
   if (Path == kernel_path::avx512 || (Path == kernel_path::automatic && observer_avx512_usable())) {
@@ -735,6 +969,13 @@ minmax_partial histogram_count(std::span<const float> x, const bin_setup<T>& s,
         return histogram_count_lumped_avx512<T>(x, s, tables);
     }
     return histogram_count_avx512<T>(x, s, tables);
+  }
+  if (Path == kernel_path::avx2 || (Path == kernel_path::automatic && observer_avx2_usable())) {
+    if constexpr (lumps) {
+      if (s.lump_end != 0)
+        return histogram_count_lumped_avx2<T>(x, s, tables);
+    }
+    return histogram_count_avx2<T>(x, s, tables);
   }
 #endif
   if constexpr (lumps) {

@@ -26,6 +26,8 @@
 #include <immintrin.h>
 #define QUARK_OBSERVER_AVX512 1
 #define QUARK_OBSERVER_TARGET_AVX512 __attribute__((target("avx512f")))
+// The AVX2 forms of the histogram kernels, for CPUs without AVX-512F (picked at run time too).
+#define QUARK_OBSERVER_TARGET_AVX2 __attribute__((target("avx2")))
 // GCC 12 at -O1 reports the intrinsics' own _mm512_undefined_*() (a self-initialised variable)
 // as maybe-uninitialized once they are inlined; the reports are false.
 #if defined(__GNUC__) && !defined(__clang__)
@@ -202,6 +204,16 @@ inline float abs_min_reduce(std::span<const float> x) noexcept {
 inline bool observer_avx512_usable() noexcept {
 #if QUARK_OBSERVER_AVX512
   static const bool ok = __builtin_cpu_supports("avx512f") != 0;
+  return ok;
+#else
+  return false;
+#endif
+}
+
+/// True when the AVX2 forms are compiled and the CPU runs AVX2 (checked once).
+inline bool observer_avx2_usable() noexcept {
+#if QUARK_OBSERVER_AVX512
+  static const bool ok = __builtin_cpu_supports("avx2") != 0;
   return ok;
 #else
   return false;

@@ -471,3 +471,110 @@ TEST_CASE("DedicateDQNode alone: copies per reader, same function in ONNX Runtim
   }
   CHECK(a.at("y").values<float>() != run_ours(to_model(branch_model()), "x", {1, 8, 4, 4}, x, "y"));
 }
+
+TEST_CASE(
+    "block mixing collapses fused -> Q -> DQ -> fused: a model that already quantizes its Conv "
+    "input with a fused node keeps only the new one") {
+  // x -> BFPQuantizeDequantize (already in the float model) -> xb -> Conv. BF16 puts a bfloat16
+  // pair on xb; mixing with dual quant nodes adds a fused node after it, so the chain is
+  // fused -> Cast -> Cast -> fused. Quark's refinement (docs/quantizer.md): the first fused node
+  // and the pair go, the new fused node reads x. Oracle: the rule's graph in numbers, i.e.
+  // bfloat16(Conv(bfp(x), bfp(w)) + b), with the Conv and the output Cast in ONNX Runtime.
+  model_builder mb(17, 8);
+  mb.opset("com.amd.quark", 1);
+  mb.input("x", onnx_type::float32, {1, 8, 4, 4});
+  mb.initializer("w", onnx_type::float32, {4, 8, 3, 3}, conv_w());
+  mb.initializer("b", onnx_type::float32, {4}, conv_b());
+  mb.node("BFPQuantizeDequantize", {"x"}, {"xb"},
+          {attr_string("bfp_method", "to_bfp"), attr_int("axis", 1), attr_int("bit_width", 16),
+           attr_int("block_size", 8), attr_int("rounding_mode", 2)},
+          "com.amd.quark");
+  mb.node("Conv", {"xb", "w", "b"}, {"y"}, {attr_ints("pads", {1, 1, 1, 1})});
+  mb.output("y", onnx_type::float32, {1, 4, 4, 4});
+  qo::quantize_report report;
+  const qo::model q = quantize(mb.build(), mixing("QBFP", true), "x", {1, 8, 4, 4}, &report);
+  const auto p = to_proto(q);
+  const auto* conv = node_named(p, "n1");
+  REQUIRE(conv != nullptr);
+  const auto* fx = producer(p, conv->input(0));
+  REQUIRE(fx != nullptr);
+  CHECK(fx->op_type() == "BFPQuantizeDequantize");
+  CHECK(fx->input(0) == "x");                        // the chain is gone
+  CHECK(node_named(p, "n0") == nullptr);             // the model's own fused node too
+  CHECK(count_op(p, "BFPQuantizeDequantize") == 2);  // x's and w's
+  CHECK(count_op(p, "Cast") == 2);                   // only y's pair is left
+  bool noted = false;
+  for (const auto& n : report.notes)
+    noted = noted || n.find("1 chains collapsed") != std::string::npos;
+  CHECK(noted);
+
+  const std::vector<float> x = random_floats(128, 29, -2.0f, 2.0f);
+  const std::vector<std::int64_t> xs{1, 8, 4, 4}, ws{4, 8, 3, 3};
+  // The fused node's own bfloat16 conversion, if its attributes ask for one.
+  const bool to_bf16 = int_attr(*fx, "convert_to_bfloat_before_bfp") == 1;
+  const std::vector<float> xq = bfp16(to_bf16 ? bf16(x) : x, xs, 1);
+  const std::vector<float> wq = bfp16(conv_w(), ws, 1);
+  auto ort = run_ort(conv_reference(wq, conv_b()),
+                     {npy_array::from(std::span<const float>(xq), {1, 8, 4, 4})});
+  const auto ref = ort.begin()->second.values<float>();
+  const auto got = run_ours(q, "x", {1, 8, 4, 4}, x, "y");
+  REQUIRE(got.size() == ref.size());
+  std::size_t exact = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const float step = std::ldexp(1.0f, std::ilogb(std::fabs(ref[i]) + 1e-30f) - 7);
+    CHECK(std::fabs(got[i] - ref[i]) <= step);
+    exact += got[i] == ref[i] ? 1u : 0u;
+  }
+  CHECK(exact * 10 >= got.size() * 9);
+}
+
+TEST_CASE(
+    "block mixing leaves a blockwise-quantized weight's DequantizeLinear in place and says so") {
+  // A8W8 with the weight per group of 8 (a blocked DequantizeLinear, opset 21): the fused node
+  // cannot take the codes' float values as a per-tensor / per-channel dequantization gives them,
+  // so the weight keeps its DequantizeLinear (unchanged) and a note names the input; the
+  // activation is mixed as usual (a fused node after its int8 pair).
+  model_builder mb(17, 8);
+  mb.input("x", onnx_type::float32, {1, 4, 16});
+  mb.initializer("W", onnx_type::float32, {16, 16}, random_floats(256, 43, -0.4f, 0.4f));
+  mb.node("MatMul", {"x", "W"}, {"y"});
+  mb.output("y", onnx_type::float32, {1, 4, 16});
+  const ::onnx::ModelProto fp = mb.build();
+  qo::qconfig c = qo::get_default_config("A8W8");
+  c.global_config.weight->quant_granularity = qo::granularity::group;
+  c.global_config.weight->group_size = 8;
+  const qo::model plain = quantize(fp, c, "x", {1, 4, 16});
+  qo::algo_entry a{qo::algo_name::auto_mixprecision, qo::option_value::object()};
+  a.params.set("act_target_quant_type", "QMX");
+  a.params.set("dual_quant_nodes", true);
+  c.algo_config.push_back(a);
+  qo::quantize_report report;
+  const qo::model q = quantize(fp, c, "x", {1, 4, 16}, &report);
+  const auto pp = to_proto(plain);
+  const auto p = to_proto(q);
+  const auto* mm = node_named(p, "n0");
+  const auto* mm_plain = node_named(pp, "n0");
+  REQUIRE((mm && mm_plain));
+  const auto* wdq = producer(p, mm->input(1));
+  const auto* wdq_plain = producer(pp, mm_plain->input(1));
+  REQUIRE((wdq && wdq_plain));
+  CHECK(wdq->op_type() == "DequantizeLinear");
+  CHECK(int_attr(*wdq, "block_size") == 8);
+  for (int k = 0; k < wdq->input_size(); ++k) {  // the same codes, scales and zero points
+    const auto* t = find_init(p, wdq->input(k));
+    const auto* u = find_init(pp, wdq_plain->input(k));
+    REQUIRE((t && u));
+    CHECK(t->raw_data() == u->raw_data());
+  }
+  const auto* fx = producer(p, mm->input(0));
+  REQUIRE(fx != nullptr);
+  CHECK(fx->op_type() == "MXQuantizeDequantize");
+  CHECK(producer(p, fx->input(0))->op_type() == "DequantizeLinear");
+  CHECK(count_op(p, "MXQuantizeDequantize") == 1);
+  bool noted = false;
+  for (const auto& n : report.notes) {
+    noted = noted || (n.find("input 1 of 'n0' keeps its DequantizeLinear") != std::string::npos &&
+                      n.find("not integers per tensor or per channel") != std::string::npos);
+  }
+  CHECK(noted);
+}

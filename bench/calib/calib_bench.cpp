@@ -185,21 +185,6 @@ void BM_histogram_fresh_2048(benchmark::State& state) {
   report(state, kSmall);
 }
 
-/// The portable binning kernel on the observer's edges (what a build without AVX-512 runs).
-void BM_histogram_portable_2048(benchmark::State& state) {
-  const auto x = data(state);
-  quark::histogram_observer h{{.mode = quark::histogram_mode::signed_symmetric, .num_bins = 2048}};
-  h.observe(x);
-  const std::vector<double> edges = h.stats().edges;
-  std::vector<std::uint64_t> counts(2048);
-  for (auto _ : state) {
-    benchmark::DoNotOptimize(
-        quark::detail::histogram_add<quark::detail::bin_transform::identity,
-                                     quark::detail::kernel_path::portable>(x, edges, counts));
-  }
-  report(state, x.size());
-}
-
 /// The binning kernel of one path (kernel_path) on the observer's edges: normal data at the
 /// sizes of data(state) (Arg) or, with Arg 0, the ReLU data above (half the values 0, which the
 /// AVX-512 and AVX2 forms count apart). On a CPU without AVX-512 the automatic path is the AVX2
@@ -335,7 +320,6 @@ BENCHMARK(BM_histogram_fresh_2048<quark::histogram_mode::signed_symmetric, true>
 BENCHMARK(BM_histogram_lumped_relu_2048)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_histogram_lumped_relu6_2048)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_histogram_rows_2048)->Arg(151)->Arg(606)->Arg(kSmall)->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_histogram_portable_2048)->Arg(kSmall)->Arg(kLarge)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_histogram_path_2048<quark::detail::kernel_path::portable>)
     ->Arg(0)
     ->Arg(kSmall)

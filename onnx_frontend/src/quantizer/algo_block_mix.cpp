@@ -151,30 +151,6 @@ std::vector<float> dequantized(const model& m, const NodeProto& dq) {
   return done ? out : std::vector<float>{};
 }
 
-/// Names no node, node output or initializer of a graph uses yet: fresh(base) is `base`, or `base`
-/// + "_<k>" for the first k that is free, and reserves it.
-class name_pool {
- public:
-  explicit name_pool(const GraphProto& g) {
-    for (const auto& n : g.node()) {
-      used_.insert(n.name());
-      used_.insert(n.output().begin(), n.output().end());
-    }
-    for (const auto& t : g.initializer())
-      used_.insert(t.name());
-  }
-  std::string fresh(const std::string& base) {
-    std::string name = base;
-    for (int k = 1; used_.contains(name); ++k)
-      name = base + "_" + std::to_string(k);
-    used_.insert(name);
-    return name;
-  }
-
- private:
-  std::set<std::string> used_;
-};
-
 /// Puts the nodes of `m` in topological order (stable where the graph allows).
 void sort_nodes(model& m) {
   const std::vector<std::size_t> order = m.topological_order();

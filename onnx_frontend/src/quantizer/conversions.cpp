@@ -122,32 +122,6 @@ std::map<std::string, std::vector<std::int64_t>> inferred_shapes(const model& m)
   return out;
 }
 
-/// Every name the graph uses (values, initializers, nodes), to make fresh names from.
-class name_pool {
- public:
-  explicit name_pool(const GraphProto& g) {
-    for (const auto& v : g.input())
-      used_.insert(v.name());
-    for (const auto& t : g.initializer())
-      used_.insert(t.name());
-    for (const auto& n : g.node()) {
-      used_.insert(n.name());
-      for (const auto& o : n.output())
-        used_.insert(o);
-    }
-  }
-  std::string fresh(const std::string& base) {
-    std::string n = base;
-    for (int k = 1; used_.contains(n); ++k)
-      n = base + "_" + std::to_string(k);
-    used_.insert(n);
-    return n;
-  }
-
- private:
-  std::set<std::string> used_;
-};
-
 /// Removes the initializers of `candidates` that no node (nor any If / Loop / Scan body) reads
 /// and no graph output names.
 void drop_unused(model& m, const std::set<std::string>& candidates) {

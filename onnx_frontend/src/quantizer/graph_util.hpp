@@ -154,4 +154,33 @@ inline channel_affine batchnorm_affine(const tensor& scale, const tensor& bias, 
   return f;
 }
 
+/// Names nothing in a graph uses yet (graph inputs and outputs, initializers, nodes and their
+/// outputs): fresh(base) is `base`, or `base` + "_<k>" for the first k that is free, and reserves
+/// it. One pool per rewrite: made once, O(log n) per name.
+class name_pool {
+ public:
+  explicit name_pool(const ::onnx::GraphProto& g) {
+    for (const auto& v : g.input())
+      used_.insert(v.name());
+    for (const auto& v : g.output())
+      used_.insert(v.name());
+    for (const auto& t : g.initializer())
+      used_.insert(t.name());
+    for (const auto& n : g.node()) {
+      used_.insert(n.name());
+      used_.insert(n.output().begin(), n.output().end());
+    }
+  }
+  std::string fresh(const std::string& base) {
+    std::string name = base;
+    for (int k = 1; used_.contains(name); ++k)
+      name = base + "_" + std::to_string(k);
+    used_.insert(name);
+    return name;
+  }
+
+ private:
+  std::set<std::string> used_;
+};
+
 }  // namespace quark::onnx::qz

@@ -149,7 +149,6 @@ class histogram_observer {
   histogram_observer(histogram_options opt, state_type s) : histogram_observer(opt) {
     opt_.mode = s.mode;
     data_ = std::move(s);
-    edges_changed();
   }
 
   [[nodiscard]] const histogram_options& options() const noexcept { return opt_; }
@@ -162,7 +161,6 @@ class histogram_observer {
     data_.threshold = 0.0;
     data_.lump_begin = 0;
     data_.lump_end = 0;
-    edge_dev_ = 0.0;
   }
 
   /// Bins one batch. Throws "quark.calib.infinite_input" for +-Inf under reject_inf.
@@ -388,7 +386,6 @@ class histogram_observer {
       const std::uint64_t nans = data_.range.nan_count;
       data_ = o;
       data_.range.nan_count += nans;
-      edge_dev_ = other.edge_dev_;
       return;
     }
     range_stats& r = data_.range;
@@ -575,7 +572,7 @@ class histogram_observer {
     const float limit = detail::float_at_least(old_last);
     const std::uint32_t lo_bits = std::bit_cast<std::uint32_t>(limit);
     constexpr std::uint32_t inf_bits = 0x7f800000u;
-    const detail::bin_setup<T> setup(data_.edges, edge_dev_);
+    const detail::bin_setup<T> setup(data_.edges);
     detail::count_tables& tables = detail::thread_count_tables();
     const detail::count_tables_guard guard(tables);
     constexpr std::size_t block = 64;
@@ -627,9 +624,7 @@ class histogram_observer {
   /// The kernel's setup for the current edges, lumping as data_ says.
   template <detail::bin_transform T>
   [[nodiscard]] detail::bin_setup<T> make_setup() const noexcept {
-    QUARK_ASSERT(edge_dev_ == detail::edge_deviation(data_.edges),
-                 "histogram_observer: edge_dev_ not updated after the edges changed");
-    detail::bin_setup<T> s(data_.edges, edge_dev_);
+    detail::bin_setup<T> s(data_.edges);
     if (T != detail::bin_transform::to_finite && data_.lump_end != 0)
       s.lump(data_.lump_begin, data_.lump_end);
     return s;
@@ -724,7 +719,6 @@ class histogram_observer {
     }
     data_.edges = detail::linspace_edges(lo, hi, opt_.num_bins);
     data_.counts.assign(opt_.num_bins, 0);
-    edges_changed();
   }
 
   /// Appends equal-width bins (last + w, last + 2w, ...) until the last edge covers `amax`.
@@ -746,7 +740,6 @@ class histogram_observer {
       e.push_back(e.back() + w);
     data_.counts.reserve(e.size() - 1);
     data_.counts.resize(e.size() - 1, 0);
-    edges_changed();
   }
 
   void grow_symmetric(const detail::minmax_partial& p) {
@@ -778,7 +771,6 @@ class histogram_observer {
       // ORT keeps the old counts in place and re-edges over the new threshold.
       data_.threshold = new_thr;
       data_.edges = detail::linspace_edges(-new_thr, new_thr, n);
-      edges_changed();
       return;
     }
     // 1. Whole strides of the old bin width on each side.
@@ -793,7 +785,6 @@ class histogram_observer {
       counts[h + i] = data_.counts[i];
     data_.counts = std::move(counts);
     data_.edges = detail::linspace_edges(-thr, thr, n + 2 * h);
-    edges_changed();
     data_.threshold = thr;
     if (data_.lump_end != 0) {  // the lumped bins move with their counts
       data_.lump_begin += h;
@@ -820,23 +811,14 @@ class histogram_observer {
     const std::size_t rgt = static_cast<std::size_t>(right);
     // 2. Edges regenerated over the extended range; old counts shifted by `l`.
     data_.edges = detail::linspace_edges(lo - left * w, hi + right * w, n + l + rgt);
-    edges_changed();
     std::vector<std::uint64_t> counts(n + l + rgt, 0);
     for (std::size_t i = 0; i < n; ++i)
       counts[l + i] = data_.counts[i];
     data_.counts = std::move(counts);
   }
 
-  /// Recomputes edge_dev_; called wherever data_.edges changes.
-  void edges_changed() noexcept {
-    edge_dev_ = data_.edges.size() >= 2 ? detail::edge_deviation(data_.edges) : 0.0;
-  }
-
   histogram_options opt_;
   histogram_data data_;
-  /// detail::edge_deviation(data_.edges), kept with the edges: every kernel call's bin_setup
-  /// needs it, and an O(bins) pass per call was 2% of an XINT8 calibration's CPU time.
-  double edge_dev_ = 0.0;
 };
 
 }  // namespace quark

@@ -264,11 +264,6 @@ struct bin_setup {
   bool use_float;
 
   explicit bin_setup(std::span<const double> edges) noexcept
-      : bin_setup(edges, edge_deviation(edges)) {}
-
-  /// The same with edge_deviation(edges) given (a caller that keeps it per set of edges saves
-  /// its O(bins) pass per call: histogram_observer computes it when its edges change).
-  bin_setup(std::span<const double> edges, double deviation) noexcept
       : n(edges.size() - 1),
         lo(edges.front()),
         hi(edges.back()),
@@ -278,7 +273,7 @@ struct bin_setup {
         lo_f(static_cast<float>(lo)) {
     // Tolerances, in bins, of the double and float position formulas. The float one covers the
     // rounding of lo, of the subtraction and of the product; it is used when it is small.
-    const double dev = deviation + 1e-9;
+    const double dev = edge_deviation(edges) + 1e-9;
     const double span_bins = (std::fabs(lo) + std::fabs(hi)) * norm;
     tol_d = dev + 8.0 * std::numeric_limits<double>::epsilon() * span_bins;
     // Float error sources, in bins: lo -> lo_f; the subtraction (half an ulp of |v - lo_f| <= r);

@@ -38,43 +38,6 @@
 namespace quark::onnx::qz {
 namespace {
 
-/// Fresh value / node names: `base`, else `base_1`, `base_2`, ... Names are unique across the
-/// whole model, bodies included (a body must not shadow an outer name).
-class namer {
- public:
-  explicit namer(const ::onnx::GraphProto& g) { collect(g); }
-  std::string operator()(const std::string& base) {
-    std::string n = base;
-    for (int k = 1; !used_.insert(n).second; ++k)
-      n = base + "_" + std::to_string(k);
-    return n;
-  }
-
- private:
-  void collect(const ::onnx::GraphProto& g) {
-    for (const auto& n : g.node()) {
-      used_.insert(n.name());
-      for (const auto& o : n.output())
-        used_.insert(o);
-      for (const auto& i : n.input())
-        used_.insert(i);
-      for (const auto& a : n.attribute()) {
-        if (a.has_g())
-          collect(a.g());
-        for (const auto& sg : a.graphs())
-          collect(sg);
-      }
-    }
-    for (const auto& t : g.initializer())
-      used_.insert(t.name());
-    for (const auto& v : g.input())
-      used_.insert(v.name());
-    for (const auto& v : g.output())
-      used_.insert(v.name());
-  }
-  std::set<std::string> used_;
-};
-
 /// A weight stored quantized, with its parameters.
 struct stored_weight {
   tensor q;
@@ -133,7 +96,7 @@ int constant_node(const ::onnx::GraphProto& g, const std::string& name) {
 class rewriter {
  public:
   rewriter(model& m, const settings& opt, const body_planner* bodies, quantize_report& report)
-      : m_(m), opt_(opt), bodies_(bodies), report_(report), fresh_(proto(m).graph()) {}
+      : m_(m), opt_(opt), bodies_(bodies), report_(report), names_(proto(m).graph()) {}
 
   /// Rewrites `g` (the main graph when `outer` is empty) with `choices` aligned to its nodes.
   void graph(::onnx::GraphProto& g, const std::vector<node_choice>& choices,
@@ -252,9 +215,10 @@ class rewriter {
     auto it = st.dynamic.find(x);
     if (it != st.dynamic.end())
       return it->second;
-    dq_out d{fresh_(x + "_quantized"), fresh_(x + "_scale"), fresh_(x + "_zero_point")};
-    st.rebuilt.push_back(make_op("DynamicQuantizeLinear", fresh_(x + "_DynamicQuantizeLinear"), {x},
-                                 {d.q, d.s, d.z}));
+    dq_out d{names_.fresh(x + "_quantized"), names_.fresh(x + "_scale"),
+             names_.fresh(x + "_zero_point")};
+    st.rebuilt.push_back(make_op("DynamicQuantizeLinear",
+                                 names_.fresh(x + "_DynamicQuantizeLinear"), {x}, {d.q, d.s, d.z}));
     ++dql_;
     tensor_report tr;
     tr.name = x;
@@ -277,7 +241,8 @@ class rewriter {
                            bad + ": a quantized weight or bias must be finite");
     }
     const stored_weight sw = quantize_weight(value, spec, axis, w);
-    const dq_out d{fresh_(w + "_quantized"), fresh_(w + "_scale"), fresh_(w + "_zero_point")};
+    const dq_out d{names_.fresh(w + "_quantized"), names_.fresh(w + "_scale"),
+                   names_.fresh(w + "_zero_point")};
     const bool scalar = axis < 0;
     add_initializer(st.g, d.q, sw.q);
     add_initializer(st.g, d.s, scale_tensor(sw.scale, scalar, scalar ? shape_t{} : scale_shape));
@@ -313,17 +278,18 @@ class rewriter {
   void tail(const ::onnx::NodeProto& n, const std::string& product, const std::string& x_scale,
             const std::string& w_scale, const std::string& bias, state& st) {
     const std::string& y = n.output(0);
-    const std::string f = fresh_(y + "_output_quantized_cast");
-    const std::string scales = fresh_(y + "_scales_mul");
+    const std::string f = names_.fresh(y + "_output_quantized_cast");
+    const std::string scales = names_.fresh(y + "_scales_mul");
+    st.rebuilt.push_back(make_cast(names_.fresh(n.name() + "_output_quantized_cast"), product, f,
+                                   dtype_id::float32));
     st.rebuilt.push_back(
-        make_cast(fresh_(n.name() + "_output_quantized_cast"), product, f, dtype_id::float32));
+        make_binary("Mul", names_.fresh(n.name() + "_scales_mul"), x_scale, w_scale, scales));
+    const std::string scaled = bias.empty() ? y : names_.fresh(y + "_unbiased");
     st.rebuilt.push_back(
-        make_binary("Mul", fresh_(n.name() + "_scales_mul"), x_scale, w_scale, scales));
-    const std::string scaled = bias.empty() ? y : fresh_(y + "_unbiased");
-    st.rebuilt.push_back(
-        make_binary("Mul", fresh_(n.name() + "_output_scale_mul"), f, scales, scaled));
+        make_binary("Mul", names_.fresh(n.name() + "_output_scale_mul"), f, scales, scaled));
     if (!bias.empty())
-      st.rebuilt.push_back(make_binary("Add", fresh_(n.name() + "_bias_add"), scaled, bias, y));
+      st.rebuilt.push_back(
+          make_binary("Add", names_.fresh(n.name() + "_bias_add"), scaled, bias, y));
   }
 
   void count(const std::string& op, bool quantized) {
@@ -339,12 +305,12 @@ class rewriter {
       return false;
     const dq_out t = store(src, src.input(0), d->first, d->second, *c.weight, -1, {}, st);
     ::onnx::NodeProto g = src;
-    g.set_name(fresh_(src.name() + "_quant"));
+    g.set_name(names_.fresh(src.name() + "_quant"));
     g.set_input(0, t.q);
-    const std::string codes = fresh_(src.output(0) + "_quantized");
+    const std::string codes = names_.fresh(src.output(0) + "_quantized");
     g.set_output(0, codes);
     st.rebuilt.push_back(std::move(g));
-    st.rebuilt.push_back(make_op("DequantizeLinear", fresh_(src.name() + "_DequantizeLinear"),
+    st.rebuilt.push_back(make_op("DequantizeLinear", names_.fresh(src.name() + "_DequantizeLinear"),
                                  {codes, t.s, t.z}, {src.output(0)}));
     count(src.op_type(), true);
     ++done_;
@@ -404,12 +370,12 @@ class rewriter {
         quantize_nbits(b.data<float>(), l, sym, packed.data<std::uint8_t>(), scales.data<float>(),
                        zp.data<std::uint8_t>(), half);
       }
-      names.push_back(fresh_(bname + "_Q4"));
-      names.push_back(fresh_(bname + "_scales"));
+      names.push_back(names_.fresh(bname + "_Q4"));
+      names.push_back(names_.fresh(bname + "_scales"));
       add_initializer(st.g, names[0], packed);
       add_initializer(st.g, names[1], half ? float32_to_float16(scales) : scales);
       if (!sym) {
-        names.push_back(fresh_(bname + "_zero_points"));
+        names.push_back(names_.fresh(bname + "_zero_points"));
         add_initializer(st.g, names[2], half && hqq ? float32_to_float16(zp) : zp);
       }
       replaced_[w.second].insert(bname);
@@ -430,7 +396,8 @@ class rewriter {
       report_.tensors.push_back(std::move(tr));
       ++report_.tensors_per_type["uint" + std::to_string(l.bits) + " (blocks)"];
     }
-    ::onnx::NodeProto q = make_op("MatMulNBits", fresh_(src.name() + "_Q4"), {}, {src.output(0)});
+    ::onnx::NodeProto q =
+        make_op("MatMulNBits", names_.fresh(src.name() + "_Q4"), {}, {src.output(0)});
     q.set_domain("com.microsoft");
     q.add_input(src.input(0));
     for (const auto& n : names)
@@ -504,7 +471,7 @@ class rewriter {
     if (!w && (conv || opt_.matmul_const_b_only))
       return false;
     const tspec& ws = *c.weight;
-    const std::string product = fresh_(src.output(0) + "_output_quantized");
+    const std::string product = names_.fresh(src.output(0) + "_output_quantized");
     if (matmul) {
       const dq_out a = activation(src.input(0), st);
       // B constant: stored quantized, per column of a 2-D B (N scales and zero points) or per
@@ -513,8 +480,8 @@ class rewriter {
                                  ws.per_channel && w->first.rank() == 2 ? 1 : -1,
                                  shape_t{w->first.rank() == 2 ? w->first.shape()[1] : 1}, st)
                          : activation(src.input(1), st);
-      st.rebuilt.push_back(
-          make_op("MatMulInteger", fresh_(src.name() + "_quant"), {a.q, b.q, a.z, b.z}, {product}));
+      st.rebuilt.push_back(make_op("MatMulInteger", names_.fresh(src.name() + "_quant"),
+                                   {a.q, b.q, a.z, b.z}, {product}));
       tail(src, product, a.s, b.s, "", st);
     } else {
       // ConvInteger takes one weight zero point in ONNX Runtime ("Non per-tensor quantization
@@ -545,13 +512,13 @@ class rewriter {
         tensor r(dtype_id::float32, per_out);
         std::copy(bv->first.data<float>().begin(), bv->first.data<float>().end(),
                   r.data<float>().begin());
-        bias = fresh_(src.input(2) + "_reshaped");
+        bias = names_.fresh(src.input(2) + "_reshaped");
         add_initializer(st.g, bias, r);
         replaced_[bv->second].insert(src.input(2));
       }
       const dq_out x = activation(src.input(0), st);
-      ::onnx::NodeProto ci =
-          make_op("ConvInteger", fresh_(src.name() + "_quant"), {x.q, wq.q, x.z, wq.z}, {product});
+      ::onnx::NodeProto ci = make_op("ConvInteger", names_.fresh(src.name() + "_quant"),
+                                     {x.q, wq.q, x.z, wq.z}, {product});
       for (const auto& a : src.attribute())
         *ci.add_attribute() = a;
       st.rebuilt.push_back(std::move(ci));
@@ -566,7 +533,7 @@ class rewriter {
   const settings& opt_;
   const body_planner* bodies_;
   quantize_report& report_;
-  namer fresh_;
+  name_pool names_;
   std::map<const ::onnx::GraphProto*, std::set<std::string>> replaced_;
   std::size_t dql_ = 0, done_ = 0, body_left_ = 0;
   /// UseMatMulNBits: per graph, B -> the names of its stored initializers.

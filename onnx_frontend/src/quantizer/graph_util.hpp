@@ -154,12 +154,22 @@ inline channel_affine batchnorm_affine(const tensor& scale, const tensor& bias, 
   return f;
 }
 
-/// Names nothing in a graph uses yet (graph inputs and outputs, initializers, nodes and their
-/// outputs): fresh(base) is `base`, or `base` + "_<k>" for the first k that is free, and reserves
-/// it. One pool per rewrite: made once, O(log n) per name.
+/// Names nothing in a graph uses yet (graph inputs and outputs, initializers, nodes, their inputs
+/// and outputs, in the graph and in every If / Loop / Scan body, so a new name never shadows an
+/// outer one): fresh(base) is `base`, or `base` + "_<k>" for the first k that is free, and
+/// reserves it. One pool per rewrite: made once, O(log n) per name.
 class name_pool {
  public:
-  explicit name_pool(const ::onnx::GraphProto& g) {
+  explicit name_pool(const ::onnx::GraphProto& g) { collect(g); }
+  std::string fresh(const std::string& base) {
+    std::string name = base;
+    for (int k = 1; !used_.insert(name).second; ++k)
+      name = base + "_" + std::to_string(k);
+    return name;
+  }
+
+ private:
+  void collect(const ::onnx::GraphProto& g) {
     for (const auto& v : g.input())
       used_.insert(v.name());
     for (const auto& v : g.output())
@@ -168,18 +178,16 @@ class name_pool {
       used_.insert(t.name());
     for (const auto& n : g.node()) {
       used_.insert(n.name());
+      used_.insert(n.input().begin(), n.input().end());
       used_.insert(n.output().begin(), n.output().end());
+      for (const auto& a : n.attribute()) {
+        if (a.has_g())
+          collect(a.g());
+        for (const auto& sg : a.graphs())
+          collect(sg);
+      }
     }
   }
-  std::string fresh(const std::string& base) {
-    std::string name = base;
-    for (int k = 1; used_.contains(name); ++k)
-      name = base + "_" + std::to_string(k);
-    used_.insert(name);
-    return name;
-  }
-
- private:
   std::set<std::string> used_;
 };
 

@@ -85,6 +85,13 @@ function(quark_add_test_bundle tgt)
   set_target_properties(${tgt} PROPERTIES QUARK_TEST_SOURCES "${arg_SOURCES}")
   set_property(GLOBAL APPEND PROPERTY QUARK_TEST_TARGETS ${tgt})
   set(labels unit ${arg_LABELS})
+  set(filters ${arg_SOURCES})
+  list(TRANSFORM filters PREPEND "*/tests/")
+  list(JOIN filters "," filters)
+  add_custom_command(TARGET ${tgt} POST_BUILD
+    COMMAND ${CMAKE_COMMAND} -D EXE=$<TARGET_FILE:${tgt}> "-D FILTERS=${filters}"
+            -P ${PROJECT_SOURCE_DIR}/cmake/quark_check_bundle.cmake
+    VERBATIM)
   foreach(src IN LISTS arg_SOURCES)
     get_filename_component(name ${src} NAME_WE)
     get_filename_component(dir ${src} DIRECTORY)

@@ -7,6 +7,23 @@ include_guard(GLOBAL)
 find_package(doctest REQUIRED)
 include(doctest)
 
+# The properties of the ctest entries of one test file (the target quark_add_test makes for it,
+# `unit`): labels, environment and COST. List-valued properties do not survive
+# doctest_discover_tests(PROPERTIES ...), so a file that ctest includes after the tests sets them
+# on ${unit}_TESTS; `head` is its first line (the condition that the tests are registered, closed
+# by the helper). COST: ctest starts the costliest tests first, so a long one does not run alone at
+# the end (a fresh build has no timings of its own): quark_test_cost_<unit>, if the caller set it.
+function(quark_test_properties unit head labels env)
+  set(cost 0)
+  if(DEFINED quark_test_cost_${unit})
+    set(cost ${quark_test_cost_${unit}})
+  endif()
+  set(props ${CMAKE_CURRENT_BINARY_DIR}/${unit}_props.cmake)
+  file(GENERATE OUTPUT ${props} CONTENT
+    "${head}  set_tests_properties(\${${unit}_TESTS} PROPERTIES LABELS [==[${labels}]==] ENVIRONMENT [==[${env}]==] COST ${cost})\nendif()\n")
+  set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${props})
+endfunction()
+
 function(quark_add_test src)
   cmake_parse_arguments(arg "" "NAME" "LIBS;LABELS;ENV" ${ARGN})
   get_filename_component(name ${src} NAME_WE)
@@ -22,18 +39,7 @@ function(quark_add_test src)
   set(labels unit ${arg_LABELS})
   doctest_discover_tests(${tgt} TEST_PREFIX "${group}/${name}: " ADD_LABELS 0)
   set_property(GLOBAL APPEND PROPERTY QUARK_TEST_TARGETS ${tgt})  # test-names guard
-  # List-valued properties do not survive doctest_discover_tests(PROPERTIES ...): set them from a
-  # file that ctest includes after the discovered tests.
-  set(props ${CMAKE_CURRENT_BINARY_DIR}/${tgt}_props.cmake)
-  # COST: ctest starts the costliest tests first, so a long one does not run alone at the end
-  # (a fresh build has no timings of its own). quark_test_cost_<target>, if the caller set it.
-  set(cost 0)
-  if(DEFINED quark_test_cost_${tgt})
-    set(cost ${quark_test_cost_${tgt}})
-  endif()
-  file(GENERATE OUTPUT ${props} CONTENT
-    "if(DEFINED ${tgt}_TESTS)\n  set_tests_properties(\${${tgt}_TESTS} PROPERTIES LABELS [==[${labels}]==] ENVIRONMENT [==[${arg_ENV}]==] COST ${cost})\nendif()\n")
-  set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${props})
+  quark_test_properties(${tgt} "if(DEFINED ${tgt}_TESTS)\n" "${labels}" "${arg_ENV}")
   set_target_properties(${tgt} PROPERTIES QUARK_TEST_SOURCES "${src}")
 endfunction()
 
@@ -85,31 +91,27 @@ function(quark_add_test_bundle tgt)
   set_target_properties(${tgt} PROPERTIES QUARK_TEST_SOURCES "${arg_SOURCES}")
   set_property(GLOBAL APPEND PROPERTY QUARK_TEST_TARGETS ${tgt})
   set(labels unit ${arg_LABELS})
-  set(filters ${arg_SOURCES})
-  list(TRANSFORM filters PREPEND "*/tests/")
-  list(JOIN filters "," filters)
-  add_custom_command(TARGET ${tgt} POST_BUILD
-    COMMAND ${CMAKE_COMMAND} -D EXE=$<TARGET_FILE:${tgt}> "-D FILTERS=${filters}"
-            -P ${PROJECT_SOURCE_DIR}/cmake/quark_check_bundle.cmake
-    VERBATIM)
+  list(JOIN arg_SOURCES "|" files)
+  set(listed_files "")
   foreach(src IN LISTS arg_SOURCES)
     get_filename_component(name ${src} NAME_WE)
-    get_filename_component(dir ${src} DIRECTORY)
-    get_filename_component(group ${dir} NAME)
+    get_filename_component(group ${src} DIRECTORY)
+    list(APPEND listed_files ${CMAKE_CURRENT_BINARY_DIR}/${group}_${name}_listed.cmake)
+  endforeach()
+  add_custom_command(TARGET ${tgt} POST_BUILD
+    COMMAND ${CMAKE_COMMAND} -D EXE=$<TARGET_FILE:${tgt}> "-D FILES=${files}"
+            -D OUT_DIR=${CMAKE_CURRENT_BINARY_DIR} -D WORKDIR=${CMAKE_CURRENT_BINARY_DIR}
+            -P ${PROJECT_SOURCE_DIR}/cmake/quark_list_tests.cmake
+    BYPRODUCTS ${listed_files} VERBATIM)
+  # The registration follows the script: a change to it links (and so lists) again.
+  set_property(TARGET ${tgt} APPEND PROPERTY LINK_DEPENDS
+               ${PROJECT_SOURCE_DIR}/cmake/quark_list_tests.cmake)
+  foreach(src IN LISTS arg_SOURCES)
+    get_filename_component(name ${src} NAME_WE)
+    get_filename_component(group ${src} DIRECTORY)
     set(unit ${group}_${name})  # the target quark_add_test would have made
     set(listed ${CMAKE_CURRENT_BINARY_DIR}/${unit}_listed.cmake)
-    add_custom_command(TARGET ${tgt} POST_BUILD
-      COMMAND ${CMAKE_COMMAND} -D EXE=$<TARGET_FILE:${tgt}> -D FILE_FILTER=*/tests/${src}
-              "-D PREFIX=${group}/${name}: " -D LIST_VAR=${unit}_TESTS -D OUT=${listed}
-              -D WORKDIR=${CMAKE_CURRENT_BINARY_DIR} -P ${PROJECT_SOURCE_DIR}/cmake/quark_list_tests.cmake
-      BYPRODUCTS ${listed} VERBATIM)
-    set(cost 0)
-    if(DEFINED quark_test_cost_${unit})
-      set(cost ${quark_test_cost_${unit}})
-    endif()
-    set(include_file ${CMAKE_CURRENT_BINARY_DIR}/${unit}_include.cmake)
-    file(GENERATE OUTPUT ${include_file} CONTENT
-      "if(EXISTS [==[${listed}]==])\n  include([==[${listed}]==])\n  set_tests_properties(\${${unit}_TESTS} PROPERTIES LABELS [==[${labels}]==] ENVIRONMENT [==[${arg_ENV}]==] COST ${cost})\nelse()\n  add_test(${unit}_NOT_BUILT ${unit}_NOT_BUILT)\nendif()\n")
-    set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${include_file})
+    quark_test_properties(${unit} "if(NOT EXISTS [==[${listed}]==])\n  add_test(${unit}_NOT_BUILT ${unit}_NOT_BUILT)\nelse()\n  include([==[${listed}]==])\n"
+                          "${labels}" "${arg_ENV}")
   endforeach()
 endfunction()

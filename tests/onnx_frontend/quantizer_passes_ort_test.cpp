@@ -13,6 +13,9 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <string>
+#include <string_view>
+#include <vector>
 
 #include <doctest/doctest.h>
 
@@ -293,5 +296,80 @@ TEST_CASE("RemoveQDQConvRelu / RemoveQDQConvClip drop the Q/DQ between Conv and 
     CHECK(quantize_nodes_reading(qm2, "c1") == 0);
     const std::vector<float> x = random_floats(192, 7);
     CHECK(run_ort(qm2, {npy_array::from(x, {1, 3, 8, 8})}).at("y").values<float>().size() == 256u);
+  }
+}
+
+TEST_CASE("FoldBatchNorm leaves malformed producers to the runtime's error (no crash)") {
+  // A ConvTranspose whose group does not divide its input channels (or is 0 or negative), a Conv
+  // or ConvTranspose whose bias has another size than its output channels, and a ConvTranspose
+  // without input channels, each followed by a BatchNormalization that OptimizeModel would fold
+  // into it. The fold divided by C_in / group (0 here: SIGFPE; found by clang-tidy's analyzer)
+  // and read the bias per output channel (past its end), and the runtime's 2-D ConvTranspose read
+  // a short bias past its end too. Now the fold skips such producers and the runtime refuses the
+  // node by name during calibration, leaving no output file; the channel-less ConvTranspose (well
+  // formed) is quantized.
+  struct variant {
+    const char* name;
+    const char* op;
+    std::vector<std::int64_t> wshape;
+    std::int64_t group;
+    std::int64_t bias;   // bias length, 0 for none
+    std::int64_t bn;     // BatchNormalization channels
+    bool valid = false;  // degenerate but well formed: quantized, not refused
+  };
+  const variant variants[] = {
+      {"group_not_dividing_cin", "ConvTranspose", {1, 2, 1, 1}, 2, 0, 4},
+      {"group_zero", "ConvTranspose", {4, 2, 1, 1}, 0, 0, 2},
+      {"group_negative", "ConvTranspose", {4, 2, 1, 1}, -2, 0, 4},
+      {"conv_bias_too_short", "Conv", {4, 3, 1, 1}, 1, 3, 4},
+      {"conv_transpose_bias_too_short", "ConvTranspose", {3, 4, 1, 1}, 1, 2, 4},
+      {"conv_transpose_no_input_channels", "ConvTranspose", {0, 2, 1, 1}, 1, 0, 2, true},
+  };
+  for (const variant& v : variants) {
+    const std::string name = v.name;
+    CAPTURE(name);
+    const std::int64_t cin = std::string_view(v.op) == "Conv" ? v.wshape[1] : v.wshape[0];
+    model_builder b(13);
+    b.input("x", onnx_type::float32, {1, cin, 4, 4});
+    std::size_t wn = 1;
+    for (const auto d : v.wshape)
+      wn *= static_cast<std::size_t>(d);
+    b.initializer("w", onnx_type::float32, v.wshape, random_floats(wn, 1, -0.5f, 0.5f));
+    std::vector<std::string> inputs{"x", "w"};
+    if (v.bias > 0) {
+      b.initializer("c", onnx_type::float32, {v.bias},
+                    random_floats(static_cast<std::size_t>(v.bias), 2));
+      inputs.emplace_back("c");
+    }
+    bn_params(b, "bn", v.bn, 3);
+    b.node(v.op, inputs, {"t"}, {attr_int("group", v.group)});
+    b.node("BatchNormalization", {"t", "bn_s", "bn_b", "bn_m", "bn_v"}, {"y"});
+    b.output("y", onnx_type::float32, {1, v.bn, 4, 4});
+    const fs::path dir = work_dir();
+    const fs::path in = dir / (std::string("malformed_fold_") + v.name + ".onnx");
+    const fs::path out = dir / (std::string("malformed_fold_") + v.name + "_q.onnx");
+    save_proto(b.build(), in);
+    fs::remove(out);
+    std::vector<qo::calib_sample> calib;
+    calib.push_back(
+        {{"x", qo::tensor::from_floats({1, cin, 4, 4},
+                                       random_floats(static_cast<std::size_t>(cin * 16), 4))}});
+    qo::memory_reader reader(calib);
+    const qo::qconfig cfg = qo::get_default_config("A8W8");  // OptimizeModel, FoldBatchNorm on
+    std::string message;
+    try {
+      qo::quantize_model(in, out, cfg, reader);
+    } catch (const qo::frontend_error& e) {
+      message = e.what();
+    }
+    MESSAGE(name << ": " << (message.empty() ? "quantized" : message));
+    if (v.valid) {
+      // No input channels: the ConvTranspose computes its bias (none: zeros); nothing to refuse.
+      CHECK(message.empty());
+      CHECK(fs::exists(out));
+    } else {
+      CHECK(message.find("node 'n0' (" + std::string(v.op) + ")") != std::string::npos);
+      CHECK_FALSE(fs::exists(out));
+    }
   }
 }

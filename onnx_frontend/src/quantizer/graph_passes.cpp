@@ -68,10 +68,17 @@ std::size_t out_channels(const model& m, const NodeProto& n) {
   if (n.input_size() < 2 || !float_init(m, n.input(1)))
     return 0;
   const tensor w = m.initializer(n.input(1));
+  if (w.size() == 0)
+    return 0;  // an empty weight: nothing to fold into (and no channel to divide by)
   if (n.op_type() == "Conv")
     return w.rank() >= 3 ? static_cast<std::size_t>(w.shape()[0]) : 0;
   if (n.op_type() == "ConvTranspose") {
-    return w.rank() >= 3 ? static_cast<std::size_t>(w.shape()[1] * attr_i(n, "group", 1)) : 0;
+    // Weight (C_in, C_out / group, k...): a group that does not divide C_in is a malformed
+    // node (the runtime names it when it runs), not one to fold into.
+    const std::int64_t group = attr_i(n, "group", 1);
+    if (w.rank() < 3 || group < 1 || w.shape()[0] % group != 0)
+      return 0;
+    return static_cast<std::size_t>(w.shape()[1] * group);
   }
   if (n.op_type() == "Gemm" && w.rank() == 2)
     return static_cast<std::size_t>(w.shape()[attr_i(n, "transB", 0) != 0 ? 0 : 1]);
@@ -87,12 +94,11 @@ bool foldable_producer(const model& m, const NodeProto& n, bool gemm_ok) {
     return false;
   if (n.input_size() >= 3 && !n.input(2).empty() && !float_init(m, n.input(2)))
     return false;
-  if (op == "Gemm") {
-    // The bias must be per output channel (or absent) to take the shift.
-    if (n.input_size() >= 3 && !n.input(2).empty() &&
-        m.initializer(n.input(2)).size() != out_channels(m, n))
-      return false;
-  }
+  // The bias must be per output channel (or absent) to take the shift; a Conv bias of another
+  // size is malformed (the runtime names it when it runs) and is not read here.
+  if (n.input_size() >= 3 && !n.input(2).empty() &&
+      m.initializer(n.input(2)).size() != out_channels(m, n))
+    return false;
   return true;
 }
 

@@ -353,8 +353,10 @@ void k_conv_transpose(kernel_context& c) {
     out_shape.push_back(oh);
   out_shape.push_back(ow);
   check_output_elements(c, out_shape);
-  tensor out(dtype_id::float32, out_shape);
   const tensor* b = c.opt(2);
+  if (b && b->size() != g.m)
+    c.fail("quark.onnx.shape", "bias size differs from output channels");
+  tensor out(dtype_id::float32, out_shape);
   const float* pb = b ? float_input(c, 2).data<float>().data() : nullptr;
   const std::size_t cg = g.c / g.group;
   const std::size_t mg = g.m / g.group;

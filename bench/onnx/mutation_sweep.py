@@ -31,7 +31,7 @@ Build the tool with ASan + UBSan (docs/bench/robustness.md, session 27, has the 
 
     bench/onnx/mutation_sweep.py /work/fuzzbuild/examples/onnx/quark_quantize OUT_DIR
         [--per-model 6] [--models-per-op 3] [--limit N] [--only SUBSTRING] [--jobs 2]
-        [--seed 1] [--timeout 20]
+        [--seed 1] [--timeout 20] [--ops "Split Slice ..."]
 
 The choice of mutants is deterministic for one --seed. Results: OUT_DIR/results.json.
 """
@@ -302,7 +302,7 @@ def mutants_for(test_dir, rng, per_model):
     return out
 
 
-def run_one(quantizer, work, label, model, data, timeout):
+def run_one(quantizer, work, label, model, data, timeout, args=('--preset', 'A8W8')):
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(os.path.join(work, 'cal', 's0'))
     mp = os.path.join(work, 'model.onnx')
@@ -310,8 +310,8 @@ def run_one(quantizer, work, label, model, data, timeout):
     for name, a in data.items():
         np.save(os.path.join(work, 'cal', 's0', name + '.npy'), a)
     out = os.path.join(work, 'q.onnx')
-    cmd = [quantizer, mp, out, '--preset', 'A8W8', '--calib-data', os.path.join(work, 'cal'),
-           '-q', '--no-summary']
+    cmd = [quantizer, mp, out, *args, '--calib-data', os.path.join(work, 'cal'), '-q',
+           '--no-summary']
     env = dict(os.environ, ASAN_OPTIONS='detect_leaks=0',
                UBSAN_OPTIONS='print_stacktrace=1:halt_on_error=1')
     try:
@@ -344,7 +344,13 @@ def main():
     ap.add_argument('--jobs', type=int, default=2)
     ap.add_argument('--seed', type=int, default=1)
     ap.add_argument('--timeout', type=int, default=20)
+    ap.add_argument('--ops', default='',
+                    help='space-separated op types to mutate instead of the built-in list '
+                         '(e.g. the shape ops of runtime/ops_shape.cpp)')
     a = ap.parse_args()
+    if a.ops:
+        OPS.clear()
+        OPS.update(a.ops.split())
     quantizer = os.path.abspath(a.quantizer)
     os.makedirs(a.out_dir, exist_ok=True)
     per_op = collections.Counter()

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <string>
 #include <string_view>
@@ -369,6 +370,104 @@ TEST_CASE("FoldBatchNorm leaves malformed producers to the runtime's error (no c
       CHECK(fs::exists(out));
     } else {
       CHECK(message.find("node 'n0' (" + std::string(v.op) + ")") != std::string::npos);
+      CHECK_FALSE(fs::exists(out));
+    }
+  }
+}
+
+TEST_CASE("malformed node patterns the passes read first: the node's error, no crash") {
+  // Found by bench/onnx/pass_mutation_sweep.py (docs/bench/robustness.md, session 34) under ASan
+  // + UBSan: a Conv kernel dimension 0 divided by zero in the runtime's im2col blocking, CLE
+  // divided by an empty weight's channels, Split copied sizes past the axis before checking
+  // their sum, and FoldRelu converted a NaN Clip bound to an integer code.
+  const auto x4 = [](model_builder& b) { b.input("x", onnx_type::float32, {1, 4, 6, 6}); };
+  struct variant {
+    const char* name;
+    const char* preset;
+    bool cle;
+    std::function<void(model_builder&)> build;
+    const char* expect;  // part of the error message; "" when the model quantizes
+  };
+  const std::vector<variant> variants = {
+      {"conv_empty_kernel", "A8W8", false,
+       [&](model_builder& b) {
+         x4(b);
+         b.initializer("w", onnx_type::float32, {6, 4, 0, 3}, std::vector<float>{});
+         b.node("Conv", {"x", "w"}, {"y"});
+       },
+       "node 'n0' (Conv): weight [6,4,0,3] has an empty kernel"},
+      {"conv_transpose_empty_kernel", "A8W8", false,
+       [&](model_builder& b) {
+         x4(b);
+         b.initializer("w", onnx_type::float32, {4, 2, 2, 0}, std::vector<float>{});
+         b.node("ConvTranspose", {"x", "w"}, {"y"});
+       },
+       "node 'n0' (ConvTranspose): weight [4,2,2,0] has an empty kernel"},
+      {"cle_empty_weight", "A8W8", true,
+       [&](model_builder& b) {
+         x4(b);
+         b.initializer("w1", onnx_type::float32, {8, 0, 3, 3}, std::vector<float>{});
+         b.initializer("w2", onnx_type::float32, {6, 8, 1, 1}, random_floats(48, 1));
+         b.node("Conv", {"x", "w1"}, {"c1"});
+         b.node("Relu", {"c1"}, {"r1"});
+         b.node("Conv", {"r1", "w2"}, {"y"});
+       },
+       "node 'n0' (Conv)"},
+      {"split_sizes_past_the_axis", "A8W8", false,
+       [&](model_builder& b) {
+         x4(b);
+         b.initializer("s", onnx_type::int64, {2}, std::vector<std::int64_t>{2, 2});
+         b.node("Split", {"x", "s"}, {"y", "z"}, {attr_int("axis", 0)});
+       },
+       "node 'n0' (Split): split size 2 is outside [0, 1]"},
+      {"split_num_outputs_zero", "A8W8", false,
+       [&](model_builder& b) {
+         x4(b);
+         b.node("Split", {"x"}, {"y", "z"}, {attr_int("axis", 1), attr_int("num_outputs", 0)});
+       },
+       "node 'n0' (Split): num_outputs must be positive"},
+      {"clip_nan_bound_fold_relu", "A8W8", false,
+       [&](model_builder& b) {
+         x4(b);
+         b.initializer("w", onnx_type::float32, {4, 4, 1, 1}, random_floats(16, 2));
+         b.initializer("lo", onnx_type::float32, {}, std::vector<float>{std::nanf("")});
+         b.node("Conv", {"x", "w"}, {"c"});
+         b.node("Clip", {"c", "lo"}, {"y"});
+       },
+       ""},
+  };
+  for (const variant& v : variants) {
+    const std::string name = v.name;
+    CAPTURE(name);
+    model_builder b(18);
+    v.build(b);
+    for (const char* o : {"y", "z"}) {
+      if (name.rfind("split", 0) == 0 || std::string_view(o) == "y")
+        b.output(o, onnx_type::float32, {});
+    }
+    const fs::path dir = work_dir();
+    const fs::path in = dir / ("malformed_pattern_" + name + ".onnx");
+    const fs::path out = dir / ("malformed_pattern_" + name + "_q.onnx");
+    save_proto(b.build(), in);
+    fs::remove(out);
+    std::vector<qo::calib_sample> calib;
+    calib.push_back({{"x", qo::tensor::from_floats({1, 4, 6, 6}, random_floats(144, 4))}});
+    qo::memory_reader reader(calib);
+    qo::qconfig cfg = qo::get_default_config(v.preset);
+    if (v.cle)
+      cfg.algo_config.push_back({qo::algo_name::cle, qo::option_value::object()});
+    std::string message;
+    try {
+      qo::quantize_model(in, out, cfg, reader);
+    } catch (const qo::frontend_error& e) {
+      message = e.what();
+    }
+    MESSAGE(name << ": " << (message.empty() ? "quantized" : message));
+    if (*v.expect == '\0') {
+      CHECK(message.empty());
+      CHECK(fs::exists(out));
+    } else {
+      CHECK(message.find(v.expect) != std::string::npos);
       CHECK_FALSE(fs::exists(out));
     }
   }

@@ -44,8 +44,8 @@ struct layer {
 };
 
 /// The layer view of node `i`, or nullopt when CLE cannot use it: a float weight initializer of
-/// rank >= 3 (Conv, group 1 or depthwise) or 2 (Gemm without transA), a per-channel float bias
-/// initializer or none, and neither shared with another node.
+/// rank >= 3 (Conv, group 1 or depthwise) or 2 (Gemm without transA), not empty, a per-channel
+/// float bias initializer or none, and neither shared with another node.
 std::optional<layer> as_layer(const model& m, const GraphProto& g, const graph_index& ix, int i) {
   const NodeProto& n = g.node(i);
   const std::string& op = n.op_type();
@@ -78,6 +78,9 @@ std::optional<layer> as_layer(const model& m, const GraphProto& g, const graph_i
     l.out_ch = static_cast<std::size_t>(l.trans_b ? ws[0] : ws[1]);
     l.in_ch = static_cast<std::size_t>(l.trans_b ? ws[1] : ws[0]);
   }
+  // An empty weight (a dimension 0) has nothing to equalise; the runtime judges the node.
+  if (l.out_ch == 0 || l.in_ch == 0 || m.initializer(l.w).size() == 0)
+    return std::nullopt;
   if (n.input_size() >= 3 && !n.input(2).empty()) {
     if (!float_init(m, n.input(2)) || ix.uses(n.input(2)) != 1 ||
         m.initializer(n.input(2)).size() != l.out_ch)

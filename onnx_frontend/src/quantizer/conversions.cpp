@@ -489,6 +489,10 @@ std::int64_t code_of(float v, const q_params& p) {
 /// Whether Q(clip(x, lo, hi)) == Q(x) for every x: values below lo and above hi already
 /// saturate to the same codes.
 bool clip_redundant(const q_params& p, float lo, std::optional<float> hi) {
+  // A NaN bound (or scale: the quantizer writes finite positive ones, a loaded model may not)
+  // has no code; such a Clip is never dropped.
+  if (std::isnan(lo) || (hi && std::isnan(*hi)) || !(std::isfinite(p.scale) && p.scale > 0.0f))
+    return false;
   if (code_of(lo, p) != p.qmin)
     return false;
   return !hi || code_of(*hi, p) == p.qmax;

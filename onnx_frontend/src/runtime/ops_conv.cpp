@@ -99,6 +99,8 @@ geometry conv_geometry(const kernel_context& c, const tensor& x, const tensor& w
   g.m = to_size(w.shape()[0]);
   g.kh = sp == 2 ? to_size(w.shape()[2]) : 1;
   g.kw = to_size(w.shape().back());
+  if (g.kh == 0 || g.kw == 0)
+    c.fail("quark.onnx.shape", "weight " + shape_string(w.shape()) + " has an empty kernel");
   g.group = to_size(c.n.attr_i("group", 1));
   check_spatial_attrs(c, sp, false);
   const auto s = pair_of(c.n.attr_ints("strides"), sp, 1);
@@ -297,6 +299,8 @@ void k_conv_transpose(kernel_context& c) {
   g.m = to_size(w.shape()[1]) * g.group;
   g.kh = sp == 2 ? to_size(w.shape()[2]) : 1;
   g.kw = to_size(w.shape().back());
+  if (g.kh == 0 || g.kw == 0)
+    c.fail("quark.onnx.shape", "weight " + shape_string(w.shape()) + " has an empty kernel");
   check_spatial_attrs(c, sp, true);
   const auto s = pair_of(c.n.attr_ints("strides"), sp, 1);
   const auto d = pair_of(c.n.attr_ints("dilations"), sp, 1);

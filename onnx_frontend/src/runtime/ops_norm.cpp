@@ -97,10 +97,13 @@ void k_layer_norm(kernel_context& c) {
   const shape_t inner_shape(x.shape().begin() + static_cast<std::ptrdiff_t>(axis), x.shape().end());
   const std::size_t inner = element_count(inner_shape);
   const std::size_t rows = inner ? x.size() / inner : 0;
-  const auto st_s = broadcast_strides(scale.shape(), inner_shape);
+  // Scale and bias must broadcast to the normalised shape (checked before their strides are
+  // taken: a rank above it has none).
   if (broadcast_shapes(c, scale.shape(), inner_shape) != inner_shape) {
     c.fail("quark.onnx.shape", "scale does not broadcast to " + shape_string(inner_shape));
   }
+  if (bias && broadcast_shapes(c, bias->shape(), inner_shape) != inner_shape)
+    c.fail("quark.onnx.shape", "bias does not broadcast to " + shape_string(inner_shape));
   // Materialise scale and bias over the normalised shape once.
   auto expand = [&](const tensor& t) {
     std::vector<float> v(inner);
@@ -120,7 +123,6 @@ void k_layer_norm(kernel_context& c) {
     }
     return v;
   };
-  (void)st_s;
   const auto sv = expand(scale);
   const auto bv = bias ? expand(float_input(c, 2)) : std::vector<float>(inner, 0.0f);
   tensor out(dtype_id::float32, x.shape());
@@ -172,6 +174,10 @@ void softmax(kernel_context& c) {
     } else {
       inner *= v;
     }
+  }
+  if (x.size() == 0) {  // nothing to normalise (and no data to point into)
+    c.out(0) = tensor(x.type(), x.shape());
+    return;
   }
   dispatch_float(c, x.type(), [&](auto id) {
     using T = typename decltype(id)::type;

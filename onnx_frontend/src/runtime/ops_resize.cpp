@@ -131,13 +131,21 @@ void resize_impl(kernel_context& c, const tensor& x, const std::vector<double>& 
       scales[d] = static_cast<double>(sizes_in[d]) / static_cast<double>(x.shape()[d]);
     } else {
       scales[d] = scales_in[d];
-      out_shape[d] =
-          static_cast<std::int64_t>(std::floor(static_cast<double>(x.shape()[d]) * scales[d]));
+      const double n = std::floor(static_cast<double>(x.shape()[d]) * scales[d]);
+      if (!(scales[d] > 0.0) || !(n <= static_cast<double>(max_extent))) {
+        c.fail("quark.onnx.shape",
+               "scales must be positive and give at most 2^31 per dimension, got " +
+                   std::to_string(scales[d]));
+      }
+      out_shape[d] = static_cast<std::int64_t>(n);
     }
+    if (out_shape[d] < 0)
+      c.fail("quark.onnx.shape", "negative output size " + std::to_string(out_shape[d]));
     if (d + 2 < r && out_shape[d] != x.shape()[d]) {
       c.fail("quark.onnx.unsupported_op", "only the last two dimensions can be resized");
     }
   }
+  check_output_elements(c, out_shape);  // before the taps, which are per output position
   const std::size_t ih = to_size(x.shape()[r - 2]), iw = to_size(x.shape()[r - 1]);
   const std::size_t oh = to_size(out_shape[r - 2]), ow = to_size(out_shape[r - 1]);
   auto roi_at = [&](std::size_t d, bool end) {

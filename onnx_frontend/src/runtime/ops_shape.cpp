@@ -4,7 +4,9 @@
 // DepthToSpace, SpaceToDepth. Kernels move bytes, so they work for every element type.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "runtime/broadcast.hpp"
 #include "runtime/kernel.hpp"
@@ -164,6 +166,12 @@ void k_transpose(kernel_context& c) {
   }
   if (perm.size() != x.rank())
     c.fail("quark.onnx.shape", "perm length differs from the rank");
+  std::vector<bool> seen(perm.size(), false);
+  for (const std::size_t p : perm) {
+    if (seen[p])
+      c.fail("quark.onnx.shape", "perm names axis " + std::to_string(p) + " twice");
+    seen[p] = true;
+  }
   c.out(0) = permute(x, perm);
 }
 
@@ -269,12 +277,27 @@ void k_split(kernel_context& c) {
   const std::size_t parts = c.output_count();
   if (sizes.empty()) {
     const std::int64_t num = c.n.has("num_outputs") ? c.n.attr_i("num_outputs", 1) : to_i64(parts);
+    if (num < 1)
+      c.fail("quark.onnx.shape", "num_outputs must be positive, got " + std::to_string(num));
+    if (num != to_i64(parts))
+      c.fail("quark.onnx.shape", "num_outputs " + std::to_string(num) + " differs from the " +
+                                     std::to_string(parts) + " outputs");
     const std::int64_t chunk = (len + num - 1) / num;
     for (std::int64_t i = 0; i < num; ++i)
       sizes.push_back(std::min(chunk, len - i * chunk));
   }
   if (sizes.size() != parts)
     c.fail("quark.onnx.shape", "split sizes differ from output count");
+  // Checked before any copy: a size past the axis would read beyond the input.
+  std::int64_t total = 0;
+  for (const std::int64_t v : sizes) {
+    if (v < 0 || v > len)
+      c.fail("quark.onnx.shape",
+             "split size " + std::to_string(v) + " is outside [0, " + std::to_string(len) + "]");
+    total += v;
+  }
+  if (total != len)
+    c.fail("quark.onnx.shape", "split sizes do not add up to the axis length");
   std::int64_t start = 0;
   const auto st = strides_of(x.shape());
   std::vector<std::int64_t> strides(st.begin(), st.end());
@@ -286,8 +309,6 @@ void k_split(kernel_context& c) {
     start += sizes[p];
     c.out(p) = std::move(out);
   }
-  if (start != len)
-    c.fail("quark.onnx.shape", "split sizes do not add up to the axis length");
 }
 
 void k_slice(kernel_context& c) {
@@ -381,6 +402,7 @@ void k_expand(kernel_context& c) {
   const tensor& x = c.in(0);
   const auto target = read_ints(c, c.in(1));
   const shape_t shape = broadcast_shapes(c, x.shape(), target);
+  check_output_elements(c, shape);
   tensor out(x.type(), shape);
   const auto st = broadcast_strides(x.shape(), shape);
   strided_copy(x, out, 0, std::vector<std::int64_t>(st.begin(), st.end()));
@@ -398,12 +420,15 @@ void k_tile(kernel_context& c) {
   const auto own = strides_of(x.shape());
   shape_t shape;
   for (std::size_t d = 0; d < x.rank(); ++d) {
+    if (reps[d] < 0 || reps[d] > max_extent)
+      c.fail("quark.onnx.shape", "repeats must be in [0, 2^31], got " + std::to_string(reps[d]));
     view.push_back(reps[d]);
     st.push_back(0);
     view.push_back(x.shape()[d]);
     st.push_back(to_i64(own[d]));
     shape.push_back(reps[d] * x.shape()[d]);
   }
+  check_output_elements(c, view);
   tensor out(x.type(), view);
   strided_copy(x, out, 0, st);
   out.reshape(shape);
@@ -412,13 +437,22 @@ void k_tile(kernel_context& c) {
 
 void k_constant_of_shape(kernel_context& c) {
   const auto shape = read_ints(c, c.in(0));
+  for (const auto d : shape) {
+    if (d < 0)
+      c.fail("quark.onnx.shape", "negative dimension in " + shape_string(shape));
+  }
+  check_output_elements(c, shape);
   const attribute* value = c.n.find("value");
   tensor out(value && value->t ? value->t->type() : dtype_id::float32, shape);
-  if (value && value->t) {
+  if (value && value->t && out.size() != 0) {
+    // One value, then copies of the filled prefix doubling in length (a few memcpy calls, not
+    // one per element).
     const std::size_t es = element_size(out.type());
-    for (std::size_t i = 0; i < out.size(); ++i) {
-      std::memcpy(out.bytes().data() + i * es, value->t->bytes().data(), es);
-    }
+    std::byte* dst = out.bytes().data();
+    const std::size_t total = out.size() * es;
+    std::memcpy(dst, value->t->bytes().data(), es);
+    for (std::size_t filled = es; filled < total; filled *= 2)
+      std::memcpy(dst + filled, dst, std::min(filled, total - filled));
   }
   c.out(0) = std::move(out);
 }
@@ -430,13 +464,24 @@ void k_range(kernel_context& c) {
     const T s = start.data<T>()[0];
     const T l = c.in(1).data<T>()[0];
     const T d = c.in(2).data<T>()[0];
+    if (const auto dd = static_cast<double>(d); dd == 0.0 || std::isnan(dd))
+      c.fail("quark.onnx.shape", "delta must be a non-zero number");
     const double n =
         std::ceil((static_cast<double>(l) - static_cast<double>(s)) / static_cast<double>(d));
+    if (std::isnan(n) || n > static_cast<double>(max_extent))
+      c.fail("quark.onnx.unsupported_op", "Range of more than 2^31 values (or NaN bounds)");
     const std::size_t count = n > 0 ? static_cast<std::size_t>(n) : 0;
     tensor out(start.type(), {to_i64(count)});
     auto dst = out.data<T>();
     for (std::size_t i = 0; i < count; ++i) {
-      dst[i] = static_cast<T>(s + static_cast<T>(static_cast<T>(i) * d));
+      if constexpr (std::is_integral_v<T>) {
+        // Modular (unsigned) arithmetic: exact whenever the value fits T, which every element
+        // of the range does; a signed i * d may overflow on the way for large deltas.
+        dst[i] = static_cast<T>(static_cast<std::uint64_t>(s) +
+                                static_cast<std::uint64_t>(i) * static_cast<std::uint64_t>(d));
+      } else {
+        dst[i] = static_cast<T>(s + static_cast<T>(static_cast<T>(i) * d));
+      }
     }
     c.out(0) = std::move(out);
   });
@@ -478,10 +523,13 @@ void k_pad(kernel_context& c) {
   }
   shape_t shape(r);
   for (std::size_t d = 0; d < r; ++d) {
+    if (std::abs(begin[d]) > max_extent || std::abs(end[d]) > max_extent)
+      c.fail("quark.onnx.shape", "pads must be within [-2^31, 2^31]");
     shape[d] = x.shape()[d] + begin[d] + end[d];
     if (shape[d] < 0)
       c.fail("quark.onnx.shape", "negative output dimension");
   }
+  check_output_elements(c, shape);
   tensor out(x.type(), shape);
   const std::size_t es = element_size(x.type());
   // The fill value in the element type.
@@ -545,8 +593,8 @@ void space_depth(kernel_context& c, bool to_space) {
   if (x.rank() != 4)
     c.fail("quark.onnx.shape", "input must be 4-D");
   const auto b = c.n.attr_i("blocksize", 0);
-  if (b <= 0)
-    c.fail("quark.onnx.shape", "blocksize must be positive");
+  if (b <= 0 || b > max_extent)
+    c.fail("quark.onnx.shape", "blocksize must be in [1, 2^31]");
   const auto n = x.shape()[0], ch = x.shape()[1], h = x.shape()[2], w = x.shape()[3];
   if (to_space) {
     if (ch % (b * b) != 0)

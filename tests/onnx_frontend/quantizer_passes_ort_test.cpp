@@ -16,6 +16,7 @@
 #include <random>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <doctest/doctest.h>
@@ -114,6 +115,30 @@ qo::qconfig float_only(const char* preset) {
   qo::memory_reader reader(calib);
   qo::quantize_model(dir / (tag + "_in.onnx"), dir / (tag + "_out.onnx"), cfg, reader);
   return load_proto(dir / (tag + "_out.onnx"));
+}
+
+/// Quantizes `m` (input x of `xshape`, one random sample) with `cfg` into
+/// work_dir()/<tag>_q.onnx; returns quantize_model's frontend_error message ("" when it succeeds)
+/// and whether the output file exists afterwards.
+std::pair<std::string, bool> quantize_message(const ::onnx::ModelProto& m,
+                                              const qo::shape_t& xshape, const qo::qconfig& cfg,
+                                              const std::string& tag) {
+  const fs::path dir = work_dir();
+  const fs::path in = dir / (tag + ".onnx");
+  const fs::path out = dir / (tag + "_q.onnx");
+  save_proto(m, in);
+  fs::remove(out);
+  std::vector<qo::calib_sample> calib;
+  calib.push_back(
+      {{"x", qo::tensor::from_floats(xshape, random_floats(qo::element_count(xshape), 4))}});
+  qo::memory_reader reader(calib);
+  std::string message;
+  try {
+    qo::quantize_model(in, out, cfg, reader);
+  } catch (const qo::frontend_error& e) {
+    message = e.what();
+  }
+  return {message, fs::exists(out)};
 }
 
 std::size_t quantize_nodes_reading(const ::onnx::ModelProto& m, const std::string& x) {
@@ -346,31 +371,17 @@ TEST_CASE("FoldBatchNorm leaves malformed producers to the runtime's error (no c
     b.node(v.op, inputs, {"t"}, {attr_int("group", v.group)});
     b.node("BatchNormalization", {"t", "bn_s", "bn_b", "bn_m", "bn_v"}, {"y"});
     b.output("y", onnx_type::float32, {1, v.bn, 4, 4});
-    const fs::path dir = work_dir();
-    const fs::path in = dir / (std::string("malformed_fold_") + v.name + ".onnx");
-    const fs::path out = dir / (std::string("malformed_fold_") + v.name + "_q.onnx");
-    save_proto(b.build(), in);
-    fs::remove(out);
-    std::vector<qo::calib_sample> calib;
-    calib.push_back(
-        {{"x", qo::tensor::from_floats({1, cin, 4, 4},
-                                       random_floats(static_cast<std::size_t>(cin * 16), 4))}});
-    qo::memory_reader reader(calib);
-    const qo::qconfig cfg = qo::get_default_config("A8W8");  // OptimizeModel, FoldBatchNorm on
-    std::string message;
-    try {
-      qo::quantize_model(in, out, cfg, reader);
-    } catch (const qo::frontend_error& e) {
-      message = e.what();
-    }
+    // A8W8: OptimizeModel and FoldBatchNorm on.
+    const auto [message, written] = quantize_message(
+        b.build(), {1, cin, 4, 4}, qo::get_default_config("A8W8"), "malformed_fold_" + name);
     MESSAGE(name << ": " << (message.empty() ? "quantized" : message));
     if (v.valid) {
       // No input channels: the ConvTranspose computes its bias (none: zeros); nothing to refuse.
       CHECK(message.empty());
-      CHECK(fs::exists(out));
+      CHECK(written);
     } else {
       CHECK(message.find("node 'n0' (" + std::string(v.op) + ")") != std::string::npos);
-      CHECK_FALSE(fs::exists(out));
+      CHECK_FALSE(written);
     }
   }
 }
@@ -445,30 +456,18 @@ TEST_CASE("malformed node patterns the passes read first: the node's error, no c
       if (name.rfind("split", 0) == 0 || std::string_view(o) == "y")
         b.output(o, onnx_type::float32, {});
     }
-    const fs::path dir = work_dir();
-    const fs::path in = dir / ("malformed_pattern_" + name + ".onnx");
-    const fs::path out = dir / ("malformed_pattern_" + name + "_q.onnx");
-    save_proto(b.build(), in);
-    fs::remove(out);
-    std::vector<qo::calib_sample> calib;
-    calib.push_back({{"x", qo::tensor::from_floats({1, 4, 6, 6}, random_floats(144, 4))}});
-    qo::memory_reader reader(calib);
     qo::qconfig cfg = qo::get_default_config(v.preset);
     if (v.cle)
       cfg.algo_config.push_back({qo::algo_name::cle, qo::option_value::object()});
-    std::string message;
-    try {
-      qo::quantize_model(in, out, cfg, reader);
-    } catch (const qo::frontend_error& e) {
-      message = e.what();
-    }
+    const auto [message, written] =
+        quantize_message(b.build(), {1, 4, 6, 6}, cfg, "malformed_pattern_" + name);
     MESSAGE(name << ": " << (message.empty() ? "quantized" : message));
     if (*v.expect == '\0') {
       CHECK(message.empty());
-      CHECK(fs::exists(out));
+      CHECK(written);
     } else {
       CHECK(message.find(v.expect) != std::string::npos);
-      CHECK_FALSE(fs::exists(out));
+      CHECK_FALSE(written);
     }
   }
 }

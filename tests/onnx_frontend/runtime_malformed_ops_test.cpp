@@ -215,7 +215,9 @@ TEST_CASE("LayerNormalization checks scale and bias against the normalised shape
   const float k = 2.0f * std::sqrt(1.5f);
   REQUIRE(y.size() == 6);
   for (std::size_t i = 0; i < 6; ++i)
-    CHECK(y[i] == doctest::Approx(static_cast<float>(static_cast<int>(i % 3) - 1) * k + 1.0f));
+    CHECK(static_cast<double>(y[i]) ==
+          doctest::Approx(
+              static_cast<double>(static_cast<int>(i % 3) - 1) * static_cast<double>(k) + 1.0));
 }
 
 TEST_CASE("Softmax and LogSoftmax of an empty input are empty") {

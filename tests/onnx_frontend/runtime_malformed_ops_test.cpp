@@ -8,7 +8,8 @@
 // allocation failure or a 20 s fill), Range divided by a zero delta, DepthToSpace multiplied
 // blocksize 2^40 by itself, LayerNormalization took broadcast strides of a scale of higher rank
 // than the normalised shape and read a bias it never checked, Softmax offset a null pointer on
-// an empty input, and Resize converted an infinite or NaN output size to an integer. Valid
+// an empty input, and Resize converted an infinite or NaN output size or source coordinate (a
+// NaN roi, sizes for an empty dimension) to an integer. Valid
 // inputs next to each bound still run (hand-derived expected values).
 #include <cmath>
 #include <cstdint>
@@ -247,6 +248,30 @@ TEST_CASE("Resize refuses infinite, NaN, zero and oversized scales") {
   }
   CHECK(has(run_error(resize(40000.0f, 40000.0f), feed_x({1, 1, 2, 2})),
             "exceeds the supported maximum of 2^31 elements"));
+  // A NaN roi (tf_crop_and_resize reads it) and sizes for an empty input dimension give
+  // non-finite source coordinates, which were converted to integers.
+  {
+    w::graph g;
+    g.add_input(w::value_info("x", f32_type, {1, 1, 2, 2}));
+    g.add_initializer(w::float_tensor(
+        "roi", {8}, {0, 0, 0, 0, 1, 1, std::numeric_limits<float>::quiet_NaN(), 1}));
+    g.add_initializer(w::float_tensor("sc", {4}, {1.0f, 1.0f, 2.0f, 2.0f}));
+    g.add_output(w::value_info("y", f32_type, {}, false));
+    g.add_node(w::node("Resize", {"x", "roi", "sc"}, {"y"}, "op",
+                       {w::attr_string("coordinate_transformation_mode", "tf_crop_and_resize")}));
+    CHECK(has(run_error(load(w::model(g)), feed_x({1, 1, 2, 2})), "roi or scales not finite"));
+  }
+  {
+    w::graph g;
+    g.add_input(w::value_info("x", f32_type, {1, 1, 2, 0}));
+    g.add_initializer(w::float_tensor("roi", {0}, {}));
+    g.add_initializer(w::float_tensor("sc", {0}, {}));
+    g.add_initializer(ints("sz", {4}, {1, 1, 2, 3}));
+    g.add_output(w::value_info("y", f32_type, {}, false));
+    g.add_node(w::node("Resize", {"x", "roi", "sc", "sz"}, {"y"}, "op"));
+    CHECK(has(run_error(load(w::model(g)), feed_x({1, 1, 2, 0})),
+              "cannot resize an empty dimension (3) to 3"));
+  }
   // Nearest (the default mode), scale 2: each value repeated in a 2 x 2 block.
   CHECK(values_of<float>(resize(2.0f, 2.0f).run(feed_x({1, 1, 2, 2})).at("y")) ==
         std::vector<float>{0, 0, 1, 1, 0, 0, 1, 1, 2, 2, 3, 3, 2, 2, 3, 3});

@@ -56,6 +56,13 @@ double source_coord(const resize_config& cfg, double x, double scale, std::size_
   return (x + 0.5) / scale - 0.5;
 }
 
+/// An integral source position as an index: any position beyond 2^40 either way clamps to the
+/// same edge of the input (2^40 is far beyond every dimension), without an out-of-range cast.
+std::int64_t to_index(double v) {
+  constexpr double bound = 1099511627776.0;  // 2^40
+  return static_cast<std::int64_t>(std::clamp(v, -bound, bound));
+}
+
 taps make_taps(const kernel_context& c, const resize_config& cfg, std::size_t in_len,
                std::size_t out_len, double scale, double roi_start, double roi_end) {
   taps t;
@@ -69,6 +76,10 @@ taps make_taps(const kernel_context& c, const resize_config& cfg, std::size_t in
   auto clampi = [last](std::int64_t i) { return to_size(std::clamp<std::int64_t>(i, 0, last)); };
   for (std::size_t o = 0; o < out_len; ++o) {
     const double x = source_coord(cfg, static_cast<double>(o), scale, in_len, roi_start, roi_end);
+    if (!std::isfinite(x)) {
+      c.fail("quark.onnx.shape",
+             "source coordinate " + std::to_string(x) + " (roi or scales not finite)");
+    }
     t.outside.push_back(cfg.transform == "tf_crop_and_resize" &&
                         (x < 0.0 || x > static_cast<double>(last)));
     if (nearest) {
@@ -83,13 +94,13 @@ taps make_taps(const kernel_context& c, const resize_config& cfg, std::size_t in
       } else {  // round_prefer_floor
         r = std::ceil(x - 0.5);
       }
-      t.index.push_back(clampi(static_cast<std::int64_t>(r)));
+      t.index.push_back(clampi(to_index(r)));
       t.weight.push_back(1.0f);
       continue;
     }
     const double f = std::floor(x);
     const double r = x - f;
-    const auto i0 = static_cast<std::int64_t>(f);
+    const auto i0 = to_index(f);
     if (!cubic) {
       t.index.push_back(clampi(i0));
       t.index.push_back(clampi(i0 + 1));
@@ -141,6 +152,10 @@ void resize_impl(kernel_context& c, const tensor& x, const std::vector<double>& 
     }
     if (out_shape[d] < 0)
       c.fail("quark.onnx.shape", "negative output size " + std::to_string(out_shape[d]));
+    if (x.shape()[d] == 0 && out_shape[d] != 0) {
+      c.fail("quark.onnx.shape", "cannot resize an empty dimension (" + std::to_string(d) +
+                                     ") to " + std::to_string(out_shape[d]));
+    }
     if (d + 2 < r && out_shape[d] != x.shape()[d]) {
       c.fail("quark.onnx.unsupported_op", "only the last two dimensions can be resized");
     }

@@ -108,6 +108,9 @@ TEST_CASE("Pad, Tile, Expand and ConstantOfShape refuse outputs beyond 2^31 elem
     return one_node("Pad", {2, 2}, {"x", "p"}, {ints("p", {4}, pads)});
   };
   CHECK(has(run_error(pad({0, huge, 0, 0}), feed_x({2, 2})), "pads must be within [-2^31, 2^31]"));
+  // The lowest int64 (whose absolute value does not exist) is refused the same way.
+  CHECK(has(run_error(pad({std::numeric_limits<std::int64_t>::min(), 0, 0, 0}), feed_x({2, 2})),
+            "pads must be within [-2^31, 2^31]"));
   CHECK(has(run_error(pad({1 << 20, 1 << 20, 0, 0}), feed_x({2, 2})),
             "exceeds the supported maximum of 2^31 elements"));
   CHECK(pad({1, 0, 0, 1}).run(feed_x({2, 2})).at("y").shape() == shape_t{3, 3});
@@ -124,17 +127,24 @@ TEST_CASE("Pad, Tile, Expand and ConstantOfShape refuse outputs beyond 2^31 elem
   const auto expand = one_node("Expand", {1, 1}, {"x", "s"}, {ints("s", {2}, {huge, 1 << 4})});
   CHECK(has(run_error(expand, feed_x({1, 1})), "exceeds the supported maximum"));
 
-  const auto cos = [](std::vector<std::int64_t> shape) {
+  const auto cos = [](std::vector<std::int64_t> shape, bool with_value = false) {
     w::graph g;
     g.add_input(w::value_info("x", f32_type, {1}));
     g.add_initializer(ints("s", {static_cast<std::int64_t>(shape.size())}, shape));
     g.add_output(w::value_info("y", f32_type, {}, false));
-    g.add_node(w::node("ConstantOfShape", {"s"}, {"y"}, "op"));
+    if (with_value) {
+      g.add_node(w::node("ConstantOfShape", {"s"}, {"y"}, "op",
+                         {w::attr_tensor("value", w::float_tensor("v", {1}, {2.5f}))}));
+    } else {
+      g.add_node(w::node("ConstantOfShape", {"s"}, {"y"}, "op"));
+    }
     return load(w::model(g));
   };
   CHECK(has(run_error(cos({huge, 2}), feed_x({1})), "exceeds the supported maximum"));
   CHECK(has(run_error(cos({3, -2}), feed_x({1})), "negative dimension in [3,-2]"));
-  CHECK(cos({2, 3}).run(feed_x({1})).at("y").size() == 6);
+  CHECK(values_of<float>(cos({2, 3}).run(feed_x({1})).at("y")) == std::vector<float>(6, 0.0f));
+  // The value fills by doubling copies: 1, 2, 4, 8, then the last 3 of 11 (a partial copy).
+  CHECK(values_of<float>(cos({11}, true).run(feed_x({1})).at("y")) == std::vector<float>(11, 2.5f));
 }
 
 TEST_CASE("Range refuses a zero or NaN delta and more than 2^31 values") {
@@ -272,6 +282,20 @@ TEST_CASE("Resize refuses infinite, NaN, zero and oversized scales") {
     CHECK(has(run_error(load(w::model(g)), feed_x({1, 1, 2, 0})),
               "cannot resize an empty dimension (3) to 3"));
   }
+  // Sizes instead of scales: a negative one, and one past the element bound.
+  const auto sized = [](std::int64_t h) {
+    w::graph g;
+    g.add_input(w::value_info("x", f32_type, {1, 1, 2, 2}));
+    g.add_initializer(w::float_tensor("roi", {0}, {}));
+    g.add_initializer(w::float_tensor("sc", {0}, {}));
+    g.add_initializer(ints("sz", {4}, {1, 1, h, 2}));
+    g.add_output(w::value_info("y", f32_type, {}, false));
+    g.add_node(w::node("Resize", {"x", "roi", "sc", "sz"}, {"y"}, "op"));
+    return load(w::model(g));
+  };
+  CHECK(has(run_error(sized(-3), feed_x({1, 1, 2, 2})), "negative output size -3"));
+  CHECK(has(run_error(sized(huge), feed_x({1, 1, 2, 2})), "exceeds the supported maximum"));
+  CHECK(sized(4).run(feed_x({1, 1, 2, 2})).at("y").shape() == shape_t{1, 1, 4, 2});
   // Nearest (the default mode), scale 2: each value repeated in a 2 x 2 block.
   CHECK(values_of<float>(resize(2.0f, 2.0f).run(feed_x({1, 1, 2, 2})).at("y")) ==
         std::vector<float>{0, 0, 1, 1, 0, 0, 1, 1, 2, 2, 3, 3, 2, 2, 3, 3});

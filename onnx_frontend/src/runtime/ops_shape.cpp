@@ -523,7 +523,8 @@ void k_pad(kernel_context& c) {
   }
   shape_t shape(r);
   for (std::size_t d = 0; d < r; ++d) {
-    if (std::abs(begin[d]) > max_extent || std::abs(end[d]) > max_extent)
+    if (begin[d] < -max_extent || begin[d] > max_extent || end[d] < -max_extent ||
+        end[d] > max_extent)
       c.fail("quark.onnx.shape", "pads must be within [-2^31, 2^31]");
     shape[d] = x.shape()[d] + begin[d] + end[d];
     if (shape[d] < 0)

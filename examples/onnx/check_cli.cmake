@@ -67,6 +67,13 @@ expect(unknown_preset EXIT_NONZERO ${out} MESSAGES "quark.config.unknown_preset"
        ARGS ${model} ${out} --preset A8W9 --random)
 expect(unknown_input_name EXIT_NONZERO ${out} MESSAGES "nope"
        ARGS ${model} ${out} --preset A8W8 --random --shape nope:1x3x8x8)
+# --shape / --range values that do not parse, overflow or are not finite name the argument.
+expect(shape_overflow EXIT_NONZERO ${out} MESSAGES "--shape" "bad dimension '99999999999999999999'"
+       ARGS ${model} ${out} --preset A8W8 --random --shape x:99999999999999999999x3x8x8)
+expect(range_not_a_number EXIT_NONZERO ${out} MESSAGES "--range 'x:a,1'" "bad number 'a'"
+       ARGS ${model} ${out} --preset A8W8 --random --range x:a,1)
+expect(range_infinite EXIT_NONZERO ${out} MESSAGES "--range 'x:0,1e999'" "bad number '1e999'"
+       ARGS ${model} ${out} --preset A8W8 --random --range x:0,1e999)
 expect(wrong_calibration_shape EXIT_NONZERO ${out} MESSAGES "quark.calib_data.shape" "x"
        ARGS ${model} ${out} --preset A8W8 --calib-data ${DATA}/calib_bad_shape)
 expect(missing_output_folder EXIT_NONZERO ${WORK}/missing/q.onnx

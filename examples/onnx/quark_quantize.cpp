@@ -4,6 +4,7 @@
 //
 //     quark_quantize det.onnx det_a8w8.onnx --preset A8W8 --random --shape x:1x3x640x640 --eval 4
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -60,8 +61,20 @@ std::pair<std::string, std::pair<double, double>> parse_range(const std::string&
   if (colon == std::string::npos || comma == std::string::npos) {
     throw std::invalid_argument("--range '" + s + "': expected NAME:LOW,HIGH");
   }
+  auto number = [&](const std::string& text) {
+    std::size_t used = 0;
+    double v = 0.0;
+    try {
+      v = std::stod(text, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != text.size() || !std::isfinite(v))
+      throw std::invalid_argument("--range '" + s + "': bad number '" + text + "'");
+    return v;
+  };
   return {s.substr(0, colon),
-          {std::stod(s.substr(colon + 1, comma - colon - 1)), std::stod(s.substr(comma + 1))}};
+          {number(s.substr(colon + 1, comma - colon - 1)), number(s.substr(comma + 1))}};
 }
 
 void progress_bar(std::size_t done, std::size_t total) {

@@ -317,6 +317,14 @@ TEST_CASE("value ranges and enumerated strings") {
                         option_value::object().set("x", option_value::array({1.0, 0.0}))),
                   quark::config_error);
   CHECK_THROWS_AS(o.set("FixShapes", "input_1[1,224]"), quark::config_error);
+  // Each dimension is a positive integer up to 2^31; past int64 is no std::out_of_range.
+  for (const char* bad : {"x:[0,3]", "x:[-1]", "x:[1,,2]", "x:[ ]", "x:[1-2]", "x:[2147483649]",
+                          "x:[99999999999999999999]", "x:[1];y:[-]"}) {
+    CAPTURE(bad);
+    CHECK_THROWS_WITH_AS(o.set("FixShapes", bad), doctest::Contains("must be an integer in"),
+                         quark::config_error);
+  }
+  o.set("FixShapes", "x:[ 1 , 2147483648 ]");
   o.set("FixShapes", "input_1:[1,224,224,3];output_1:[1,1000]");
   o.set("WeightCalibrateMethod", "quark.onnx.ExtendedCalibrationMethod.MinMSE");
   CHECK_THROWS_AS(o.set("WeightCalibrateMethod", "Entropy"), quark::config_error);

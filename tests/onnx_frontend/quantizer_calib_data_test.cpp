@@ -74,6 +74,39 @@ TEST_CASE("a non-npy file is rejected naming the file") {
   fs::remove_all(d);
 }
 
+TEST_CASE("a forged .npy shape is rejected before anything is allocated") {
+  // Version 1.0 header by hand: magic, version, 2-byte length, the dict, 8 bytes of data (two
+  // float32 values). Shapes that overflow int64, are negative or not integers, or ask for more
+  // bytes than the file holds (directly or by a product past 2^64) each name the file.
+  const auto d = fresh_dir("forged");
+  auto write = [&](const std::string& shape) {
+    const std::string dict = "{'descr': '<f4', 'fortran_order': False, 'shape': (" + shape + "), }";
+    std::string bytes = std::string("\x93NUMPY\x01\x00", 8);
+    bytes += static_cast<char>(dict.size() & 0xff);
+    bytes += static_cast<char>(dict.size() >> 8);
+    bytes += dict + std::string(8, '\0');
+    std::ofstream(d / "f.npy", std::ios::binary) << bytes;
+    return d / "f.npy";
+  };
+  for (const char* shape : {"99999999999999999999,", "-1,", "2, x", "3,", "4294967296, 4294967296",
+                            "65536, 65536, 65536, 65536, 65536", "1.5,"}) {
+    CAPTURE(shape);
+    const auto f = write(shape);
+    try {
+      (void)read_npy(f);
+      FAIL("no error");
+    } catch (const frontend_error& e) {
+      CHECK(e.id() == "quark.calib_data.npy");
+      CHECK(std::string(e.what()).find("f.npy") != std::string::npos);
+    }
+  }
+  // The same header with a shape that fits reads back: (2,) and (1, 2), and (0, 7) is empty.
+  CHECK(read_npy(write("2,")).shape() == shape_t{2});
+  CHECK(read_npy(write("1, 2")).shape() == shape_t{1, 2});
+  CHECK(read_npy(write("0, 7")).size() == 0u);
+  fs::remove_all(d);
+}
+
 TEST_CASE("folder layouts: one sub-folder per sample, loose files for one input") {
   const auto d = fresh_dir("layout");
   fs::create_directories(d / "s0");

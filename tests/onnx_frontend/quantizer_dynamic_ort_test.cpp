@@ -417,6 +417,44 @@ TEST_CASE("dynamic quantization refuses what its ops cannot express, naming the 
         quark::onnx::frontend_error);
     CHECK(!fs::exists(fout));
   }
+  SUBCASE("a Conv weight or bias of the wrong shape (nothing runs the model first)") {
+    // Before the check, a scalar weight read its dimension 0 from an empty shape and a bias of
+    // 5 values was copied into 4 (a heap overflow under ASan).
+    struct bad {
+      std::vector<std::int64_t> w, bias;
+      const char* what;
+    };
+    const bad cases[] = {
+        {{}, {4}, "the weight 'w' (rank 0) is not [M, C / group, k...] with M >= 1"},
+        {{4, 27}, {4}, "the weight 'w' (rank 2) is not [M, C / group, k...] with M >= 1"},
+        {{0, 3, 3, 3}, {0}, "the weight 'w' (rank 4) is not [M, C / group, k...] with M >= 1"},
+        {{4, 3, 3, 3}, {5}, "the bias 'b' holds 5 values for 4 output channels"},
+        {{4, 3, 3, 3}, {3}, "the bias 'b' holds 3 values for 4 output channels"},
+    };
+    for (const bad& c : cases) {
+      CAPTURE(std::string(c.what));
+      model_builder b(13, 7);
+      b.input("x", onnx_type::float32, {1, 3, 6, 6});
+      std::size_t wn = 1;
+      for (const auto d : c.w)
+        wn *= static_cast<std::size_t>(d);
+      b.initializer("w", onnx_type::float32, c.w, std::vector<float>(wn, 0.25f));
+      b.initializer("b", onnx_type::float32, c.bias,
+                    std::vector<float>(static_cast<std::size_t>(c.bias[0]), 0.5f));
+      b.node("Conv", {"x", "w", "b"}, {"y"});
+      b.output("y", onnx_type::float32, {1, 4, 4, 4});
+      const fs::path fin = work_dir() / "dyn_shape_float.onnx";
+      const fs::path fout = work_dir() / "dyn_shape.onnx";
+      fs::remove(fout);
+      save_proto(b.build(), fin);
+      qo::memory_reader none({});
+      CHECK_THROWS_WITH_AS(
+          qo::quantize_model(fin, fout, qo::get_default_config("UINT8_DYNAMIC_QUANT"), none),
+          doctest::Contains((std::string("node 'n0' (Conv): ") + c.what).c_str()),
+          quark::onnx::frontend_error);
+      CHECK(!fs::exists(fout));
+    }
+  }
   SUBCASE("an algorithm") {
     qo::qconfig cfg = qo::get_default_config("UINT8_DYNAMIC_QUANT");
     cfg.algo_config.push_back({qo::algo_name::cle, qo::option_value::object()});

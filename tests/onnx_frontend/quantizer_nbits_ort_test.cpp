@@ -625,7 +625,16 @@ TEST_CASE("UseMatMulNBits: bad parameters and weights are refused, naming the cu
   };
   refused_param("Bits", std::int64_t{8}, "MatMulNBitsParams.Bits: must be 4");
   refused_param("GroupSize", std::int64_t{24}, "MatMulNBitsParams.GroupSize");
-  refused_param("GroupSize", std::int64_t{8}, "power of two >= 16");
+  refused_param("GroupSize", std::int64_t{8}, "power of two in [16, 2^31]");
+  refused_param("GroupSize", std::int64_t{1} << 40, "power of two in [16, 2^31]");
+  {
+    // 2^31 is a valid block size, but B1 (64 x 24) would need 24 blocks of 2^30 bytes: refused
+    // by name instead of allocated (the first MatMul's weight is the first one stored).
+    const qo::qconfig c = with_param("GroupSize", std::int64_t{1} << 31);
+    refused(c,
+            "MatMulNBitsParams.GroupSize 2147483648 on a 64 x 24 weight needs 25769803776 "
+            "bytes of codes (at most 2^31)");
+  }
   refused_param("AccuracyLevel", std::int64_t{5}, "MatMulNBitsParams.AccuracyLevel");
   refused_param("Symmetric", std::int64_t{1}, "MatMulNBitsParams.Symmetric");
   refused_param("Algorithm", std::string("RTN"), "must be one of DEFAULT, GPTQ, HQQ");

@@ -3,6 +3,7 @@
 // checks per key, and option_map.
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -525,8 +526,8 @@ void check_matmul_nbits_params(const option_value& v, std::string_view where) {
         throw_value(at, "must be one of DEFAULT, GPTQ, HQQ; got \"" + a + "\"");
     } else if (m.key == "GroupSize") {
       const std::int64_t g = m.value.is_int() ? m.value.as_int() : 0;
-      if (!m.value.is_int() || g < 16 || (g & (g - 1)) != 0) {
-        throw_value(at, "must be a power of two >= 16 (MatMulNBits' block_size), got " +
+      if (!m.value.is_int() || g < 16 || g > (std::int64_t{1} << 31) || (g & (g - 1)) != 0) {
+        throw_value(at, "must be a power of two in [16, 2^31] (MatMulNBits' block_size), got " +
                             to_string(m.value));
       }
     } else if (m.key == "Symmetric") {
@@ -659,11 +660,24 @@ void check_value(const option_info& info, const option_value& v, std::string_vie
       if (!ok) {
         throw_value(where, "expected \"name:[d0,d1,...];name:[...]\", got item \"" + item + "\"");
       }
-      for (std::size_t i = colon + 2; i + 1 < item.size(); ++i) {
-        const char c = item[i];
-        if (!(std::isdigit(static_cast<unsigned char>(c)) || c == ',' || c == ' ' || c == '-')) {
-          throw_value(where, "bad dimension list in \"" + item + "\"");
+      // Each dimension: optional spaces, digits, optional spaces; positive and at most 2^31
+      // (the runtime's element bound), so the quantizer's parser cannot meet a bad one.
+      const std::string list = item.substr(colon + 2, item.size() - colon - 3);
+      std::size_t at = 0;
+      while (at <= list.size()) {
+        const std::size_t comma = std::min(list.find(',', at), list.size());
+        const std::string d = list.substr(at, comma - at);
+        const auto b = d.find_first_not_of(' ');
+        const auto e = d.find_last_not_of(' ');
+        const std::string digits = b == std::string::npos ? std::string{} : d.substr(b, e - b + 1);
+        std::int64_t value = 0;
+        const auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+        if (digits.empty() || ec != std::errc{} || ptr != digits.data() + digits.size() ||
+            value <= 0 || value > (std::int64_t{1} << 31)) {
+          throw_value(where, "dimension \"" + digits + "\" of \"" + item.substr(0, colon) +
+                                 "\" must be an integer in [1, 2^31]");
         }
+        at = comma + 1;
       }
       pos = end + 1;
     }

@@ -2,6 +2,7 @@
 // Calibration data readers: .npy / .npz parsing (NumPy format 1.0-3.0, little-endian, C order),
 // the folder layouts of npy_folder_reader, seeded random samples and sample validation.
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -108,21 +109,33 @@ tensor parse_npy(std::string_view bytes, const std::string& what) {
   }
   if (k == nullptr)
     bad("unsupported dtype '" + descr + "'");
+  // The shape tuple: non-negative integers ("(2, 3)", "(5,)", "()"), checked against the bytes
+  // the file holds before anything is allocated, so a forged header cannot ask for 2^80 bytes.
+  const std::string shape_text = header_field(h, "shape");
   shape_t shape;
-  std::stringstream ss(header_field(h, "shape"));
+  std::stringstream ss(shape_text);
   std::string item;
+  const std::size_t have = bytes.size() - off - hlen;
+  std::size_t need = bytes_per;
   while (std::getline(ss, item, ',')) {
     const auto b = item.find_first_not_of(' ');
     if (b == std::string::npos)
       continue;
-    shape.push_back(std::stoll(item.substr(b)));
+    const auto e = item.find_last_not_of(' ');
+    std::int64_t d = -1;
+    const auto [ptr, ec] = std::from_chars(item.data() + b, item.data() + e + 1, d);
+    if (ec != std::errc{} || ptr != item.data() + e + 1 || d < 0)
+      bad("bad shape '(" + shape_text + ")' in the header");
+    shape.push_back(d);
+    need = (need == 0 || d == 0)                       ? 0
+           : need > have / static_cast<std::size_t>(d) ? have + 1
+                                                       : need * static_cast<std::size_t>(d);
+  }
+  if (need > have) {
+    bad("data truncated: " + std::to_string(have) + " bytes for shape '(" + shape_text + ")' of " +
+        std::to_string(bytes_per) + "-byte values");
   }
   tensor t(k->id, shape);
-  const std::size_t need = t.byte_size();
-  if (bytes.size() - off - hlen < need) {
-    bad("data truncated: " + std::to_string(bytes.size() - off - hlen) + " bytes for shape " +
-        shape_str(shape));
-  }
   if (need > 0)  // an empty array has no buffer to copy into (memcpy from / to null is UB)
     std::memcpy(t.bytes().data(), bytes.data() + off + hlen, need);
   return t;

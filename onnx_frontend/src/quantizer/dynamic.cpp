@@ -346,6 +346,16 @@ class rewriter {
     const bool sym = opt_.nbits_symmetric && !hqq;
     auto& names = nbits_stored_[&st.g][bname];
     if (names.empty()) {
+      // A GroupSize far past K pads every column to one huge block: refused past 2^31 bytes
+      // of codes (the runtime's element bound) instead of allocating them.
+      if (l.packed_bytes() > (std::int64_t{1} << 31)) {
+        throw frontend_error("quark.quantize.nbits",
+                             node_label(src, st.index) + ": MatMulNBitsParams.GroupSize " +
+                                 std::to_string(l.block_size) + " on a " + std::to_string(l.k) +
+                                 " x " + std::to_string(l.n) + " weight needs " +
+                                 std::to_string(l.packed_bytes()) +
+                                 " bytes of codes (at most 2^31)");
+      }
       if (const std::string bad =
               non_finite_values(b.data<float>(), node_label(src, st.index), bname, "weight");
           !bad.empty()) {
@@ -488,6 +498,14 @@ class rewriter {
       // is not supported"): per-channel weights are symmetric int8 (zero point 0, passed as a
       // scalar) with their scales applied per output channel in the float tail.
       const tensor& wt = w->first;
+      // Nothing has run the model (no calibration): check what the rewrite reads. A Conv
+      // weight is [M, C / group, k...] (rank >= 3, M >= 1), a bias holds M values.
+      if (wt.rank() < 3 || wt.shape()[0] < 1) {
+        throw frontend_error("quark.quantize.dynamic",
+                             "node '" + src.name() + "' (Conv): the weight '" + src.input(1) +
+                                 "' (rank " + std::to_string(wt.rank()) +
+                                 ") is not [M, C / group, k...] with M >= 1");
+      }
       const bool per_channel = ws.per_channel;
       if (per_channel && ws.type != dtype_id::int8) {
         throw config_error("quark.config.value",
@@ -508,6 +526,12 @@ class rewriter {
           throw frontend_error("quark.quantize.dynamic", "node '" + src.name() +
                                                              "' (Conv): the bias '" + src.input(2) +
                                                              "' is not a float32 constant");
+        }
+        if (bv->first.size() != static_cast<std::size_t>(wt.shape()[0])) {
+          throw frontend_error("quark.quantize.dynamic",
+                               "node '" + src.name() + "' (Conv): the bias '" + src.input(2) +
+                                   "' holds " + std::to_string(bv->first.size()) + " values for " +
+                                   std::to_string(wt.shape()[0]) + " output channels");
         }
         tensor r(dtype_id::float32, per_out);
         std::copy(bv->first.data<float>().begin(), bv->first.data<float>().end(),

@@ -5,6 +5,7 @@
 #include "quantizer/plan.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <map>
 
 #include <quark/core/error.hpp>
@@ -301,15 +302,17 @@ std::map<std::string, shape_t> parse_fix_shapes(const std::string& text) {
     shape_t dims;
     std::size_t i = colon + 2;
     while (i < item.size() && item[i] != ']') {
-      std::size_t used = 0;
-      const std::int64_t d = std::stoll(item.substr(i), &used);
-      if (d <= 0) {
-        throw config_error("quark.config.value", "FixShapes: dimension " + std::to_string(d) +
-                                                     " of '" + item.substr(0, colon) +
-                                                     "' must be positive");
+      while (i < item.size() && item[i] == ' ')
+        ++i;
+      std::int64_t d = 0;
+      const auto [ptr, ec] = std::from_chars(item.data() + i, item.data() + item.size(), d);
+      if (ec != std::errc{} || d <= 0) {
+        throw config_error(
+            "quark.config.value",
+            "FixShapes: a dimension of '" + item.substr(0, colon) + "' is not a positive integer");
       }
       dims.push_back(d);
-      i += used;
+      i = static_cast<std::size_t>(ptr - item.data());
       while (i < item.size() && (item[i] == ',' || item[i] == ' '))
         ++i;
     }

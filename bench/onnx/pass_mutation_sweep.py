@@ -13,7 +13,10 @@ models of those patterns (random weights, fixed seed), writes mutated copies and
     quark_quantize mutant.onnx q.onnx <CONFIG> --calib-data <dir> -q --no-summary
 
 with each configuration below (A8W8: the folds; VINT8: the conversions; XINT8: the power-of-two
-alignments; a JSON config that turns on every conversion plus CLE). Mutations:
+alignments; a JSON config that turns on every conversion plus CLE). `--configs algos` runs the
+algorithms instead (AdaRound, AdaQuant, CLE + bias correction, SmoothQuant, GPTQ, auto mixed
+precision, each on Int8Spec with few iterations) and the presets outside the int8 flow
+(UINT8_DYNAMIC_QUANT, MATMUL_NBITS, BFP16, MXFP4E2M1, MX6, BF16_MIXED_BFP16, FP16). Mutations:
   attr     every attribute of every node set out of range or to the wrong type (the same
            list as mutation_sweep.attr_mutations), and group / axis / transB / epsilon added
            where a node lacks them
@@ -28,7 +31,7 @@ output file behind, or an `ok` without one, is a DEFECT.
 Build the tool with ASan + UBSan (docs/bench/robustness.md), then
 
     bench/onnx/pass_mutation_sweep.py QUARK_QUANTIZE OUT_DIR [--jobs 2] [--seed 1]
-        [--per-seed 0] [--only SUBSTRING] [--timeout 30]
+        [--per-seed 0] [--only SUBSTRING] [--timeout 30] [--configs passes|algos|all]
 
 --per-seed N keeps N mutants per seed model and configuration (0: all). Results:
 OUT_DIR/results.json.
@@ -172,6 +175,26 @@ def seeds():
     s.node('Add', ['ca', 'cb'], ['cs'])
     s.node('Mul', ['o', 'cs'], ['y'])
     out.append(s)
+    # MatMuls with constant weights (SmoothQuant, GPTQ, MatMulNBits, dynamic quantization,
+    # fast finetune on MatMul): x -> MatMul -> Add(bias) -> Relu -> MatMul -> y.
+    s = Seed('matmul_chain', [2, 3, 8], ['y'])
+    s.init('m1', rnd(rng, [8, 16]))
+    s.init('mb1', rnd(rng, [16]))
+    s.node('MatMul', ['x', 'm1'], ['h'])
+    s.node('Add', ['h', 'mb1'], ['hb'])
+    s.node('Relu', ['hb'], ['hr'])
+    s.init('m2', rnd(rng, [16, 8]))
+    s.node('MatMul', ['hr', 'm2'], ['y'])
+    out.append(s)
+    # LayerNormalization -> MatMul -> Softmax (a transformer's norm and projection; opset 17).
+    s = Seed('layernorm_matmul', [1, 4, 8], ['y'], opset=17)
+    s.init('ln_s', rnd(rng, [8], 0.5, 1.5))
+    s.init('ln_b', rnd(rng, [8]))
+    s.node('LayerNormalization', ['x', 'ln_s', 'ln_b'], ['n'], axis=-1, epsilon=1e-5)
+    s.init('mq', rnd(rng, [8, 8]))
+    s.node('MatMul', ['n', 'mq'], ['q'])
+    s.node('Softmax', ['q'], ['y'], axis=-1)
+    out.append(s)
     return out
 
 
@@ -242,7 +265,39 @@ def mutants(seed, rng):
     return res
 
 
-def configs(out_dir):
+def write_config(out_dir, name, cfg):
+    path = os.path.join(out_dir, name + '.json')
+    with open(path, 'w') as f:
+        json.dump(cfg, f)
+    return ('--config', path)
+
+
+def algo_configs(out_dir):
+    """The algorithms (few iterations: the sweep looks for crashes, not accuracy) and the
+    presets whose numerics differ from the int8 flow: block formats, float types, dynamic
+    quantization, MatMulNBits, auto mixed precision."""
+    int8 = {'input_tensors': 'Int8Spec', 'weight': 'Int8Spec'}
+    out = {}
+    algos = {
+        'adaround': [{'name': 'adaround', 'num_iterations': 5}],
+        'adaquant': [{'name': 'adaquant', 'num_iterations': 5, 'update_bias': True}],
+        'cle_biascorr': [{'name': 'cle', 'cle_steps': -1}, {'name': 'bias_correction'}],
+        'smooth_quant': [{'name': 'smooth_quant', 'alpha': 0.5}],
+        'gptq': [{'name': 'gptq', 'bits': 4, 'group_size': 4}],
+        'automp': [{'name': 'auto_mixprecision', 'act_target_quant_type': 'QInt16',
+                    'l2_target': 0.0}],
+    }
+    for name, algo in algos.items():
+        out[name] = write_config(out_dir, name, {'global_config': int8, 'algo_config': algo})
+    for preset in ('UINT8_DYNAMIC_QUANT', 'MATMUL_NBITS', 'BFP16', 'MXFP4E2M1', 'MX6',
+                   'BF16_MIXED_BFP16', 'FP16'):
+        out[preset] = ('--preset', preset)
+    return out
+
+
+def configs(out_dir, which='passes'):
+    if which == 'algos':
+        return algo_configs(out_dir)
     cfg = {
         'global_config': {'input_tensors': 'Int8Spec', 'weight': 'Int8Spec'},
         'algo_config': [{'name': 'cle'}],
@@ -253,8 +308,11 @@ def configs(out_dir):
     path = os.path.join(out_dir, 'conversions_cle.json')
     with open(path, 'w') as f:
         json.dump(cfg, f)
-    return {'A8W8': ('--preset', 'A8W8'), 'VINT8': ('--preset', 'VINT8'),
-            'XINT8': ('--preset', 'XINT8'), 'conversions_cle': ('--config', path)}
+    out = {'A8W8': ('--preset', 'A8W8'), 'VINT8': ('--preset', 'VINT8'),
+           'XINT8': ('--preset', 'XINT8'), 'conversions_cle': ('--config', path)}
+    if which == 'all':
+        out.update(algo_configs(out_dir))
+    return out
 
 
 def run(quantizer, work, label, model, data, timeout, args):
@@ -276,10 +334,13 @@ def main():
     ap.add_argument('--jobs', type=int, default=2)
     ap.add_argument('--seed', type=int, default=1)
     ap.add_argument('--timeout', type=int, default=30)
+    ap.add_argument('--configs', choices=('passes', 'algos', 'all'), default='passes',
+                    help='the graph passes\' presets (A8W8, VINT8, XINT8, conversions + CLE), '
+                    'the algorithms and the non-int8 presets, or both')
     a = ap.parse_args()
     quantizer = os.path.abspath(a.quantizer)
     os.makedirs(a.out_dir, exist_ok=True)
-    cfgs = configs(os.path.abspath(a.out_dir))
+    cfgs = configs(os.path.abspath(a.out_dir), a.configs)
     tasks = []
     for seed in seeds():
         if a.only and a.only not in seed.name:

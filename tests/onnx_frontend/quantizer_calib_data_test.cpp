@@ -23,6 +23,24 @@ fs::path fresh_dir(const std::string& name) {
   return d;
 }
 
+/// tests/onnx_frontend/data/npz (written by gen_npz.py with NumPy's np.savez).
+fs::path npz_fixture(const char* name) {
+  const char* src = std::getenv("QUARK_SOURCE_DIR");
+  const fs::path dir = src != nullptr ? fs::path(src) / "tests" / "onnx_frontend" / "data" / "npz"
+                                      : fs::path(__FILE__).parent_path() / "data" / "npz";
+  return dir / name;
+}
+
+std::string file_bytes(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+}
+
+void put_le(std::string& b, std::size_t at, std::uint64_t v, int bytes) {
+  for (int i = 0; i < bytes; ++i)
+    b[at + static_cast<std::size_t>(i)] = static_cast<char>((v >> (8 * i)) & 0xff);
+}
+
 tensor ramp(shape_t shape) {
   tensor t(quark::dtype_id::float32, std::move(shape));
   float v = 0.0f;
@@ -104,6 +122,74 @@ TEST_CASE("a forged .npy shape is rejected before anything is allocated") {
   CHECK(read_npy(write("2,")).shape() == shape_t{2});
   CHECK(read_npy(write("1, 2")).shape() == shape_t{1, 2});
   CHECK(read_npy(write("0, 7")).size() == 0u);
+  fs::remove_all(d);
+}
+
+TEST_CASE(".npz written by NumPy: members by name, compressed and cut-off archives refused") {
+  // gen_npz.py: np.savez(x=float32 [2, 3] = 0.5 * (1..6), ids=int64 [-2, 0, 7, 2^40]).
+  const auto m = read_npz(npz_fixture("two.npz"));
+  REQUIRE(m.size() == 2u);
+  const tensor& x = m.at("x");
+  CHECK(x.shape() == shape_t{2, 3});
+  const std::vector<float> want{0.5f, 1.0f, 1.5f, 2.0f, 2.5f, 3.0f};
+  CHECK(std::vector<float>(x.data<float>().begin(), x.data<float>().end()) == want);
+  const tensor& ids = m.at("ids");
+  REQUIRE(ids.type() == quark::dtype_id::int64);
+  CHECK(ids.data<std::int64_t>()[0] == -2);
+  CHECK(ids.data<std::int64_t>()[3] == (std::int64_t{1} << 40));
+  CHECK(error_id([] { (void)read_npz(npz_fixture("compressed.npz")); }) == "quark.calib_data.npz");
+
+  // Forged copies of two.npz. Its first local header: sizes at 18 / 22, name length at 26,
+  // extra length at 28, the name "x.npy" at 30, then a ZIP64 extra (tag 1, 16 bytes: the
+  // uncompressed, then the compressed size) at 35.
+  const std::string good = file_bytes(npz_fixture("two.npz"));
+  REQUIRE(good.size() > 60);
+  REQUIRE(good.substr(30, 5) == "x.npy");
+  REQUIRE(good[35] == 1);
+  const auto d = fresh_dir("npz_forged");
+  auto read_forged = [&](const std::string& bytes) {
+    std::ofstream(d / "f.npz", std::ios::binary) << bytes;
+    return read_npz(d / "f.npz");
+  };
+  {
+    // A compressed size of 0xffffffff sends the reader to the ZIP64 extra: the same arrays.
+    std::string b = good;
+    put_le(b, 18, 0xffffffffu, 4);
+    CHECK(read_forged(b).at("x").shape() == shape_t{2, 3});
+  }
+  const std::uint64_t huge[] = {~std::uint64_t{0}, std::uint64_t{1} << 63, good.size()};
+  for (const std::uint64_t csize : huge) {
+    // ZIP64 compressed sizes past the file (2^64 - 1 used to wrap the end offset around).
+    CAPTURE(csize);
+    std::string b = good;
+    put_le(b, 18, 0xffffffffu, 4);
+    put_le(b, 35 + 12, csize, 8);
+    CHECK(error_id([&] { (void)read_forged(b); }) == "quark.calib_data.npz");
+  }
+  {
+    // An extra field longer than the file (it used to be read past the end).
+    std::string b = good;
+    put_le(b, 18, 0xffffffffu, 4);
+    put_le(b, 28, 0xffff, 2);
+    CHECK(error_id([&] { (void)read_forged(b); }) == "quark.calib_data.npz");
+    // An extra entry whose size runs past the extra field.
+    b = good;
+    put_le(b, 18, 0xffffffffu, 4);
+    put_le(b, 37, 0xfff0, 2);
+    CHECK(error_id([&] { (void)read_forged(b); }) == "quark.calib_data.npz");
+  }
+  // Every cut of the archive is an error naming the file, never a crash or a partial read
+  // (a cut after the first member used to return "x" alone).
+  for (std::size_t n = 0; n < good.size(); ++n) {
+    CAPTURE(n);
+    try {
+      (void)read_forged(good.substr(0, n));
+      FAIL("no error");
+    } catch (const frontend_error& e) {
+      CHECK(e.id().starts_with("quark.calib_data."));
+      CHECK(std::string(e.what()).find("f.npz") != std::string::npos);
+    }
+  }
   fs::remove_all(d);
 }
 

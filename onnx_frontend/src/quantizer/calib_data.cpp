@@ -228,6 +228,10 @@ std::map<std::string, tensor> read_npz(const std::filesystem::path& file) {
     const std::size_t extra_len = le16(b, at + 28);
     const std::string name(b.substr(at + 30, name_len));
     const std::size_t body = at + 30 + name_len + extra_len;
+    if (body > b.size()) {
+      fail("quark.calib_data.npz",
+           "'" + file.string() + "': the header of member '" + name + "' is truncated");
+    }
     if (method != 0) {
       fail("quark.calib_data.npz", "'" + file.string() + "': member '" + name +
                                        "' is compressed; save with np.savez (stored), not "
@@ -241,6 +245,10 @@ std::map<std::string, tensor> read_npz(const std::filesystem::path& file) {
       while (e + 4 <= e_end) {
         const std::uint32_t tag = le16(b, e);
         const std::uint32_t sz = le16(b, e + 2);
+        if (e + 4 + sz > e_end) {
+          fail("quark.calib_data.npz",
+               "'" + file.string() + "': member '" + name + "' has an extra field past its header");
+        }
         if (tag == 1 && sz >= 16) {
           csize = static_cast<std::size_t>(le32(b, e + 12)) |
                   (static_cast<std::size_t>(le32(b, e + 16)) << 32);
@@ -248,7 +256,7 @@ std::map<std::string, tensor> read_npz(const std::filesystem::path& file) {
         e += 4 + sz;
       }
     }
-    if (body + csize > b.size()) {
+    if (csize > b.size() - body) {  // (body + csize could wrap: ZIP64 sizes are 64-bit)
       fail("quark.calib_data.npz", "'" + file.string() + "': member '" + name + "' truncated");
     }
     std::string key = name;
@@ -259,6 +267,26 @@ std::map<std::string, tensor> read_npz(const std::filesystem::path& file) {
   }
   if (out.empty())
     fail("quark.calib_data.npz", "'" + file.string() + "' holds no array");
+  // The members end where the central directory (PK\1\2) or, without one, its end record
+  // (PK\5\6) starts, and the archive ends with that record (22 bytes and its comment); anything
+  // else is a cut-off archive whose last members may be missing.
+  bool end_record = false;
+  if (b.size() >= at + 22) {
+    const std::size_t lowest =
+        std::max(at, b.size() - std::min<std::size_t>(b.size(), 22 + 0xffff));
+    for (std::size_t e = b.size() - 22; !end_record; --e) {
+      end_record = le32(b, e) == 0x06054b50u && e + 22 + le16(b, e + 20) == b.size();
+      if (e == lowest)
+        break;
+    }
+  }
+  if (at + 4 > b.size() || (le32(b, at) != 0x02014b50u && le32(b, at) != 0x06054b50u) ||
+      !end_record) {
+    fail("quark.calib_data.npz", "'" + file.string() + "' is truncated or corrupt after member " +
+                                     std::to_string(out.size()) +
+                                     " (no central directory and end record where the members "
+                                     "end)");
+  }
   return out;
 }
 

@@ -229,6 +229,80 @@ TEST_CASE("histogram: JSON round trip restores a calibration that continues iden
         ema.state());
 }
 
+TEST_CASE("JSON states: integer fields take JSON integers in range, enumerators their values") {
+  // A calibration file is user input: a float where an integer belongs (1e300 used to be cast,
+  // undefined behaviour under UBSan), an integer past the field's type (2^40 wrapped silently
+  // into an int) or an enumerator past the last one is refused naming the field.
+  histogram_observer h{{.mode = histogram_mode::signed_symmetric, .num_bins = 16}};
+  h.observe(quark_test::data_grow());
+  const nlohmann::json good = h;
+  REQUIRE_NOTHROW(static_cast<void>(good.get<histogram_observer>()));
+  struct bad_case {
+    const char* field;
+    nlohmann::json value;
+    const char* message;
+  };
+  const bad_case hist_cases[] = {
+      {"num_bins", 1e300, "'num_bins' must be an integer in [0, "},
+      {"num_bins", -1, "'num_bins' must be an integer in [0, "},
+      {"num_bins", 16.5, "'num_bins' must be an integer"},
+      {"max_bins", "16", "'max_bins' must be an integer"},
+      {"mode", 3, "'mode' must be in 0..2, got 3"},
+      {"mode", -1, "'mode' must be in 0..2, got -1"},
+      {"mode", 4294967296.0, "'mode' must be an integer in [-2147483648, 2147483647]"},
+      {"non_finite", 7, "'non_finite' must be in 0..2, got 7"},
+      {"lump_end", -5, "'lump_end' must be an integer"},
+  };
+  for (const bad_case& c : hist_cases) {
+    CAPTURE(c.field);
+    CAPTURE(c.value.dump());
+    nlohmann::json j = good;
+    j[c.field] = c.value;
+    CHECK_THROWS_WITH_AS(static_cast<void>(j.get<histogram_observer>()),
+                         doctest::Contains(c.message), quark::invalid_argument);
+  }
+  {
+    nlohmann::json j = good;
+    j["counts"][0] = -3;
+    CHECK_THROWS_WITH_AS(static_cast<void>(j.get<histogram_observer>()),
+                         doctest::Contains("'counts' must be an integer in [0, "),
+                         quark::invalid_argument);
+    j["range"]["count"] = 1e300;
+    j["counts"][0] = 3;
+    CHECK_THROWS_WITH_AS(static_cast<void>(j.get<histogram_observer>()),
+                         doctest::Contains("'count' must be an integer"), quark::invalid_argument);
+  }
+  quark::minmax_observer m;
+  m.observe(quark_test::data_grow());
+  const nlohmann::json jm = m;
+  for (const nlohmann::json& v : {nlohmann::json(2), nlohmann::json(0.5), nlohmann::json(-1)}) {
+    CAPTURE(v.dump());
+    nlohmann::json j = jm;
+    j["nan_policy"] = v;
+    CHECK_THROWS_AS(static_cast<void>(j.get<quark::minmax_observer>()), quark::invalid_argument);
+  }
+  // calibrated_range: pof2_position is an int, zero_point an int64.
+  const nlohmann::json r = {{"min", -1.0}, {"max", 1.0}, {"pof2_position", 7}, {"zero_point", 3}};
+  const auto back = r.get<quark::calibrated_range>();
+  CHECK(back.pof2_position == 7);
+  CHECK(back.zero_point == 3);
+  const bad_case range_cases[] = {
+      {"pof2_position", 1e300, "'pof2_position' must be an integer in [-2147483648, 2147483647]"},
+      {"pof2_position", std::int64_t{1} << 40, "'pof2_position' must be an integer in"},
+      {"pof2_position", 2.0, "'pof2_position' must be an integer"},
+      {"zero_point", -1e300, "'zero_point' must be an integer in [-9223372036854775808, "},
+      {"zero_point", std::uint64_t{1} << 63, "'zero_point' must be an integer"},
+  };
+  for (const bad_case& c : range_cases) {
+    CAPTURE(c.field);
+    CAPTURE(c.value.dump());
+    nlohmann::json j = r;
+    j[c.field] = c.value;
+    CHECK_THROWS_WITH_AS(static_cast<void>(j.get<quark::calibrated_range>()),
+                         doctest::Contains(c.message), quark::invalid_argument);
+  }
+}
+
 TEST_CASE(
     "histogram: JSON with lumped bins outside the histogram, and bad lump options, are "
     "refused by name") {

@@ -10,6 +10,7 @@
 #include <set>
 
 #include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
 
 #include <quark/dtype/convert.hpp>
 #include <quark/dtype/formats.hpp>
@@ -1115,6 +1116,77 @@ TEST_CASE("TensorsRangeFile: clear errors") {
   CHECK(e.find("tensor 'r1' has min 2") != std::string::npos);
   e = error_for("noname.json", R"({"tensors": {"r1": {"range": {"max": 1}}}})");
   CHECK(e.find("tensor 'r1': malformed range") != std::string::npos);
+  // Integer fields: a float (cast with undefined behaviour before), a value past an int (wrapped
+  // to 0 silently before), a position whose scale is no normal float32 (2^31 - 1 gave scale 0).
+  e = error_for("pof2_float.json",
+                R"({"tensors": {"r1": {"range": {"min": 0, "max": 1, "pof2_position": 1e300}}}})");
+  CHECK(e.find("tensor 'r1': malformed range: 'pof2_position' must be an integer in") !=
+        std::string::npos);
+  e = error_for("pof2_wide.json", R"({"tensors": {"r1": {"range": {"min": 0, "max": 1,
+                                     "pof2_position": 1099511627776}}}})");
+  CHECK(e.find("'pof2_position' must be an integer in [-2147483648, 2147483647]") !=
+        std::string::npos);
+  e = error_for("pof2_range.json", R"({"tensors": {"r1": {"range": {"min": 0, "max": 1,
+                                      "pof2_position": 2147483647}}}})");
+  CHECK(e.find("tensor 'r1': pof2_position 2147483647 is outside [-127, 126]") !=
+        std::string::npos);
+  e = error_for("zp_float.json",
+                R"({"tensors": {"r1": {"range": {"min": 0, "max": 1, "zero_point": -1e300}}}})");
+  CHECK(e.find("'zero_point' must be an integer") != std::string::npos);
+  // The extreme positions that are still normal float32 scales load.
+  for (const char* ok : {"-127", "126"}) {
+    CAPTURE(ok);
+    const std::string text = std::string(R"({"tensors": {"r1": {"range": {"min": 0, "max": 1, )") +
+                             R"("pof2_position": )" + ok + "}}}}";
+    CHECK(error_for("pof2_ok.json", text.c_str()).empty());
+  }
+}
+
+TEST_CASE("SaveAndRestore: a malformed file names the file and the field") {
+  const fs::path dir = work_dir();
+  const fs::path saved = dir / "restore_fields.json";
+  fs::remove(saved);
+  qo::qconfig cfg = qo::get_default_config("XINT8");
+  cfg.extra_options.set("SaveAndRestore", saved.string());
+  (void)quantize(cfg);  // calibrates and writes the file
+  REQUIRE(fs::exists(saved));
+  const nlohmann::json good = nlohmann::json::parse(quark::test::detail::read_text(saved));
+  struct bad_case {
+    const char* field;
+    nlohmann::json value;
+    const char* message;
+  };
+  const bad_case cases[] = {
+      {"samples", 1e300, "is malformed: 'samples' must be an integer in [0, "},
+      {"pof2_position", 1e300, "'pof2_position' must be an integer in"},
+      {"pof2_position", std::int64_t{1} << 40, "'pof2_position' must be an integer in"},
+      {"pof2_position", 2147483647, "pof2_position 2147483647 is outside [-127, 126]"},
+      {"pof2_position", -2147483647 - 1, "pof2_position -2147483648 is outside [-127, 126]"},
+  };
+  for (const bad_case& c : cases) {
+    CAPTURE(std::string(c.field));
+    CAPTURE(c.value.dump());
+    nlohmann::json j = good;
+    if (std::string(c.field) == "samples") {
+      j["samples"] = c.value;
+    } else {
+      bool set = false;
+      for (auto& [name, t] : j["tensors"].items()) {
+        if (t.contains("range") && t["range"].contains("pof2_position")) {
+          t["range"]["pof2_position"] = c.value;
+          set = true;
+          break;
+        }
+      }
+      REQUIRE(set);
+    }
+    write_text(saved, j.dump());
+    const std::string e = error_text([&] { (void)quantize(cfg); });
+    CHECK(e.find("quark.calib.restore") == 0);
+    CHECK(e.find("restore_fields.json") != std::string::npos);
+    CHECK(e.find(c.message) != std::string::npos);
+  }
+  fs::remove(saved);
 }
 
 TEST_CASE("FoldRelu: a Relu whose output quantization already clamps at 0 is folded exactly") {

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <type_traits>
 
 #include <nlohmann/json.hpp>
 
@@ -44,6 +45,47 @@ inline double float_from_json(const nlohmann::json& j) {
 inline float f32_from_json(const nlohmann::json& j) {
   return static_cast<float>(float_from_json(j));
 }
+/// An integer field that must hold a JSON integer within T's range. nlohmann's get<T>() casts
+/// a JSON float such as 1e300 (undefined behaviour) and wraps 2^40 into an int silently; a
+/// calibration file is user input, so either is an error naming the field.
+template <class T>
+T int_from_json(const nlohmann::json& j, const char* field) {
+  bool ok = false;
+  T v{};
+  if (j.is_number_unsigned()) {
+    const auto u = j.get<std::uint64_t>();
+    ok = u <= static_cast<std::uint64_t>(std::numeric_limits<T>::max());
+    v = static_cast<T>(u);
+  } else if (j.is_number_integer()) {
+    const auto i = j.get<std::int64_t>();
+    if constexpr (std::is_signed_v<T>) {
+      ok = i >= static_cast<std::int64_t>(std::numeric_limits<T>::min()) &&
+           i <= static_cast<std::int64_t>(std::numeric_limits<T>::max());
+    } else {
+      ok = i >= 0 && static_cast<std::uint64_t>(i) <=
+                         static_cast<std::uint64_t>(std::numeric_limits<T>::max());
+    }
+    v = static_cast<T>(i);
+  }
+  if (!ok) {
+    throw_invalid("quark.calib.bad_json", std::string("'") + field + "' must be an integer in [" +
+                                              std::to_string(std::numeric_limits<T>::min()) + ", " +
+                                              std::to_string(std::numeric_limits<T>::max()) +
+                                              "], got " + j.dump());
+  }
+  return v;
+}
+/// An enumerator stored as its integer: 0 .. last.
+template <class E>
+E enum_from_json(const nlohmann::json& j, const char* field, E last) {
+  const int v = int_from_json<int>(j, field);
+  if (v < 0 || v > static_cast<int>(last)) {
+    throw_invalid("quark.calib.bad_json", std::string("'") + field + "' must be in 0.." +
+                                              std::to_string(static_cast<int>(last)) + ", got " +
+                                              std::to_string(v));
+  }
+  return static_cast<E>(v);
+}
 }  // namespace detail
 
 /// ```cpp
@@ -59,8 +101,8 @@ inline void to_json(nlohmann::json& j, const range_stats& s) {
 inline void from_json(const nlohmann::json& j, range_stats& s) {
   s.min = detail::f32_from_json(j.at("min"));
   s.max = detail::f32_from_json(j.at("max"));
-  s.count = j.at("count").get<std::uint64_t>();
-  s.nan_count = j.at("nan_count").get<std::uint64_t>();
+  s.count = detail::int_from_json<std::uint64_t>(j.at("count"), "count");
+  s.nan_count = detail::int_from_json<std::uint64_t>(j.at("nan_count"), "nan_count");
 }
 
 inline void to_json(nlohmann::json& j, const minmax_observer& o) {
@@ -71,7 +113,7 @@ inline void to_json(nlohmann::json& j, const minmax_observer& o) {
 inline void from_json(const nlohmann::json& j, minmax_observer& o) {
   minmax_observer::state_type s;
   s.stats = j.at("stats").get<range_stats>();
-  s.nan = static_cast<nan_policy>(j.at("nan_policy").get<int>());
+  s.nan = detail::enum_from_json(j.at("nan_policy"), "nan_policy", nan_policy::ignore);
   o = minmax_observer{s};
 }
 
@@ -87,8 +129,8 @@ inline void from_json(const nlohmann::json& j, moving_average_observer& o) {
   moving_average_observer::state_type s;
   s.stats = j.at("stats").get<range_stats>();
   s.constant = static_cast<float>(j.at("constant").get<double>());
-  s.batches = j.at("batches").get<std::uint64_t>();
-  s.nan = static_cast<nan_policy>(j.at("nan_policy").get<int>());
+  s.batches = detail::int_from_json<std::uint64_t>(j.at("batches"), "batches");
+  s.nan = detail::enum_from_json(j.at("nan_policy"), "nan_policy", nan_policy::ignore);
   o = moving_average_observer{s};
 }
 
@@ -110,21 +152,27 @@ inline void to_json(nlohmann::json& j, const histogram_observer& o) {
 }
 inline void from_json(const nlohmann::json& j, histogram_observer& o) {
   histogram_options opt;
-  opt.mode = static_cast<histogram_mode>(j.at("mode").get<int>());
-  opt.num_bins = j.at("num_bins").get<std::size_t>();
-  opt.non_finite = static_cast<non_finite_policy>(j.at("non_finite").get<int>());
-  opt.max_bins = j.at("max_bins").get<std::size_t>();
+  opt.mode = detail::enum_from_json(j.at("mode"), "mode", histogram_mode::signed_extend);
+  opt.num_bins = detail::int_from_json<std::size_t>(j.at("num_bins"), "num_bins");
+  opt.non_finite =
+      detail::enum_from_json(j.at("non_finite"), "non_finite", non_finite_policy::to_finite);
+  opt.max_bins = detail::int_from_json<std::size_t>(j.at("max_bins"), "max_bins");
   opt.lump_percentile = j.value("lump_percentile", 0.0);
   opt.lump_tail_share = j.value("lump_tail_share", opt.lump_tail_share);
-  opt.lump_min_values = j.value("lump_min_values", opt.lump_min_values);
+  if (j.contains("lump_min_values"))
+    opt.lump_min_values =
+        detail::int_from_json<std::size_t>(j.at("lump_min_values"), "lump_min_values");
   histogram_data d;
   d.mode = opt.mode;
   d.range = j.at("range").get<range_stats>();
   d.threshold = j.at("threshold").get<double>();
   d.edges = j.at("edges").get<std::vector<double>>();
-  d.counts = j.at("counts").get<std::vector<std::uint64_t>>();
-  d.lump_begin = j.value("lump_begin", std::size_t{0});
-  d.lump_end = j.value("lump_end", std::size_t{0});
+  for (const auto& c : j.at("counts"))
+    d.counts.push_back(detail::int_from_json<std::uint64_t>(c, "counts"));
+  if (j.contains("lump_begin"))
+    d.lump_begin = detail::int_from_json<std::size_t>(j.at("lump_begin"), "lump_begin");
+  if (j.contains("lump_end"))
+    d.lump_end = detail::int_from_json<std::size_t>(j.at("lump_end"), "lump_end");
   if (!d.counts.empty() && d.edges.size() != d.counts.size() + 1) {
     detail::throw_invalid("quark.calib.bad_json", "histogram edges/counts sizes disagree");
   }
@@ -173,11 +221,11 @@ inline void from_json(const nlohmann::json& j, calibrated_range& r) {
   if (j.contains("warnings"))
     r.warnings = j.at("warnings").get<std::vector<std::string>>();
   if (j.contains("pof2_position"))
-    r.pof2_position = j.at("pof2_position").get<int>();
+    r.pof2_position = detail::int_from_json<int>(j.at("pof2_position"), "pof2_position");
   if (j.contains("scale"))
     r.scale = detail::f32_from_json(j.at("scale"));
   if (j.contains("zero_point"))
-    r.zero_point = j.at("zero_point").get<std::int64_t>();
+    r.zero_point = detail::int_from_json<std::int64_t>(j.at("zero_point"), "zero_point");
   if (j.contains("origin") && j.at("origin") == "searched")
     r.origin = scale_origin::searched;
 }

@@ -25,6 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include "quantizer/fp16_model.hpp"
+#include "quantizer/range_file.hpp"
 #if defined(__linux__)
 #include <pthread.h>
 #include <sched.h>
@@ -721,12 +722,13 @@ calib_output facts_from_json(const std::filesystem::path& file,
     const nlohmann::json j = nlohmann::json::parse(in);
     if (j.value("format", "") != "quark-cpp calibration")
       throw frontend_error("quark.calib.restore", "not a quark-cpp calibration file");
-    out.samples = j.at("samples").get<std::size_t>();
+    out.samples = quark::detail::int_from_json<std::size_t>(j.at("samples"), "samples");
     for (const auto& [name, e] : j.at("tensors").items()) {
       tensor_facts f;
       const auto t = dtype_from_name(e.at("type").get<std::string>());
       f.type = t ? *t : dtype_id::undefined;
-      f.shape = e.at("shape").get<shape_t>();
+      for (const auto& d : e.at("shape"))
+        f.shape.push_back(quark::detail::int_from_json<std::int64_t>(d, "shape"));
       if (e.contains("range")) {
         const auto r = e.at("range").get<calibrated_range>();
         f.calibrated = true;
@@ -741,6 +743,15 @@ calib_output facts_from_json(const std::filesystem::path& file,
   } catch (const nlohmann::json::exception& e) {
     throw frontend_error("quark.calib.restore",
                          "SaveAndRestore file '" + file.string() + "' is malformed: " + e.what());
+  } catch (const quark::invalid_argument& e) {
+    throw frontend_error("quark.calib.restore", "SaveAndRestore file '" + file.string() +
+                                                    "' is malformed: " + e.message());
+  }
+  for (const auto& [name, f] : out.tensors) {
+    if (const std::string bad = bad_pof2_position(f.pof2_position); !bad.empty()) {
+      throw frontend_error("quark.calib.restore", "SaveAndRestore file '" + file.string() +
+                                                      "': tensor '" + name + "': " + bad);
+    }
   }
   for (const auto& [name, r] : requests) {
     auto it = out.tensors.find(name);

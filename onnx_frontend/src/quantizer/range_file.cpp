@@ -45,7 +45,11 @@ std::map<std::string, file_range> load_range_file(const std::filesystem::path& f
       r = e.at("range").get<calibrated_range>();
     } catch (const nlohmann::json::exception& x) {
       fail("tensor '" + name + "': malformed range: " + x.what());
+    } catch (const quark::invalid_argument& x) {
+      fail("tensor '" + name + "': malformed range: " + x.message());
     }
+    if (const std::string bad = bad_pof2_position(r.pof2_position); !bad.empty())
+      fail("tensor '" + name + "': " + bad);
     if (std::isnan(r.min) || std::isnan(r.max))
       fail("tensor '" + name + "' has a NaN range");
     if (!std::isfinite(r.min) || !std::isfinite(r.max))
@@ -57,6 +61,13 @@ std::map<std::string, file_range> load_range_file(const std::filesystem::path& f
     out[name] = {r.min, r.max, r.pof2_position};
   }
   return out;
+}
+
+std::string bad_pof2_position(const std::optional<int>& position) {
+  if (!position || (*position >= -127 && *position <= 126))
+    return {};
+  return "pof2_position " + std::to_string(*position) +
+         " is outside [-127, 126] (the scale 2^-position must be a normal float32)";
 }
 
 }  // namespace quark::onnx::qz

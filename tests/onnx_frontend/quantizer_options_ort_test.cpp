@@ -1117,7 +1117,7 @@ TEST_CASE("TensorsRangeFile: clear errors") {
   e = error_for("noname.json", R"({"tensors": {"r1": {"range": {"max": 1}}}})");
   CHECK(e.find("tensor 'r1': malformed range") != std::string::npos);
   // Integer fields: a float (cast with undefined behaviour before), a value past an int (wrapped
-  // to 0 silently before), a position whose scale is no normal float32 (2^31 - 1 gave scale 0).
+  // to 0 silently before), a position outside pow2_scale's [-127, 127] (2^31 - 1 gave scale 0).
   e = error_for("pof2_float.json",
                 R"({"tensors": {"r1": {"range": {"min": 0, "max": 1, "pof2_position": 1e300}}}})");
   CHECK(e.find("tensor 'r1': malformed range: 'pof2_position' must be an integer in") !=
@@ -1128,13 +1128,13 @@ TEST_CASE("TensorsRangeFile: clear errors") {
         std::string::npos);
   e = error_for("pof2_range.json", R"({"tensors": {"r1": {"range": {"min": 0, "max": 1,
                                       "pof2_position": 2147483647}}}})");
-  CHECK(e.find("tensor 'r1': pof2_position 2147483647 is outside [-127, 126]") !=
+  CHECK(e.find("tensor 'r1': pof2_position 2147483647 is outside [-127, 127]") !=
         std::string::npos);
   e = error_for("zp_float.json",
                 R"({"tensors": {"r1": {"range": {"min": 0, "max": 1, "zero_point": -1e300}}}})");
   CHECK(e.find("'zero_point' must be an integer") != std::string::npos);
-  // The extreme positions that are still normal float32 scales load.
-  for (const char* ok : {"-127", "126"}) {
+  // The extreme positions (scales 2^127 and 2^-127) load.
+  for (const char* ok : {"-127", "127"}) {
     CAPTURE(ok);
     const std::string text = std::string(R"({"tensors": {"r1": {"range": {"min": 0, "max": 1, )") +
                              R"("pof2_position": )" + ok + "}}}}";
@@ -1160,8 +1160,8 @@ TEST_CASE("SaveAndRestore: a malformed file names the file and the field") {
       {"samples", 1e300, "is malformed: 'samples' must be an integer in [0, "},
       {"pof2_position", 1e300, "'pof2_position' must be an integer in"},
       {"pof2_position", std::int64_t{1} << 40, "'pof2_position' must be an integer in"},
-      {"pof2_position", 2147483647, "pof2_position 2147483647 is outside [-127, 126]"},
-      {"pof2_position", -2147483647 - 1, "pof2_position -2147483648 is outside [-127, 126]"},
+      {"pof2_position", 2147483647, "pof2_position 2147483647 is outside [-127, 127]"},
+      {"pof2_position", -2147483647 - 1, "pof2_position -2147483648 is outside [-127, 127]"},
   };
   for (const bad_case& c : cases) {
     CAPTURE(std::string(c.field));

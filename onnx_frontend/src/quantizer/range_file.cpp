@@ -64,10 +64,11 @@ std::map<std::string, file_range> load_range_file(const std::filesystem::path& f
 }
 
 std::string bad_pof2_position(const std::optional<int>& position) {
-  if (!position || (*position >= -127 && *position <= 126))
+  if (!position || (*position >= -127 && *position <= 127))
     return {};
   return "pof2_position " + std::to_string(*position) +
-         " is outside [-127, 126] (the scale 2^-position must be a normal float32)";
+         " is outside [-127, 127] (power-of-two scales 2^-127 .. 2^127, as Quark's scale2pos "
+         "clamps them)";
 }
 
 }  // namespace quark::onnx::qz

@@ -32,9 +32,9 @@ struct file_range {
 std::map<std::string, file_range> load_range_file(const std::filesystem::path& file,
                                                   const std::set<std::string>& values);
 
-/// Empty when a restored power-of-two position gives a normal float32 scale 2^-position
-/// (position in [-127, 126]) or is absent; else what is wrong with it (a position of 2^31 - 1
-/// made the scale 0, and negating INT_MIN overflowed).
+/// Empty when a restored power-of-two position is absent or in [-127, 127] (the scales
+/// 2^-127 .. 2^127 pow2_scale holds, as Quark's scale2pos clamps them); else what is wrong with
+/// it (a position of 2^31 - 1 made the scale 0, and negating INT_MIN overflowed).
 std::string bad_pof2_position(const std::optional<int>& position);
 
 }  // namespace quark::onnx::qz

@@ -5,12 +5,15 @@
 // SSIM (standard SSIM: Gaussian 11x11 window over the last two dims; quark/metrics.hpp).
 //
 //     quark_evaluate --baseline output_fp32 --quantized output_int8
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
 #include <limits>
 #include <set>
+#include <stdexcept>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -21,20 +24,43 @@ namespace fs = std::filesystem;
 
 namespace {
 
+/// The values of `t` as float32. A NaN or an infinity (also a value beyond float32's range,
+/// such as a float64 1e300) has no metric: an error naming the file and the element.
 std::vector<float> as_floats(const quark::onnx::tensor& t, const fs::path& p) {
   std::vector<float> out(t.size());
   quark::visit_dtype(t.type(), [&](auto id) {
     using T = typename decltype(id)::type;
     if constexpr (std::is_arithmetic_v<T>) {
       const auto d = t.data<T>();
-      for (std::size_t i = 0; i < d.size(); ++i)
-        out[i] = static_cast<float>(d[i]);
+      for (std::size_t i = 0; i < d.size(); ++i) {
+        const auto v = static_cast<double>(d[i]);
+        if (!std::isfinite(v) ||
+            std::abs(v) > static_cast<double>(std::numeric_limits<float>::max())) {
+          throw std::runtime_error("'" + p.string() + "': element " + std::to_string(i) + " is " +
+                                   (std::isnan(v)   ? std::string("NaN")
+                                    : std::isinf(v) ? std::string("infinite")
+                                                    : "beyond float32's range") +
+                                   ": the metrics need finite values");
+        }
+        out[i] = static_cast<float>(v);
+      }
     } else {
       throw std::runtime_error("'" + p.string() + "': unsupported element type " +
                                std::string(quark::dtype_name(t.type())));
     }
   });
   return out;
+}
+
+std::string shape_text(const quark::onnx::shape_t& s) {
+  std::string r = "[";
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (i)
+      r += ',';
+    r += std::to_string(s[i]);
+  }
+  r += ']';
+  return r;
 }
 
 }  // namespace
@@ -74,7 +100,14 @@ int main(int argc, char** argv) {
       const auto a = quark::onnx::read_npy(fs::path(baseline) / n);
       const auto b = quark::onnx::read_npy(qp);
       if (a.shape() != b.shape()) {
-        std::cerr << "quark_evaluate: '" << n.string() << "': shapes differ\n";
+        std::cerr << "quark_evaluate: error: '" << n.string() << "': shapes differ ("
+                  << shape_text(a.shape()) << " in the baseline, " << shape_text(b.shape())
+                  << " quantized)\n";
+        return 1;
+      }
+      if (a.size() == 0) {
+        std::cerr << "quark_evaluate: error: '" << n.string() << "' is empty (shape "
+                  << shape_text(a.shape()) << "): nothing to compare\n";
         return 1;
       }
       const auto x = as_floats(a, fs::path(baseline) / n);

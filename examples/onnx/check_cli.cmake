@@ -74,6 +74,13 @@ expect(range_not_a_number EXIT_NONZERO ${out} MESSAGES "--range 'x:a,1'" "bad nu
        ARGS ${model} ${out} --preset A8W8 --random --range x:a,1)
 expect(range_infinite EXIT_NONZERO ${out} MESSAGES "--range 'x:0,1e999'" "bad number '1e999'"
        ARGS ${model} ${out} --preset A8W8 --random --range x:0,1e999)
+# A --tensors-json path that cannot be written fails before the model is written.
+expect(tensors_json_missing_folder EXIT_NONZERO ${out}
+       MESSAGES "--tensors-json '${WORK}/missing/t.json': no folder"
+       ARGS ${model} ${out} --preset A8W8 --calib-data ${DATA}/calib_ok
+            --tensors-json ${WORK}/missing/t.json)
+expect(tensors_json_is_folder EXIT_NONZERO ${out} MESSAGES "--tensors-json '${WORK}' is a folder"
+       ARGS ${model} ${out} --preset A8W8 --calib-data ${DATA}/calib_ok --tensors-json ${WORK})
 expect(wrong_calibration_shape EXIT_NONZERO ${out} MESSAGES "quark.calib_data.shape" "x"
        ARGS ${model} ${out} --preset A8W8 --calib-data ${DATA}/calib_bad_shape)
 expect(missing_output_folder EXIT_NONZERO ${WORK}/missing/q.onnx

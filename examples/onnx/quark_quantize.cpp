@@ -206,6 +206,23 @@ int main(int argc, char** argv) {
         throw std::runtime_error("--infer-only prints timings; CryptoMode blocks every message");
       quiet = true;
     }
+    // --tensors-json's file is checked before quantizing: a path that cannot be written must not
+    // fail the run after the model is written (an error with the model left behind).
+    const std::string tensors_path =
+        tensors_json.empty() ? std::string{}
+                             : (tensors_json == "-" ? out + ".tensors.json" : tensors_json);
+    if (!tensors_path.empty()) {
+      std::error_code tec;
+      const fs::path tp(tensors_path);
+      const fs::path dir = tp.has_parent_path() ? tp.parent_path() : fs::path(".");
+      if (!fs::is_directory(dir, tec))
+        throw std::runtime_error("--tensors-json '" + tensors_path + "': no folder '" +
+                                 dir.string() + "'");
+      if (fs::is_directory(tp, tec))
+        throw std::runtime_error("--tensors-json '" + tensors_path + "' is a folder");
+      if (fs::equivalent(tp, fs::path(in), tec) || tp == fs::path(out))
+        throw std::runtime_error("--tensors-json '" + tensors_path + "' is the model itself");
+    }
     std::unique_ptr<qo::calibration_data_reader> reader;
     if (!calib_dir.empty()) {
       reader = std::make_unique<qo::npy_folder_reader>(calib_dir);
@@ -230,14 +247,28 @@ int main(int argc, char** argv) {
       std::printf("\n");
     if (!quiet && !no_summary)
       std::cout << qo::summary_table(r);
-    if (!tensors_json.empty()) {
-      const std::string path = tensors_json == "-" ? out + ".tensors.json" : tensors_json;
-      std::ofstream f(path);
-      f << qo::tensors_json(r);
-      if (!f)
-        throw std::runtime_error("cannot write '" + path + "'");
+    if (!tensors_path.empty()) {
+      // Written beside its place and renamed (no half-written file); if that still fails (a
+      // full disk), the model goes too: an error leaves no output behind.
+      const std::string tmp = tensors_path + ".tmp" + std::to_string(::getpid());
+      std::error_code wec;
+      {
+        std::ofstream f(tmp);
+        f << qo::tensors_json(r);
+        f.close();
+        if (!f)
+          wec = std::make_error_code(std::errc::io_error);
+      }
+      if (!wec)
+        fs::rename(tmp, tensors_path, wec);
+      if (wec) {
+        fs::remove(tmp, wec);
+        fs::remove(out, wec);
+        throw std::runtime_error("cannot write '" + tensors_path + "' (" + out +
+                                 " removed: an error leaves no output)");
+      }
       if (!quiet)
-        std::cout << "Tensor ranges and scales: " << path << '\n';
+        std::cout << "Tensor ranges and scales: " << tensors_path << '\n';
     }
     if (r.eval && !quiet) {
       const auto& e = *r.eval;

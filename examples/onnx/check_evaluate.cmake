@@ -7,26 +7,6 @@
 string(RANDOM LENGTH 12 run_id)
 set(WORK "${WORK}/${run_id}")
 
-# Inputs without metrics: an error naming the file (and the element), exit 1.
-function(expect_error name want)
-  file(REMOVE_RECURSE ${WORK}/${name})
-  file(MAKE_DIRECTORY ${WORK}/${name}/base ${WORK}/${name}/quant)
-  configure_file(${DATA}/${ARGV2} ${WORK}/${name}/base/o.npy COPYONLY)
-  configure_file(${DATA}/${ARGV3} ${WORK}/${name}/quant/o.npy COPYONLY)
-  execute_process(COMMAND ${TOOL} --baseline ${WORK}/${name}/base --quantized ${WORK}/${name}/quant
-                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-  string(FIND "${err}" "${want}" at)
-  if(NOT rc EQUAL 1 OR at EQUAL -1)
-    message(FATAL_ERROR "quark_evaluate (${name}): expected exit 1 and \"${want}\", got ${rc}:\n"
-                        "${out}${err}")
-  endif()
-endfunction()
-# metrics_bad.npy: float32 [NaN, 1, 2]; metrics_inf.npy [1, inf, 2];
-# metrics_empty.npy shape (0, 3) (gen_bad_inputs.py); metrics_x.npy is [2, 16, 20].
-expect_error(nan "base/o.npy': element 0 is NaN" metrics_bad.npy metrics_inf.npy)
-expect_error(inf "base/o.npy': element 1 is infinite" metrics_inf.npy metrics_bad.npy)
-expect_error(empty "'o.npy' is empty (shape [0,3])" metrics_empty.npy metrics_empty.npy)
-expect_error(shapes "'o.npy': shapes differ ([" metrics_x.npy metrics_bad.npy)
 file(REMOVE_RECURSE ${WORK})
 file(MAKE_DIRECTORY ${WORK}/base ${WORK}/quant ${WORK}/zero)
 foreach(name a b)

@@ -55,6 +55,9 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import mutation_sweep as ms  # noqa: E402  (classify)
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
@@ -287,21 +290,13 @@ def run_one(quantizer, work, cfg, timeout):
                            cwd=work)
     except subprocess.TimeoutExpired:
         return 'DEFECT', 'timeout %d s' % timeout
-    err = p.stderr.decode(errors='replace').strip()
+    outcome, msg = ms.classify(p.returncode, p.stderr.decode(errors='replace').strip())
     written = os.path.exists(os.path.join(work, 'q.onnx'))
-    if p.returncode == 0:
-        return ('ok', '') if written else ('DEFECT', 'exit 0 without an output file')
-    sanitizer = 'Sanitizer' in err or 'runtime error:' in err
-    if p.returncode == 1 and not sanitizer and 'quark_quantize: error: quark.' in err:
-        if written:
-            return 'DEFECT', 'error, but the output file was left behind: ' + err[-300:]
-        return 'error', err.splitlines()[-1][:300]
-    first = [l for l in err.splitlines() if 'runtime error' in l or 'ERROR:' in l or
-             'quark_quantize: error:' in l or 'terminate' in l]
-    first = first[0] if first else err[-300:]
-    frames = [l.strip() for l in err.splitlines() if l.strip().startswith('#')][:6]
-    return 'DEFECT', 'exit %d: %s\n      %s' % (p.returncode, first[:300],
-                                                '\n      '.join(frames))
+    if outcome == 'ok' and not written:
+        return 'DEFECT', 'exit 0 without an output file'
+    if outcome == 'error' and written:
+        return 'DEFECT', 'error, but the output file was left behind: ' + msg
+    return outcome, msg
 
 
 def main():

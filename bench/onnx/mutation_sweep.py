@@ -318,18 +318,23 @@ def run_one(quantizer, work, label, model, data, timeout, args=('--preset', 'A8W
         p = subprocess.run(cmd, capture_output=True, timeout=timeout, check=False, env=env)
     except subprocess.TimeoutExpired:
         return 'DEFECT', 'timeout %d s' % timeout
-    err = p.stderr.decode(errors='replace').strip()
-    if p.returncode == 0:
+    return classify(p.returncode, p.stderr.decode(errors='replace').strip())
+
+
+def classify(returncode, err):
+    """(outcome, message) of a quark_quantize run: ok, error (exit 1 with the project's
+    'quark_quantize: error: quark.<id>' and no sanitizer report) or DEFECT (anything else, with
+    the first report line and stack frames)."""
+    if returncode == 0:
         return 'ok', ''
     sanitizer = 'Sanitizer' in err or 'runtime error:' in err
-    if p.returncode == 1 and not sanitizer and 'quark_quantize: error: quark.' in err:
+    if returncode == 1 and not sanitizer and 'quark_quantize: error: quark.' in err:
         return 'error', err.splitlines()[-1][:300]
     first = [l for l in err.splitlines() if 'runtime error' in l or 'ERROR:' in l or
              'quark_quantize: error:' in l or 'terminate' in l]
     first = first[0] if first else err[-300:]
     frames = [l.strip() for l in err.splitlines() if l.strip().startswith('#')][:6]
-    return 'DEFECT', 'exit %d: %s\n      %s' % (p.returncode, first[:300],
-                                                '\n      '.join(frames))
+    return 'DEFECT', 'exit %d: %s\n      %s' % (returncode, first[:300], '\n      '.join(frames))
 
 
 def main():

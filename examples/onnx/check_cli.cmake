@@ -74,6 +74,8 @@ expect(range_not_a_number EXIT_NONZERO ${out} MESSAGES "--range 'x:a,1'" "bad nu
        ARGS ${model} ${out} --preset A8W8 --random --range x:a,1)
 expect(range_infinite EXIT_NONZERO ${out} MESSAGES "--range 'x:0,1e999'" "bad number '1e999'"
        ARGS ${model} ${out} --preset A8W8 --random --range x:0,1e999)
+expect(samples_zero EXIT_NONZERO ${out} MESSAGES "--samples: must be at least 1"
+       ARGS ${model} ${out} --preset A8W8 --random --samples 0)
 # A --tensors-json path that cannot be written fails before the model is written.
 expect(tensors_json_missing_folder EXIT_NONZERO ${out}
        MESSAGES "--tensors-json '${WORK}/missing/t.json': no folder"

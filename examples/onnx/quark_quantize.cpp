@@ -116,7 +116,14 @@ int main(int argc, char** argv) {
       ->excludes(data_opt);
   app.add_option("--shape", shapes, "random data shape of an input, NAME:1x3x224x224 (repeatable)");
   app.add_option("--range", ranges, "random data range of an input, NAME:LOW,HIGH (default 0,1)");
-  app.add_option("--samples", samples, "calibration samples to use (CalibDataSize; random: count)");
+  app.add_option("--samples", samples, "calibration samples to use (CalibDataSize; random: count)")
+      ->check(
+          [](const std::string& v) {
+            return v.find_first_not_of('0') == std::string::npos
+                       ? std::string("must be at least 1 (leave --samples out to use every sample)")
+                       : std::string();
+          },
+          "at least 1");
   app.add_option("--seed", seed, "random data seed")->each([&](const std::string&) {
     seed_given = true;
   });

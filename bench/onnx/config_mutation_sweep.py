@@ -36,6 +36,7 @@ Build the tool with ASan + UBSan (docs/bench/robustness.md), then
 
     bench/onnx/config_mutation_sweep.py QUARK_QUANTIZE OUT_DIR [--jobs 2] [--seed 1]
         [--limit 0] [--only extra|algo|spec|top|nested|ranges] [--timeout 30]
+        [--base int8|xint8|bfp16|u16i4]
 
 --limit N runs a seeded sample of N mutants (0: all). Results: OUT_DIR/results.json.
 """
@@ -72,7 +73,17 @@ SPEC_FIELDS = ['spec', 'symmetric', 'scale_type', 'calibration_method', 'quant_g
 BLOCK_FIELDS = ['method', 'block_size', 'bit_width', 'sub_block_size', 'sub_block_shift_bits',
                 'rounding_mode']
 
-BASE = {'global_config': {'input_tensors': 'Int8Spec', 'weight': 'Int8Spec'}}
+BASES = {
+    'int8': {'global_config': {'input_tensors': 'Int8Spec', 'weight': 'Int8Spec'}},
+    # power-of-two MinMSE and the NPU-CNN flow
+    'xint8': {'global_config': {'input_tensors': 'XInt8Spec', 'weight': 'XInt8Spec'}},
+    # block formats (no calibration)
+    'bfp16': {'global_config': {'input_tensors': 'BFP16Spec', 'weight': 'BFP16Spec'}},
+    # uint16 asymmetric activations, int4 per-channel weights
+    'u16i4': {'global_config': {'input_tensors': 'UInt16Spec',
+                                'weight': {'spec': 'Int4Spec', 'quant_granularity': 'Channel'}}},
+}
+BASE = BASES['int8']  # --base replaces it
 
 
 def extra_keys():
@@ -309,7 +320,12 @@ def main():
     ap.add_argument('--jobs', type=int, default=2)
     ap.add_argument('--seed', type=int, default=1)
     ap.add_argument('--timeout', type=int, default=30)
+    ap.add_argument('--base', choices=sorted(BASES), default='int8',
+                    help='the valid config each mutant starts from (the global specs; groups '
+                    'spec and ranges set their own)')
     a = ap.parse_args()
+    global BASE
+    BASE = BASES[a.base]
     quantizer = os.path.abspath(a.quantizer)
     os.makedirs(a.out_dir, exist_ok=True)
     muts = [m for m in mutants() if not a.only or m[0] == a.only]

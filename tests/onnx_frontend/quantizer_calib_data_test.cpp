@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <set>
 
 #include <doctest/doctest.h>
 
@@ -272,6 +273,48 @@ TEST_CASE("random reader: seeded, shaped, in range, rewinds to the same data") {
           random_reader bad({{"x", quark::dtype_id::float32, {1, 3}}},
                             {.shapes = {{"x", {1, 4}}}, .ranges = {}});
         }) == "quark.calib_data.shape");
+}
+
+TEST_CASE("random reader: huge shapes, unbounded ranges and integer inputs past their type") {
+  // A dynamic input given 3 x 10^10 values (std::bad_alloc before) or a shape whose element
+  // count passes 2^64 (it wrapped around) is refused by name; 2^31 values is the bound.
+  const input_signature dyn{"x", quark::dtype_id::float32, {1, -1, -1, -1}};
+  for (const shape_t& huge : {shape_t{1, 3, 100000, 100000}, shape_t{1, 3, 9999999999, 9999999999},
+                              shape_t{1, 2, 32768, 32769}}) {
+    CAPTURE(huge.back());
+    try {
+      random_reader bad({dyn}, {.shapes = {{"x", huge}}, .ranges = {}});
+      FAIL("no error");
+    } catch (const frontend_error& e) {
+      CHECK(e.id() == "quark.calib_data.shape");
+      CHECK(std::string(e.what()).find("would hold more than 2^31 values") != std::string::npos);
+    }
+  }
+  CHECK_NOTHROW(random_reader({dyn}, {.shapes = {{"x", {1, 2, 32768, 32768}}}, .ranges = {}}));
+  // high - low overflowing to infinity has no uniform distribution.
+  CHECK(error_id([] {
+          random_reader bad({{"x", quark::dtype_id::float32, {1}}},
+                            {.shapes = {}, .ranges = {{"x", {-1e308, 1e308}}}});
+        }) == "quark.calib_data.range");
+  // Integer inputs: values saturate at the type's bounds (a double past them converted to an
+  // integer was undefined behaviour); int8 over [-1e300, 1e300] gives only -128 and 127.
+  random_reader ints({{"i", quark::dtype_id::int8, {64}}, {"u", quark::dtype_id::uint16, {64}}},
+                     {.shapes = {}, .ranges = {{"i", {-1e300, 1e300}}, {"u", {-1e300, 1e300}}}});
+  const auto smp = ints.next();
+  REQUIRE(smp);
+  for (const std::int8_t v : smp->at("i").data<std::int8_t>())
+    CHECK((v == -128 || v == 127));
+  for (const std::uint16_t v : smp->at("u").data<std::uint16_t>())
+    CHECK((v == 0 || v == 65535));
+  // Within the type's range the floor of the uniform draw is kept: int8 over [-3, 3).
+  random_reader small({{"i", quark::dtype_id::int8, {256}}},
+                      {.shapes = {}, .ranges = {{"i", {-3.0, 3.0}}}});
+  const auto sm = small.next();
+  REQUIRE(sm);
+  std::set<int> seen;
+  for (const std::int8_t v : sm->at("i").data<std::int8_t>())
+    seen.insert(v);
+  CHECK(seen == std::set<int>{-3, -2, -1, 0, 1, 2});
 }
 
 TEST_CASE("check_sample names the culprit input") {

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <random>
 #include <sstream>
 #include <string_view>
@@ -386,6 +387,10 @@ random_reader::random_reader(std::vector<input_signature> inputs, random_data_op
       fail("quark.calib_data.range",
            "RandomDataReaderInputDataRange of '" + name + "' must have low < high");
     }
+    if (!std::isfinite(range.second - range.first)) {
+      fail("quark.calib_data.range",
+           "RandomDataReaderInputDataRange of '" + name + "': high - low must be a finite number");
+    }
   }
   for (auto& in : inputs_) {
     if (auto it = options_.shapes.find(in.name); it != options_.shapes.end()) {
@@ -408,8 +413,36 @@ random_reader::random_reader(std::vector<input_signature> inputs, random_data_op
       if (d < 0)
         d = 1;
     }
+    // The runtime's element bound: a shape past it would end in std::bad_alloc (or, past
+    // 2^64, a size that wrapped around).
+    constexpr std::uint64_t limit = std::uint64_t{1} << 31;
+    std::uint64_t n = 1;
+    for (const auto d : in.shape) {
+      const auto u = static_cast<std::uint64_t>(d);
+      n = (u != 0 && n > limit / u) ? limit + 1 : n * u;
+    }
+    if (n > limit) {
+      fail("quark.calib_data.shape", "random data for input '" + in.name + "' of shape " +
+                                         shape_str(in.shape) + " would hold more than 2^31 values");
+    }
   }
 }
+
+namespace {
+/// x rounded down and saturated to T's range (a float to integer conversion out of range is
+/// undefined behaviour; RandomDataReaderInputDataRange may be wider than an integer input).
+template <class T>
+T floor_saturated(double x) {
+  const double lo = static_cast<double>(std::numeric_limits<T>::lowest());  // 0 or -2^k: exact
+  const double past_hi = std::ldexp(1.0, std::numeric_limits<T>::digits);   // max + 1, exact
+  x = std::floor(x);
+  if (!(x >= lo))
+    return std::numeric_limits<T>::lowest();
+  if (x >= past_hi)
+    return std::numeric_limits<T>::max();
+  return static_cast<T>(x);
+}
+}  // namespace
 
 void random_reader::rewind() {
   pos_ = 0;
@@ -440,7 +473,7 @@ std::optional<calib_sample> random_reader::next() {
           v = u(gen) >= (lo + hi) / 2;
       } else if constexpr (std::is_integral_v<T>) {
         for (auto& v : t.data<T>())
-          v = static_cast<T>(std::floor(u(gen)));
+          v = floor_saturated<T>(u(gen));
       } else {
         fail("quark.calib_data.type", "random data for input '" + in.name + "' of type " +
                                           std::string(dtype_name(in.type)) +

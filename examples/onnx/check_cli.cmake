@@ -83,6 +83,8 @@ expect(tensors_json_missing_folder EXIT_NONZERO ${out}
             --tensors-json ${WORK}/missing/t.json)
 expect(tensors_json_is_folder EXIT_NONZERO ${out} MESSAGES "--tensors-json '${WORK}' is a folder"
        ARGS ${model} ${out} --preset A8W8 --calib-data ${DATA}/calib_ok --tensors-json ${WORK})
+expect(tensors_json_is_model EXIT_NONZERO ${out} MESSAGES "--tensors-json '${out}' is the model itself"
+       ARGS ${model} ${out} --preset A8W8 --calib-data ${DATA}/calib_ok --tensors-json ${out})
 expect(wrong_calibration_shape EXIT_NONZERO ${out} MESSAGES "quark.calib_data.shape" "x"
        ARGS ${model} ${out} --preset A8W8 --calib-data ${DATA}/calib_bad_shape)
 expect(missing_output_folder EXIT_NONZERO ${WORK}/missing/q.onnx

@@ -346,6 +346,22 @@ TEST_CASE("dynamic quantization: --eval compares with the float model on the dat
   CHECK(r.eval->cosine_min < 1.0);  // it is quantized: not the float output
 }
 
+namespace {
+/// UINT8_DYNAMIC_QUANT on `fm` fails with a frontend_error containing `message` and writes no
+/// output file.
+void dynamic_refused(const ::onnx::ModelProto& fm, const std::string& message) {
+  const fs::path fin = work_dir() / "dyn_refused_float.onnx";
+  const fs::path fout = work_dir() / "dyn_refused.onnx";
+  fs::remove(fout);
+  save_proto(fm, fin);
+  qo::memory_reader none({});
+  CHECK_THROWS_WITH_AS(
+      qo::quantize_model(fin, fout, qo::get_default_config("UINT8_DYNAMIC_QUANT"), none),
+      doctest::Contains(message.c_str()), quark::onnx::frontend_error);
+  CHECK(!fs::exists(fout));
+}
+}  // namespace
+
 TEST_CASE("dynamic quantization refuses what its ops cannot express, naming the culprit") {
   SUBCASE("per-channel uint8 Conv weights") {
     qo::qconfig cfg = qo::get_default_config("UINT8_DYNAMIC_QUANT");
@@ -406,16 +422,7 @@ TEST_CASE("dynamic quantization refuses what its ops cannot express, naming the 
     b.initializer("w", onnx_type::float32, {4, 3, 3, 3}, conv_weight());
     b.node("Conv", {"x", "w", "bias"}, {"y"});
     b.output("y", onnx_type::float32, {1, 4, 4, 4});
-    const fs::path fin = work_dir() / "dyn_bias_float.onnx";
-    const fs::path fout = work_dir() / "dyn_bias.onnx";
-    fs::remove(fout);
-    save_proto(b.build(), fin);
-    qo::memory_reader none({});
-    CHECK_THROWS_WITH_AS(
-        qo::quantize_model(fin, fout, qo::get_default_config("UINT8_DYNAMIC_QUANT"), none),
-        doctest::Contains("node 'n0' (Conv): the bias 'bias' is not a float32 constant"),
-        quark::onnx::frontend_error);
-    CHECK(!fs::exists(fout));
+    dynamic_refused(b.build(), "node 'n0' (Conv): the bias 'bias' is not a float32 constant");
   }
   SUBCASE("a Conv weight or bias of the wrong shape (nothing runs the model first)") {
     // Before the check, a scalar weight read its dimension 0 from an empty shape and a bias of
@@ -443,16 +450,7 @@ TEST_CASE("dynamic quantization refuses what its ops cannot express, naming the 
                     std::vector<float>(static_cast<std::size_t>(c.bias[0]), 0.5f));
       b.node("Conv", {"x", "w", "b"}, {"y"});
       b.output("y", onnx_type::float32, {1, 4, 4, 4});
-      const fs::path fin = work_dir() / "dyn_shape_float.onnx";
-      const fs::path fout = work_dir() / "dyn_shape.onnx";
-      fs::remove(fout);
-      save_proto(b.build(), fin);
-      qo::memory_reader none({});
-      CHECK_THROWS_WITH_AS(
-          qo::quantize_model(fin, fout, qo::get_default_config("UINT8_DYNAMIC_QUANT"), none),
-          doctest::Contains((std::string("node 'n0' (Conv): ") + c.what).c_str()),
-          quark::onnx::frontend_error);
-      CHECK(!fs::exists(fout));
+      dynamic_refused(b.build(), std::string("node 'n0' (Conv): ") + c.what);
     }
   }
   SUBCASE("an algorithm") {

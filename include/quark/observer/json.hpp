@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
-#include <type_traits>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -54,17 +54,11 @@ T int_from_json(const nlohmann::json& j, const char* field) {
   T v{};
   if (j.is_number_unsigned()) {
     const auto u = j.get<std::uint64_t>();
-    ok = u <= static_cast<std::uint64_t>(std::numeric_limits<T>::max());
+    ok = std::in_range<T>(u);
     v = static_cast<T>(u);
   } else if (j.is_number_integer()) {
     const auto i = j.get<std::int64_t>();
-    if constexpr (std::is_signed_v<T>) {
-      ok = i >= static_cast<std::int64_t>(std::numeric_limits<T>::min()) &&
-           i <= static_cast<std::int64_t>(std::numeric_limits<T>::max());
-    } else {
-      ok = i >= 0 && static_cast<std::uint64_t>(i) <=
-                         static_cast<std::uint64_t>(std::numeric_limits<T>::max());
-    }
+    ok = std::in_range<T>(i);
     v = static_cast<T>(i);
   }
   if (!ok) {

@@ -6,11 +6,11 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
-#include <limits>
 #include <random>
 #include <sstream>
 #include <string_view>
 
+#include <quark/core/saturate.hpp>
 #include <quark/onnx/calib_data.hpp>
 
 namespace quark::onnx {
@@ -428,22 +428,6 @@ random_reader::random_reader(std::vector<input_signature> inputs, random_data_op
   }
 }
 
-namespace {
-/// x rounded down and saturated to T's range (a float to integer conversion out of range is
-/// undefined behaviour; RandomDataReaderInputDataRange may be wider than an integer input).
-template <class T>
-T floor_saturated(double x) {
-  const double lo = static_cast<double>(std::numeric_limits<T>::lowest());  // 0 or -2^k: exact
-  const double past_hi = std::ldexp(1.0, std::numeric_limits<T>::digits);   // max + 1, exact
-  x = std::floor(x);
-  if (!(x >= lo))
-    return std::numeric_limits<T>::lowest();
-  if (x >= past_hi)
-    return std::numeric_limits<T>::max();
-  return static_cast<T>(x);
-}
-}  // namespace
-
 void random_reader::rewind() {
   pos_ = 0;
 }
@@ -473,7 +457,7 @@ std::optional<calib_sample> random_reader::next() {
           v = u(gen) >= (lo + hi) / 2;
       } else if constexpr (std::is_integral_v<T>) {
         for (auto& v : t.data<T>())
-          v = floor_saturated<T>(u(gen));
+          v = quark::saturate_cast<T>(std::floor(u(gen)));
       } else {
         fail("quark.calib_data.type", "random data for input '" + in.name + "' of type " +
                                           std::string(dtype_name(in.type)) +

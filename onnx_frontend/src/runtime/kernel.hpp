@@ -16,6 +16,7 @@
 #include <type_traits>
 #include <vector>
 
+#include <quark/core/saturate.hpp>
 #include <quark/dtype/convert.hpp>
 #include <quark/dtype/formats.hpp>
 #include <quark/onnx/error.hpp>
@@ -224,23 +225,8 @@ decltype(auto) dispatch_float(const kernel_context& c, dtype_id t, F&& f) {
          "element type " + std::string(dtype_name(t)) + " not supported (float32/float64 only)");
 }
 
-/// double -> integer T: truncates, saturates to T's range, NaN -> 0 (never an out-of-range cast).
-template <class T>
-T saturate_cast(double v) {
-  if constexpr (std::is_floating_point_v<T>) {
-    return static_cast<T>(v);
-  } else {
-    if (v != v)
-      return T(0);
-    const double t = std::trunc(v);
-    if (t <= static_cast<double>(std::numeric_limits<T>::lowest())) {
-      return std::numeric_limits<T>::lowest();
-    }
-    if (t >= static_cast<double>(std::numeric_limits<T>::max()))
-      return std::numeric_limits<T>::max();
-    return static_cast<T>(t);
-  }
-}
+/// double -> integer T: truncates, saturates to T's range, NaN -> 0 (quark/core/saturate.hpp).
+using quark::saturate_cast;
 
 /// Every element type a tensor can hold, for data movement kernels (copy by bytes).
 inline std::size_t elem_bytes(const tensor& t) {

@@ -140,7 +140,8 @@ tensor_shape header_shape(const shape_t& shape) {
 
 /// A weight fake-quantized by nodes other than a DequantizeLinear of integers (AdaQuant only):
 /// - Cast(to T) -> Cast(to FLOAT) on a float initializer, with Div / Mul by a scalar scale when
-///   the pair is scaled (quantize.cpp's emit_cast_pair, quark-spec §1.5), T float16 or bfloat16;
+///   the pair is scaled (emit_cast_pair in static_quant.cpp, quark-spec §1.5), T float16 or
+///   bfloat16;
 /// - Cast(to FLOAT) [-> Mul by the scale] of an initializer of type T (the weight stored as T);
 /// - com.amd.quark BFPQuantizeDequantize / MXQuantizeDequantize on a float initializer
 ///   (quark-spec §1.7-§1.10).

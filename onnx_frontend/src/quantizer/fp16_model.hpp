@@ -58,7 +58,7 @@ class float32_reader final : public calibration_data_reader {
   calibration_data_reader& inner_;
 };
 
-/// The quantizer of float32 models (quantize.cpp).
+/// The quantizer of float32 models (quantize.cpp, static_quant.cpp).
 using float32_quantizer =
     std::function<model(const model&, const qconfig&, calibration_data_reader&, quantize_report*,
                         const quantize_run_options&)>;

@@ -109,7 +109,7 @@ struct settings {
   bool use_random_data = false;
   bool print_summary = true;
   bool save_tensor_hist_fig = false;  ///< SaveTensorHistFig
-  bool crypto_mode = false;           ///< CryptoMode (no side files; checked in quantize.cpp)
+  bool crypto_mode = false;           ///< CryptoMode (no side files; checked in static_quant.cpp)
   bool enable_npu_cnn = false;
   bool external_data = false;    ///< qconfig::use_external_data_format
   bool dynamic = false;          ///< qconfig::use_dynamic_quant (dynamic.hpp)

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// PRIVATE: building the tensors and nodes the quantizer writes (quantize.cpp, dynamic.cpp):
+// PRIVATE: building the tensors and nodes the quantizer writes (static_quant.cpp, dynamic.cpp):
 // quantized weights (through quark::quantize), scale and zero-point initializers, Cast and
 // binary nodes.
 #pragma once

@@ -383,7 +383,9 @@ std::size_t dedicate_dq_nodes(model& qm) {
       continue;
     const bool copy_q = inits.contains(q.input(0));  // a shared constant: its Q is copied too
     for (std::size_t k = output ? 0 : 1; k < readers.size(); ++k) {
-      const std::string sfx = "_" + std::to_string(output ? k + 1 : k);
+      // (Appended, not "_" + to_string(...): GCC 12 at -O3 reports a false -Wrestrict there.)
+      std::string sfx = "_";
+      sfx += std::to_string(output ? k + 1 : k);
       NodeProto d = dq;
       d.set_name(names.fresh(dq.name() + sfx));
       d.set_output(0, names.fresh(dq.output(0) + sfx));

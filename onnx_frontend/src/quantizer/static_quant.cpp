@@ -561,6 +561,11 @@ std::set<std::string> half_precision_values(const model& m) {
   return out;
 }
 
+/// Input k of `n`, "" past its last one.
+std::string node_input(const node_info& n, std::size_t k) {
+  return k < n.inputs.size() ? n.inputs[k] : std::string{};
+}
+
 qz::scale_choice scale_choice_for(const tspec& t) {
   return qz::scale_choice{.pof2 = t.pof2, .int16 = t.int16_scale, .fp_scaled = t.fp_scaled};
 }
@@ -580,6 +585,10 @@ class static_quantizer {
   void calibrate();
   void select_nodes();
   void select_node(std::size_t i);
+  bool select_act_inputs(std::size_t i, const op_rule& r);
+  bool select_weight(std::size_t i, const op_rule& r);
+  bool select_bias(std::size_t i, const op_rule& r);
+  bool select_outputs(std::size_t i, const op_rule& r);
   void assign_ranges();
   const qp& params_of(const std::string& name);
   void quantize_constant(const_entry& e);
@@ -888,19 +897,32 @@ void static_quantizer::select_node(std::size_t i) {
     return;
   }
   const op_rule r = rule_for(n.op_type);
-  auto input = [&](std::size_t k) -> std::string {
-    return k < n.inputs.size() ? n.inputs[k] : std::string{};
-  };
-  if (n.op_type == "MatMul" && opt_.matmul_const_b_only && !inits_.contains(input(1))) {
+  if (n.op_type == "MatMul" && opt_.matmul_const_b_only && !inits_.contains(node_input(n, 1))) {
     ++count.kept_float;
     return;
   }
-  if (r.needs_input && !opt_.force_quantize_no_input_check && !acts_.contains(input(0))) {
+  if (r.needs_input && !opt_.force_quantize_no_input_check && !acts_.contains(node_input(n, 0))) {
     ++count.kept_float;
     return;
   }
+  // Every part runs (no short circuit): each records what it quantizes.
+  bool any = select_act_inputs(i, r);
+  any = select_weight(i, r) || any;
+  any = select_bias(i, r) || any;
+  any = select_outputs(i, r) || any;
+  node_quantized_[i] = any;
+  if (any) {
+    ++count.quantized;
+  } else {
+    ++count.kept_float;
+  }
+}
+
+/// The activation inputs of node i (constant inputs of element-wise ops included).
+bool static_quantizer::select_act_inputs(std::size_t i, const op_rule& r) {
+  const node_info& n = nodes_[i];
+  const node_choice& c = pl_.nodes[i];
   bool any = false;
-  // Activation inputs.
   if (c.input && !opt_.weights_only) {
     std::vector<std::size_t> slots = r.act_inputs;
     if (r.all_inputs) {
@@ -908,11 +930,11 @@ void static_quantizer::select_node(std::size_t i) {
       for (std::size_t k = 0; k < n.inputs.size(); ++k)
         slots.push_back(k);
     }
-    if (r.weight >= 0 && !inits_.contains(input(static_cast<std::size_t>(r.weight)))) {
+    if (r.weight >= 0 && !inits_.contains(node_input(n, static_cast<std::size_t>(r.weight)))) {
       slots.push_back(static_cast<std::size_t>(r.weight));  // MatMul / Gemm with activation B
     }
     for (const std::size_t k : slots) {
-      const std::string x = input(k);
+      const std::string x = node_input(n, k);
       if (x.empty())
         continue;
       if (inits_.contains(x)) {
@@ -939,9 +961,16 @@ void static_quantizer::select_node(std::size_t i) {
       }
     }
   }
-  // Weight.
+  return any;
+}
+
+/// The weight of node i: its spec, axis (per channel) or groups, and overrides.
+bool static_quantizer::select_weight(std::size_t i, const op_rule& r) {
+  const node_info& n = nodes_[i];
+  const node_choice& c = pl_.nodes[i];
+  bool any = false;
   if (r.weight >= 0 && c.weight) {
-    const std::string w = input(static_cast<std::size_t>(r.weight));
+    const std::string w = node_input(n, static_cast<std::size_t>(r.weight));
     if (is_float_init(w)) {
       const_entry e;
       e.name = w;
@@ -1034,8 +1063,15 @@ void static_quantizer::select_node(std::size_t i) {
       any = true;
     }
   }
-  // Bias.
-  const std::string bias_name = r.bias >= 0 ? input(static_cast<std::size_t>(r.bias)) : "";
+  return any;
+}
+
+/// The bias of node i: int32 from the input and weight scales, or its own scale.
+bool static_quantizer::select_bias(std::size_t i, const op_rule& r) {
+  const node_info& n = nodes_[i];
+  const node_choice& c = pl_.nodes[i];
+  bool any = false;
+  const std::string bias_name = r.bias >= 0 ? node_input(n, static_cast<std::size_t>(r.bias)) : "";
   const auto bias_ov = opt_.overrides.find(bias_name);
   // A bias quantized as a weight of `spec`: its own scale from its own values.
   auto own_bias = [&](const tspec& spec) {
@@ -1095,7 +1131,14 @@ void static_quantizer::select_node(std::size_t i) {
       consts_.push_back(std::move(e));
     }
   }
-  // Outputs.
+  return any;
+}
+
+/// The outputs of node i, unless their quantization is excluded.
+bool static_quantizer::select_outputs(std::size_t i, const op_rule& r) {
+  const node_info& n = nodes_[i];
+  const node_choice& c = pl_.nodes[i];
+  bool any = false;
   const bool out_excluded = opt_.op_types_to_exclude_output.contains(n.op_type) ||
                             opt_.nodes_to_exclude_output.contains(n.name);
   if (c.output && !out_excluded && !opt_.weights_only) {
@@ -1106,16 +1149,12 @@ void static_quantizer::select_node(std::size_t i) {
     for (const auto& o : n.outputs) {
       if (!is_float_act(o))
         continue;
-      mark_act(o, out_spec, r.shares_output && acts_.contains(input(0)) ? input(0) : "");
+      mark_act(o, out_spec,
+               r.shares_output && acts_.contains(node_input(n, 0)) ? node_input(n, 0) : "");
       any = true;
     }
   }
-  node_quantized_[i] = any;
-  if (any) {
-    ++count.quantized;
-  } else {
-    ++count.kept_float;
-  }
+  return any;
 }
 
 void static_quantizer::calibrate() {

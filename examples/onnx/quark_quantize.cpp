@@ -5,11 +5,16 @@
 //     quark_quantize det.onnx det_a8w8.onnx --preset A8W8 --random --shape x:1x3x640x640 --eval 4
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <memory>
+#include <optional>
 #include <string>
+#include <system_error>
+#include <utility>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -87,6 +92,225 @@ void progress_bar(std::size_t done, std::size_t total) {
   std::fflush(stdout);
 }
 
+/// The command line, as parsed.
+struct cli_args {
+  std::string in, out, config_file, preset, calib_dir, eval_dir, tensors_json;
+  bool random = false, quiet = false, no_summary = false;
+  std::vector<std::string> shapes, ranges;
+  std::size_t samples = 0, eval = 0, infer_only = 0;
+  std::uint64_t seed = 0;
+  bool seed_given = false;
+};
+
+void add_options(CLI::App& app, cli_args& a) {
+  app.add_option("MODEL", a.in, "float model (.onnx)")->required();
+  app.add_option("OUT", a.out, "quantized model to write (never the input; written atomically)")
+      ->required();
+  auto* cfg_opt =
+      app.add_option("--config", a.config_file, "JSON configuration file (docs/config.md)");
+  app.add_option("--preset", a.preset, "preset name: XINT8, VINT8, A8W8, A16W8, S8S8, U8S8, ...")
+      ->excludes(cfg_opt);
+  auto* data_opt = app.add_option("--calib-data", a.calib_dir, "folder of calibration samples");
+  app.add_flag("--random", a.random, "calibrate on seeded random data (UseRandomData)")
+      ->excludes(data_opt);
+  app.add_option("--shape", a.shapes,
+                 "random data shape of an input, NAME:1x3x224x224 (repeatable)");
+  app.add_option("--range", a.ranges, "random data range of an input, NAME:LOW,HIGH (default 0,1)");
+  app.add_option("--samples", a.samples,
+                 "calibration samples to use (CalibDataSize; random: count)")
+      ->check(
+          [](const std::string& v) {
+            return v.find_first_not_of('0') == std::string::npos
+                       ? std::string("must be at least 1 (leave --samples out to use every sample)")
+                       : std::string();
+          },
+          "at least 1");
+  app.add_option("--seed", a.seed, "random data seed")->each([&a](const std::string&) {
+    a.seed_given = true;
+  });
+  app.add_option("--eval", a.eval,
+                 "compare with the float model on N calibration samples and print metrics");
+  app.add_option("--eval-data", a.eval_dir,
+                 "compare with the float model on the samples of this folder instead (EvalMetrics "
+                 "+ EvalDataReader; --eval N limits them to N)");
+  app.add_option(
+      "--tensors-json", a.tensors_json,
+      "write per-tensor ranges and scales as JSON to this file ('-' : OUT.tensors.json)");
+  app.add_option("--infer-only", a.infer_only,
+                 "benchmark: run N plain inferences of MODEL on the calibration data, print the "
+                 "time and exit (OUT is not written)");
+  app.add_flag_callback(
+      "--list-presets",
+      [] {
+        // Every preset --preset accepts, with its aliases and what it sets (docs/config.md
+        // lists every field).
+        for (const auto& p : quark::onnx::presets()) {
+          std::string name(p.name);
+          for (auto alias : p.aliases)
+            name += " (" + std::string(alias) + ")";
+          std::printf("%-28s %.*s\n", name.c_str(), static_cast<int>(p.description.size()),
+                      p.description.data());
+        }
+        throw CLI::Success();
+      },
+      "print every preset name with what it does, and exit");
+  app.add_flag("--no-summary", a.no_summary, "do not print the summary table");
+  app.add_flag("-q,--quiet", a.quiet, "print errors only");
+}
+
+/// The configuration: the file or preset, with the options the command line sets on top.
+qo::qconfig make_config(const cli_args& a) {
+  qo::qconfig cfg = !a.config_file.empty()
+                        ? qo::load_config(a.config_file)
+                        : qo::get_default_config(a.preset.empty() ? "A8W8" : a.preset);
+  if (!a.shapes.empty()) {
+    auto v = quark::onnx::option_value::object();
+    for (const auto& s : a.shapes) {
+      auto [name, dims] = parse_shape(s);
+      quark::onnx::option_value::array_type arr;
+      for (auto d : dims)
+        arr.emplace_back(static_cast<long long>(d));
+      v.set(name, quark::onnx::option_value(std::move(arr)));
+    }
+    cfg.extra_options.set("RandomDataReaderInputShape", v);
+  }
+  if (!a.ranges.empty()) {
+    auto v = quark::onnx::option_value::object();
+    for (const auto& s : a.ranges) {
+      auto [name, r] = parse_range(s);
+      v.set(name, quark::onnx::option_value::array({r.first, r.second}));
+    }
+    cfg.extra_options.set("RandomDataReaderInputDataRange", v);
+  }
+  if (a.samples > 0)
+    cfg.extra_options.set("CalibDataSize", static_cast<long long>(a.samples));
+  if (a.random)
+    cfg.extra_options.set("UseRandomData", true);
+  if (!a.eval_dir.empty()) {
+    std::error_code dir_ec;
+    if (!fs::is_directory(a.eval_dir, dir_ec))
+      throw std::runtime_error("--eval-data '" + a.eval_dir + "' is not a folder");
+    cfg.extra_options.set("EvalMetrics", true);
+    cfg.extra_options.set("EvalDataReader", a.eval_dir);
+  }
+  return cfg;
+}
+
+/// --tensors-json's file, checked before quantizing: a path that cannot be written must not fail
+/// the run after the model is written (an error with the model left behind). "" when not asked.
+std::string tensors_json_path(const cli_args& a) {
+  if (a.tensors_json.empty())
+    return {};
+  const std::string path = a.tensors_json == "-" ? a.out + ".tensors.json" : a.tensors_json;
+  std::error_code ec;
+  const fs::path tp(path);
+  const fs::path dir = tp.has_parent_path() ? tp.parent_path() : fs::path(".");
+  if (!fs::is_directory(dir, ec))
+    throw std::runtime_error("--tensors-json '" + path + "': no folder '" + dir.string() + "'");
+  if (fs::is_directory(tp, ec))
+    throw std::runtime_error("--tensors-json '" + path + "' is a folder");
+  if (fs::equivalent(tp, fs::path(a.in), ec) || tp == fs::path(a.out))
+    throw std::runtime_error("--tensors-json '" + path + "' is the model itself");
+  return path;
+}
+
+/// Writes the report's per-tensor JSON beside its place and renames it (no half-written file);
+/// if that still fails (a full disk), the model goes too: an error leaves no output behind.
+void write_tensors_json(const qo::quantize_report& r, const std::string& path,
+                        const std::string& model_out) {
+  const std::string tmp = path + ".tmp" + std::to_string(::getpid());
+  std::error_code wec;
+  {
+    std::ofstream f(tmp);
+    f << qo::tensors_json(r);
+    f.close();
+    if (!f)
+      wec = std::make_error_code(std::errc::io_error);
+  }
+  if (!wec)
+    fs::rename(tmp, path, wec);
+  if (wec) {
+    fs::remove(tmp, wec);
+    fs::remove(model_out, wec);
+    throw std::runtime_error("cannot write '" + path + "' (" + model_out +
+                             " removed: an error leaves no output)");
+  }
+}
+
+/// The metric lines of seed 002 (quark_evaluate prints the same ones).
+void print_eval(const qo::eval_report& e) {
+  std::printf("Evaluation against the float model (output 0, %zu samples):\n", e.samples);
+  std::printf("Mean cos similarity: %.4f\nMin cos similarity: %.4f\n", e.cosine_mean, e.cosine_min);
+  if (e.cosine_undefined) {
+    std::printf(
+        "(cosine undefined for %zu of %zu samples: an all-zero output; mean and min "
+        "are over the others)\n",
+        e.cosine_undefined, e.samples);
+  }
+  std::printf("Mean l2 distance: %.4g\nMax l2 distance: %.4g\n", e.l2_mean, e.l2_max);
+  std::printf("Mean psnr: %.2f\nMin psnr: %.2f\n", e.psnr_mean, e.psnr_min);
+  std::printf("Mean ssim: %.4f\nMin ssim: %.4f\n", e.ssim_mean, e.ssim_min);
+}
+
+/// Quantizes as the command line says; returns the exit status.
+int run(cli_args a) {
+  std::error_code ec;
+  if (!fs::exists(a.in, ec))
+    throw std::runtime_error("model '" + a.in + "' does not exist");
+  if (fs::exists(a.out, ec) && fs::equivalent(a.in, a.out, ec))
+    throw std::runtime_error("OUT '" + a.out + "' is the input model; refusing to overwrite it");
+  const qo::qconfig cfg = make_config(a);
+  // CryptoMode (seed 000): every message is blocked (progress bar, summary, metrics, notes;
+  // errors are still reported) and no side file is written.
+  const qo::option_map eff = cfg.effective_options();
+  const qo::option_value* crypto_v = eff.find("CryptoMode");
+  if (crypto_v != nullptr && crypto_v->is_bool() && crypto_v->as_bool()) {
+    if (!a.tensors_json.empty()) {
+      throw std::runtime_error(
+          "--tensors-json writes the tensors' ranges and scales to a side file, which "
+          "CryptoMode forbids");
+    }
+    if (a.infer_only > 0)
+      throw std::runtime_error("--infer-only prints timings; CryptoMode blocks every message");
+    a.quiet = true;
+  }
+  const std::string tensors_path = tensors_json_path(a);
+  std::unique_ptr<qo::calibration_data_reader> reader;
+  if (!a.calib_dir.empty()) {
+    reader = std::make_unique<qo::npy_folder_reader>(a.calib_dir);
+  } else {
+    reader = qo::default_reader(a.in, cfg,
+                                a.seed_given ? std::optional<std::uint64_t>(a.seed) : std::nullopt);
+  }
+  if (a.infer_only > 0) {
+    const double sec = qo::time_inference(a.in, *reader, a.infer_only);
+    std::printf("%zu inferences: %.3f s\n", a.infer_only, sec);
+    return 0;
+  }
+  qo::quantize_run_options run_opts;
+  run_opts.eval_samples = a.eval;
+  const bool tty = isatty(STDOUT_FILENO) != 0 && !a.quiet;
+  if (tty)
+    run_opts.progress = progress_bar;
+  const auto t0 = std::chrono::steady_clock::now();
+  const qo::quantize_report r = qo::quantize_model(a.in, a.out, cfg, *reader, run_opts);
+  const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (tty)
+    std::printf("\n");
+  if (!a.quiet && !a.no_summary)
+    std::cout << qo::summary_table(r);
+  if (!tensors_path.empty()) {
+    write_tensors_json(r, tensors_path, a.out);
+    if (!a.quiet)
+      std::cout << "Tensor ranges and scales: " << tensors_path << '\n';
+  }
+  if (r.eval && !a.quiet)
+    print_eval(*r.eval);
+  if (!a.quiet)
+    std::printf("Wrote %s (%.3f s)\n", a.out.c_str(), sec);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -97,204 +321,11 @@ int main(int argc, char** argv) {
       "quantization (--preset UINT8_DYNAMIC_QUANT, use_dynamic_quant) and 4-bit MatMul weights\n"
       "(--preset MATMUL_NBITS, UseMatMulNBits) need none.",
       "quark_quantize"};
-  std::string in, out, config_file, preset, calib_dir, eval_dir;
-  bool random = false, quiet = false, no_summary = false;
-  std::vector<std::string> shapes, ranges;
-  std::size_t samples = 0, eval = 0;
-  std::uint64_t seed = 0;
-  bool seed_given = false;
-  std::string tensors_json;
-  app.add_option("MODEL", in, "float model (.onnx)")->required();
-  app.add_option("OUT", out, "quantized model to write (never the input; written atomically)")
-      ->required();
-  auto* cfg_opt =
-      app.add_option("--config", config_file, "JSON configuration file (docs/config.md)");
-  app.add_option("--preset", preset, "preset name: XINT8, VINT8, A8W8, A16W8, S8S8, U8S8, ...")
-      ->excludes(cfg_opt);
-  auto* data_opt = app.add_option("--calib-data", calib_dir, "folder of calibration samples");
-  app.add_flag("--random", random, "calibrate on seeded random data (UseRandomData)")
-      ->excludes(data_opt);
-  app.add_option("--shape", shapes, "random data shape of an input, NAME:1x3x224x224 (repeatable)");
-  app.add_option("--range", ranges, "random data range of an input, NAME:LOW,HIGH (default 0,1)");
-  app.add_option("--samples", samples, "calibration samples to use (CalibDataSize; random: count)")
-      ->check(
-          [](const std::string& v) {
-            return v.find_first_not_of('0') == std::string::npos
-                       ? std::string("must be at least 1 (leave --samples out to use every sample)")
-                       : std::string();
-          },
-          "at least 1");
-  app.add_option("--seed", seed, "random data seed")->each([&](const std::string&) {
-    seed_given = true;
-  });
-  app.add_option("--eval", eval,
-                 "compare with the float model on N calibration samples and print metrics");
-  app.add_option("--eval-data", eval_dir,
-                 "compare with the float model on the samples of this folder instead (EvalMetrics "
-                 "+ EvalDataReader; --eval N limits them to N)");
-  app.add_option(
-      "--tensors-json", tensors_json,
-      "write per-tensor ranges and scales as JSON to this file ('-' : OUT.tensors.json)");
-  std::size_t infer_only = 0;
-  app.add_option("--infer-only", infer_only,
-                 "benchmark: run N plain inferences of MODEL on the calibration data, print the "
-                 "time and exit (OUT is not written)");
-  app.add_flag_callback(
-      "--list-presets",
-      [] {
-        // Every preset --preset accepts, with its aliases and what it sets (docs/config.md
-        // lists every field).
-        for (const auto& p : quark::onnx::presets()) {
-          std::string name(p.name);
-          for (auto a : p.aliases)
-            name += " (" + std::string(a) + ")";
-          std::printf("%-28s %.*s\n", name.c_str(), static_cast<int>(p.description.size()),
-                      p.description.data());
-        }
-        throw CLI::Success();
-      },
-      "print every preset name with what it does, and exit");
-  app.add_flag("--no-summary", no_summary, "do not print the summary table");
-  app.add_flag("-q,--quiet", quiet, "print errors only");
+  cli_args args;
+  add_options(app, args);
   CLI11_PARSE(app, argc, argv);
-
   try {
-    std::error_code ec;
-    if (!fs::exists(in, ec))
-      throw std::runtime_error("model '" + in + "' does not exist");
-    if (fs::exists(out, ec) && fs::equivalent(in, out, ec)) {
-      throw std::runtime_error("OUT '" + out + "' is the input model; refusing to overwrite it");
-    }
-    qo::qconfig cfg = !config_file.empty()
-                          ? qo::load_config(config_file)
-                          : qo::get_default_config(preset.empty() ? "A8W8" : preset);
-    if (!shapes.empty()) {
-      auto v = quark::onnx::option_value::object();
-      for (const auto& s : shapes) {
-        auto [name, dims] = parse_shape(s);
-        quark::onnx::option_value::array_type a;
-        for (auto d : dims)
-          a.emplace_back(static_cast<long long>(d));
-        v.set(name, quark::onnx::option_value(std::move(a)));
-      }
-      cfg.extra_options.set("RandomDataReaderInputShape", v);
-    }
-    if (!ranges.empty()) {
-      auto v = quark::onnx::option_value::object();
-      for (const auto& s : ranges) {
-        auto [name, r] = parse_range(s);
-        v.set(name, quark::onnx::option_value::array({r.first, r.second}));
-      }
-      cfg.extra_options.set("RandomDataReaderInputDataRange", v);
-    }
-    if (samples > 0)
-      cfg.extra_options.set("CalibDataSize", static_cast<long long>(samples));
-    if (random)
-      cfg.extra_options.set("UseRandomData", true);
-    if (!eval_dir.empty()) {
-      std::error_code dir_ec;
-      if (!fs::is_directory(eval_dir, dir_ec))
-        throw std::runtime_error("--eval-data '" + eval_dir + "' is not a folder");
-      cfg.extra_options.set("EvalMetrics", true);
-      cfg.extra_options.set("EvalDataReader", eval_dir);
-    }
-    // CryptoMode (seed 000): every message is blocked (progress bar, summary, metrics, notes;
-    // errors are still reported) and no side file is written.
-    const qo::option_map eff = cfg.effective_options();
-    const qo::option_value* crypto_v = eff.find("CryptoMode");
-    const bool crypto = crypto_v != nullptr && crypto_v->is_bool() && crypto_v->as_bool();
-    if (crypto) {
-      if (!tensors_json.empty()) {
-        throw std::runtime_error(
-            "--tensors-json writes the tensors' ranges and scales to a side file, which "
-            "CryptoMode forbids");
-      }
-      if (infer_only > 0)
-        throw std::runtime_error("--infer-only prints timings; CryptoMode blocks every message");
-      quiet = true;
-    }
-    // --tensors-json's file is checked before quantizing: a path that cannot be written must not
-    // fail the run after the model is written (an error with the model left behind).
-    const std::string tensors_path =
-        tensors_json.empty() ? std::string{}
-                             : (tensors_json == "-" ? out + ".tensors.json" : tensors_json);
-    if (!tensors_path.empty()) {
-      std::error_code tec;
-      const fs::path tp(tensors_path);
-      const fs::path dir = tp.has_parent_path() ? tp.parent_path() : fs::path(".");
-      if (!fs::is_directory(dir, tec))
-        throw std::runtime_error("--tensors-json '" + tensors_path + "': no folder '" +
-                                 dir.string() + "'");
-      if (fs::is_directory(tp, tec))
-        throw std::runtime_error("--tensors-json '" + tensors_path + "' is a folder");
-      if (fs::equivalent(tp, fs::path(in), tec) || tp == fs::path(out))
-        throw std::runtime_error("--tensors-json '" + tensors_path + "' is the model itself");
-    }
-    std::unique_ptr<qo::calibration_data_reader> reader;
-    if (!calib_dir.empty()) {
-      reader = std::make_unique<qo::npy_folder_reader>(calib_dir);
-    } else {
-      reader = qo::default_reader(in, cfg,
-                                  seed_given ? std::optional<std::uint64_t>(seed) : std::nullopt);
-    }
-    if (infer_only > 0) {
-      const double sec = qo::time_inference(in, *reader, infer_only);
-      std::printf("%zu inferences: %.3f s\n", infer_only, sec);
-      return 0;
-    }
-    qo::quantize_run_options run;
-    run.eval_samples = eval;
-    const bool tty = isatty(STDOUT_FILENO) != 0 && !quiet;
-    if (tty)
-      run.progress = progress_bar;
-    const auto t0 = std::chrono::steady_clock::now();
-    const qo::quantize_report r = qo::quantize_model(in, out, cfg, *reader, run);
-    const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (tty)
-      std::printf("\n");
-    if (!quiet && !no_summary)
-      std::cout << qo::summary_table(r);
-    if (!tensors_path.empty()) {
-      // Written beside its place and renamed (no half-written file); if that still fails (a
-      // full disk), the model goes too: an error leaves no output behind.
-      const std::string tmp = tensors_path + ".tmp" + std::to_string(::getpid());
-      std::error_code wec;
-      {
-        std::ofstream f(tmp);
-        f << qo::tensors_json(r);
-        f.close();
-        if (!f)
-          wec = std::make_error_code(std::errc::io_error);
-      }
-      if (!wec)
-        fs::rename(tmp, tensors_path, wec);
-      if (wec) {
-        fs::remove(tmp, wec);
-        fs::remove(out, wec);
-        throw std::runtime_error("cannot write '" + tensors_path + "' (" + out +
-                                 " removed: an error leaves no output)");
-      }
-      if (!quiet)
-        std::cout << "Tensor ranges and scales: " << tensors_path << '\n';
-    }
-    if (r.eval && !quiet) {
-      const auto& e = *r.eval;
-      std::printf("Evaluation against the float model (output 0, %zu samples):\n", e.samples);
-      std::printf("Mean cos similarity: %.4f\nMin cos similarity: %.4f\n", e.cosine_mean,
-                  e.cosine_min);
-      if (e.cosine_undefined) {
-        std::printf(
-            "(cosine undefined for %zu of %zu samples: an all-zero output; mean and min "
-            "are over the others)\n",
-            e.cosine_undefined, e.samples);
-      }
-      std::printf("Mean l2 distance: %.4g\nMax l2 distance: %.4g\n", e.l2_mean, e.l2_max);
-      std::printf("Mean psnr: %.2f\nMin psnr: %.2f\n", e.psnr_mean, e.psnr_min);
-      std::printf("Mean ssim: %.4f\nMin ssim: %.4f\n", e.ssim_mean, e.ssim_min);
-    }
-    if (!quiet)
-      std::printf("Wrote %s (%.3f s)\n", out.c_str(), sec);
-    return 0;
+    return run(std::move(args));
   } catch (const std::exception& e) {
     std::cerr << "quark_quantize: error: " << e.what() << '\n';
     return 1;

@@ -595,6 +595,13 @@ class static_quantizer {
   void quantize_product_bias(const_entry& e, const tensor& w, std::span<const float> v);
   void quantize_weight(const_entry& e, const tensor& w, std::span<const float> v);
   void emit_activation(const std::string& name, const act_entry& e);
+  void emit_pair(std::vector<::onnx::NodeProto>& sink, const std::string& name, const act_entry& e,
+                 const std::string& sfx, const std::string& from, const std::string& q,
+                 const std::string& dq, const std::vector<std::size_t>& readers);
+  std::string additional_pair(std::vector<::onnx::NodeProto>& sink, const std::string& name,
+                              const act_entry& e, const std::string& src,
+                              const std::string& node_name, const tspec& spec,
+                              const std::vector<std::size_t>& readers);
   void emit_constants();
   void rebuild_node_list();
   void drop_unquantized();
@@ -1667,8 +1674,94 @@ void static_quantizer::quantize_weight(const_entry& e, const tensor& w, std::spa
   }
 }
 
-void static_quantizer::emit_activation(const std::string& name, const act_entry& e) {
+/// One Q/DQ pair (or its Cast form) from `in`: `q` the quantized value, `dq` the result.
+/// `readers`: the consumers the pair serves (block axis, RefineBlockAxis).
+void static_quantizer::emit_pair(std::vector<::onnx::NodeProto>& sink, const std::string& name,
+                                 const act_entry& e, const std::string& sfx,
+                                 const std::string& from, const std::string& q,
+                                 const std::string& dq, const std::vector<std::size_t>& readers) {
+  const std::string s_name = name + "_scale";
+  const std::string z_name = name + "_zero_point";
+  const bool cast_form = is_fp16(e.spec.type);
+  const bool scaled = cast_form && e.params.scale != 1.0f;
+  const std::optional<qz::block_op>& block = e.spec.block;
   const ::onnx::GraphProto& g = proto(m_).graph();
+  const std::string qn = name + "_QuantizeLinear" + sfx;
+  const std::string dqn = name + "_DequantizeLinear" + sfx;
+  if (block) {
+    // One fused com.amd.quark node instead of the pair (quark-spec §7.5).
+    std::optional<std::size_t> rank;  // known for initializers (constant inputs)
+    for (const auto& t : g.initializer()) {
+      if (t.name() == name)
+        rank = static_cast<std::size_t>(t.dims_size());
+    }
+    const std::int64_t axis =
+        qz::block_axis(m_, nodes_, name, readers, e.spec, opt_.refine_block_axis, rank);
+    sink.push_back(qz::make_block_node(*block, name + "_" + block->op + sfx, from, dq, axis));
+    return;
+  }
+  if (cast_form) {
+    emit_cast_pair(sink, qn, dqn, from, q, dq, e.spec.type, s_name, scaled);
+    return;
+  }
+  sink.push_back(make_node("QuantizeLinear", qn, {from, s_name, z_name}, q, -1));
+  sink.push_back(make_node("DequantizeLinear", dqn, {q, s_name, z_name}, dq, -1));
+}
+
+/// EnableDualQuantNodePairs (quark-spec §7.6): where the tensor's type differs from the type its
+/// producer outputs or a consumer reads, a second Q/DQ pair of that node's type (same calibrated
+/// range) sits between the node and the tensor's own pair. `readers`: the nodes the additional
+/// stage serves (a fused node's block axis). Returns the value the next stage reads.
+std::string static_quantizer::additional_pair(std::vector<::onnx::NodeProto>& sink,
+                                              const std::string& name, const act_entry& e,
+                                              const std::string& src, const std::string& node_name,
+                                              const tspec& spec,
+                                              const std::vector<std::size_t>& readers) {
+  const bool cast_form = is_fp16(e.spec.type);
+  const std::optional<qz::block_op>& block = e.spec.block;
+  const std::string base = name + "_" + node_name + "_additional";
+  if (spec.block) {
+    // A BFP/MX precision: one fused node, as the tensor's own stage would be (§7.5, §7.6).
+    const std::string out = base + "_" + spec.block->op + "_Output";
+    const std::int64_t axis =
+        qz::block_axis(m_, nodes_, name, readers, spec, opt_.refine_block_axis, std::nullopt);
+    sink.push_back(qz::make_block_node(*spec.block, base + "_" + spec.block->op, src, out, axis));
+    ++report_.tensors_per_type[spec.block->label];
+    report_.tensors.push_back({base, "activation", spec.block->label, e.rmin, e.rmax, {}, {}, -1});
+    return out;
+  }
+  if (block) {
+    const auto* f = facts(name);
+    if (f == nullptr || !f->calibrated) {
+      throw frontend_error("quark.quantize.internal", "EnableDualQuantNodePairs at tensor '" +
+                                                          name + "': no calibrated range for its " +
+                                                          dtype_str(spec.type) + " pair");
+    }
+  }
+  if (is_fp16(spec.type) || cast_form) {
+    throw not_implemented("quark.config.not_implemented",
+                          "EnableDualQuantNodePairs at tensor '" + name +
+                              "' between bfloat16/float16 and another type is not "
+                              "implemented yet");
+  }
+  const qp p = qz::qparams_for(spec.type, scale_choice_for(spec), spec.symmetric, e.rmin, e.rmax,
+                               false, name, false);
+  add_init(base + "_scale", scale_tensor({p.scale}, true));
+  add_init(base + "_zero_point", zero_point_tensor(spec.type, {p.zero_point}, true));
+  types_used_.insert(spec.type);
+  sink.push_back(make_node("QuantizeLinear", base + "_QuantizeLinear",
+                           {src, base + "_scale", base + "_zero_point"},
+                           base + "_QuantizeLinear_Output", -1));
+  sink.push_back(make_node("DequantizeLinear", base + "_DequantizeLinear",
+                           {base + "_QuantizeLinear_Output", base + "_scale", base + "_zero_point"},
+                           base + "_DequantizeLinear_Output", -1));
+  ++report_.tensors_per_type[dtype_str(spec.type)];
+  report_.tensors.push_back(
+      {base, "activation", dtype_str(spec.type), e.rmin, e.rmax, {p.scale}, {p.zero_point}, -1});
+  return base + "_DequantizeLinear_Output";
+}
+
+void static_quantizer::emit_activation(const std::string& name, const act_entry& e) {
   const std::optional<std::size_t> prod = m_.producer(name);
   const std::string s_name = name + "_scale";
   const std::string z_name = name + "_zero_point";
@@ -1688,87 +1781,12 @@ void static_quantizer::emit_activation(const std::string& name, const act_entry&
   if (!block)
     types_used_.insert(e.spec.type);
   auto& sink = prod ? after_[*prod] : prologue_;
-  // One Q/DQ pair (or its Cast form) from `in`: `q` the quantized value, `dq` the result.
-  // `readers`: the consumers the pair serves (block axis, RefineBlockAxis).
-  auto emit = [&](const std::string& sfx, const std::string& from, const std::string& q,
-                  const std::string& dq, const std::vector<std::size_t>& readers) {
-    const std::string qn = name + "_QuantizeLinear" + sfx;
-    const std::string dqn = name + "_DequantizeLinear" + sfx;
-    if (block) {
-      // One fused com.amd.quark node instead of the pair (quark-spec §7.5).
-      std::optional<std::size_t> rank;  // known for initializers (constant inputs)
-      for (const auto& t : g.initializer()) {
-        if (t.name() == name)
-          rank = static_cast<std::size_t>(t.dims_size());
-      }
-      const std::int64_t axis =
-          qz::block_axis(m_, nodes_, name, readers, e.spec, opt_.refine_block_axis, rank);
-      sink.push_back(qz::make_block_node(*block, name + "_" + block->op + sfx, from, dq, axis));
-      return;
-    }
-    if (cast_form) {
-      emit_cast_pair(sink, qn, dqn, from, q, dq, e.spec.type, s_name, scaled);
-      return;
-    }
-    sink.push_back(make_node("QuantizeLinear", qn, {from, s_name, z_name}, q, -1));
-    sink.push_back(make_node("DequantizeLinear", dqn, {q, s_name, z_name}, dq, -1));
-  };
   const std::string type_label = block ? block->label : dtype_str(e.spec.type);
   report_.tensors.push_back(
       {name, "activation", type_label, e.rmin, e.rmax,
        block ? std::vector<float>{} : std::vector<float>{e.params.scale},
        block ? std::vector<std::int64_t>{} : std::vector<std::int64_t>{e.params.zero_point}, -1});
   ++report_.tensors_per_type[type_label];
-  // EnableDualQuantNodePairs (quark-spec §7.6): where the tensor's type differs from the type
-  // its producer outputs or a consumer reads, a second Q/DQ pair of that node's type (same
-  // calibrated range) sits between the node and the tensor's own pair.
-  // `readers`: the nodes the additional stage serves (a fused node's block axis).
-  auto additional_pair = [&](const std::string& src, const std::string& node_name,
-                             const tspec& spec, const std::vector<std::size_t>& readers) {
-    const std::string base = name + "_" + node_name + "_additional";
-    if (spec.block) {
-      // A BFP/MX precision: one fused node, as the tensor's own stage would be (§7.5, §7.6).
-      const std::string out = base + "_" + spec.block->op + "_Output";
-      const std::int64_t axis =
-          qz::block_axis(m_, nodes_, name, readers, spec, opt_.refine_block_axis, std::nullopt);
-      sink.push_back(qz::make_block_node(*spec.block, base + "_" + spec.block->op, src, out, axis));
-      ++report_.tensors_per_type[spec.block->label];
-      report_.tensors.push_back(
-          {base, "activation", spec.block->label, e.rmin, e.rmax, {}, {}, -1});
-      return out;
-    }
-    if (block) {
-      const auto* f = facts(name);
-      if (f == nullptr || !f->calibrated) {
-        throw frontend_error("quark.quantize.internal", "EnableDualQuantNodePairs at tensor '" +
-                                                            name +
-                                                            "': no calibrated range for its " +
-                                                            dtype_str(spec.type) + " pair");
-      }
-    }
-    if (is_fp16(spec.type) || cast_form) {
-      throw not_implemented("quark.config.not_implemented",
-                            "EnableDualQuantNodePairs at tensor '" + name +
-                                "' between bfloat16/float16 and another type is not "
-                                "implemented yet");
-    }
-    const qp p = qz::qparams_for(spec.type, scale_choice_for(spec), spec.symmetric, e.rmin, e.rmax,
-                                 false, name, false);
-    add_init(base + "_scale", scale_tensor({p.scale}, true));
-    add_init(base + "_zero_point", zero_point_tensor(spec.type, {p.zero_point}, true));
-    types_used_.insert(spec.type);
-    sink.push_back(make_node("QuantizeLinear", base + "_QuantizeLinear",
-                             {src, base + "_scale", base + "_zero_point"},
-                             base + "_QuantizeLinear_Output", -1));
-    sink.push_back(
-        make_node("DequantizeLinear", base + "_DequantizeLinear",
-                  {base + "_QuantizeLinear_Output", base + "_scale", base + "_zero_point"},
-                  base + "_DequantizeLinear_Output", -1));
-    ++report_.tensors_per_type[dtype_str(spec.type)];
-    report_.tensors.push_back(
-        {base, "activation", dtype_str(spec.type), e.rmin, e.rmax, {p.scale}, {p.zero_point}, -1});
-    return base + "_DequantizeLinear_Output";
-  };
   const bool dual = opt_.enable_dual_quant_node_pairs && !e.from_initializer;
   // Another precision than the tensor's: another type, or another block format (block specs
   // all carry type float32).
@@ -1791,7 +1809,8 @@ void static_quantizer::emit_activation(const std::string& name, const act_entry&
   const bool is_output = graph_outputs_.contains(name);
   // The tensor the tensor's own QuantizeLinear reads (through the producer's pair if any).
   auto q_input = [&](const std::string& src) {
-    return prod_spec ? additional_pair(src, nodes_[*prod].name, *prod_spec, m_.consumers(name))
+    return prod_spec ? additional_pair(sink, name, e, src, nodes_[*prod].name, *prod_spec,
+                                       m_.consumers(name))
                      : src;
   };
   if (opt_.dedicated_qdq_pair) {
@@ -1801,25 +1820,28 @@ void static_quantizer::emit_activation(const std::string& name, const act_entry&
       const std::string sfx = "_" + std::to_string(k++);
       const std::string q = name + "_QuantizeLinear_Output" + sfx;
       const std::string dq = name + "_DequantizeLinear_Output" + sfx;
-      emit(sfx, src, q, dq, {c});
+      emit_pair(sink, name, e, sfx, src, q, dq, {c});
       const auto cs = consumer_spec(c);
-      rewire_node_[{c, name}] = cs ? additional_pair(dq, nodes_[c].name, *cs, {c}) : dq;
+      rewire_node_[{c, name}] =
+          cs ? additional_pair(sink, name, e, dq, nodes_[c].name, *cs, {c}) : dq;
     }
   } else if (is_output && prod) {
     const std::string src = name + "_QuantizeLinear_Input";
     rename_output_[name] = src;
-    emit("", q_input(src), name + "_QuantizeLinear_Output", name, m_.consumers(name));
+    emit_pair(sink, name, e, "", q_input(src), name + "_QuantizeLinear_Output", name,
+              m_.consumers(name));
     for (const std::size_t c : m_.consumers(name)) {
       if (const auto cs = consumer_spec(c))
-        rewire_node_[{c, name}] = additional_pair(name, nodes_[c].name, *cs, {c});
+        rewire_node_[{c, name}] = additional_pair(sink, name, e, name, nodes_[c].name, *cs, {c});
     }
   } else {
     const std::string dq = name + "_DequantizeLinear_Output";
-    emit("", q_input(name), name + "_QuantizeLinear_Output", dq, m_.consumers(name));
+    emit_pair(sink, name, e, "", q_input(name), name + "_QuantizeLinear_Output", dq,
+              m_.consumers(name));
     rewire_[name] = dq;
     for (const std::size_t c : m_.consumers(name)) {
       if (const auto cs = consumer_spec(c))
-        rewire_node_[{c, name}] = additional_pair(dq, nodes_[c].name, *cs, {c});
+        rewire_node_[{c, name}] = additional_pair(sink, name, e, dq, nodes_[c].name, *cs, {c});
     }
   }
 }

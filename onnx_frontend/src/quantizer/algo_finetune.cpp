@@ -1719,23 +1719,13 @@ std::pair<std::vector<std::string>, std::vector<std::string>> interface_of(const
 
 }  // namespace
 
-finetune_stats fast_finetune(model& qm, const model& float_model_in,
-                             calibration_data_reader& reader, const finetune_options& o,
-                             std::optional<std::size_t> max_samples) {
-  finetune_stats st;
-  // ref_model_path: the reference takes the float model's place (targets and weights).
-  std::optional<model> ref_model;
-  if (!o.ref_model_path.empty()) {
-    ref_model = model::load(o.ref_model_path);
-    if (interface_of(*ref_model) != interface_of(float_model_in)) {
-      throw config_error("quark.config.value",
-                         "algo_config " + std::string(o.adaquant ? "adaquant" : "adaround") +
-                             ".ref_model_path: '" + o.ref_model_path +
-                             "' has other graph inputs / outputs than the model being quantized");
-    }
-  }
-  const model& float_model = ref_model ? *ref_model : float_model_in;
-  // The samples: num_batches * batch_size at most (and data_size, CalibDataSize).
+namespace {
+
+/// The samples fast finetune trains on: num_batches * batch_size at most (and data_size,
+/// CalibDataSize), from the start of `reader`.
+std::vector<calib_sample> finetune_samples(calibration_data_reader& reader,
+                                           const finetune_options& o,
+                                           std::optional<std::size_t> max_samples) {
   std::size_t want = o.num_batches * o.batch_size;
   if (o.data_size)
     want = std::min(want, *o.data_size);
@@ -1749,10 +1739,15 @@ finetune_stats fast_finetune(model& qm, const model& float_model_in,
       break;
     samples.push_back(std::move(*s));
   }
-  st.samples = samples.size();
-  if (samples.empty())
-    return st;
+  return samples;
+}
 
+/// The quantized Conv / ConvTranspose / Gemm / MatMul nodes of `qm` to fine-tune (target_op_type,
+/// only_nodes; a quantized weight), each described against `float_model`; the others that were
+/// candidates go to st.skipped with the reason.
+std::vector<module> find_modules(const model& qm, const model& float_model,
+                                 const finetune_options& o, finetune_stats& st) {
+  std::vector<module> modules;
   const std::set<std::string> types(o.target_op_type.begin(), o.target_op_type.end());
   const std::set<std::string> only(o.only_nodes.begin(), o.only_nodes.end());
   const ::onnx::ModelProto& fp = proto(float_model);
@@ -1774,47 +1769,143 @@ finetune_stats fast_finetune(model& qm, const model& float_model_in,
         float_last_consumer[x] = &n;
     }
   }
-  std::vector<module> modules;
-  {
-    const GraphProto& g = proto(qm).graph();
-    std::map<std::string, int> producer;
-    std::map<std::string, std::vector<int>> consumers;
-    for (int i = 0; i < g.node_size(); ++i) {
-      for (const auto& out : g.node(i).output())
-        producer[out] = i;
-      for (const auto& x : g.node(i).input()) {
-        if (!x.empty())
-          consumers[x].push_back(i);
-      }
-    }
-    for (int i = 0; i < g.node_size(); ++i) {
-      const NodeProto& n = g.node(i);
-      if (!n.domain().empty() || !types.contains(n.op_type()))
-        continue;
-      if (!only.empty() && !only.contains(n.name()))
-        continue;
-      const bool dq_input = std::any_of(n.input().begin(), n.input().end(), [&](const auto& x) {
-        auto it = producer.find(x);
-        return it != producer.end() && g.node(it->second).op_type() == "DequantizeLinear" &&
-               qm.has_initializer(g.node(it->second).input(0));
-      });
-      const std::string label = (n.name().empty() ? n.output(0) : n.name()) + " (" + n.op_type();
-      std::string chain_why;
-      const bool chain_weight =
-          n.input_size() >= 2 &&
-          (parse_chain(qm, g, producer, consumers, n.input(1), chain_why) || !chain_why.empty());
-      if (!dq_input && !chain_weight)
-        continue;  // not quantized: nothing to fine-tune
-      module m;
-      const std::string why = describe(qm, float_model, g, i, producer, consumers, float_by_name,
-                                       float_last_consumer, o.output_qdq, o.adaquant, m);
-      if (!why.empty()) {
-        st.skipped.push_back(label + ": " + why + ")");
-        continue;
-      }
-      modules.push_back(std::move(m));
+  const GraphProto& g = proto(qm).graph();
+  std::map<std::string, int> producer;
+  std::map<std::string, std::vector<int>> consumers;
+  for (int i = 0; i < g.node_size(); ++i) {
+    for (const auto& out : g.node(i).output())
+      producer[out] = i;
+    for (const auto& x : g.node(i).input()) {
+      if (!x.empty())
+        consumers[x].push_back(i);
     }
   }
+  for (int i = 0; i < g.node_size(); ++i) {
+    const NodeProto& n = g.node(i);
+    if (!n.domain().empty() || !types.contains(n.op_type()))
+      continue;
+    if (!only.empty() && !only.contains(n.name()))
+      continue;
+    const bool dq_input = std::any_of(n.input().begin(), n.input().end(), [&](const auto& x) {
+      auto it = producer.find(x);
+      return it != producer.end() && g.node(it->second).op_type() == "DequantizeLinear" &&
+             qm.has_initializer(g.node(it->second).input(0));
+    });
+    const std::string label = (n.name().empty() ? n.output(0) : n.name()) + " (" + n.op_type();
+    std::string chain_why;
+    const bool chain_weight =
+        n.input_size() >= 2 &&
+        (parse_chain(qm, g, producer, consumers, n.input(1), chain_why) || !chain_why.empty());
+    if (!dq_input && !chain_weight)
+      continue;  // not quantized: nothing to fine-tune
+    module m;
+    const std::string why = describe(qm, float_model, g, i, producer, consumers, float_by_name,
+                                     float_last_consumer, o.output_qdq, o.adaquant, m);
+    if (!why.empty()) {
+      st.skipped.push_back(label + ": " + why + ")");
+      continue;
+    }
+    modules.push_back(std::move(m));
+  }
+  return modules;
+}
+
+/// Module `m`'s training data, one entry per sample: its quantized input (mixed with the float one
+/// under drop_ratio < 1) and its float output, in the Gram form (`gram`) when that is smaller.
+/// False when the shapes do not fit the module.
+bool module_data(const module& m, const runtime& qrt, const std::vector<calib_sample>& samples,
+                 const std::vector<std::map<std::string, tensor>>& float_values,
+                 const finetune_options& o, std::mt19937_64& rng,
+                 std::uniform_real_distribution<double>& unit, finetune_stats& st,
+                 std::vector<sample_data>& data, bool& gram) {
+  std::vector<mat> xs, ts;
+  for (std::size_t s = 0; s < samples.size(); ++s) {
+    const auto t0 = std::chrono::steady_clock::now();
+    tensor xq, xf, tf;
+    try {
+      qrt.run(samples[s], [&](std::string_view name, const tensor& v) {
+        if (name == m.input) {
+          xq = v;
+          throw stop_run{};  // the rest of the model is not needed
+        }
+      });
+    } catch (const stop_run&) {
+    }
+    if (auto it = float_values[s].find(m.float_output); it != float_values[s].end())
+      tf = it->second;
+    if (o.drop_ratio < 1.0) {
+      if (auto it = float_values[s].find(m.float_input); it != float_values[s].end())
+        xf = it->second;
+    }
+    if (o.drop_ratio < 1.0) {
+      if (xf.shape() != xq.shape() || xf.type() != dtype_id::float32 ||
+          xq.type() != dtype_id::float32) {
+        return false;
+      }
+      auto qv = xq.data<float>();
+      const auto fv = xf.data<float>();
+      for (std::size_t e = 0; e < qv.size(); ++e) {
+        if (!(unit(rng) < o.drop_ratio))
+          qv[e] = fv[e];
+      }
+    }
+    const auto t1 = std::chrono::steady_clock::now();
+    st.collect_seconds += std::chrono::duration<double>(t1 - t0).count();
+    if (!make_matrices(m, xq, tf, xs, ts)) {
+      return false;
+    }
+    sample_data d;
+    d.positions = static_cast<double>(xs[0].cols());
+    if (s == 0) {
+      // Per iteration: Gram form ~ (k + 1)^2, direct form ~ 2 (k + 1) P per sample.
+      const double k1 = static_cast<double>(m.k_g + 1);
+      gram = !m.nonlinear() && k1 < 2.0 * d.positions;
+    }
+    for (std::size_t gi = 0; gi < m.groups; ++gi) {
+      if (gram) {
+        mat G(ix(m.k_g + 1), ix(m.k_g + 1));
+        G.setZero();
+        G.selfadjointView<Eigen::Lower>().rankUpdate(xs[gi]);
+        G.triangularView<Eigen::StrictlyUpper>() = G.transpose();
+        d.a.push_back(std::move(G));
+        d.b.push_back(ts[gi] * xs[gi].transpose());
+        d.e += ts[gi].squaredNorm();
+      } else {
+        d.a.push_back(std::move(xs[gi]));
+        d.b.push_back(std::move(ts[gi]));
+      }
+    }
+    data.push_back(std::move(d));
+    st.train_seconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
+  }
+  return true;
+}
+
+}  // namespace
+
+finetune_stats fast_finetune(model& qm, const model& float_model_in,
+                             calibration_data_reader& reader, const finetune_options& o,
+                             std::optional<std::size_t> max_samples) {
+  finetune_stats st;
+  // ref_model_path: the reference takes the float model's place (targets and weights).
+  std::optional<model> ref_model;
+  if (!o.ref_model_path.empty()) {
+    ref_model = model::load(o.ref_model_path);
+    if (interface_of(*ref_model) != interface_of(float_model_in)) {
+      throw config_error("quark.config.value",
+                         "algo_config " + std::string(o.adaquant ? "adaquant" : "adaround") +
+                             ".ref_model_path: '" + o.ref_model_path +
+                             "' has other graph inputs / outputs than the model being quantized");
+    }
+  }
+  const model& float_model = ref_model ? *ref_model : float_model_in;
+  std::vector<calib_sample> samples = finetune_samples(reader, o, max_samples);
+  st.samples = samples.size();
+  if (samples.empty())
+    return st;
+
+  const std::vector<module> modules = find_modules(qm, float_model, o, st);
   if (modules.empty())
     return st;
 
@@ -1893,70 +1984,8 @@ finetune_stats fast_finetune(model& qm, const model& float_model_in,
     st.collect_seconds +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - tr).count();
     std::vector<sample_data> data;
-    bool gram = true, ok = true;
-    std::vector<mat> xs, ts;
-    for (std::size_t s = 0; s < samples.size() && ok; ++s) {
-      const auto t0 = std::chrono::steady_clock::now();
-      tensor xq, xf, tf;
-      try {
-        qrt.run(samples[s], [&](std::string_view name, const tensor& v) {
-          if (name == m.input) {
-            xq = v;
-            throw stop_run{};  // the rest of the model is not needed
-          }
-        });
-      } catch (const stop_run&) {
-      }
-      if (auto it = float_values[s].find(m.float_output); it != float_values[s].end())
-        tf = it->second;
-      if (o.drop_ratio < 1.0) {
-        if (auto it = float_values[s].find(m.float_input); it != float_values[s].end())
-          xf = it->second;
-      }
-      if (o.drop_ratio < 1.0) {
-        if (xf.shape() != xq.shape() || xf.type() != dtype_id::float32 ||
-            xq.type() != dtype_id::float32) {
-          ok = false;
-          break;
-        }
-        auto qv = xq.data<float>();
-        const auto fv = xf.data<float>();
-        for (std::size_t e = 0; e < qv.size(); ++e) {
-          if (!(unit(rng) < o.drop_ratio))
-            qv[e] = fv[e];
-        }
-      }
-      const auto t1 = std::chrono::steady_clock::now();
-      st.collect_seconds += std::chrono::duration<double>(t1 - t0).count();
-      if (!make_matrices(m, xq, tf, xs, ts)) {
-        ok = false;
-        break;
-      }
-      sample_data d;
-      d.positions = static_cast<double>(xs[0].cols());
-      if (s == 0) {
-        // Per iteration: Gram form ~ (k + 1)^2, direct form ~ 2 (k + 1) P per sample.
-        const double k1 = static_cast<double>(m.k_g + 1);
-        gram = !m.nonlinear() && k1 < 2.0 * d.positions;
-      }
-      for (std::size_t gi = 0; gi < m.groups; ++gi) {
-        if (gram) {
-          mat G(ix(m.k_g + 1), ix(m.k_g + 1));
-          G.setZero();
-          G.selfadjointView<Eigen::Lower>().rankUpdate(xs[gi]);
-          G.triangularView<Eigen::StrictlyUpper>() = G.transpose();
-          d.a.push_back(std::move(G));
-          d.b.push_back(ts[gi] * xs[gi].transpose());
-          d.e += ts[gi].squaredNorm();
-        } else {
-          d.a.push_back(std::move(xs[gi]));
-          d.b.push_back(std::move(ts[gi]));
-        }
-      }
-      data.push_back(std::move(d));
-      st.train_seconds +=
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
-    }
+    bool gram = true;
+    const bool ok = module_data(m, qrt, samples, float_values, o, rng, unit, st, data, gram);
     if (!ok) {
       st.skipped.push_back(m.name + " (" + kind_name(m.kind) +
                            (m.act == act_kind::softmax

@@ -329,24 +329,22 @@ bool default_quantized_op(const std::string& op_type, bool npu_cnn) {
   return npu_cnn && npu_cnn_ops().contains(op_type);
 }
 
-plan make_plan(const qconfig& cfg, const std::vector<node_ref>& nodes,
-               const subgraph_fn& subgraph) {
-  cfg.validate();
-  // Every algorithm of algo_config is implemented (algorithms.hpp).
+namespace {
 
-  for (const auto& m : cfg.extra_options.entries()) {
-    // Keys the registry marks not implemented only accept their inert value (checked when they
-    // were set), which asks for nothing: they are fine here.
-    const option_info* info = find_option(m.key);
-    const bool inert = info != nullptr && info->support == option_support::not_implemented;
-    if (!inert && !honoured_keys().contains(m.key) && !graph_pass_key(m.key) &&
-        !accepted_preset_value(m.key, m.value)) {
-      not_impl("extra option '" + m.key + "' (value " + to_string(m.value) + ")");
-    }
-  }
-  const option_map eff = cfg.effective_options();
-  plan p;
-  settings& o = p.opt;
+/// What the extra options say about choosing a node and its specs (read once by read_options,
+/// applied per node by choose_node).
+struct node_rules {
+  bool int16_scale = false;            ///< Int16Scale
+  bool act_scaled = false;             ///< ActivationScaled
+  bool weight_scaled = false;          ///< WeightScaled
+  std::optional<bool> weight_minmse;   ///< WeightCalibrateMethod, if set (Float32 weights only)
+  std::optional<bool> act_sym, w_sym;  ///< ActivationSymmetric / WeightSymmetric, if set
+  std::vector<std::string> op_types, extra_ops, nodes_to_quantize;
+};
+
+/// The extra options (effective values `eff`) into the settings `o`; returns the per-node rules.
+node_rules read_options(const qconfig& cfg, const option_map& eff, settings& o) {
+  node_rules r;
   auto get_bool = [&](const char* k, bool dflt) {
     const option_value v = eff.find(k) ? *eff.find(k) : option_value(dflt);
     return v.is_bool() ? v.as_bool() : dflt;
@@ -363,9 +361,9 @@ plan make_plan(const qconfig& cfg, const std::vector<node_ref>& nodes,
   o.int16_bias = get_bool("Int16Bias", false);
   if (o.int16_bias)
     o.int32_bias = true;  // quark-spec §6.4: Int16Bias goes through the int32 bias path
-  const bool int16_scale = get_bool("Int16Scale", false);
-  const bool act_scaled = get_bool("ActivationScaled", false);
-  const bool weight_scaled = get_bool("WeightScaled", false);
+  r.int16_scale = get_bool("Int16Scale", false);
+  r.act_scaled = get_bool("ActivationScaled", false);
+  r.weight_scaled = get_bool("WeightScaled", false);
   o.quantize_all_op_types = get_bool("QuantizeAllOpTypes", false);
   o.use_random_data = get_bool("UseRandomData", false);
   o.print_summary = get_bool("PrintSummary", true);
@@ -418,9 +416,8 @@ plan make_plan(const qconfig& cfg, const std::vector<node_ref>& nodes,
     o.minmse_most_common = v->as_string() == "MostCommon";
   if (const auto* v = eff.find("MinMSEModeFloatScale"); v && v->is_string())
     o.minmse_float_mode = v->as_string();
-  std::optional<bool> weight_minmse;  // WeightCalibrateMethod, if set (Float32 weights only)
   if (const auto* v = cfg.extra_options.find("WeightCalibrateMethod"); v && v->is_string())
-    weight_minmse = v->as_string().find("MinMSE") != std::string::npos;
+    r.weight_minmse = v->as_string().find("MinMSE") != std::string::npos;
   if (const auto* v = eff.find("SaveAndRestore"); v && v->is_string())
     o.save_and_restore = v->as_string();
   if (const auto* v = eff.find("TensorsRangeFile"); v && v->is_string())
@@ -472,21 +469,128 @@ plan make_plan(const qconfig& cfg, const std::vector<node_ref>& nodes,
     o.fix_shapes = parse_fix_shapes(v->as_string());
   if (const auto* v = eff.find("EvalDataReader"); v && v->is_string())
     o.eval_data_dir = v->as_string();
-  const auto op_types = strings("OpTypesToQuantize");
-  const auto extra_ops = strings("ExtraOpTypesToQuantize");
-  const auto nodes_to_quantize = strings("NodesToQuantize");
-  std::optional<bool> act_sym, w_sym;
+  r.op_types = strings("OpTypesToQuantize");
+  r.extra_ops = strings("ExtraOpTypesToQuantize");
+  r.nodes_to_quantize = strings("NodesToQuantize");
   if (const auto* v = cfg.extra_options.find("ActivationSymmetric"))
-    act_sym = option_cast<bool>(*v, "ActivationSymmetric");
+    r.act_sym = option_cast<bool>(*v, "ActivationSymmetric");
   if (const auto* v = cfg.extra_options.find("WeightSymmetric"))
-    w_sym = option_cast<bool>(*v, "WeightSymmetric");
+    r.w_sym = option_cast<bool>(*v, "WeightSymmetric");
+  return r;
+}
 
+/// Node `n`: whether it is quantized and with which specs (quark-spec §7.2: op type selection,
+/// then exclude / specific_layer_config / layer_type_config / global, then the options that
+/// adjust the specs).
+void choose_node(const qconfig& cfg, const settings& o, const node_rules& r, const node_ref& n,
+                 const node_query& info, node_choice& c) {
+  // 1. Op type selection (quark-spec §7.2; MatMul alone with UseMatMulNBits, §10.7).
+  bool selected;
+  if (o.matmul_nbits) {
+    selected = n.op_type == "MatMul";
+  } else if (never_quantized(n.op_type)) {
+    selected = false;
+  } else if (o.quantize_all_op_types) {
+    selected = true;
+  } else if (!r.op_types.empty()) {
+    selected = std::find(r.op_types.begin(), r.op_types.end(), n.op_type) != r.op_types.end();
+  } else if (o.enable_npu_transformer) {
+    // quark-spec §7.2: the NPU transformer registry is {Gemm, MatMul}.
+    selected = n.op_type == "Gemm" || n.op_type == "MatMul";
+  } else {
+    selected = default_quantized_op(n.op_type, o.enable_npu_cnn);
+  }
+  if (std::find(r.extra_ops.begin(), r.extra_ops.end(), n.op_type) != r.extra_ops.end())
+    selected = true;
+  if (!r.nodes_to_quantize.empty() &&
+      std::find(r.nodes_to_quantize.begin(), r.nodes_to_quantize.end(), n.name) ==
+          r.nodes_to_quantize.end()) {
+    selected = false;
+    c.reason = "not in NodesToQuantize";
+  }
+  if (!selected) {
+    if (c.reason.empty())
+      c.reason = "op type not quantized";
+    return;
+  }
+  // 2. exclude / specific_layer_config / layer_type_config / global.
+  const node_plan np = plan_node(cfg, info);
+  if (!np.quantized()) {
+    c.reason = np.decision == node_decision::excluded ? "excluded" : "op type excluded";
+    return;
+  }
+  if (o.matmul_nbits) {
+    c.quantize = true;  // MatMulNBitsParams, not the specs, describe the weight
+    return;
+  }
+  const layer_config& layer = *np.config;
+  if (auto s = effective_spec(cfg, layer, tensor_role::input))
+    c.input = resolve(*s, "input_tensors", true);
+  if (auto s = effective_spec(cfg, layer, tensor_role::output))
+    c.output = resolve(*s, "output_tensors", true);
+  if (auto s = effective_spec(cfg, layer, tensor_role::weight))
+    c.weight = resolve(*s, "weight", false);
+  if (auto s = effective_spec(cfg, layer, tensor_role::bias))
+    c.bias = resolve(*s, "bias", false);
+  // Int16Scale (quark-spec §2.3): float scales of integer types become M * 2^-N, except in
+  // the NPU CNN flow; ActivationScaled / WeightScaled scale BFloat16 / Float16 (§1.5).
+  for (auto* t : {&c.input, &c.output, &c.weight, &c.bias}) {
+    if (!*t)
+      continue;
+    tspec& ts = **t;
+    const bool fp16 = ts.type == dtype_id::float16 || ts.type == dtype_id::bfloat16;
+    if (r.int16_scale && !o.enable_npu_cnn && !fp16 && !is_fp8(ts.type) && !ts.pof2)
+      ts.int16_scale = true;
+    const bool scaled = (t == &c.input || t == &c.output) ? r.act_scaled : r.weight_scaled;
+    if (fp16 && scaled) {
+      ts.fp_scaled = true;
+      ts.method = act_method::minmax;
+    }
+  }
+  if (r.act_sym) {
+    if (c.input)
+      c.input->symmetric = *r.act_sym;
+    if (c.output)
+      c.output->symmetric = *r.act_sym;
+  }
+  if (r.w_sym && c.weight)
+    c.weight->symmetric = *r.w_sym;
+  for (auto* t : {&c.input, &c.output, &c.weight, &c.bias}) {
+    if (*t)
+      apply_legacy_block_attributes(**t, cfg.extra_options, t == &c.input || t == &c.output);
+  }
+  if (r.weight_minmse && c.weight && !c.weight->pof2)
+    c.weight->weight_minmse = *r.weight_minmse;
+  c.quantize = c.input || c.output || c.weight;
+  if (!c.quantize)
+    c.reason = "no spec";
+}
+
+}  // namespace
+
+plan make_plan(const qconfig& cfg, const std::vector<node_ref>& nodes,
+               const subgraph_fn& subgraph) {
+  cfg.validate();
+  // Every algorithm of algo_config is implemented (algorithms.hpp).
+
+  for (const auto& m : cfg.extra_options.entries()) {
+    // Keys the registry marks not implemented only accept their inert value (checked when they
+    // were set), which asks for nothing: they are fine here.
+    const option_info* info = find_option(m.key);
+    const bool inert = info != nullptr && info->support == option_support::not_implemented;
+    if (!inert && !honoured_keys().contains(m.key) && !graph_pass_key(m.key) &&
+        !accepted_preset_value(m.key, m.value)) {
+      not_impl("extra option '" + m.key + "' (value " + to_string(m.value) + ")");
+    }
+  }
+  const option_map eff = cfg.effective_options();
+  plan p;
+  const node_rules rules = read_options(cfg, eff, p.opt);
   // Subgraph masks are computed once per (starts, ends).
   std::map<std::pair<std::vector<std::string>, std::vector<std::string>>, std::vector<bool>> masks;
   p.nodes.resize(nodes.size());
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     const node_ref& n = nodes[i];
-    node_choice& c = p.nodes[i];
     node_query info{
         .name = n.name, .op_type = n.op_type, .in_subgraph = [&, i](const struct subgraph& g) {
           auto key = std::make_pair(g.start_nodes, g.end_nodes);
@@ -495,85 +599,7 @@ plan make_plan(const qconfig& cfg, const std::vector<node_ref>& nodes,
             it = masks.emplace(key, subgraph(g.start_nodes, g.end_nodes)).first;
           return it->second[i];
         }};
-    // 1. Op type selection (quark-spec §7.2; MatMul alone with UseMatMulNBits, §10.7).
-    bool selected;
-    if (o.matmul_nbits) {
-      selected = n.op_type == "MatMul";
-    } else if (never_quantized(n.op_type)) {
-      selected = false;
-    } else if (o.quantize_all_op_types) {
-      selected = true;
-    } else if (!op_types.empty()) {
-      selected = std::find(op_types.begin(), op_types.end(), n.op_type) != op_types.end();
-    } else if (o.enable_npu_transformer) {
-      // quark-spec §7.2: the NPU transformer registry is {Gemm, MatMul}.
-      selected = n.op_type == "Gemm" || n.op_type == "MatMul";
-    } else {
-      selected = default_quantized_op(n.op_type, o.enable_npu_cnn);
-    }
-    if (std::find(extra_ops.begin(), extra_ops.end(), n.op_type) != extra_ops.end())
-      selected = true;
-    if (!nodes_to_quantize.empty() && std::find(nodes_to_quantize.begin(), nodes_to_quantize.end(),
-                                                n.name) == nodes_to_quantize.end()) {
-      selected = false;
-      c.reason = "not in NodesToQuantize";
-    }
-    if (!selected) {
-      if (c.reason.empty())
-        c.reason = "op type not quantized";
-      continue;
-    }
-    // 2. exclude / specific_layer_config / layer_type_config / global.
-    const node_plan np = plan_node(cfg, info);
-    if (!np.quantized()) {
-      c.reason = np.decision == node_decision::excluded ? "excluded" : "op type excluded";
-      continue;
-    }
-    if (o.matmul_nbits) {
-      c.quantize = true;  // MatMulNBitsParams, not the specs, describe the weight
-      continue;
-    }
-    const layer_config& layer = *np.config;
-    if (auto s = effective_spec(cfg, layer, tensor_role::input))
-      c.input = resolve(*s, "input_tensors", true);
-    if (auto s = effective_spec(cfg, layer, tensor_role::output))
-      c.output = resolve(*s, "output_tensors", true);
-    if (auto s = effective_spec(cfg, layer, tensor_role::weight))
-      c.weight = resolve(*s, "weight", false);
-    if (auto s = effective_spec(cfg, layer, tensor_role::bias))
-      c.bias = resolve(*s, "bias", false);
-    // Int16Scale (quark-spec §2.3): float scales of integer types become M * 2^-N, except in
-    // the NPU CNN flow; ActivationScaled / WeightScaled scale BFloat16 / Float16 (§1.5).
-    for (auto* t : {&c.input, &c.output, &c.weight, &c.bias}) {
-      if (!*t)
-        continue;
-      tspec& ts = **t;
-      const bool fp16 = ts.type == dtype_id::float16 || ts.type == dtype_id::bfloat16;
-      if (int16_scale && !o.enable_npu_cnn && !fp16 && !is_fp8(ts.type) && !ts.pof2)
-        ts.int16_scale = true;
-      const bool scaled = (t == &c.input || t == &c.output) ? act_scaled : weight_scaled;
-      if (fp16 && scaled) {
-        ts.fp_scaled = true;
-        ts.method = act_method::minmax;
-      }
-    }
-    if (act_sym) {
-      if (c.input)
-        c.input->symmetric = *act_sym;
-      if (c.output)
-        c.output->symmetric = *act_sym;
-    }
-    if (w_sym && c.weight)
-      c.weight->symmetric = *w_sym;
-    for (auto* t : {&c.input, &c.output, &c.weight, &c.bias}) {
-      if (*t)
-        apply_legacy_block_attributes(**t, cfg.extra_options, t == &c.input || t == &c.output);
-    }
-    if (weight_minmse && c.weight && !c.weight->pof2)
-      c.weight->weight_minmse = *weight_minmse;
-    c.quantize = c.input || c.output || c.weight;
-    if (!c.quantize)
-      c.reason = "no spec";
+    choose_node(cfg, p.opt, rules, n, info, p.nodes[i]);
   }
   // RefineBlockAxis (quark-spec §7.7): on by default when a block spec is used.
   {
@@ -582,13 +608,14 @@ plan make_plan(const qconfig& cfg, const std::vector<node_ref>& nodes,
       for (const auto* t : {&c.input, &c.output, &c.weight, &c.bias})
         any_block = any_block || (*t && (*t)->block);
     }
-    for (const auto& [tensor, entries] : o.overrides) {
+    for (const auto& [tensor, entries] : p.opt.overrides) {
       const auto type = entries.front().quant_type;
       any_block = any_block || (type && is_block_type(*type));
     }
-    o.any_block = any_block;
+    p.opt.any_block = any_block;
     const option_value* v = cfg.extra_options.find("RefineBlockAxis");
-    o.refine_block_axis = v && !v->is_null() ? option_cast<bool>(*v, "RefineBlockAxis") : any_block;
+    p.opt.refine_block_axis =
+        v && !v->is_null() ? option_cast<bool>(*v, "RefineBlockAxis") : any_block;
   }
   return p;
 }

@@ -764,6 +764,43 @@ calib_output facts_from_json(const std::filesystem::path& file,
   return out;
 }
 
+/// Each calibrated tensor's range (or standard deviation) from its slot's observer, into
+/// out.tensors.
+void collect_results(std::unordered_map<std::string, slot>& slots, const calib_params& params,
+                     calib_output& out) {
+  for (auto& [name, s] : slots) {
+    auto it = out.tensors.find(name);
+    if (s.dropped || it == out.tensors.end() || it->second.type != dtype_id::float32)
+      continue;
+    tensor_facts& f = it->second;
+    f.calibrated = true;
+    if (s.seen == 0)
+      continue;  // an empty value: range (0, 0)
+    if (params.keep_histograms)
+      keep_histogram(s, f);
+    if (s.opt.method == calib_method::distribution) {
+      // FP8 (quark-spec §4.4): the scale comes from the standard deviation; the range is the
+      // histogram's.
+      const histogram_data& h = s.hist->stats();
+      if (h.total() > 0) {
+        f.std_dev = distribution_calibrator{}(h).std_dev;
+        f.rmin = static_cast<float>(h.edges.front());
+        f.rmax = static_cast<float>(h.edges.back());
+      }
+      continue;
+    }
+    try {
+      const calibrated_range r = result_of(s);
+      f.rmin = r.min;
+      f.rmax = r.max;
+      f.pof2_position = r.pof2_position;
+      f.warnings = r.warnings;
+    } catch (const quark::error& e) {
+      throw frontend_error(e.id(), "calibrating tensor '" + name + "': " + e.message());
+    }
+  }
+}
+
 }  // namespace
 
 std::vector<input_signature> model_inputs(const std::string& model_bytes,
@@ -934,37 +971,7 @@ calib_output calibrate(const model& m, const std::map<std::string, calib_request
   }
   const double second_s = since(t_second);
   const clock::time_point t_results = clock::now();
-  for (auto& [name, s] : slots) {
-    auto it = out.tensors.find(name);
-    if (s.dropped || it == out.tensors.end() || it->second.type != dtype_id::float32)
-      continue;
-    tensor_facts& f = it->second;
-    f.calibrated = true;
-    if (s.seen == 0)
-      continue;  // an empty value: range (0, 0)
-    if (params.keep_histograms)
-      keep_histogram(s, f);
-    if (s.opt.method == calib_method::distribution) {
-      // FP8 (quark-spec §4.4): the scale comes from the standard deviation; the range is the
-      // histogram's.
-      const histogram_data& h = s.hist->stats();
-      if (h.total() > 0) {
-        f.std_dev = distribution_calibrator{}(h).std_dev;
-        f.rmin = static_cast<float>(h.edges.front());
-        f.rmax = static_cast<float>(h.edges.back());
-      }
-      continue;
-    }
-    try {
-      const calibrated_range r = result_of(s);
-      f.rmin = r.min;
-      f.rmax = r.max;
-      f.pof2_position = r.pof2_position;
-      f.warnings = r.warnings;
-    } catch (const quark::error& e) {
-      throw frontend_error(e.id(), "calibrating tensor '" + name + "': " + e.message());
-    }
-  }
+  collect_results(slots, params, out);
   if (profile) {
     std::fprintf(stderr,
                  "calibration profile: %zu samples; %zu of %zu tensors observed after the "

@@ -1770,16 +1770,9 @@ std::vector<module> find_modules(const model& qm, const model& float_model,
     }
   }
   const GraphProto& g = proto(qm).graph();
-  std::map<std::string, int> producer;
-  std::map<std::string, std::vector<int>> consumers;
-  for (int i = 0; i < g.node_size(); ++i) {
-    for (const auto& out : g.node(i).output())
-      producer[out] = i;
-    for (const auto& x : g.node(i).input()) {
-      if (!x.empty())
-        consumers[x].push_back(i);
-    }
-  }
+  const graph_index ix(g);  // (a value an If / Loop / Scan body reads counts as consumed there)
+  const std::map<std::string, int>& producer = ix.producer;
+  const std::map<std::string, std::vector<int>>& consumers = ix.consumers;
   for (int i = 0; i < g.node_size(); ++i) {
     const NodeProto& n = g.node(i);
     if (!n.domain().empty() || !types.contains(n.op_type()))

@@ -169,6 +169,16 @@ TEST_CASE("categories 2-6, 9, 10 and 11 are implemented, 1, 7 and 8 are not") {
                                                    "ConvertSplitToSlice",
                                                    "ConvertReduceMeanToGlobalAvgPool",
                                                    "SplitLargeKernelPool",
+                                                   "SkipPreprocess",
+                                                   "ConvertOpsetVersion",
+                                                   "ConvertFP16ToFP32",
+                                                   "RemoveInputInit",
+                                                   "CopySharedInit",
+                                                   "CopyBiasInit",
+                                                   "FuseInstanceNorm",
+                                                   "FuseL2Norm",
+                                                   "FuseGelu",
+                                                   "FuseLayerNorm",
                                                    "CLEBalanceMethod",
                                                    "CLESteps",
                                                    "CLEWeightThreshold",
@@ -333,11 +343,11 @@ TEST_CASE("value ranges and enumerated strings") {
 TEST_CASE("not-implemented keys: the inert value is accepted, anything else is an error") {
   option_map o;
   o.set("SimulateDPU", false);
-  o.set("FuseGelu", false);
+  o.set("SimplifyModel", false);
   o.set("OptimizeModel", false);
   CHECK(o.size() == 3);
-  const auto msg = error_of<quark::not_implemented>([&] { o.set("FuseGelu", true); });
-  CHECK(msg.find("quark.config.not_implemented: FuseGelu = true is not implemented yet") == 0);
+  const auto msg = error_of<quark::not_implemented>([&] { o.set("SimplifyModel", true); });
+  CHECK(msg.find("quark.config.not_implemented: SimplifyModel = true is not implemented yet") == 0);
   CHECK(msg.find("Preprocessing") != std::string::npos);
   CHECK_THROWS_AS(o.set("EnableVaimlBF16", true), quark::not_implemented);
   CHECK_THROWS_AS(o.set("MaxLoopNum", 7), quark::not_implemented);

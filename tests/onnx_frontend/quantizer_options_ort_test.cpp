@@ -1424,3 +1424,58 @@ TEST_CASE("QuantizeFP16 / UseFP32Scale: a float16 model stays float16") {
     CHECK(e.find("needs a float16 model") != std::string::npos);
   }
 }
+
+TEST_CASE("ConvertFP16ToFP32: a float16 model is quantized as float32 and stays so") {
+  const ::onnx::ModelProto fm = conv_model_fp16();
+  qo::qconfig cfg = qo::get_default_config("A8W8");
+  cfg.extra_options.set("ConvertFP16ToFP32", true);
+  qo::memory_reader reader(samples_fp16(4));  // float16 samples, converted on the way
+  qo::quantize_report rep;
+  const auto qm = to_proto(qo::quantize_model(to_model(fm), cfg, reader, &rep));
+  CHECK(qm.graph().input(0).type().tensor_type().elem_type() == onnx_type::float32);
+  CHECK(qm.graph().output(0).type().tensor_type().elem_type() == onnx_type::float32);
+  CHECK(op_count(qm, "Cast") == 0);
+  CHECK(op_count(qm, "QuantizeLinear") > 0);
+  for (const auto& t : qm.graph().initializer())
+    CHECK(t.data_type() != onnx_type::float16);
+  CHECK(std::any_of(rep.notes.begin(), rep.notes.end(), [](const std::string& s) {
+    return s.find("ConvertFP16ToFP32: the float16 model was converted to float32") !=
+           std::string::npos;
+  }));
+  if (ort_available()) {
+    // The float16 model in ORT against the float32 quantized one on the same values.
+    double sum = 0.0;
+    for (std::uint32_t s = 0; s < 3; ++s) {
+      std::vector<std::uint16_t> bits;
+      std::vector<float> wide;
+      for (const float v : random_floats(192, 700 + s)) {
+        bits.push_back(half_bits(v));
+        wide.push_back(quark::to_float(quark::float16::from_bits(bits.back())));
+      }
+      std::vector<float> a;
+      for (const auto b : run_ort(fm, {npy_array::from(bits, {1, 3, 8, 8}, "<f2")})
+                              .begin()
+                              ->second.values<std::uint16_t>())
+        a.push_back(quark::to_float(quark::float16::from_bits(b)));
+      const auto b =
+          run_ort(qm, {npy_array::from(wide, {1, 3, 8, 8})}).begin()->second.values<float>();
+      sum += quark::metrics::cosine(a, b);
+    }
+    MESSAGE("cosine against the float16 model in ORT: " << sum / 3.0);
+    CHECK(sum / 3.0 >= 0.98);
+  }
+  // QuantizeFP16 asks for the opposite; a float32 model is left as it is (nothing to convert).
+  cfg.extra_options.set("QuantizeFP16", true);
+  qo::memory_reader again(samples_fp16(2));
+  CHECK_THROWS_WITH_AS(qo::quantize_model(to_model(fm), cfg, again),
+                       doctest::Contains("quark.config.conflict: ConvertFP16ToFP32 = true"),
+                       quark::config_error);
+  qo::qconfig f32 = qo::get_default_config("A8W8");
+  f32.extra_options.set("ConvertFP16ToFP32", true);
+  std::vector<qo::calib_sample> calib;
+  for (std::uint32_t i = 0; i < 2; ++i)
+    calib.push_back({{"x", qo::tensor::from_floats({1, 3, 8, 8}, random_floats(192, 40 + i))}});
+  qo::memory_reader r32(calib);
+  const auto q32 = to_proto(qo::quantize_model(to_model(conv_model()), f32, r32));
+  CHECK(op_count(q32, "QuantizeLinear") > 0);
+}

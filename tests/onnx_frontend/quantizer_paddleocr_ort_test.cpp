@@ -273,6 +273,49 @@ TEST_CASE("PaddleOCR v4 rec: MATMUL_NBITS (4-bit MatMul weights) in ORT") {
   CHECK(hqq >= 0.97);
 }
 
+TEST_CASE("PaddleOCR v4 rec with ConvertOpsetVersion 17: five LayerNorms fuse, A8W8 in ORT") {
+  const fs::path rec = model_path("ch_PP-OCRv4_rec_infer.onnx");
+  if (!fs::exists(rec) || !ort_available()) {
+    MESSAGE("skipped: run scripts/fetch-models.sh and install ONNX Runtime (tests/ort)");
+    return;
+  }
+  // Opset 9 -> 17: ONNX's converter stops at its Softmax 12 -> 13 adapter (shape inference finds
+  // no rank for the attention Softmax inputs), quark-cpp's upgrade carries the model (Softmax on
+  // a given axis through Flatten / Reshape); then the LayerNorms, written out by the exporter,
+  // fuse. ORT runs the original and the converted float graph on a text line: same outputs.
+  qo::qconfig cfg = qo::get_default_config("A8W8");
+  cfg.extra_options.set("ConvertOpsetVersion", 17);
+  const ::onnx::ModelProto fm = load_proto(rec);
+  std::vector<std::string> notes;
+  const ::onnx::ModelProto eq = to_proto(qo::equalize_model(to_model(fm), cfg, &notes));
+  CHECK(std::any_of(notes.begin(), notes.end(), [](const std::string& n) {
+    return n.find("FuseLayerNorm: 5 fused into LayerNormalization") != std::string::npos;
+  }));
+  std::size_t ln = 0;
+  for (const auto& n : eq.graph().node())
+    ln += n.op_type() == "LayerNormalization" ? 1U : 0U;
+  CHECK(ln == 5);
+  const std::vector<float> x = text_image("ch_PP-OCRv4_rec_infer.onnx", 48, 320, 5);
+  const auto a = run_ort(fm, {npy_array::from(x, {1, 3, 48, 320})});
+  const auto b = run_ort(eq, {npy_array::from(x, {1, 3, 48, 320})});
+  for (const auto& kv : a) {
+    const std::string name = kv.first;
+    CAPTURE(name);
+    CHECK(quark::metrics::cosine(kv.second.values<float>(), b.at(name).values<float>()) >=
+          0.999999);
+  }
+  // Quantized (A8W8, the LayerNormalization nodes quantized as well), against the same preset
+  // on the model as it is (opset 9, the LayerNorms written out): ORT on text lines.
+  qo::quantize_report r;
+  const double fused =
+      cosine_in_ort("ch_PP-OCRv4_rec_infer.onnx", cfg, "rec_op17", {1, 3, 48, 320}, false, 2, &r);
+  CHECK(r.op_types.at("LayerNormalization").quantized == 5);
+  const double as_is = cosine_in_ort("ch_PP-OCRv4_rec_infer.onnx", qo::get_default_config("A8W8"),
+                                     "rec_op9", {1, 3, 48, 320}, false, 2);
+  MESSAGE("rec A8W8: " << as_is << " as given, " << fused << " with ConvertOpsetVersion 17");
+  CHECK(fused >= as_is - 0.02);
+}
+
 TEST_CASE("PaddleOCR v4 det and cls with CLE / bias correction (algo_config)") {
   if (!fs::exists(model_path("ch_PP-OCRv4_det_infer.onnx")) || !ort_available()) {
     MESSAGE("skipped: run scripts/fetch-models.sh and install ONNX Runtime (tests/ort)");

@@ -80,8 +80,9 @@ std::vector<option_info> build_registry() {
   // -- seed 000, in its order ------------------------------------------------------------------
   r.push_back(todo("PreprocessYAML", cat::preprocessing, S, nul, nullptr, "None", nullptr,
                    "Preprocess the graph with a Shapeshifter YAML file or a named recipe."));
-  r.push_back(todo("SkipPreprocess", cat::preprocessing, B, nonnull, false, "False", false,
-                   "Skip every preprocessing graph optimization."));
+  r.push_back(fixed("SkipPreprocess", cat::preprocessing, B, nonnull, false, "False",
+                    "Skip every preprocessing graph rewrite (initializer handling, fusions, "
+                    "folding, the Convert* rewrites)."));
   r.push_back(fixed("OpTypesToQuantize", cat::target_selection, SL, nul, option_value::array({}),
                     "[] (every supported op type)",
                     "Quantize only these op types (empty: every supported op type)."));
@@ -98,8 +99,9 @@ std::vector<option_info> build_registry() {
                     "Fuse operators before quantization: constant folding, BatchNormalization "
                     "and constant per-channel Mul/Add into the Conv before them, Identity "
                     "removal."));
-  r.push_back(todo("ConvertFP16ToFP32", cat::preprocessing, B, nonnull, false, "False", false,
-                   "Convert a float16 model to float32 before quantization."));
+  r.push_back(fixed("ConvertFP16ToFP32", cat::preprocessing, B, nonnull, false, "False",
+                    "Convert a float16 model to float32 before quantization (the result is a "
+                    "float32 model)."));
   r.push_back(todo("ConvertNCHWToNHWC", cat::preprocessing, B, nonnull, false, "False", false,
                    "Convert an NCHW model to NHWC before quantization."));
   r.push_back(fixed("DebugMode", cat::debug_and_eval, B, nonnull, false, "False",
@@ -135,8 +137,8 @@ std::vector<option_info> build_registry() {
                       "like a weight."));
   r.push_back(fixed("Int16Bias", cat::bias, B, nonnull, false, "False",
                     "Quantize biases to int16 (through int32, then saturated; needs opset 21)."));
-  r.push_back(todo("RemoveInputInit", cat::preprocessing, B, nonnull, true, "True", false,
-                   "Remove initializers from the graph inputs."));
+  r.push_back(fixed("RemoveInputInit", cat::preprocessing, B, nonnull, true, "True",
+                    "Remove initializers from the graph inputs, so they are constants."));
   r.push_back(todo("SimplifyModel", cat::preprocessing, B, nonnull, true, "True", false,
                    "Simplify the model with onnxslim."));
   r.push_back(todo("SimplifyModelOptions", cat::preprocessing, ty::object, nul,
@@ -198,8 +200,8 @@ std::vector<option_info> build_registry() {
                     "Power-of-two MinMSE: \"All\" data at once or \"MostCommon\" per batch."));
   r.push_back(context("NumBins", cat::calibration, I, nonnull, "128 for Entropy, else 2048",
                       "Histogram bins of the histogram-based calibration methods."));
-  r.push_back(todo("ConvertOpsetVersion", cat::preprocessing, I, nul, nullptr, "None", nullptr,
-                   "Convert the model to this opset before quantization."));
+  r.push_back(fixed("ConvertOpsetVersion", cat::preprocessing, I, nul, nullptr, "None",
+                    "Convert the model to this default-domain opset before quantization."));
   r.push_back(context("ConvertBNToConv", cat::preprocessing, B, nonnull,
                       "True for the NPU-CNN, NPU-transformer and extended-QDQ flows, else False",
                       "Convert BatchNormalization to a depthwise Conv."));
@@ -209,14 +211,16 @@ std::vector<option_info> build_registry() {
                       "Split large-kernel global average pooling into two poolings."));
   r.push_back(context("ConvertSplitToSlice", cat::preprocessing, B, nonnull, "as ConvertBNToConv",
                       "Convert Split to Slice."));
-  r.push_back(todo("FuseInstanceNorm", cat::preprocessing, B, nonnull, true, "True", false,
-                   "Fuse a decomposed instance norm into InstanceNormalization."));
-  r.push_back(todo("FuseL2Norm", cat::preprocessing, B, nonnull, true, "True", false,
-                   "Fuse a decomposed L2 norm."));
-  r.push_back(todo("FuseGelu", cat::preprocessing, B, nonnull, true, "True", false,
-                   "Fuse a decomposed Gelu."));
-  r.push_back(todo("FuseLayerNorm", cat::preprocessing, B, nonnull, true, "True", false,
-                   "Fuse a decomposed LayerNormalization."));
+  r.push_back(fixed("FuseInstanceNorm", cat::preprocessing, B, nonnull, true, "True",
+                    "Fuse an instance norm built from GlobalAveragePool, Sub, Mul, Sqrt and "
+                    "Reciprocal into InstanceNormalization."));
+  r.push_back(fixed("FuseL2Norm", cat::preprocessing, B, nonnull, true, "True",
+                    "Fuse x / sqrt(max(ReduceSum(x * x), eps)) into LpNormalization(p = 2)."));
+  r.push_back(fixed("FuseGelu", cat::preprocessing, B, nonnull, true, "True",
+                    "Fuse x * 0.5 * (1 + erf(x / sqrt(2))) into Gelu (opset 20 or later)."));
+  r.push_back(fixed("FuseLayerNorm", cat::preprocessing, B, nonnull, true, "True",
+                    "Fuse a LayerNormalization built from ReduceMean, Sub, Pow, Sqrt and Div "
+                    "into LayerNormalization (opset 17 or later)."));
   r.push_back(fixed("ConvertClipToRelu", cat::preprocessing, B, nonnull, false, "False",
                     "Convert Clip with min 0 to Relu."));
   r.push_back(todo("SimulateDPU", cat::npu_adaptation, B, nonnull, true, "True", false,
@@ -261,12 +265,14 @@ std::vector<option_info> build_registry() {
                     "exists."));
   r.push_back(fixed("ReplaceClip6Relu", cat::preprocessing, B, nonnull, false, "False",
                     "Replace Clip(0, 6) by Relu before CLE (only with algo_config cle)."));
-  r.push_back(todo("CopySharedInit", cat::preprocessing, SL, nul, nullptr, "None", nullptr,
-                   "Duplicate initializers shared by nodes of these op types."));
-  r.push_back(todo("CopyBiasInit", cat::preprocessing, SL, nul,
-                   strings({"Conv", "ConvTranspose", "Gemm"}),
-                   "[\"Conv\", \"ConvTranspose\", \"Gemm\"] (int8/int16 A/W only)", nullptr,
-                   "Duplicate bias initializers shared by nodes of these op types."));
+  r.push_back(fixed("CopySharedInit", cat::preprocessing, SL, nul, nullptr, "None",
+                    "Give each node of these op types its own copy of an initializer it shares "
+                    "with other nodes ([]: every op type; None: no copies)."));
+  r.push_back(fixed("CopyBiasInit", cat::preprocessing, SL, nul,
+                    strings({"Conv", "ConvTranspose", "Gemm"}),
+                    "[\"Conv\", \"ConvTranspose\", \"Gemm\"] (acts only when activations and "
+                    "weights are both 8- or 16-bit integers)",
+                    "As CopySharedInit, for the bias inputs of these op types only."));
   r.push_back(fixed("RemoveQDQConvClip", cat::qdq_management, B, nonnull, true, "True",
                     "Remove the Q/DQ between Conv/Add/Gemm and a following Clip."));
   r.push_back(fixed("RemoveQDQConvRelu", cat::qdq_management, B, nonnull, true, "True",

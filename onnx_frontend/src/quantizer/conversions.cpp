@@ -56,16 +56,6 @@ std::optional<std::vector<std::int64_t>> int_values(const model& m, const std::s
   return out;
 }
 
-/// A float scalar initializer's value (one element), nullopt otherwise.
-std::optional<float> float_scalar(const model& m, const std::string& name) {
-  if (name.empty() || !m.has_initializer(name))
-    return std::nullopt;
-  const tensor t = m.initializer(name);
-  if (t.type() != dtype_id::float32 || t.size() != 1)
-    return std::nullopt;
-  return t.data<float>()[0];
-}
-
 tensor int64_tensor(const std::vector<std::int64_t>& v) {
   tensor t(dtype_id::int64, {static_cast<std::int64_t>(v.size())});
   std::copy(v.begin(), v.end(), t.data<std::int64_t>().begin());

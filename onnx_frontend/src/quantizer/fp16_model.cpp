@@ -222,6 +222,19 @@ bool float16_path(const model& in, const qconfig& cfg) {
   return half;
 }
 
+bool converts_float16(const model& in, const qconfig& cfg) {
+  const option_value* c = cfg.extra_options.find("ConvertFP16ToFP32");
+  if (c == nullptr || !c->is_bool() || !c->as_bool())
+    return false;
+  const option_value* q = cfg.extra_options.find("QuantizeFP16");
+  if (q != nullptr && q->is_bool() && q->as_bool()) {
+    throw config_error("quark.config.conflict",
+                       "ConvertFP16ToFP32 = true (quantize a float32 copy and keep it) and "
+                       "QuantizeFP16 = true (quantize the model as float16) exclude each other");
+  }
+  return is_float16_model(in);
+}
+
 model quantize_float16_model(const model& in, const qconfig& cfg, calibration_data_reader& reader,
                              quantize_report* report, const quantize_run_options& run,
                              const float32_quantizer& quantize) {

@@ -68,6 +68,10 @@ using float32_quantizer =
 /// QuantizeFP16 is set on a model that is not float16.
 bool float16_path(const model& in, const qconfig& cfg);
 
+/// ConvertFP16ToFP32 = true and `in` is a float16 model: it is quantized as float32 and stays so.
+/// Throws config_error "quark.config.conflict" when QuantizeFP16 = true is set as well.
+bool converts_float16(const model& in, const qconfig& cfg);
+
 /// Quantizes the float16 model `in`: to_float32, `quantize` with QuantizeFP16 / UseFP32Scale
 /// removed and OptimizeModel false (Quark forces it off for float16 models), to_float16 with
 /// float32 scales when UseFP32Scale is true or unset (its default is QuantizeFP16).

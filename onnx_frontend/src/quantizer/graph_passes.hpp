@@ -19,6 +19,8 @@
 //     auto gone = qz::remove_qdq_pairs(m, o);      // tensors that are no longer quantized
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -33,6 +35,18 @@ struct qconfig;
 namespace quark::onnx::qz {
 
 struct graph_pass_options {
+  // Before calibration: preprocess.hpp (SkipPreprocess turns every pass below off).
+  bool skip = false;                  ///< SkipPreprocess
+  std::optional<std::int64_t> opset;  ///< ConvertOpsetVersion
+  bool fp16_to_fp32 = false;          ///< ConvertFP16ToFP32
+  bool remove_input_init = true;      ///< RemoveInputInit
+  /// CopySharedInit (empty: every op type); CopyBiasInit (only when activations and weights are
+  /// 8- or 16-bit integers, else nullopt).
+  std::optional<std::vector<std::string>> copy_shared, copy_bias;
+  bool fuse_instance_norm = true;  ///< FuseInstanceNorm
+  bool fuse_l2_norm = true;        ///< FuseL2Norm
+  bool fuse_gelu = true;           ///< FuseGelu
+  bool fuse_layer_norm = true;     ///< FuseLayerNorm
   // Before calibration.
   bool fold_constants = true;    ///< OptimizeModel: nodes whose inputs are all constant
   bool remove_identity = true;   ///< OptimizeModel

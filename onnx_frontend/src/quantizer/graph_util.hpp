@@ -88,6 +88,16 @@ inline void drop_unused_initializers(model& m, const std::set<std::string>& cand
   }
 }
 
+/// A float scalar initializer's value (one element), nullopt otherwise.
+inline std::optional<float> float_scalar(const model& m, const std::string& name) {
+  if (name.empty() || !m.has_initializer(name))
+    return std::nullopt;
+  const tensor t = m.initializer(name);
+  if (t.type() != dtype_id::float32 || t.size() != 1)
+    return std::nullopt;
+  return t.data<float>()[0];
+}
+
 /// How many nodes the If / Loop / Scan bodies of `g`'s nodes hold, nested bodies included.
 inline std::size_t body_node_count(const ::onnx::GraphProto& g) {
   std::size_t k = 0;

@@ -3,7 +3,11 @@
 // operators whose numeric behaviour changed between the two versions are refused.
 #include "quantizer/opset.hpp"
 
+#include <map>
+#include <optional>
 #include <set>
+#include <utility>
+#include <vector>
 
 #include <quark/onnx/error.hpp>
 
@@ -106,7 +110,12 @@ void upgrade_nodes(::onnx::GraphProto& g, std::int64_t from, std::int64_t to,
   static const std::set<std::string> reduce18 = {
       "ReduceMean", "ReduceMax",    "ReduceMin",       "ReduceProd",     "ReduceL1",
       "ReduceL2",   "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare"};
+  // Nodes to insert around node i (Softmax's 2-D form, below), applied after the loop.
+  std::map<int, std::pair<std::vector<::onnx::NodeProto>, std::vector<::onnx::NodeProto>>> around;
+  std::optional<name_pool> names;
+  int index = -1;
   for (auto& n : *g.mutable_node()) {
+    ++index;
     if (!n.domain().empty() && n.domain() != "ai.onnx")
       continue;
     const std::string& op = n.op_type();
@@ -143,19 +152,45 @@ void upgrade_nodes(::onnx::GraphProto& g, std::int64_t from, std::int64_t to,
     } else if ((op == "Softmax" || op == "LogSoftmax" || op == "Hardmax") && crosses(13)) {
       const auto* a = find_attr(n, "axis");
       std::int64_t axis = a ? a->i() : 1;
-      auto it = n.input_size() > 0 ? ranks.find(n.input(0)) : ranks.end();
-      if (it == ranks.end())
+      if (n.input_size() < 1 || n.output_size() < 1)
         refuse(n, from, to);
-      const auto rank = static_cast<std::int64_t>(it->second);
-      if (axis < 0)
-        axis += rank;
-      if (axis != rank - 1)
-        refuse(n, from, to);  // the old 2-D coercion differs
+      auto it = ranks.find(n.input(0));
+      if (it != ranks.end() && axis < 0)
+        axis += static_cast<std::int64_t>(it->second);
+      const bool last =
+          (it != ranks.end() && axis == static_cast<std::int64_t>(it->second) - 1) || axis == -1;
       drop_attr(n, "axis");
-      auto* na = n.add_attribute();
-      na->set_name("axis");
-      na->set_type(::onnx::AttributeProto::INT);
-      na->set_i(axis);
+      if (last) {
+        add_int_attr(n, "axis", axis);
+      } else {
+        // The old operator works on the 2-D coercion [prod(dims < axis), prod(dims >= axis)]:
+        // Flatten(axis) -> the new operator on the last axis -> Reshape back to Shape(x). Exact
+        // for any rank, so the rank need not be known.
+        if (!names)
+          names.emplace(g);
+        const std::string x = n.input(0), y = n.output(0);
+        const std::string flat = names->fresh(y + "_2d_in"), out2 = names->fresh(y + "_2d");
+        const std::string shape = names->fresh(y + "_shape");
+        ::onnx::NodeProto f, sh, re;
+        f.set_op_type("Flatten");
+        f.set_name(names->fresh(n.name() + "_flatten"));
+        f.add_input(x);
+        f.add_output(flat);
+        add_int_attr(f, "axis", axis);
+        sh.set_op_type("Shape");
+        sh.set_name(names->fresh(n.name() + "_shape"));
+        sh.add_input(x);
+        sh.add_output(shape);
+        re.set_op_type("Reshape");
+        re.set_name(names->fresh(n.name() + "_reshape"));
+        re.add_input(out2);
+        re.add_input(shape);
+        re.add_output(y);
+        n.set_input(0, flat);
+        n.set_output(0, out2);
+        add_int_attr(n, "axis", -1);
+        around[index] = {{std::move(f), std::move(sh)}, {std::move(re)}};
+      }
     } else if ((op == "Squeeze" || op == "Unsqueeze") && crosses(13)) {
       attr_to_input(g, n, "axes", 1);
     } else if (op == "ReduceSum" && crosses(13)) {
@@ -204,6 +239,22 @@ void upgrade_nodes(::onnx::GraphProto& g, std::int64_t from, std::int64_t to,
         upgrade_nodes(sub, from, to, ranks);
     }
   }
+  if (around.empty())
+    return;
+  ::google::protobuf::RepeatedPtrField<::onnx::NodeProto> nodes;
+  for (int i = 0; i < g.node_size(); ++i) {
+    auto it = around.find(i);
+    if (it != around.end()) {
+      for (auto& b : it->second.first)
+        *nodes.Add() = std::move(b);
+    }
+    *nodes.Add() = std::move(*g.mutable_node(i));
+    if (it != around.end()) {
+      for (auto& a : it->second.second)
+        *nodes.Add() = std::move(a);
+    }
+  }
+  g.mutable_node()->Swap(&nodes);
 }
 
 }  // namespace

@@ -7,6 +7,63 @@
 
 namespace quark::onnx::qz {
 
+namespace {
+
+/// An 8- or 16-bit integer spec (CopyBiasInit acts only when activations and weights use one).
+bool int8_or_int16(const std::optional<tensor_spec>& s) {
+  if (!s)
+    return false;
+  switch (s->dtype) {
+    case dtype_id::int8:
+    case dtype_id::uint8:
+    case dtype_id::int16:
+    case dtype_id::uint16:
+      return !s->is_block();
+    default:
+      return false;
+  }
+}
+
+std::optional<std::vector<std::string>> op_type_list(const option_map& eff, const char* key) {
+  const option_value* v = eff.find(key);
+  if (v == nullptr || v->is_null())
+    return std::nullopt;
+  std::vector<std::string> out;
+  for (const auto& x : v->as_array())
+    out.push_back(x.as_string());
+  return out;
+}
+
+/// SkipPreprocess, ConvertOpsetVersion, ConvertFP16ToFP32, RemoveInputInit, CopySharedInit,
+/// CopyBiasInit and Fuse* (preprocess.hpp).
+void read_preprocess_options(const qconfig& cfg, const option_map& eff, graph_pass_options& o) {
+  auto get_bool = [&](const char* k, bool dflt) {
+    const option_value* v = eff.find(k);
+    return v != nullptr && v->is_bool() ? v->as_bool() : dflt;
+  };
+  o.skip = get_bool("SkipPreprocess", false);
+  if (const option_value* v = eff.find("ConvertOpsetVersion"); v != nullptr && v->is_int())
+    o.opset = v->as_int();
+  o.fp16_to_fp32 = get_bool("ConvertFP16ToFP32", false);
+  if (o.skip && (o.opset || o.fp16_to_fp32)) {
+    throw config_error("quark.config.conflict",
+                       std::string("SkipPreprocess = true skips every preprocessing step, but ") +
+                           (o.opset ? "ConvertOpsetVersion" : "ConvertFP16ToFP32") +
+                           " asks for one; drop one of the two");
+  }
+  o.remove_input_init = get_bool("RemoveInputInit", true);
+  o.copy_shared = op_type_list(eff, "CopySharedInit");
+  const layer_config& g = cfg.global_config;
+  if (int8_or_int16(g.input_tensors) && int8_or_int16(g.weight))
+    o.copy_bias = op_type_list(eff, "CopyBiasInit");
+  o.fuse_instance_norm = get_bool("FuseInstanceNorm", true);
+  o.fuse_l2_norm = get_bool("FuseL2Norm", true);
+  o.fuse_gelu = get_bool("FuseGelu", true);
+  o.fuse_layer_norm = get_bool("FuseLayerNorm", true);
+}
+
+}  // namespace
+
 graph_pass_options read_pass_options(const qconfig& cfg) {
   const option_map eff = cfg.effective_options();
   auto get_bool = [&](const char* k, bool dflt) {
@@ -14,6 +71,7 @@ graph_pass_options read_pass_options(const qconfig& cfg) {
     return v != nullptr && v->is_bool() ? v->as_bool() : dflt;
   };
   graph_pass_options o;
+  read_preprocess_options(cfg, eff, o);
   const bool optimize = get_bool("OptimizeModel", true);
   o.fold_constants = optimize;
   o.remove_identity = optimize;
@@ -27,6 +85,14 @@ graph_pass_options read_pass_options(const qconfig& cfg) {
   o.split_to_slice = get_bool("ConvertSplitToSlice", false);
   o.reduce_mean_to_gap = get_bool("ConvertReduceMeanToGlobalAvgPool", false);
   o.split_large_kernel_pool = get_bool("SplitLargeKernelPool", false);
+  if (o.skip) {
+    o.remove_input_init = false;
+    o.copy_shared = o.copy_bias = std::nullopt;
+    o.fuse_instance_norm = o.fuse_l2_norm = o.fuse_gelu = o.fuse_layer_norm = false;
+    o.fold_constants = o.remove_identity = o.fuse_conv_affine = o.fold_batch_norm = false;
+    o.bn_to_conv = o.clip_to_relu = o.split_to_slice = o.reduce_mean_to_gap = false;
+    o.split_large_kernel_pool = false;
+  }
   o.fold_relu = get_bool("FoldRelu", false);
   // Seed 000 category 3: QDQ between these producers and consumers is removed.
   auto pairs = [&](const char* key, bool dflt, std::initializer_list<const char*> producers,

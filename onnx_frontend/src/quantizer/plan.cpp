@@ -270,7 +270,11 @@ bool graph_pass_key(const std::string& key) {
       "RemoveQDQBetweenOps", "RemoveQDQInstanceNorm", "RemoveFusedQDQ",
       // conversions.cpp
       "ConvertBNToConv", "ConvertClipToRelu", "ConvertSplitToSlice",
-      "ConvertReduceMeanToGlobalAvgPool", "SplitLargeKernelPool", "FoldRelu"};
+      "ConvertReduceMeanToGlobalAvgPool", "SplitLargeKernelPool", "FoldRelu",
+      // preprocess.cpp
+      "SkipPreprocess", "ConvertOpsetVersion", "ConvertFP16ToFP32", "RemoveInputInit",
+      "CopySharedInit", "CopyBiasInit", "FuseInstanceNorm", "FuseL2Norm", "FuseGelu",
+      "FuseLayerNorm"};
   return s.contains(key);
 }
 

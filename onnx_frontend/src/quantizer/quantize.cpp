@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
-// quantize_model: the float stage (graph passes, conversions, CLE, QuaRot, SmoothQuant) and the
-// plan, then dynamic quantization (dynamic.cpp), MatMulNBits, or the static flow
-// (static_quant.cpp: calibrate, choose the tensors, compute their parameters, insert
+// quantize_model: the float stage (preprocessing, graph passes, fusions, conversions, CLE, QuaRot,
+// SmoothQuant) and the plan, then dynamic quantization (dynamic.cpp), MatMulNBits, or the static
+// flow (static_quant.cpp: calibrate, choose the tensors, compute their parameters, insert
 // QuantizeLinear / DequantizeLinear, the algorithms on the quantized model); the summary table
 // and the per-tensor JSON of the report. quark-spec §5-§7.
 #include <algorithm>
@@ -22,6 +22,7 @@
 #include "quantizer/fp16_model.hpp"
 #include "quantizer/graph_passes.hpp"
 #include "quantizer/plan.hpp"
+#include "quantizer/preprocess.hpp"
 #include "quantizer/static_quant.hpp"
 
 namespace quark::onnx {
@@ -222,7 +223,9 @@ qz::plan plan_as_given(const model& m, const qconfig& cfg) {
 }
 
 /// The float stage before calibration, on `m` (a copy of the input): (a) constants ->
-/// initializers, the graph passes (OptimizeModel, FoldBatchNorm; graph_passes.cpp),
+/// initializers, the preprocessing (ConvertOpsetVersion, RemoveInputInit, Copy*Init;
+/// preprocess.cpp), the graph passes (OptimizeModel, FoldBatchNorm; graph_passes.cpp), the
+/// Fuse* rewrites (preprocess.cpp),
 /// ReplaceClip6Relu, the category-1 conversions (conversions.cpp), the plan (node selection and
 /// specs), then CLE (algo_cle.cpp), which changes initializers only, so the plan's node list stays
 /// valid, then SmoothQuant (algo_smooth_quant.cpp) on the calibration data of `reader`, which
@@ -232,7 +235,11 @@ qz::plan prepare_float_model(model& m, const qconfig& cfg, const qz::algo_option
                              calibration_data_reader* reader = nullptr) {
   m.constants_to_initializers();
   const qz::graph_pass_options passes = qz::read_pass_options(cfg);
+  for (auto& note : qz::preprocess_model(m, passes))
+    notes.push_back("graph: " + note);
   for (auto& note : qz::optimize_graph(m, passes))
+    notes.push_back("graph: " + note);
+  for (auto& note : qz::fuse_patterns(m, passes))
     notes.push_back("graph: " + note);
   if (algos.cle && algos.replace_clip6_relu) {
     if (const std::size_t k = qz::replace_clip6_relu(m); k > 0)
@@ -331,12 +338,33 @@ model quantize_float32_copy(const model& in, const qconfig& cfg, calibration_dat
   return quantize_float32_model(in, cfg, reader, report_out, run);
 }
 
+/// ConvertFP16ToFP32 = true on a float16 model (qz::converts_float16): it is quantized as the
+/// float32 model it converts to (and stays float32), its float16 calibration samples converted on
+/// the way.
+model quantize_converted_float16(const model& in, const qconfig& cfg,
+                                 calibration_data_reader& reader, quantize_report* report_out,
+                                 const quantize_run_options& run) {
+  model m = in;
+  m.constants_to_initializers();
+  qz::to_float32(m);
+  qz::float32_reader r32(reader);
+  quantize_report report;
+  model q = quantize_float32_model(std::move(m), cfg, r32, &report, run);
+  report.notes.insert(report.notes.begin(),
+                      "graph: ConvertFP16ToFP32: the float16 model was converted to float32");
+  if (report_out)
+    *report_out = std::move(report);
+  return q;
+}
+
 }  // namespace
 
 model quantize_model(const model& in, const qconfig& cfg, calibration_data_reader& reader,
                      quantize_report* report_out, const quantize_run_options& run) {
   // QuantizeFP16 (fp16_model.cpp): a float16 model is quantized through a float32 copy; not
   // with UseMatMulNBits, which leaves everything but the MatMul weights as it is.
+  if (!qz::uses_matmul_nbits(cfg) && qz::converts_float16(in, cfg))
+    return quantize_converted_float16(in, cfg, reader, report_out, run);
   if (!qz::uses_matmul_nbits(cfg) && qz::float16_path(in, cfg))
     return qz::quantize_float16_model(in, cfg, reader, report_out, run, &quantize_float32_copy);
   return quantize_float32_model(in, cfg, reader, report_out, run);
@@ -344,6 +372,8 @@ model quantize_model(const model& in, const qconfig& cfg, calibration_data_reade
 
 model quantize_model(model&& in, const qconfig& cfg, calibration_data_reader& reader,
                      quantize_report* report_out, const quantize_run_options& run) {
+  if (!qz::uses_matmul_nbits(cfg) && qz::converts_float16(in, cfg))
+    return quantize_converted_float16(in, cfg, reader, report_out, run);
   if (!qz::uses_matmul_nbits(cfg) && qz::float16_path(in, cfg))
     return qz::quantize_float16_model(in, cfg, reader, report_out, run, &quantize_float32_copy);
   return quantize_float32_model(std::move(in), cfg, reader, report_out, run);
@@ -356,7 +386,13 @@ model quantize_float32_model(model m, const qconfig& cfg, calibration_data_reade
   quantize_report report;
   const qz::algo_options algos = qz::read_algo_options(cfg);
   // UseMatMulNBits changes the MatMul weights and nothing else (no graph passes, as ONNX
-  // Runtime's MatMulNBits quantizer): the plan is made on the model as given.
+  // Runtime's MatMulNBits quantizer): the plan is made on the model as given, after the opset
+  // conversion if one is asked for.
+  if (qz::uses_matmul_nbits(cfg)) {
+    const qz::graph_pass_options passes = qz::read_pass_options(cfg);
+    if (passes.opset)
+      report.notes.push_back("graph: " + qz::convert_opset_version(m, *passes.opset));
+  }
   qz::plan pl = qz::uses_matmul_nbits(cfg)
                     ? plan_as_given(m, cfg)
                     : prepare_float_model(m, cfg, algos, report.notes, &reader);

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // Normalisations (BatchNormalization in inference mode, InstanceNormalization,
-// LayerNormalization, LRN, MeanVarianceNormalization) and Softmax / LogSoftmax with their
-// opset-dependent axis rules.
+// LayerNormalization, LpNormalization, LRN, MeanVarianceNormalization) and Softmax / LogSoftmax
+// with their opset-dependent axis rules.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -318,7 +318,45 @@ void k_mvn(kernel_context& c) {
   c.out(0) = std::move(out);
 }
 
+/// LpNormalization: x / ||x||_p along `axis` (p = 1 or 2); a zero norm gives zeros, as in ONNX
+/// Runtime.
+void k_lp_norm(kernel_context& c) {
+  const tensor& x = float_input(c, 0);
+  const std::int64_t p = c.n.attr_i("p", 2);
+  if (p != 1 && p != 2)
+    c.fail("quark.onnx.attribute", "p must be 1 or 2, got " + std::to_string(p));
+  if (x.rank() == 0)
+    c.fail("quark.onnx.shape", "input needs at least one dimension");
+  const std::size_t axis = norm_axis(c, c.n.attr_i("axis", -1), x.rank());
+  const std::size_t n = to_size(x.shape()[axis]);
+  std::size_t inner = 1;
+  for (std::size_t d = axis + 1; d < x.rank(); ++d)
+    inner *= to_size(x.shape()[d]);
+  const std::size_t outer = n * inner != 0 ? x.size() / (n * inner) : 0;
+  tensor out(dtype_id::float32, x.shape());
+  const float* px = x.data<float>().data();
+  float* py = out.data<float>().data();
+  for (std::size_t o = 0; o < outer; ++o) {
+    for (std::size_t i = 0; i < inner; ++i) {
+      const std::size_t base = o * n * inner + i;
+      double norm = 0.0;
+      for (std::size_t k = 0; k < n; ++k) {
+        const auto v = static_cast<double>(px[base + k * inner]);
+        norm += p == 1 ? std::fabs(v) : v * v;
+      }
+      if (p == 2)
+        norm = std::sqrt(norm);
+      for (std::size_t k = 0; k < n; ++k) {
+        const std::size_t at = base + k * inner;
+        py[at] = norm != 0.0 ? static_cast<float>(static_cast<double>(px[at]) / norm) : 0.0f;
+      }
+    }
+  }
+  c.out(0) = std::move(out);
+}
+
 void register_norm(registry_map& r) {
+  r["LpNormalization"] = k_lp_norm;
   r["LRN"] = k_lrn;
   r["MeanVarianceNormalization"] = k_mvn;
   r["BatchNormalization"] = k_batch_norm;

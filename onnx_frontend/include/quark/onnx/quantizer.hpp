@@ -93,7 +93,8 @@ model quantize_model(model&& in, const qconfig& cfg, calibration_data_reader& re
                      quantize_report* report = nullptr, const quantize_run_options& run = {});
 
 /// The float stage of quantize_model that precedes calibration, alone: constants become
-/// initializers, the graph passes run (OptimizeModel, FoldBatchNorm, ...), then, when
+/// initializers, the preprocessing runs (ConvertOpsetVersion, RemoveInputInit, Copy*Init), the
+/// graph passes (OptimizeModel, FoldBatchNorm, ...), the Fuse* rewrites, then, when
 /// cfg.algo_config has a "cle" entry, ReplaceClip6Relu (if set) and Cross-Layer Equalization of
 /// the Conv / Gemm nodes cfg quantizes (quark-spec §10.1, Quark's cle_transforms). Without
 /// ReplaceClip6Relu the result computes the same function as `in` up to float rounding.

@@ -260,7 +260,7 @@ TEST_CASE("LpNormalization in quark-cpp's runtime matches ONNX Runtime, zero vec
       const auto o = ours.at("y").data<float>();
       REQUIRE(o.size() == theirs.size());
       for (std::size_t i = 0; i < o.size(); ++i)
-        CHECK(o[i] == doctest::Approx(theirs[i]).epsilon(1e-6));
+        CHECK(o[i] == doctest::Approx(static_cast<double>(theirs[i])).epsilon(1e-6));
     }
   }
 }

@@ -157,7 +157,7 @@ TEST_CASE("the registry holds every seed 000 key exactly once") {
     CHECK_MESSAGE(find_option(k) != nullptr, k);
 }
 
-TEST_CASE("categories 2-6, 9, 10 and 11 are implemented, 1, 7 and 8 are not") {
+TEST_CASE("categories 2-6, 9, 10 and 11 are implemented, of 1, 7 and 8 only the keys listed") {
   // Category 1 keys the quantizer's graph passes honour (graph_passes.cpp, conversions.cpp;
   // ReplaceClip6Relu: algo_cle.cpp), and the category 8 key the block-spec quantizer honours
   // (RefineBlockAxis, quantize.cpp).
@@ -179,6 +179,14 @@ TEST_CASE("categories 2-6, 9, 10 and 11 are implemented, 1, 7 and 8 are not") {
                                                    "FuseL2Norm",
                                                    "FuseGelu",
                                                    "FuseLayerNorm",
+                                                   "NPULimitationCheck",
+                                                   "MaxLoopNum",
+                                                   "AlignConcat",
+                                                   "AlignPool",
+                                                   "AlignPad",
+                                                   "AlignSlice",
+                                                   "AlignTranspose",
+                                                   "AlignReshape",
                                                    "CLEBalanceMethod",
                                                    "CLESteps",
                                                    "CLEWeightThreshold",
@@ -238,6 +246,7 @@ TEST_CASE("documented defaults (seed 000)") {
   CHECK(o.get<bool>("SimulateDPU") == false);
   CHECK(find_option("SimulateDPU")->default_value == option_value(true));  // line 142
   CHECK(o.get<std::int64_t>("MaxLoopNum") == 5);                           // line 151
+  CHECK(o.get<bool>("AdjustShiftCut") == false);                           // inert, not 152's True
 }
 
 TEST_CASE("context-dependent defaults are not guessed by option_map") {
@@ -350,7 +359,7 @@ TEST_CASE("not-implemented keys: the inert value is accepted, anything else is a
   CHECK(msg.find("quark.config.not_implemented: SimplifyModel = true is not implemented yet") == 0);
   CHECK(msg.find("Preprocessing") != std::string::npos);
   CHECK_THROWS_AS(o.set("EnableVaimlBF16", true), quark::not_implemented);
-  CHECK_THROWS_AS(o.set("MaxLoopNum", 7), quark::not_implemented);
+  CHECK_THROWS_AS(o.set("AdjustShiftRead", true), quark::not_implemented);
   CHECK_THROWS_AS(o.set("ExecutionProviders", option_value::array({"CUDAExecutionProvider"})),
                   quark::not_implemented);
   // A type error wins over "not implemented": the value is wrong either way.

@@ -82,7 +82,7 @@ TEST_CASE("every preset's specs and extra options") {
         opt("RemoveQDQConvRelu", false), opt("RemoveQDQConvLeakyRelu", false),
         opt("Int32Bias", false), opt("DedicatedQDQPair", true), opt("QuantizeAllOpTypes", true)},
        0},
-      // §8.1 line 912 (AlignConcat True omitted: category 7).
+      // §8.1 line 912.
       {"A8W8",
        sn::int8,
        true,
@@ -90,7 +90,8 @@ TEST_CASE("every preset's specs and extra options") {
        sn::int8,
        true,
        cm::percentile,
-       {opt("ForceQuantizeNoInputCheck", true), opt("AlignSlice", false), opt("FoldRelu", true)},
+       {opt("ForceQuantizeNoInputCheck", true), opt("AlignSlice", false), opt("FoldRelu", true),
+        opt("AlignConcat", true)},
        0},
       // §8.1 line 913.
       {"A16W8",
@@ -101,7 +102,7 @@ TEST_CASE("every preset's specs and extra options") {
        true,
        cm::percentile,
        {opt("ForceQuantizeNoInputCheck", true), opt("AlignSlice", false), opt("FoldRelu", true),
-        opt("AlignEltwiseQuantType", true)},
+        opt("AlignConcat", true), opt("AlignEltwiseQuantType", true)},
        0},
       // §8.2 line 930: QInt8/QInt8, activations asymmetric (AAWS, §3.2), Percentile 99.9999.
       {"S8S8_AAWS",
@@ -483,10 +484,11 @@ TEST_CASE("omitted settings are listed on the preset") {
   REQUIRE(v);
   REQUIRE(v->omitted.size() == 1);
   CHECK(v->omitted[0].key == "ReplaceClip6Relu");
-  CHECK(find_preset("A8W8")->omitted[0].key == "AlignConcat");
-  // Setting an omitted option explicitly is a not_implemented error, never silently ignored.
+  CHECK(find_preset("A8W8")->omitted.empty());  // AlignConcat is implemented (session 37)
+  // Setting a not-implemented option explicitly is a not_implemented error, never silently
+  // ignored.
   auto c = get_default_config("A8W8");
-  CHECK_THROWS_AS(c.extra_options.set("AlignConcat", true), quark::not_implemented);
+  CHECK_THROWS_AS(c.extra_options.set("AdjustShiftCut", true), quark::not_implemented);
 }
 
 TEST_CASE("aliases and case") {

@@ -562,6 +562,12 @@ option_map qconfig::effective_options() const {
                           "SplitLargeKernelPool", "ConvertSplitToSlice"})
       put(k, convert);
   }
+  // Seed 000: the Align* rules of NPULimitationCheck default to true with power-of-two scales.
+  {
+    const bool pof2 = act && act->scale_type == scale_kind::power_of_2 && !act->is_block();
+    for (const char* k : {"AlignConcat", "AlignPool", "AlignPad", "AlignSlice"})
+      put(k, pof2);
+  }
   put("WeightCalibrateMethod",
       w && w->calibration_method == calib_method::min_mse ? "MinMSE" : "MinMax");
   return eff;

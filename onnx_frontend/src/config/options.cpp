@@ -239,24 +239,26 @@ std::vector<option_info> build_registry() {
                    false, "Scale ReduceMean by the DPU's fixed-point 1/k."));
   r.push_back(todo("ConvertSoftmaxToDPUVersion", cat::npu_adaptation, B, nonnull, false, "False",
                    false, "Replace Softmax by the DPU softmax subgraph."));
-  r.push_back(todo("NPULimitationCheck", cat::npu_adaptation, B, nonnull, true, "True", false,
-                   "Adjust quantization positions to the NPU's shift limits."));
-  r.push_back(todo("MaxLoopNum", cat::npu_adaptation, I, nonnull, 5, "5", 5,
-                   "Maximum passes of the position adjustment loop."));
+  r.push_back(fixed("NPULimitationCheck", cat::npu_adaptation, B, nonnull, true, "True",
+                    "Adjust quantization to the NPU's limits: the Align* rules (the AdjustShift* "
+                    "rules are not implemented yet)."));
+  r.push_back(fixed("MaxLoopNum", cat::npu_adaptation, I, nonnull, 5, "5",
+                    "Maximum passes of the alignment loop (at least 1)."));
   for (const char* k : {"AdjustShiftCut", "AdjustShiftBias", "AdjustShiftRead", "AdjustShiftWrite",
                         "AdjustHardSigmoid", "AdjustShiftSwish"}) {
     r.push_back(todo(k, cat::npu_adaptation, B, nonnull, true, "True", false,
                      "An NPU position adjustment rule (quark-spec §9.3)."));
   }
   for (const char* k : {"AlignConcat", "AlignPool", "AlignPad", "AlignSlice"}) {
-    r.push_back(todo(k, cat::npu_adaptation, B, nonnull, nullptr,
-                     "True with power-of-two scales, else False", false,
-                     "Align the quantization of an op's inputs and outputs (quark-spec §9.3, "
-                     "§9.4)."));
+    r.push_back(context(k, cat::npu_adaptation, B, nonnull,
+                        "True with power-of-two activation scales, else False",
+                        "Align the quantization of an op's inputs and outputs (quark-spec §9.3, "
+                        "§9.4; docs/config.md §7.4)."));
   }
   for (const char* k : {"AlignTranspose", "AlignReshape"}) {
-    r.push_back(todo(k, cat::npu_adaptation, B, nonnull, false, "False", false,
-                     "Align the quantization of an op's input and output (quark-spec §9.4)."));
+    r.push_back(fixed(k, cat::npu_adaptation, B, nonnull, false, "False",
+                      "Give the op's input the quantization of its output (quark-spec §9.4; "
+                      "docs/config.md §7.4)."));
   }
   r.push_back(fixed("AdjustBiasScale", cat::bias, B, nonnull, true, "True",
                     "Re-align int32 bias scales to input_scale * weight_scale."));
@@ -578,6 +580,9 @@ void check_value(const option_info& info, const option_value& v, std::string_vie
                                   "CPU runtime (use [\"CPUExecutionProvider\"])");
       }
     }
+  } else if (k == "MaxLoopNum") {
+    if (v.as_int() < 1)
+      throw_value(where, "must be at least 1, got " + to_string(v));
   } else if (k == "CalibMovingAverageConstant") {
     const double c = v.as_number();
     if (!(c >= 0.0 && c <= 1.0))

@@ -15,7 +15,6 @@ constexpr std::string_view clip6_reason =
     "acts only together with algo_config cle, which Quark's legacy API runs by default "
     "(include_cle) and quark-cpp's presets do not; set both explicitly to follow Quark (it turns "
     "the Clip(0, 6) of a hardswish into Relu)";
-constexpr std::string_view npu_reason = "NPU position alignment (category 7) not implemented yet";
 
 std::vector<preset_info> build_presets() {
   std::vector<preset_info> p;
@@ -30,14 +29,9 @@ std::vector<preset_info> build_presets() {
                {},
                "Vitis AI INT8: XInt8Spec activations and weights with the Vitis AI extra options",
                {{"ReplaceClip6Relu", true, clip6_reason}}});
-  p.push_back({"A8W8",
-               {},
-               "Int8Spec activations and weights (symmetric, float scales, Percentile)",
-               {{"AlignConcat", true, npu_reason}}});
-  p.push_back({"A16W8",
-               {},
-               "Int16Spec activations, Int8Spec weights",
-               {{"AlignConcat", true, npu_reason}}});
+  p.push_back(
+      {"A8W8", {}, "Int8Spec activations and weights (symmetric, float scales, Percentile)", {}});
+  p.push_back({"A16W8", {}, "Int16Spec activations, Int8Spec weights", {}});
   p.push_back({"S8S8_AAWS",
                {"S8S8"},
                "int8 asymmetric activations, int8 symmetric weights, Percentile 99.9999",
@@ -129,10 +123,10 @@ std::vector<preset_info> build_presets() {
   // Quark's fine-tuning variants of A8W8 / A16W8 (DEFAULT_ADAROUND / ADAQUANT_PARAMS) and the
   // AdaQuant variants of the float and block presets (AdaQuant through the format's fake
   // quantizer; AdaRound needs integer weights).
-  p.push_back({"A8W8_ADAROUND", {}, "A8W8 plus AdaRound", {{"AlignConcat", true, npu_reason}}});
-  p.push_back({"A8W8_ADAQUANT", {}, "A8W8 plus AdaQuant", {{"AlignConcat", true, npu_reason}}});
-  p.push_back({"A16W8_ADAROUND", {}, "A16W8 plus AdaRound", {{"AlignConcat", true, npu_reason}}});
-  p.push_back({"A16W8_ADAQUANT", {}, "A16W8 plus AdaQuant", {{"AlignConcat", true, npu_reason}}});
+  p.push_back({"A8W8_ADAROUND", {}, "A8W8 plus AdaRound", {}});
+  p.push_back({"A8W8_ADAQUANT", {}, "A8W8 plus AdaQuant", {}});
+  p.push_back({"A16W8_ADAROUND", {}, "A16W8 plus AdaRound", {}});
+  p.push_back({"A16W8_ADAQUANT", {}, "A16W8 plus AdaQuant", {}});
   p.push_back({"FP16_ADAQUANT", {}, "FP16 plus AdaQuant", {}});
   p.push_back({"BF16_ADAQUANT", {}, "BF16 plus AdaQuant", {}});
   p.push_back({"BFP16_ADAQUANT", {}, "BFP16 plus AdaQuant", {}});
@@ -317,6 +311,7 @@ qconfig build(std::string_view name) {
     o.set("ForceQuantizeNoInputCheck", true);
     o.set("AlignSlice", false);
     o.set("FoldRelu", true);
+    o.set("AlignConcat", true);
     if (name == "A16W8")
       o.set("AlignEltwiseQuantType", true);
     return c;

@@ -254,7 +254,8 @@ const std::set<std::string>& honoured_keys() {
       "CLESteps", "CLEWeightThreshold", "CLEScaleAppendBias", "CLEScaleUseThreshold",
       "CLETotalLayerDiffThreshold", "BiasCorrection", "TensorsRangeFile", "RefineBlockAxis",
       "SaveTensorHistFig", "CryptoMode", "EncryptionAlgorithm", "BFPAttributes", "MXAttributes",
-      "UseMatMulNBits", "MatMulNBitsParams", "DedicateDQNode",
+      "UseMatMulNBits", "MatMulNBitsParams", "DedicateDQNode", "NPULimitationCheck", "MaxLoopNum",
+      "AlignConcat", "AlignPool", "AlignPad", "AlignSlice", "AlignTranspose", "AlignReshape",
       // Accepted with any value, no effect in quark-cpp (docs/config.md says why): calibration
       // streams through the runtime's own thread pool and keeps memory flat, and nothing is
       // written to disk.
@@ -281,8 +282,7 @@ bool graph_pass_key(const std::string& key) {
 /// Keys whose value only matters for graph rewrites quark-cpp does not perform yet; the presets
 /// set them, so they are accepted at the values the presets use (the summary lists them).
 bool accepted_preset_value(const std::string& key, const option_value& v) {
-  static const std::set<std::string> bool_keys = {"AlignSlice", "AlignConcat", "SimplifyModel",
-                                                  "ConvertSigmoidToHardSigmoid"};
+  static const std::set<std::string> bool_keys = {"SimplifyModel", "ConvertSigmoidToHardSigmoid"};
   if (bool_keys.contains(key) && v.is_bool())
     return true;
   // QuantizeFP16 / UseFP32Scale: quantize_model takes float16 models (and QuantizeFP16 = true)
@@ -353,6 +353,16 @@ node_rules read_options(const qconfig& cfg, const option_map& eff, settings& o) 
     const option_value v = eff.find(k) ? *eff.find(k) : option_value(dflt);
     return v.is_bool() ? v.as_bool() : dflt;
   };
+  if (get_bool("NPULimitationCheck", true)) {
+    o.align.concat = get_bool("AlignConcat", false);
+    o.align.pool = get_bool("AlignPool", false);
+    o.align.pad = get_bool("AlignPad", false);
+    o.align.slice = get_bool("AlignSlice", false);
+    o.align.transpose = get_bool("AlignTranspose", false);
+    o.align.reshape = get_bool("AlignReshape", false);
+  }
+  if (const option_value* v = eff.find("MaxLoopNum"); v != nullptr && v->is_int())
+    o.align.max_loops = static_cast<int>(std::min<std::int64_t>(v->as_int(), 1000));
   o.dedicated_qdq_pair = get_bool("DedicatedQDQPair", false);
   o.dedicate_dq_node = get_bool("DedicateDQNode", false);
   o.add_qdq_pair_to_weight = get_bool("AddQDQPairToWeight", false);

@@ -158,6 +158,15 @@ struct settings {
   bool fill_all_value_info = false;           ///< FillAllValueInfo
   int log_severity = 1;                       ///< LogSeverityLevel
   bool refine_block_axis = false;  ///< RefineBlockAxis (default: true when a block spec is used)
+  /// NPULimitationCheck's Align* rules (static_quant.cpp, align_params) and MaxLoopNum.
+  struct align_rules {
+    bool concat = false, pool = false, pad = false, slice = false, transpose = false,
+         reshape = false;
+    int max_loops = 5;
+    [[nodiscard]] bool any() const noexcept {
+      return concat || pool || pad || slice || transpose || reshape;
+    }
+  } align;
   /// Some spec or TensorQuantOverrides entry asks for a block format (BFP / MX).
   bool any_block = false;
 };

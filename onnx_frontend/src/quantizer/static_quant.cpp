@@ -591,6 +591,7 @@ class static_quantizer {
   bool select_outputs(std::size_t i, const op_rule& r);
   void assign_ranges();
   const qp& params_of(const std::string& name);
+  void align_params();
   void quantize_constant(const_entry& e);
   void quantize_product_bias(const_entry& e, const tensor& w, std::span<const float> v);
   void quantize_weight(const_entry& e, const tensor& w, std::span<const float> v);
@@ -707,6 +708,7 @@ void static_quantizer::run_all() {
   // Activation parameters (shared ones follow their source).
   for (const auto& act : acts_)
     params_of(act.first);
+  align_params();
   // Weights first, then biases (which need the weight scales).
   for (const bool biases : {false, true}) {
     for (auto& e : consts_) {
@@ -1413,6 +1415,163 @@ const qp& static_quantizer::params_of(const std::string& name) {
     }
   }
   return e.params;
+}
+
+/// NPULimitationCheck's Align* rules (quark-spec §9.3, §9.4), on the activation parameters
+/// before weights and biases are quantized, so an int32 bias scale is the aligned input scale x
+/// the weight scale (what AdjustBiasScale would restore afterwards in Quark). With power-of-two
+/// scales on both sides the positions are aligned as Quark's QuantPosManager does (Concat: every
+/// input and the output take the smallest position, i.e. the largest scale; a pool, Pad or Slice:
+/// input 0 and the output take the smaller of their two positions); otherwise scale and zero
+/// point are copied as its QuantInfoManager does (Concat, Pad, Transpose, Reshape: the output's to
+/// every input; a pool or Slice: input 0's to every output), between tensors of one type. A
+/// tensor whose parameters come from another one (shared, e.g. a data-movement output) is aligned
+/// through that one; TensorQuantOverrides' fixed scales and block formats are left as they are.
+/// At most MaxLoopNum passes, each over the rules in Quark's order.
+void static_quantizer::align_params() {
+  const auto& rules = opt_.align;
+  if (!rules.any())
+    return;
+  auto root = [&](std::string n) {
+    for (std::size_t k = 0; k <= acts_.size(); ++k) {
+      const act_entry& e = acts_.at(n);
+      if (e.share_from.empty() || !acts_.contains(e.share_from))
+        break;
+      n = e.share_from;
+    }
+    return n;
+  };
+  // The entry whose parameters `t` uses, when they may be aligned.
+  auto entry = [&](const std::string& t) -> act_entry* {
+    if (t.empty() || !acts_.contains(t))
+      return nullptr;
+    act_entry& e = acts_.at(root(t));
+    if (e.spec.block || e.fixed || e.spec.int16_scale)
+      return nullptr;
+    return &e;
+  };
+  auto position = [](const act_entry& e) {
+    return static_cast<int>(std::lround(-std::log2(static_cast<double>(e.params.scale))));
+  };
+  std::size_t changes = 0;
+  bool changed = true;
+  auto set_position = [&](act_entry& e, int pos) {
+    const float s = std::ldexp(1.0f, -pos);
+    if (e.params.scale != s) {
+      e.params.scale = s;
+      changed = true;
+      ++changes;
+    }
+  };
+  auto copy = [&](const act_entry& from, act_entry& to) {
+    if (&from == &to || from.spec.type != to.spec.type)
+      return;
+    if (to.params.scale != from.params.scale || to.params.zero_point != from.params.zero_point) {
+      to.params.scale = from.params.scale;
+      to.params.zero_point = from.params.zero_point;
+      changed = true;
+      ++changes;
+    }
+  };
+  // Input 0 of a pool: through the node before it when that one is not quantized (Quark's
+  // get_ipos_name looks through one node for average pools).
+  auto pool_input = [&](const node_info& n) -> act_entry* {
+    if (n.inputs.empty())
+      return nullptr;
+    if (act_entry* e = entry(n.inputs[0]))
+      return e;
+    if (n.op_type == "MaxPool")
+      return nullptr;
+    for (const auto& p : nodes_) {
+      if (std::find(p.outputs.begin(), p.outputs.end(), n.inputs[0]) != p.outputs.end())
+        return p.inputs.empty() ? nullptr : entry(p.inputs[0]);
+    }
+    return nullptr;
+  };
+  auto out_to_inputs = [&](const std::set<std::string>& ops) {
+    for (std::size_t i = 0; i < nodes_.size(); ++i) {
+      const node_info& n = nodes_[i];
+      if (!ops.contains(n.op_type) || !node_quantized_[i] || n.outputs.empty())
+        continue;
+      act_entry* out = entry(n.outputs[0]);
+      if (out == nullptr)
+        continue;
+      std::vector<act_entry*> ins;
+      const std::size_t k = n.op_type == "Concat" ? n.inputs.size() : 1;
+      for (std::size_t j = 0; j < k && j < n.inputs.size(); ++j) {
+        if (act_entry* e = entry(n.inputs[j]))
+          ins.push_back(e);
+      }
+      if (out->spec.pof2 &&
+          std::all_of(ins.begin(), ins.end(), [](const act_entry* e) { return e->spec.pof2; })) {
+        int low = position(*out);
+        for (const act_entry* e : ins)
+          low = std::min(low, position(*e));
+        set_position(*out, low);
+        for (act_entry* e : ins)
+          set_position(*e, low);
+      } else {
+        for (act_entry* e : ins) {
+          if (!e->spec.pof2 && !out->spec.pof2)
+            copy(*out, *e);
+        }
+      }
+    }
+  };
+  auto input_to_outputs = [&](const std::set<std::string>& ops) {
+    for (std::size_t i = 0; i < nodes_.size(); ++i) {
+      const node_info& n = nodes_[i];
+      if (!ops.contains(n.op_type) || !node_quantized_[i])
+        continue;
+      act_entry* in =
+          n.op_type == "Slice" ? (n.inputs.empty() ? nullptr : entry(n.inputs[0])) : pool_input(n);
+      if (in == nullptr)
+        continue;
+      for (const auto& o : n.outputs) {
+        act_entry* out = entry(o);
+        if (out == nullptr)
+          continue;
+        if (in->spec.pof2 && out->spec.pof2) {
+          const int low = std::min(position(*in), position(*out));
+          set_position(*in, low);
+          set_position(*out, low);
+        } else if (!in->spec.pof2 && !out->spec.pof2) {
+          copy(*in, *out);
+        }
+      }
+    }
+  };
+  int loops = 0;
+  while (changed && loops < rules.max_loops) {
+    changed = false;
+    ++loops;
+    if (rules.concat)
+      out_to_inputs({"Concat"});
+    if (rules.pool)
+      input_to_outputs({"MaxPool", "AveragePool", "GlobalAveragePool"});
+    if (rules.pad)
+      out_to_inputs({"Pad"});
+    if (rules.slice)
+      input_to_outputs({"Slice"});
+    if (rules.transpose)
+      out_to_inputs({"Transpose"});
+    if (rules.reshape)
+      out_to_inputs({"Reshape"});
+  }
+  // Entries that share another one's parameters follow it again.
+  for (auto& [name, e] : acts_) {
+    if (e.share_from.empty() || !acts_.contains(e.share_from) || e.spec.block || e.fixed)
+      continue;
+    const act_entry& r = acts_.at(root(name));
+    e.params.scale = r.params.scale;
+    e.params.zero_point = r.params.zero_point;
+  }
+  if (changes > 0) {
+    report_.notes.push_back("NPULimitationCheck: " + std::to_string(changes) +
+                            " activation scale(s) aligned in " + std::to_string(loops) +
+                            " pass(es) (Align*)" +
+                            (changed ? "; MaxLoopNum reached before the rules agreed" : ""));
+  }
 }
 
 void static_quantizer::quantize_constant(const_entry& e) {

@@ -403,6 +403,19 @@ TEST_CASE("ConvertOpsetVersion: up and down, then the fusions the new opset allo
     CHECK_THROWS_WITH_AS(preprocessed(sq, cfg),
                          doctest::Contains("quark.config.opset: ConvertOpsetVersion = 99"),
                          quark::config_error);
+    // Down from an opset newer than ONNX's converter knows (17 with libonnx 1.12); up from one
+    // is quark-cpp's upgrade alone.
+    model_builder b18(18);
+    b18.input("x", f32, {1, 4});
+    b18.node("Relu", {"x"}, {"y"});
+    b18.output("y", f32, {1, 4});
+    cfg.extra_options.set("ConvertOpsetVersion", 17);
+    CHECK_THROWS_WITH_AS(preprocessed(b18.build(), cfg),
+                         doctest::Contains("the model has opset 18, newer than the newest ONNX's "
+                                           "version converter knows (17)"),
+                         quark::config_error);
+    cfg.extra_options.set("ConvertOpsetVersion", 21);
+    CHECK(opset_of(preprocessed(b18.build(), cfg)) == 21);
     cfg.extra_options.set("ConvertOpsetVersion", 17);
     cfg.extra_options.set("SkipPreprocess", true);
     CHECK_THROWS_WITH_AS(preprocessed(sq, cfg),

@@ -535,16 +535,21 @@ std::string convert_opset_version(model& m, std::int64_t target) {
                                   .second;
   // Opset 24 is the newest ONNX Runtime 1.30 and quark-cpp's runtime implement.
   constexpr std::int64_t highest = 24;
-  if (target < 7 || target > highest || (target < from && target > newest)) {
+  if (target < 7 || target > highest) {
     throw config_error("quark.config.opset",
-                       what + ": the model has opset " + std::to_string(from) +
-                           "; quark-cpp converts to opsets 7 to " + std::to_string(highest) +
-                           ", and down only to " + std::to_string(newest) + " or below");
+                       what + ": quark-cpp converts to opsets 7 to " + std::to_string(highest));
   }
   // ONNX's converter (what Quark calls) up to the newest opset it knows, then quark-cpp's own
   // upgrade (opset.cpp). An upgrade ONNX's converter cannot make (its Softmax 12 -> 13 adapter
   // needs shapes that inference may not find) goes through quark-cpp's upgrade alone.
-  const std::int64_t step = std::min(target, newest);
+  if (target < from && from > newest) {
+    throw config_error("quark.config.opset",
+                       what + ": the model has opset " + std::to_string(from) +
+                           ", newer than the newest ONNX's version converter knows (" +
+                           std::to_string(newest) + "); it cannot carry it down");
+  }
+  // Up from an opset past the converter's newest: quark-cpp's upgrade alone.
+  const std::int64_t step = from >= newest ? from : std::min(target, newest);
   std::string converter_error;
   if (step != from) {
     try {

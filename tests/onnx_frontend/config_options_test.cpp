@@ -187,6 +187,12 @@ TEST_CASE("categories 2-6, 9, 10 and 11 are implemented, of 1, 7 and 8 only the 
                                                    "AlignSlice",
                                                    "AlignTranspose",
                                                    "AlignReshape",
+                                                   "AdjustShiftCut",
+                                                   "AdjustShiftBias",
+                                                   "AdjustShiftRead",
+                                                   "AdjustShiftWrite",
+                                                   "AdjustHardSigmoid",
+                                                   "AdjustShiftSwish",
                                                    "CLEBalanceMethod",
                                                    "CLESteps",
                                                    "CLEWeightThreshold",
@@ -246,7 +252,7 @@ TEST_CASE("documented defaults (seed 000)") {
   CHECK(o.get<bool>("SimulateDPU") == false);
   CHECK(find_option("SimulateDPU")->default_value == option_value(true));  // line 142
   CHECK(o.get<std::int64_t>("MaxLoopNum") == 5);                           // line 151
-  CHECK(o.get<bool>("AdjustShiftCut") == false);                           // inert, not 152's True
+  CHECK(o.get<bool>("AdjustShiftCut") == true);                            // line 152
 }
 
 TEST_CASE("context-dependent defaults are not guessed by option_map") {
@@ -359,7 +365,7 @@ TEST_CASE("not-implemented keys: the inert value is accepted, anything else is a
   CHECK(msg.find("quark.config.not_implemented: SimplifyModel = true is not implemented yet") == 0);
   CHECK(msg.find("Preprocessing") != std::string::npos);
   CHECK_THROWS_AS(o.set("EnableVaimlBF16", true), quark::not_implemented);
-  CHECK_THROWS_AS(o.set("AdjustShiftRead", true), quark::not_implemented);
+  CHECK_THROWS_AS(o.set("ConvertClipToDPUVersion", true), quark::not_implemented);
   CHECK_THROWS_AS(o.set("ExecutionProviders", option_value::array({"CUDAExecutionProvider"})),
                   quark::not_implemented);
   // A type error wins over "not implemented": the value is wrong either way.

@@ -178,3 +178,164 @@ TEST_CASE("MaxLoopNum must be at least 1") {
   const auto q = quantize(concat_pool_model(), cfg, "loop1");
   CHECK(qparams(q.model, "a") == qparams(q.model, "c"));
 }
+
+namespace {
+
+/// Position pos of the power-of-two scale of initializer `name` (2^-pos).
+int position_of(const ::onnx::ModelProto& m, const std::string& name) {
+  const qo::tensor s = to_model(m).initializer(name);
+  REQUIRE(s.size() == 1);
+  const double p = -std::log2(static_cast<double>(s.data<float>()[0]));
+  REQUIRE(p == std::round(p));
+  return static_cast<int>(p);
+}
+
+/// Position of the DequantizeLinear that writes `t`, and of the QuantizeLinear that reads it.
+int dq_position(const ::onnx::ModelProto& m, const std::string& t) {
+  for (const auto& n : m.graph().node()) {
+    if (n.op_type() == "DequantizeLinear" && n.output(0) == t)
+      return position_of(m, n.input(1));
+  }
+  FAIL("no DequantizeLinear writes " << t);
+  return 0;
+}
+int q_position(const ::onnx::ModelProto& m, const std::string& t) {
+  const auto* q = node_named(m, t + "_QuantizeLinear");  // (a graph output's Q reads a renamed t)
+  REQUIRE_MESSAGE(q != nullptr, "no QuantizeLinear for " << t);
+  return position_of(m, q->input(1));
+}
+const ::onnx::NodeProto& only(const ::onnx::ModelProto& m, const char* op) {
+  const ::onnx::NodeProto* found = nullptr;
+  for (const auto& n : m.graph().node()) {
+    if (n.op_type() == op) {
+      REQUIRE(found == nullptr);
+      found = &n;
+    }
+  }
+  REQUIRE(found != nullptr);
+  return *found;
+}
+
+/// x [1, 2, 6, 6]: a Conv with tiny weights and a large bias (so the output's position is far
+/// below weight + input: shift_cut > 16), a Relu after it; an Add of two branches 14 positions
+/// apart (shift_read > 7); x * HardSigmoid(x) with alpha 1/6 on a wide input (ipos < 0).
+::onnx::ModelProto npu_model() {
+  model_builder b(13);
+  b.input("x", onnx_type::float32, {1, 2, 6, 6});
+  b.initializer("w", onnx_type::float32, {2, 2, 3, 3}, random_floats(36, 90, -0.004f, 0.004f));
+  b.initializer("bias", onnx_type::float32, {2}, std::vector<float>{10.0f, -9.0f});
+  b.initializer("tiny", onnx_type::float32, {}, std::vector<float>{0.0005f});
+  b.initializer("huge", onnx_type::float32, {}, std::vector<float>{8.0f});
+  b.initializer("wide", onnx_type::float32, {}, std::vector<float>{40.0f});
+  b.node("Conv", {"x", "w", "bias"}, {"c"}, {attr_ints("pads", {1, 1, 1, 1})});
+  b.node("Relu", {"c"}, {"r"});
+  b.node("Mul", {"x", "tiny"}, {"t"});
+  b.node("Mul", {"x", "huge"}, {"h"});
+  b.node("Add", {"t", "h"}, {"s"});
+  b.node("Mul", {"x", "wide"}, {"v"});
+  b.node("HardSigmoid", {"v"}, {"g"}, {attr_float("alpha", 1.0f / 6.0f), attr_float("beta", 0.5f)});
+  b.node("Mul", {"v", "g"}, {"sw"});
+  b.output("r", onnx_type::float32, {1, 2, 6, 6});
+  b.output("s", onnx_type::float32, {1, 2, 6, 6});
+  b.output("sw", onnx_type::float32, {1, 2, 6, 6});
+  return b.build();
+}
+
+struct npu_shifts {
+  int cut, bias, read, write_add, hs_in, hs_out, swish;
+};
+
+/// The shifts of npu_model() quantized, read from its Q/DQ scales.
+npu_shifts shifts_of(const ::onnx::ModelProto& m) {
+  const auto& conv = only(m, "Conv");
+  const int ipos = dq_position(m, conv.input(0));
+  const int wpos = dq_position(m, conv.input(1));
+  const int bpos = dq_position(m, conv.input(2));
+  const int opos = q_position(m, "r");  // through the Relu: XINT8 removes the Q/DQ between
+  const auto& add = only(m, "Add");
+  const int a0 = dq_position(m, add.input(0)), a1 = dq_position(m, add.input(1));
+  const int aout = q_position(m, "s");
+  const auto& hs = only(m, "HardSigmoid");
+  const int hin = dq_position(m, hs.input(0)), hout = q_position(m, "g");
+  int swish = 0;
+  for (const auto& n : m.graph().node()) {
+    if (n.op_type() == "Mul" && n.input_size() == 2 && n.output(0) == "sw")
+      swish = dq_position(m, n.input(0)) + dq_position(m, n.input(1)) - q_position(m, "sw");
+  }
+  return {wpos + ipos - opos,
+          wpos + ipos - bpos,
+          std::abs(a0 - a1),
+          std::min(a0, a1) - aout,
+          hin,
+          hout,
+          swish};
+}
+
+std::vector<qo::calib_sample> wide_samples() {
+  std::vector<qo::calib_sample> calib;
+  for (std::uint32_t s = 0; s < 2; ++s) {
+    calib.push_back(
+        {{"x", qo::tensor::from_floats({1, 2, 6, 6}, random_floats(72, 80 + s, -2.0f, 2.0f))}});
+  }
+  return calib;
+}
+
+::onnx::ModelProto quantize_npu(const qo::qconfig& cfg, const std::string& tag,
+                                qo::quantize_report* report = nullptr) {
+  const fs::path dir = work_dir();
+  save_proto(npu_model(), dir / (tag + ".onnx"));
+  qo::memory_reader reader(wide_samples());
+  const auto r = qo::quantize_model(dir / (tag + ".onnx"), dir / (tag + "_q.onnx"), cfg, reader);
+  if (report != nullptr)
+    *report = r;
+  return load_proto(dir / (tag + "_q.onnx"));
+}
+
+}  // namespace
+
+TEST_CASE("AdjustShift* / AdjustHardSigmoid (XINT8): every NPU shift ends in its range") {
+  // Without the rules the model breaks the shift_cut, shift_read and HardSigmoid limits (so the
+  // check below can fail); with XINT8's defaults every shift is within quark-spec §9.3's ranges.
+  qo::qconfig off = qo::get_default_config("XINT8");
+  for (const char* k : {"AdjustShiftCut", "AdjustShiftBias", "AdjustShiftRead", "AdjustShiftWrite",
+                        "AdjustHardSigmoid", "AdjustShiftSwish"})
+    off.extra_options.set(k, false);
+  const npu_shifts before = shifts_of(quantize_npu(off, "npu_off"));
+  CAPTURE(before.cut);
+  CAPTURE(before.read);
+  CAPTURE(before.hs_in);
+  CHECK((before.cut > 16 || before.read > 7 || before.hs_in < 0));
+  qo::quantize_report rep;
+  const auto qm = quantize_npu(qo::get_default_config("XINT8"), "npu_on", &rep);
+  const npu_shifts s = shifts_of(qm);
+  CAPTURE(s.cut);
+  CAPTURE(s.bias);
+  CAPTURE(s.read);
+  CAPTURE(s.write_add);
+  CAPTURE(s.hs_in);
+  CAPTURE(s.hs_out);
+  CAPTURE(s.swish);
+  CHECK((s.cut >= 0 && s.cut <= 16));
+  CHECK((s.bias >= std::min(0, s.cut - 16) && s.bias <= 15));
+  CHECK(s.read <= 7);
+  CHECK((s.write_add >= -7 && s.write_add <= 25));
+  CHECK((s.hs_in >= 0 && s.hs_in <= 15));
+  CHECK(s.hs_out >= 7);
+  CHECK(14 + s.hs_in - s.hs_out > 0);
+  CHECK((s.swish >= 0 && s.swish <= 15));
+  CHECK(std::any_of(rep.notes.begin(), rep.notes.end(), [](const std::string& n) {
+    return n.find("NPULimitationCheck: ") != std::string::npos;
+  }));
+  if (ort_available()) {
+    const auto x = random_floats(72, 99, -2.0f, 2.0f);
+    const auto theirs = run_ort(qm, {npy_array::from(x, {1, 2, 6, 6})});
+    const fs::path p = work_dir() / "npu_on_q.onnx";
+    const auto ours = qo::run_model(p, {{"x", qo::tensor::from_floats({1, 2, 6, 6}, x)}});
+    for (const char* out : {"r", "s", "sw"}) {
+      CAPTURE(out);
+      const auto o = ours.at(out).data<float>();
+      const auto t = theirs.at(out).values<float>();
+      CHECK(quark::metrics::cosine(std::vector<float>(o.begin(), o.end()), t) >= 0.9999);
+    }
+  }
+}

@@ -240,14 +240,15 @@ std::vector<option_info> build_registry() {
   r.push_back(todo("ConvertSoftmaxToDPUVersion", cat::npu_adaptation, B, nonnull, false, "False",
                    false, "Replace Softmax by the DPU softmax subgraph."));
   r.push_back(fixed("NPULimitationCheck", cat::npu_adaptation, B, nonnull, true, "True",
-                    "Adjust quantization to the NPU's limits: the Align* rules (the AdjustShift* "
-                    "rules are not implemented yet)."));
+                    "Adjust quantization to the NPU's limits: the Align* and Adjust* rules "
+                    "(docs/config.md §7.4)."));
   r.push_back(fixed("MaxLoopNum", cat::npu_adaptation, I, nonnull, 5, "5",
                     "Maximum passes of the alignment loop (at least 1)."));
   for (const char* k : {"AdjustShiftCut", "AdjustShiftBias", "AdjustShiftRead", "AdjustShiftWrite",
                         "AdjustHardSigmoid", "AdjustShiftSwish"}) {
-    r.push_back(todo(k, cat::npu_adaptation, B, nonnull, true, "True", false,
-                     "An NPU position adjustment rule (quark-spec §9.3)."));
+    r.push_back(fixed(k, cat::npu_adaptation, B, nonnull, true, "True",
+                      "An NPU position adjustment rule for power-of-two scales (quark-spec §9.3; "
+                      "docs/config.md §7.4)."));
   }
   for (const char* k : {"AlignConcat", "AlignPool", "AlignPad", "AlignSlice"}) {
     r.push_back(context(k, cat::npu_adaptation, B, nonnull,

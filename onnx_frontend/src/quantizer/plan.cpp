@@ -256,6 +256,8 @@ const std::set<std::string>& honoured_keys() {
       "SaveTensorHistFig", "CryptoMode", "EncryptionAlgorithm", "BFPAttributes", "MXAttributes",
       "UseMatMulNBits", "MatMulNBitsParams", "DedicateDQNode", "NPULimitationCheck", "MaxLoopNum",
       "AlignConcat", "AlignPool", "AlignPad", "AlignSlice", "AlignTranspose", "AlignReshape",
+      "AdjustShiftCut", "AdjustShiftBias", "AdjustShiftRead", "AdjustShiftWrite",
+      "AdjustHardSigmoid", "AdjustShiftSwish",
       // Accepted with any value, no effect in quark-cpp (docs/config.md says why): calibration
       // streams through the runtime's own thread pool and keeps memory flat, and nothing is
       // written to disk.
@@ -360,6 +362,12 @@ node_rules read_options(const qconfig& cfg, const option_map& eff, settings& o) 
     o.align.slice = get_bool("AlignSlice", false);
     o.align.transpose = get_bool("AlignTranspose", false);
     o.align.reshape = get_bool("AlignReshape", false);
+    o.align.shift_cut = get_bool("AdjustShiftCut", true);
+    o.align.shift_bias = get_bool("AdjustShiftBias", true);
+    o.align.shift_read = get_bool("AdjustShiftRead", true);
+    o.align.shift_write = get_bool("AdjustShiftWrite", true);
+    o.align.hard_sigmoid = get_bool("AdjustHardSigmoid", true);
+    o.align.shift_swish = get_bool("AdjustShiftSwish", true);
   }
   if (const option_value* v = eff.find("MaxLoopNum"); v != nullptr && v->is_int())
     o.align.max_loops = static_cast<int>(std::min<std::int64_t>(v->as_int(), 1000));

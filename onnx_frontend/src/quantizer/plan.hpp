@@ -159,12 +159,16 @@ struct settings {
   int log_severity = 1;                       ///< LogSeverityLevel
   bool refine_block_axis = false;  ///< RefineBlockAxis (default: true when a block spec is used)
   /// NPULimitationCheck's Align* rules (static_quant.cpp, align_params) and MaxLoopNum.
+  /// NPULimitationCheck's AdjustShift* / AdjustHardSigmoid rules (power-of-two positions).
   struct align_rules {
     bool concat = false, pool = false, pad = false, slice = false, transpose = false,
          reshape = false;
+    bool shift_cut = false, shift_bias = false, shift_read = false, shift_write = false,
+         hard_sigmoid = false, shift_swish = false;
     int max_loops = 5;
     [[nodiscard]] bool any() const noexcept {
-      return concat || pool || pad || slice || transpose || reshape;
+      return concat || pool || pad || slice || transpose || reshape || shift_cut || shift_bias ||
+             shift_read || shift_write || hard_sigmoid || shift_swish;
     }
   } align;
   /// Some spec or TensorQuantOverrides entry asks for a block format (BFP / MX).

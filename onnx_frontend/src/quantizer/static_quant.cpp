@@ -566,6 +566,22 @@ std::string node_input(const node_info& n, std::size_t k) {
   return k < n.inputs.size() ? n.inputs[k] : std::string{};
 }
 
+/// A float attribute of `n`, or `dflt`.
+float float_attr(const node_info& n, std::string_view name, float dflt) {
+  for (const auto& a : n.attributes) {
+    if (a.name == name) {
+      if (const auto* f = std::get_if<float>(&a.value))
+        return *f;
+    }
+  }
+  return dflt;
+}
+
+/// The position pos of a power-of-two scale 2^-pos.
+int pof2_position_of(float scale) {
+  return static_cast<int>(std::lround(-std::log2(static_cast<double>(scale))));
+}
+
 qz::scale_choice scale_choice_for(const tspec& t) {
   return qz::scale_choice{.pof2 = t.pof2, .int16 = t.int16_scale, .fp_scaled = t.fp_scaled};
 }
@@ -592,6 +608,10 @@ class static_quantizer {
   void assign_ranges();
   const qp& params_of(const std::string& name);
   void align_params();
+  void adjust_bias_positions();
+  void requantize(const_entry& e);
+  [[nodiscard]] act_entry* aligned_entry(const std::string& t);
+  [[nodiscard]] act_entry* output_entry(std::size_t i);
   void quantize_constant(const_entry& e);
   void quantize_product_bias(const_entry& e, const tensor& w, std::span<const float> v);
   void quantize_weight(const_entry& e, const tensor& w, std::span<const float> v);
@@ -632,6 +652,8 @@ class static_quantizer {
   const std::vector<std::size_t> topo_;
   std::set<std::string> inits_;
   std::set<std::string> graph_outputs_;
+  /// (producer, consumer) op types whose Q/DQ between them is removed (RemoveQDQ*).
+  std::set<std::pair<std::string, std::string>> remove_between_;
   std::set<std::string> half_values_;
   bool extended_ = false;  ///< the extended QDQ flow: a quantized node uses a non-8-bit type
   // Calibration.
@@ -687,6 +709,7 @@ static_quantizer::static_quantizer(model& m, const qconfig& cfg, const qz::plan&
   }
   for (const auto& o : m_.outputs())
     graph_outputs_.insert(o.name);
+  remove_between_ = qz::read_pass_options(cfg_).remove_qdq_between;
 }
 
 void static_quantizer::run_all() {
@@ -708,14 +731,18 @@ void static_quantizer::run_all() {
   // Activation parameters (shared ones follow their source).
   for (const auto& act : acts_)
     params_of(act.first);
-  align_params();
-  // Weights first, then biases (which need the weight scales).
-  for (const bool biases : {false, true}) {
-    for (auto& e : consts_) {
-      if (e.is_bias == biases)
-        quantize_constant(e);
-    }
+  // Weights first, then NPULimitationCheck (which may move a power-of-two weight), then biases
+  // (which need the final input and weight scales), then the bias positions.
+  for (auto& e : consts_) {
+    if (!e.is_bias)
+      quantize_constant(e);
   }
+  align_params();
+  for (auto& e : consts_) {
+    if (e.is_bias)
+      quantize_constant(e);
+  }
+  adjust_bias_positions();
   // (f) rewrite the graph.
   for (const auto& act : acts_)
     emit_activation(act.first, act.second);
@@ -1432,6 +1459,7 @@ void static_quantizer::align_params() {
   const auto& rules = opt_.align;
   if (!rules.any())
     return;
+  auto entry = [&](const std::string& t) { return aligned_entry(t); };
   auto root = [&](std::string n) {
     for (std::size_t k = 0; k <= acts_.size(); ++k) {
       const act_entry& e = acts_.at(n);
@@ -1441,18 +1469,7 @@ void static_quantizer::align_params() {
     }
     return n;
   };
-  // The entry whose parameters `t` uses, when they may be aligned.
-  auto entry = [&](const std::string& t) -> act_entry* {
-    if (t.empty() || !acts_.contains(t))
-      return nullptr;
-    act_entry& e = acts_.at(root(t));
-    if (e.spec.block || e.fixed || e.spec.int16_scale)
-      return nullptr;
-    return &e;
-  };
-  auto position = [](const act_entry& e) {
-    return static_cast<int>(std::lround(-std::log2(static_cast<double>(e.params.scale))));
-  };
+  auto position = [](const act_entry& e) { return pof2_position_of(e.params.scale); };
   std::size_t changes = 0;
   bool changed = true;
   auto set_position = [&](act_entry& e, int pos) {
@@ -1541,6 +1558,135 @@ void static_quantizer::align_params() {
       }
     }
   };
+  // The Adjust* rules (quark-spec §9.3), on power-of-two positions only.
+  auto pentry = [&](const std::string& t) -> act_entry* {
+    act_entry* e = entry(t);
+    return e != nullptr && e->spec.pof2 ? e : nullptr;
+  };
+  std::map<std::size_t, const_entry*> weight_at;  // per-tensor power-of-two weights by node
+  for (auto& e : consts_) {
+    if (!e.is_bias && e.slot == 1 && e.scale.size() == 1 && e.spec.pof2 && e.block == 0)
+      weight_at[e.node] = &e;
+  }
+  std::set<const_entry*> moved;
+  auto set_weight_position = [&](const_entry& w, int pos) {
+    const float s = std::ldexp(1.0f, -pos);
+    if (w.scale[0] != s) {
+      w.scale[0] = s;
+      moved.insert(&w);
+      changed = true;
+      ++changes;
+    }
+  };
+  auto inputs_of = [&](const node_info& n, std::vector<act_entry*>& out) {
+    out.clear();
+    for (const auto& x : n.inputs) {
+      act_entry* e = pentry(x);
+      if (e == nullptr)
+        return false;
+      out.push_back(e);
+    }
+    return !out.empty();
+  };
+  auto quantized_op = [&](std::size_t i, std::initializer_list<std::string_view> ops) {
+    return node_quantized_[i] &&
+           std::find(ops.begin(), ops.end(), std::string_view(nodes_[i].op_type)) != ops.end();
+  };
+  std::vector<act_entry*> ins;
+  // shift_read: the inputs of an Add / Sub are at most 7 positions apart.
+  auto shift_read = [&] {
+    for (std::size_t i = 0; i < nodes_.size(); ++i) {
+      if (!quantized_op(i, {"Add", "Sub"}) || !inputs_of(nodes_[i], ins))
+        continue;
+      auto by_pos = [&](const act_entry* a, const act_entry* b) {
+        return position(*a) < position(*b);
+      };
+      act_entry* hi = *std::max_element(ins.begin(), ins.end(), by_pos);
+      const int lo = position(**std::min_element(ins.begin(), ins.end(), by_pos));
+      if (position(*hi) - lo > 7)
+        set_position(*hi, lo + 7);
+    }
+  };
+  // shift_write: Add min(ipos) - opos in [-7, 25]; Mul sum(ipos) - opos in [0, 32].
+  auto shift_write = [&] {
+    for (std::size_t i = 0; i < nodes_.size(); ++i) {
+      if (!quantized_op(i, {"Add", "Mul"}) || !inputs_of(nodes_[i], ins))
+        continue;
+      act_entry* out = output_entry(i);
+      if (out == nullptr)
+        continue;
+      const bool add = nodes_[i].op_type == "Add";
+      int base = add ? position(*ins.front()) : 0;
+      for (const act_entry* e : ins)
+        base = add ? std::min(base, position(*e)) : base + position(*e);
+      const int sw = base - position(*out);
+      const int clamped = add ? std::clamp(sw, -7, 25) : std::clamp(sw, 0, 32);
+      if (sw != clamped)
+        set_position(*out, base - clamped);
+    }
+  };
+  // shift_cut: wpos + ipos - opos of a Conv / Gemm in [0, 16], by moving the weight.
+  auto shift_cut = [&] {
+    for (std::size_t i = 0; i < nodes_.size(); ++i) {
+      auto w = weight_at.find(i);
+      if (w == weight_at.end() || !quantized_op(i, {"Conv", "Gemm"}) || nodes_[i].inputs.empty())
+        continue;
+      act_entry* in = pentry(nodes_[i].inputs[0]);
+      act_entry* out = output_entry(i);
+      if (in == nullptr || out == nullptr)
+        continue;
+      const int sc = pof2_position_of(w->second->scale[0]) + position(*in) - position(*out);
+      const int clamped = std::clamp(sc, 0, 16);
+      if (sc != clamped)
+        set_weight_position(*w->second, clamped + position(*out) - position(*in));
+    }
+  };
+  auto is_dpu_hard_sigmoid = [](const node_info& n) {
+    return n.op_type == "HardSigmoid" &&
+           std::fabs(float_attr(n, "alpha", 0.2f) - 1.0f / 6.0f) < 1e-4f &&
+           std::fabs(float_attr(n, "beta", 0.5f) - 0.5f) < 1e-4f;
+  };
+  // HardSigmoid(1/6, 0.5): ipos in [0, 15], opos >= 7, 14 + ipos - opos > 0.
+  auto hard_sigmoid = [&] {
+    for (std::size_t i = 0; i < nodes_.size(); ++i) {
+      const node_info& n = nodes_[i];
+      if (!quantized_op(i, {"HardSigmoid"}) || !is_dpu_hard_sigmoid(n) || n.inputs.empty())
+        continue;
+      act_entry* in = pentry(n.inputs[0]);
+      act_entry* out = output_entry(i);
+      if (in == nullptr || out == nullptr)
+        continue;
+      const int ipos = std::clamp(position(*in), 0, 15);
+      int opos = std::max(position(*out), 7);
+      if (14 + ipos - opos <= 0)
+        opos = 14 + ipos;
+      set_position(*in, ipos);
+      set_position(*out, opos);
+    }
+  };
+  // swish (x * HardSigmoid(x)): ipos0 + ipos1 - opos in [0, 15].
+  std::set<std::string> hard_sigmoid_inputs;
+  for (const auto& n : nodes_) {
+    if (is_dpu_hard_sigmoid(n) && !n.inputs.empty())
+      hard_sigmoid_inputs.insert(n.inputs[0]);
+  }
+  auto shift_swish = [&] {
+    for (std::size_t i = 0; i < nodes_.size(); ++i) {
+      const node_info& n = nodes_[i];
+      if (!quantized_op(i, {"Mul"}) || n.inputs.size() != 2 ||
+          (!hard_sigmoid_inputs.contains(n.inputs[0]) &&
+           !hard_sigmoid_inputs.contains(n.inputs[1])) ||
+          !inputs_of(n, ins))
+        continue;
+      act_entry* out = output_entry(i);
+      if (out == nullptr)
+        continue;
+      const int sum = position(*ins[0]) + position(*ins[1]);
+      const int sh = sum - position(*out);
+      if (sh != std::clamp(sh, 0, 15))
+        set_position(*out, sum - std::clamp(sh, 0, 15));
+    }
+  };
   int loops = 0;
   while (changed && loops < rules.max_loops) {
     changed = false;
@@ -1557,7 +1703,19 @@ void static_quantizer::align_params() {
       out_to_inputs({"Transpose"});
     if (rules.reshape)
       out_to_inputs({"Reshape"});
+    if (rules.shift_read)
+      shift_read();
+    if (rules.shift_write)
+      shift_write();
+    if (rules.shift_cut)
+      shift_cut();
+    if (rules.hard_sigmoid)
+      hard_sigmoid();
+    if (rules.shift_swish)
+      shift_swish();
   }
+  for (const_entry* w : moved)
+    requantize(*w);
   // Entries that share another one's parameters follow it again.
   for (auto& [name, e] : acts_) {
     if (e.share_from.empty() || !acts_.contains(e.share_from) || e.spec.block || e.fixed)
@@ -1568,9 +1726,104 @@ void static_quantizer::align_params() {
   }
   if (changes > 0) {
     report_.notes.push_back("NPULimitationCheck: " + std::to_string(changes) +
-                            " activation scale(s) aligned in " + std::to_string(loops) +
-                            " pass(es) (Align*)" +
+                            " scale change(s) in " + std::to_string(loops) +
+                            " pass(es) (Align* / Adjust* rules)" +
                             (changed ? "; MaxLoopNum reached before the rules agreed" : ""));
+  }
+}
+
+/// The entry whose parameters activation `t` uses (through shared ones), when they may be aligned
+/// (not a block format, not fixed by TensorQuantOverrides, not an Int16 scale).
+act_entry* static_quantizer::aligned_entry(const std::string& t) {
+  if (t.empty() || !acts_.contains(t))
+    return nullptr;
+  std::string n = t;
+  for (std::size_t k = 0; k <= acts_.size(); ++k) {
+    const act_entry& e = acts_.at(n);
+    if (e.share_from.empty() || !acts_.contains(e.share_from))
+      break;
+    n = e.share_from;
+  }
+  act_entry& e = acts_.at(n);
+  if (e.spec.block || e.fixed || e.spec.int16_scale)
+    return nullptr;
+  return &e;
+}
+
+/// The power-of-two entry of node i's output as the NPU sees it: through a following activation
+/// whose Q/DQ pair between the two is removed (RemoveQDQConvRelu and friends), as Quark's
+/// get_opos_name looks through it.
+act_entry* static_quantizer::output_entry(std::size_t i) {
+  const node_info& n = nodes_[i];
+  if (n.outputs.empty())
+    return nullptr;
+  const std::string& o = n.outputs[0];
+  std::size_t readers = 0, reader = 0;
+  for (std::size_t j = 0; j < nodes_.size(); ++j) {
+    if (std::find(nodes_[j].inputs.begin(), nodes_[j].inputs.end(), o) != nodes_[j].inputs.end()) {
+      ++readers;
+      reader = j;
+    }
+  }
+  if (readers == 1 && !graph_outputs_.contains(o) && !nodes_[reader].outputs.empty() &&
+      remove_between_.contains({n.op_type, nodes_[reader].op_type})) {
+    act_entry* e = aligned_entry(nodes_[reader].outputs[0]);
+    return e != nullptr && e->spec.pof2 ? e : nullptr;
+  }
+  act_entry* e = aligned_entry(o);
+  return e != nullptr && e->spec.pof2 ? e : nullptr;
+}
+
+/// Quantizes a per-tensor weight or bias again after NPULimitationCheck moved its scale.
+void static_quantizer::requantize(const_entry& e) {
+  const tensor w = m_.initializer(e.name);
+  const qp g = qz::qparams_for(e.type, scale_choice_for(e.spec), e.spec.symmetric, e.rmin, e.rmax,
+                               true, e.name, false);
+  e.q = quantize_values(w, e.type, e.scale, e.zp, -1, g.qmin, g.qmax, 0);
+}
+
+/// AdjustShiftBias (quark-spec §9.3) for the biases quantized with a power-of-two position of
+/// their own (Int32Bias false, as in XINT8): wpos + ipos - bpos in [min(0, shift_cut - 16), 15]
+/// (the minimum is 0 when a LeakyRelu reads the output), by moving the bias. The other rules do
+/// not read bias positions, so one pass after them gives what Quark's loop converges to.
+void static_quantizer::adjust_bias_positions() {
+  if (!opt_.align.shift_bias)
+    return;
+  std::map<std::size_t, const_entry*> weight_at, bias_at;
+  for (auto& e : consts_) {
+    if (e.scale.size() != 1 || !e.spec.pof2 || e.block != 0 || e.product_scale)
+      continue;
+    (e.is_bias ? bias_at : weight_at)[e.node] = &e;
+  }
+  std::size_t changes = 0;
+  for (const auto& [i, b] : bias_at) {
+    const node_info& n = nodes_[i];
+    auto w = weight_at.find(i);
+    if (w == weight_at.end() || !node_quantized_[i] || (n.op_type != "Conv" && n.op_type != "Gemm"))
+      continue;
+    act_entry* in = n.inputs.empty() ? nullptr : aligned_entry(n.inputs[0]);
+    act_entry* out = output_entry(i);
+    if (in == nullptr || !in->spec.pof2 || out == nullptr)
+      continue;
+    const int wpos = pof2_position_of(w->second->scale[0]);
+    const int ipos = pof2_position_of(in->params.scale);
+    const int sc = wpos + ipos - pof2_position_of(out->params.scale);
+    int lo = std::min(0, sc - 16);
+    for (const auto& r : nodes_) {
+      if (r.op_type == "LeakyRelu" && !r.inputs.empty() && r.inputs[0] == n.outputs[0])
+        lo = 0;
+    }
+    const int sb = wpos + ipos - pof2_position_of(b->scale[0]);
+    const int clamped = std::clamp(sb, lo, 15);
+    if (sb != clamped) {
+      b->scale[0] = std::ldexp(1.0f, -(wpos + ipos - clamped));
+      requantize(*b);
+      ++changes;
+    }
+  }
+  if (changes > 0) {
+    report_.notes.push_back("NPULimitationCheck: " + std::to_string(changes) +
+                            " bias position(s) moved (AdjustShiftBias)");
   }
 }
 

@@ -339,3 +339,37 @@ TEST_CASE("AdjustShift* / AdjustHardSigmoid (XINT8): every NPU shift ends in its
     }
   }
 }
+
+TEST_CASE("AlignPad, AlignSlice, AlignTranspose, AlignReshape with float scales (A8W8)") {
+  // x * 4 -> Pad (constant 30, so the padded tensor's range grows) -> Slice -> Transpose ->
+  // Reshape: each rule makes its two tensors share one scale; off, Pad's two differ.
+  model_builder b(13);
+  b.input("x", onnx_type::float32, {1, 2, 6, 6});
+  b.initializer("four", onnx_type::float32, {}, std::vector<float>{4.0f});
+  b.initializer("pads", onnx_type::int64, {8}, std::vector<std::int64_t>{0, 0, 1, 1, 0, 0, 1, 1});
+  b.initializer("pv", onnx_type::float32, {}, std::vector<float>{30.0f});
+  b.initializer("st", onnx_type::int64, {1}, std::vector<std::int64_t>{1});
+  b.initializer("en", onnx_type::int64, {1}, std::vector<std::int64_t>{7});
+  b.initializer("ax", onnx_type::int64, {1}, std::vector<std::int64_t>{2});
+  b.initializer("shape", onnx_type::int64, {2}, std::vector<std::int64_t>{1, -1});
+  b.node("Mul", {"x", "four"}, {"a"});
+  b.node("Pad", {"a", "pads", "pv"}, {"p"});
+  b.node("Slice", {"p", "st", "en", "ax"}, {"sl"});
+  b.node("Transpose", {"sl"}, {"t"}, {attr_ints("perm", {0, 1, 3, 2})});
+  b.node("Reshape", {"t", "shape"}, {"r"});
+  b.node("Relu", {"r"}, {"y"});
+  b.output("y", onnx_type::float32, {1, 96});
+  const auto fm = b.build();
+  const auto q0 = quantize(fm, qo::get_default_config("A8W8"), "moves_off");
+  CHECK(qparams(q0.model, "a") != qparams(q0.model, "p"));
+  qo::qconfig cfg = qo::get_default_config("A8W8");
+  for (const char* k : {"AlignPad", "AlignSlice", "AlignTranspose", "AlignReshape"})
+    cfg.extra_options.set(k, true);
+  const auto q1 = quantize(fm, cfg, "moves_on");
+  const auto pad = qparams(q1.model, "p");
+  CHECK(qparams(q1.model, "a") == pad);  // AlignPad: the output's to the input
+  for (const char* t : {"sl", "t", "r"}) {
+    CAPTURE(t);
+    CHECK(qparams(q1.model, t) == pad);
+  }
+}

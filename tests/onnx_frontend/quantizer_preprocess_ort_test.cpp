@@ -422,6 +422,11 @@ TEST_CASE("ConvertOpsetVersion: up and down, then the fusions the new opset allo
                          doctest::Contains("SkipPreprocess = true skips every preprocessing step, "
                                            "but ConvertOpsetVersion asks for one"),
                          quark::config_error);
+    cfg.extra_options.erase("ConvertOpsetVersion");
+    cfg.extra_options.set("ConvertFP16ToFP32", true);
+    CHECK_THROWS_WITH_AS(preprocessed(sq, cfg),
+                         doctest::Contains("but ConvertFP16ToFP32 asks for one"),
+                         quark::config_error);
   }
 }
 

@@ -38,24 +38,6 @@ void add_int(NodeProto& n, const char* name, std::int64_t v) {
   a->set_i(v);
 }
 
-/// The values of an int64 / int32 initializer, nullopt if `name` is not one.
-std::optional<std::vector<std::int64_t>> int_values(const model& m, const std::string& name) {
-  if (name.empty() || !m.has_initializer(name))
-    return std::nullopt;
-  const tensor t = m.initializer(name);
-  std::vector<std::int64_t> out;
-  if (t.type() == dtype_id::int64) {
-    for (auto v : t.data<std::int64_t>())
-      out.push_back(v);
-  } else if (t.type() == dtype_id::int32) {
-    for (auto v : t.data<std::int32_t>())
-      out.push_back(v);
-  } else {
-    return std::nullopt;
-  }
-  return out;
-}
-
 tensor int64_tensor(const std::vector<std::int64_t>& v) {
   tensor t(dtype_id::int64, {static_cast<std::int64_t>(v.size())});
   std::copy(v.begin(), v.end(), t.data<std::int64_t>().begin());
@@ -277,17 +259,10 @@ struct converter {
     const auto* s = shape_of(n.input(0));
     if (s == nullptr || (s->size() != 3 && s->size() != 4) || n.output_size() != 1)
       return false;
-    std::vector<std::int64_t> axes;
-    if (const auto* a = find_attr(n, "axes")) {
-      axes.assign(a->ints().begin(), a->ints().end());
-    } else if (n.input_size() >= 2 && !n.input(1).empty()) {
-      const auto v = int_values(m, n.input(1));
-      if (!v)
-        return false;
-      axes = *v;
-    } else {
-      return false;  // all axes
-    }
+    const auto given = reduce_axes(m, n);
+    if (!given)
+      return false;  // not constant, or every axis
+    std::vector<std::int64_t> axes = *given;
     const auto rank = static_cast<std::int64_t>(s->size());
     for (auto& a : axes)
       a = a < 0 ? a + rank : a;

@@ -44,16 +44,6 @@ bool is_fused_qdq(const NodeProto& n) {
          (n.op_type() == "BFPQuantizeDequantize" || n.op_type() == "MXQuantizeDequantize");
 }
 
-/// Drops the nodes marked dead, keeping the order of the others.
-void compact(GraphProto& g, const std::vector<bool>& dead) {
-  ::google::protobuf::RepeatedPtrField<NodeProto> kept;
-  for (int i = 0; i < g.node_size(); ++i) {
-    if (!dead[static_cast<std::size_t>(i)])
-      *kept.Add() = std::move(*g.mutable_node(i));
-  }
-  g.mutable_node()->Swap(&kept);
-}
-
 /// A fresh initializer name derived from `base`.
 std::string fresh_name(const model& m, const std::string& base) {
   std::string n = base + "_folded";
@@ -345,7 +335,7 @@ bool fold_sweep(model& m, const graph_pass_options& o, std::map<std::string, int
     break;  // weights were rewritten: re-index before the next fold
   }
   if (changed)
-    compact(g, dead);
+    compact_nodes(g, dead);
   return changed;
 }
 
@@ -431,7 +421,7 @@ int fold_constants(model& m, std::set<std::string>& retired) {
     ++folded;
   }
   if (folded > 0)
-    compact(g, dead);
+    compact_nodes(g, dead);
   return folded;
 }
 
@@ -531,7 +521,7 @@ std::set<std::string> remove_qdq_pairs(model& m, const graph_pass_options& o) {
     }
     touched_values.insert(x);
   }
-  compact(g, dead);
+  compact_nodes(g, dead);
   drop_unused_initializers(m, retired);
   // Values with no QuantizeLinear reading them any more are no longer quantized.
   const graph_index after(g);

@@ -88,6 +88,35 @@ inline void drop_unused_initializers(model& m, const std::set<std::string>& cand
   }
 }
 
+/// Drops the nodes of `g` marked dead, keeping the order of the others.
+inline void compact_nodes(::onnx::GraphProto& g, const std::vector<bool>& dead) {
+  ::google::protobuf::RepeatedPtrField<::onnx::NodeProto> kept;
+  for (int i = 0; i < g.node_size(); ++i) {
+    if (!dead[static_cast<std::size_t>(i)])
+      *kept.Add() = std::move(*g.mutable_node(i));
+  }
+  g.mutable_node()->Swap(&kept);
+}
+
+/// The values of an int64 / int32 initializer, nullopt if `name` is not one.
+inline std::optional<std::vector<std::int64_t>> int_values(const model& m,
+                                                           const std::string& name) {
+  if (name.empty() || !m.has_initializer(name))
+    return std::nullopt;
+  const tensor t = m.initializer(name);
+  std::vector<std::int64_t> out;
+  if (t.type() == dtype_id::int64) {
+    for (auto v : t.data<std::int64_t>())
+      out.push_back(v);
+  } else if (t.type() == dtype_id::int32) {
+    for (auto v : t.data<std::int32_t>())
+      out.push_back(v);
+  } else {
+    return std::nullopt;
+  }
+  return out;
+}
+
 /// A float scalar initializer's value (one element), nullopt otherwise.
 inline std::optional<float> float_scalar(const model& m, const std::string& name) {
   if (name.empty() || !m.has_initializer(name))
@@ -139,6 +168,17 @@ inline std::int64_t attr_i(const ::onnx::NodeProto& n, std::string_view name, st
 inline float attr_f(const ::onnx::NodeProto& n, std::string_view name, float dflt) {
   const auto* a = find_attr(n, name);
   return a == nullptr ? dflt : a->f();
+}
+
+/// The axes of a Reduce* node: its `axes` attribute (before opset 18, 13 for ReduceSum) or its
+/// constant second input; nullopt when they are not constant or absent (every axis).
+inline std::optional<std::vector<std::int64_t>> reduce_axes(const model& m,
+                                                            const ::onnx::NodeProto& n) {
+  if (const auto* a = find_attr(n, "axes"))
+    return std::vector<std::int64_t>(a->ints().begin(), a->ints().end());
+  if (n.input_size() < 2 || n.input(1).empty())
+    return std::nullopt;
+  return int_values(m, n.input(1));
 }
 
 /// Per-channel y = a x + b.

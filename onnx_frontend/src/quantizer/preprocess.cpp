@@ -17,6 +17,7 @@
 #include "io/proto_access.hpp"
 #include "quantizer/graph_util.hpp"
 #include "quantizer/opset.hpp"
+#include "quantizer/tensor_build.hpp"
 
 namespace quark::onnx::qz {
 
@@ -36,20 +37,6 @@ std::optional<double> scalar(const model& m, const std::string& name) {
 /// `v` is `want` to float32 precision (exporters write sqrt(2), 1/sqrt(2) as float32 constants).
 bool near(std::optional<double> v, double want) {
   return v && std::fabs(*v - want) <= 1e-6 * std::fabs(want);
-}
-
-/// The axes of a Reduce* node (attribute before opset 18 / 13 for ReduceSum, else the constant
-/// second input); nullopt when they are not known or the node reduces every axis.
-std::optional<std::vector<std::int64_t>> reduce_axes(const model& m, const NodeProto& n) {
-  if (const auto* a = find_attr(n, "axes"))
-    return std::vector<std::int64_t>(a->ints().begin(), a->ints().end());
-  if (n.input_size() < 2 || n.input(1).empty() || !m.has_initializer(n.input(1)))
-    return std::nullopt;
-  const tensor t = m.initializer(n.input(1));
-  if (t.type() != dtype_id::int64 || t.size() == 0)
-    return std::nullopt;
-  const auto v = t.data<std::int64_t>();
-  return std::vector<std::int64_t>(v.begin(), v.end());
 }
 
 /// A Reduce* node over the single axis `axis` that keeps its dimensions.
@@ -138,12 +125,7 @@ struct matcher {
   }
   /// Drops the retired nodes and the initializers only they read.
   void finish() {
-    ::google::protobuf::RepeatedPtrField<NodeProto> kept;
-    for (int i = 0; i < g.node_size(); ++i) {
-      if (!dead[static_cast<std::size_t>(i)])
-        *kept.Add() = std::move(*g.mutable_node(i));
-    }
-    g.mutable_node()->Swap(&kept);
+    compact_nodes(g, dead);
     at.clear();
     drop_unused_initializers(m, retired_inputs);
   }
@@ -196,19 +178,6 @@ NodeProto make_node(const std::string& op, const std::string& name,
   n.add_output(output);
   return n;
 }
-void add_attr(NodeProto& n, const char* name, float v) {
-  auto* a = n.add_attribute();
-  a->set_name(name);
-  a->set_type(::onnx::AttributeProto::FLOAT);
-  a->set_f(v);
-}
-void add_attr(NodeProto& n, const char* name, std::int64_t v) {
-  auto* a = n.add_attribute();
-  a->set_name(name);
-  a->set_type(::onnx::AttributeProto::INT);
-  a->set_i(v);
-}
-
 // ---- the fusions ------------------------------------------------------------------------------
 
 /// (x - mean) / sqrt(var + eps) * gamma (+ beta) over the last axis -> LayerNormalization, with
@@ -272,8 +241,8 @@ std::size_t fuse_layer_norm(matcher& mt, name_pool& names, bool apply) {
     NodeProto ln = beta ? make_node("LayerNormalization", last->name(),
                                     {x, g, as_1d(mt.m, names, *beta)}, last->output(0))
                         : make_node("LayerNormalization", last->name(), {x, g}, last->output(0));
-    add_attr(ln, "axis", std::int64_t{-1});
-    add_attr(ln, "epsilon", static_cast<float>(*eps));
+    add_int_attribute(ln, "axis", -1);
+    add_float_attribute(ln, "epsilon", static_cast<float>(*eps));
     mt.replace(last, std::move(ln), {red_mean, sub, square, red_var, add_eps, sqrt, div, mul, add});
   }
   return found;
@@ -406,7 +375,7 @@ std::size_t fuse_instance_norm(matcher& mt, name_pool& names, bool apply) {
     NodeProto in =
         make_node("InstanceNormalization", out->name(),
                   {x, as_1d(mt.m, names, *gamma), as_1d(mt.m, names, *beta)}, out->output(0));
-    add_attr(in, "epsilon", static_cast<float>(*eps));
+    add_float_attribute(in, "epsilon", static_cast<float>(*eps));
     mt.replace(out, std::move(in),
                {mx, shift, mean_k, kn, recip, sqrt, add_eps, var, square, sub, mean,
                 one_mean ? nullptr : mean2, out});
@@ -453,8 +422,8 @@ std::size_t fuse_l2_norm(matcher& mt, bool apply) {
     if (!apply)
       continue;
     NodeProto lp = make_node("LpNormalization", last->name(), {x}, last->output(0));
-    add_attr(lp, "axis", axis);
-    add_attr(lp, "p", std::int64_t{2});
+    add_int_attribute(lp, "axis", axis);
+    add_int_attribute(lp, "p", 2);
     mt.replace(last, std::move(lp), {square, sum, mx, sqrt, recip, last});
   }
   return found;

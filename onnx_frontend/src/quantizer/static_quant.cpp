@@ -25,6 +25,7 @@
 #include <quark/calib/mse_calibrator.hpp>
 #include <quark/calib/pof2_calibrator.hpp>
 #include <quark/quant/bias.hpp>
+#include <quark/scale/pow2_scale.hpp>
 
 #include "io/proto_access.hpp"
 #include "quantizer/block_nodes.hpp"
@@ -577,9 +578,13 @@ float float_attr(const node_info& n, std::string_view name, float dflt) {
   return dflt;
 }
 
-/// The position pos of a power-of-two scale 2^-pos.
+/// The position pos of a power-of-two scale 2^-pos, and the scale at a position (quark-spec
+/// §2.2, through the header's pow2_scale).
 int pof2_position_of(float scale) {
-  return static_cast<int>(std::lround(-std::log2(static_cast<double>(scale))));
+  return quark::scale_traits<quark::pow2_scale>::from_float(scale).position();
+}
+float pof2_scale_at(int pos) {
+  return quark::scale_traits<quark::pow2_scale>::to_float(quark::pow2_scale::from_position(pos));
 }
 
 qz::scale_choice scale_choice_for(const tspec& t) {
@@ -610,6 +615,7 @@ class static_quantizer {
   void align_params();
   void adjust_bias_positions();
   void requantize(const_entry& e);
+  [[nodiscard]] std::string shared_root(std::string t) const;
   [[nodiscard]] act_entry* aligned_entry(const std::string& t);
   [[nodiscard]] act_entry* output_entry(std::size_t i);
   void quantize_constant(const_entry& e);
@@ -654,6 +660,8 @@ class static_quantizer {
   std::set<std::string> graph_outputs_;
   /// (producer, consumer) op types whose Q/DQ between them is removed (RemoveQDQ*).
   std::set<std::pair<std::string, std::string>> remove_between_;
+  std::map<std::string, std::vector<std::size_t>> readers_;  ///< value -> reading nodes_ indices
+  std::map<std::string, std::size_t> producer_;              ///< value -> producing nodes_ index
   std::set<std::string> half_values_;
   bool extended_ = false;  ///< the extended QDQ flow: a quantized node uses a non-8-bit type
   // Calibration.
@@ -710,6 +718,14 @@ static_quantizer::static_quantizer(model& m, const qconfig& cfg, const qz::plan&
   for (const auto& o : m_.outputs())
     graph_outputs_.insert(o.name);
   remove_between_ = qz::read_pass_options(cfg_).remove_qdq_between;
+  for (std::size_t i = 0; i < nodes_.size(); ++i) {
+    for (const auto& x : nodes_[i].inputs) {
+      if (!x.empty())
+        readers_[x].push_back(i);
+    }
+    for (const auto& o : nodes_[i].outputs)
+      producer_[o] = i;
+  }
 }
 
 void static_quantizer::run_all() {
@@ -1460,20 +1476,11 @@ void static_quantizer::align_params() {
   if (!rules.any())
     return;
   auto entry = [&](const std::string& t) { return aligned_entry(t); };
-  auto root = [&](std::string n) {
-    for (std::size_t k = 0; k <= acts_.size(); ++k) {
-      const act_entry& e = acts_.at(n);
-      if (e.share_from.empty() || !acts_.contains(e.share_from))
-        break;
-      n = e.share_from;
-    }
-    return n;
-  };
   auto position = [](const act_entry& e) { return pof2_position_of(e.params.scale); };
   std::size_t changes = 0;
   bool changed = true;
   auto set_position = [&](act_entry& e, int pos) {
-    const float s = std::ldexp(1.0f, -pos);
+    const float s = pof2_scale_at(pos);
     if (e.params.scale != s) {
       e.params.scale = s;
       changed = true;
@@ -1499,11 +1506,10 @@ void static_quantizer::align_params() {
       return e;
     if (n.op_type == "MaxPool")
       return nullptr;
-    for (const auto& p : nodes_) {
-      if (std::find(p.outputs.begin(), p.outputs.end(), n.inputs[0]) != p.outputs.end())
-        return p.inputs.empty() ? nullptr : entry(p.inputs[0]);
-    }
-    return nullptr;
+    auto p = producer_.find(n.inputs[0]);
+    if (p == producer_.end() || nodes_[p->second].inputs.empty())
+      return nullptr;
+    return entry(nodes_[p->second].inputs[0]);
   };
   auto out_to_inputs = [&](const std::set<std::string>& ops) {
     for (std::size_t i = 0; i < nodes_.size(); ++i) {
@@ -1570,7 +1576,7 @@ void static_quantizer::align_params() {
   }
   std::set<const_entry*> moved;
   auto set_weight_position = [&](const_entry& w, int pos) {
-    const float s = std::ldexp(1.0f, -pos);
+    const float s = pof2_scale_at(pos);
     if (w.scale[0] != s) {
       w.scale[0] = s;
       moved.insert(&w);
@@ -1720,7 +1726,7 @@ void static_quantizer::align_params() {
   for (auto& [name, e] : acts_) {
     if (e.share_from.empty() || !acts_.contains(e.share_from) || e.spec.block || e.fixed)
       continue;
-    const act_entry& r = acts_.at(root(name));
+    const act_entry& r = acts_.at(shared_root(name));
     e.params.scale = r.params.scale;
     e.params.zero_point = r.params.zero_point;
   }
@@ -1732,19 +1738,23 @@ void static_quantizer::align_params() {
   }
 }
 
+/// The activation whose parameters `t` (an activation) takes, following share_from to its end.
+std::string static_quantizer::shared_root(std::string t) const {
+  for (std::size_t k = 0; k <= acts_.size(); ++k) {
+    const act_entry& e = acts_.at(t);
+    if (e.share_from.empty() || !acts_.contains(e.share_from))
+      break;
+    t = e.share_from;
+  }
+  return t;
+}
+
 /// The entry whose parameters activation `t` uses (through shared ones), when they may be aligned
 /// (not a block format, not fixed by TensorQuantOverrides, not an Int16 scale).
 act_entry* static_quantizer::aligned_entry(const std::string& t) {
   if (t.empty() || !acts_.contains(t))
     return nullptr;
-  std::string n = t;
-  for (std::size_t k = 0; k <= acts_.size(); ++k) {
-    const act_entry& e = acts_.at(n);
-    if (e.share_from.empty() || !acts_.contains(e.share_from))
-      break;
-    n = e.share_from;
-  }
-  act_entry& e = acts_.at(n);
+  act_entry& e = acts_.at(shared_root(t));
   if (e.spec.block || e.fixed || e.spec.int16_scale)
     return nullptr;
   return &e;
@@ -1758,16 +1768,11 @@ act_entry* static_quantizer::output_entry(std::size_t i) {
   if (n.outputs.empty())
     return nullptr;
   const std::string& o = n.outputs[0];
-  std::size_t readers = 0, reader = 0;
-  for (std::size_t j = 0; j < nodes_.size(); ++j) {
-    if (std::find(nodes_[j].inputs.begin(), nodes_[j].inputs.end(), o) != nodes_[j].inputs.end()) {
-      ++readers;
-      reader = j;
-    }
-  }
-  if (readers == 1 && !graph_outputs_.contains(o) && !nodes_[reader].outputs.empty() &&
-      remove_between_.contains({n.op_type, nodes_[reader].op_type})) {
-    act_entry* e = aligned_entry(nodes_[reader].outputs[0]);
+  auto r = readers_.find(o);
+  if (r != readers_.end() && r->second.size() == 1 && !graph_outputs_.contains(o) &&
+      !nodes_[r->second.front()].outputs.empty() &&
+      remove_between_.contains({n.op_type, nodes_[r->second.front()].op_type})) {
+    act_entry* e = aligned_entry(nodes_[r->second.front()].outputs[0]);
     return e != nullptr && e->spec.pof2 ? e : nullptr;
   }
   act_entry* e = aligned_entry(o);
@@ -1809,14 +1814,16 @@ void static_quantizer::adjust_bias_positions() {
     const int ipos = pof2_position_of(in->params.scale);
     const int sc = wpos + ipos - pof2_position_of(out->params.scale);
     int lo = std::min(0, sc - 16);
-    for (const auto& r : nodes_) {
-      if (r.op_type == "LeakyRelu" && !r.inputs.empty() && r.inputs[0] == n.outputs[0])
-        lo = 0;
+    if (auto r = readers_.find(n.outputs[0]); r != readers_.end()) {
+      for (const std::size_t j : r->second) {
+        if (nodes_[j].op_type == "LeakyRelu" && nodes_[j].inputs[0] == n.outputs[0])
+          lo = 0;
+      }
     }
     const int sb = wpos + ipos - pof2_position_of(b->scale[0]);
     const int clamped = std::clamp(sb, lo, 15);
     if (sb != clamped) {
-      b->scale[0] = std::ldexp(1.0f, -(wpos + ipos - clamped));
+      b->scale[0] = pof2_scale_at(wpos + ipos - clamped);
       requantize(*b);
       ++changes;
     }

@@ -130,6 +130,14 @@ inline void add_int_attribute(::onnx::NodeProto& n, const char* name, std::int64
   a->set_i(v);
 }
 
+/// Adds the float attribute `name` = `v` to `n`.
+inline void add_float_attribute(::onnx::NodeProto& n, const char* name, float v) {
+  auto* a = n.add_attribute();
+  a->set_name(name);
+  a->set_type(::onnx::AttributeProto::FLOAT);
+  a->set_f(v);
+}
+
 /// Cast(in, to) -> out (`to` an ONNX TensorProto data type).
 inline ::onnx::NodeProto make_cast(const std::string& name, const std::string& in,
                                    const std::string& out, dtype_id to) {

@@ -55,6 +55,7 @@
 #include <quark/quant/tensor_qparams.hpp>
 #include <quark/quant/tensor_view.hpp>
 #include <quark/quant/two_stage.hpp>
+#include <quark/scale/dpu.hpp>
 #include <quark/scale/e8m0_scale.hpp>
 #include <quark/scale/fixed_point_scale.hpp>
 #include <quark/scale/float_scale.hpp>

@@ -193,6 +193,13 @@ TEST_CASE("categories 2-6, 9, 10 and 11 are implemented, of 1, 7 and 8 only the 
                                                    "AdjustShiftWrite",
                                                    "AdjustHardSigmoid",
                                                    "AdjustShiftSwish",
+                                                   "SimulateDPU",
+                                                   "ConvertLeakyReluToDPUVersion",
+                                                   "ConvertSigmoidToHardSigmoid",
+                                                   "ConvertHardSigmoidToDPUVersion",
+                                                   "ConvertAvgPoolToDPUVersion",
+                                                   "ConvertClipToDPUVersion",
+                                                   "ConvertReduceMeanToDPUVersion",
                                                    "CLEBalanceMethod",
                                                    "CLESteps",
                                                    "CLEWeightThreshold",
@@ -248,11 +255,12 @@ TEST_CASE("documented defaults (seed 000)") {
   CHECK(o.get<std::vector<std::string>>("CalibPassthroughOpTypes").empty());  // line 216
   CHECK(o.get<tensor_quant_overrides>("TensorQuantOverrides").empty());       // line 207
   CHECK(o.get<std::map<std::string, std::int64_t>>("QDQOpTypePerChannelSupportToAxis").empty());
+  CHECK(o.get<bool>("SimulateDPU") == true);               // line 142
+  CHECK(o.get<bool>("ConvertClipToDPUVersion") == false);  // line 147
   // Not-implemented keys read as their inert value (what quark-cpp does).
-  CHECK(o.get<bool>("SimulateDPU") == false);
-  CHECK(find_option("SimulateDPU")->default_value == option_value(true));  // line 142
-  CHECK(o.get<std::int64_t>("MaxLoopNum") == 5);                           // line 151
-  CHECK(o.get<bool>("AdjustShiftCut") == true);                            // line 152
+  CHECK(o.get<bool>("ConvertSoftmaxToDPUVersion") == false);  // line 149
+  CHECK(o.get<std::int64_t>("MaxLoopNum") == 5);              // line 151
+  CHECK(o.get<bool>("AdjustShiftCut") == true);               // line 152
 }
 
 TEST_CASE("context-dependent defaults are not guessed by option_map") {
@@ -357,7 +365,7 @@ TEST_CASE("value ranges and enumerated strings") {
 
 TEST_CASE("not-implemented keys: the inert value is accepted, anything else is an error") {
   option_map o;
-  o.set("SimulateDPU", false);
+  o.set("ConvertSoftmaxToDPUVersion", false);
   o.set("SimplifyModel", false);
   o.set("OptimizeModel", false);
   CHECK(o.size() == 3);
@@ -365,12 +373,13 @@ TEST_CASE("not-implemented keys: the inert value is accepted, anything else is a
   CHECK(msg.find("quark.config.not_implemented: SimplifyModel = true is not implemented yet") == 0);
   CHECK(msg.find("Preprocessing") != std::string::npos);
   CHECK_THROWS_AS(o.set("EnableVaimlBF16", true), quark::not_implemented);
-  CHECK_THROWS_AS(o.set("ConvertClipToDPUVersion", true), quark::not_implemented);
+  CHECK_THROWS_AS(o.set("ConvertSoftmaxToDPUVersion", true), quark::not_implemented);
+  CHECK_THROWS_AS(o.set("ConvertInstanceNormToDPUVersion", true), quark::not_implemented);
   CHECK_THROWS_AS(o.set("ExecutionProviders", option_value::array({"CUDAExecutionProvider"})),
                   quark::not_implemented);
   // A type error wins over "not implemented": the value is wrong either way.
-  CHECK_THROWS_WITH_AS(o.set("SimulateDPU", 1), doctest::Contains("quark.config.type"),
-                       quark::config_error);
+  CHECK_THROWS_WITH_AS(o.set("ConvertSoftmaxToDPUVersion", 1),
+                       doctest::Contains("quark.config.type"), quark::config_error);
   // not_implemented is not a config_error: callers can tell them apart.
   CHECK(!std::is_base_of_v<quark::config_error, quark::not_implemented>);
 }

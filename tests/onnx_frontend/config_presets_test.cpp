@@ -488,7 +488,7 @@ TEST_CASE("omitted settings are listed on the preset") {
   // Setting a not-implemented option explicitly is a not_implemented error, never silently
   // ignored.
   auto c = get_default_config("A8W8");
-  CHECK_THROWS_AS(c.extra_options.set("ConvertClipToDPUVersion", true), quark::not_implemented);
+  CHECK_THROWS_AS(c.extra_options.set("ConvertSoftmaxToDPUVersion", true), quark::not_implemented);
 }
 
 TEST_CASE("aliases and case") {

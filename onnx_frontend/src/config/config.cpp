@@ -562,6 +562,12 @@ option_map qconfig::effective_options() const {
                           "SplitLargeKernelPool", "ConvertSplitToSlice"})
       put(k, convert);
   }
+  // quark-spec §9.2: Quark's NPU-CNN quantizer turns these SimulateDPU conversions on unless the
+  // key says otherwise; its other quantizers leave them off.
+  for (const char* k : {"ConvertLeakyReluToDPUVersion", "ConvertSigmoidToHardSigmoid",
+                        "ConvertHardSigmoidToDPUVersion", "ConvertAvgPoolToDPUVersion",
+                        "ConvertReduceMeanToDPUVersion"})
+    put(k, npu_cnn);
   // Seed 000: the Align* rules of NPULimitationCheck default to true with power-of-two scales.
   {
     const bool pof2 = act && act->scale_type == scale_kind::power_of_2 && !act->is_block();

@@ -223,20 +223,26 @@ std::vector<option_info> build_registry() {
                     "into LayerNormalization (opset 17 or later)."));
   r.push_back(fixed("ConvertClipToRelu", cat::preprocessing, B, nonnull, false, "False",
                     "Convert Clip with min 0 to Relu."));
-  r.push_back(todo("SimulateDPU", cat::npu_adaptation, B, nonnull, true, "True", false,
-                   "Replace some ops by their DPU approximations."));
-  r.push_back(todo("ConvertLeakyReluToDPUVersion", cat::npu_adaptation, B, nonnull, true, "True",
-                   false, "LeakyRelu alpha rounded to k/256."));
-  r.push_back(todo("ConvertSigmoidToHardSigmoid", cat::npu_adaptation, B, nonnull, true, "True",
-                   false, "Replace Sigmoid by HardSigmoid(1/6, 0.5)."));
-  r.push_back(todo("ConvertHardSigmoidToDPUVersion", cat::npu_adaptation, B, nonnull, true, "True",
-                   false, "Scale HardSigmoid by the DPU's fixed-point 1/6."));
-  r.push_back(todo("ConvertAvgPoolToDPUVersion", cat::npu_adaptation, B, nonnull, true, "True",
-                   false, "Scale average pooling by the DPU's fixed-point 1/k."));
-  r.push_back(todo("ConvertClipToDPUVersion", cat::npu_adaptation, B, nonnull, false, "False",
-                   false, "Round Clip bounds to integers."));
-  r.push_back(todo("ConvertReduceMeanToDPUVersion", cat::npu_adaptation, B, nonnull, true, "True",
-                   false, "Scale ReduceMean by the DPU's fixed-point 1/k."));
+  r.push_back(fixed("SimulateDPU", cat::npu_adaptation, B, nonnull, true, "True",
+                    "After Q/DQ insertion, replace some ops by the DPU's fixed-point versions "
+                    "(the Convert*ToDPUVersion keys; docs/config.md §7.5)."));
+  r.push_back(context("ConvertLeakyReluToDPUVersion", cat::npu_adaptation, B, nonnull,
+                      "True in the NPU-CNN flow (EnableNPUCnn), else False",
+                      "LeakyRelu alpha rounded to a multiple of 1/256."));
+  r.push_back(context("ConvertSigmoidToHardSigmoid", cat::npu_adaptation, B, nonnull,
+                      "True in the NPU-CNN flow (EnableNPUCnn), else False",
+                      "Replace Sigmoid by HardSigmoid(1/6, 0.5)."));
+  r.push_back(context("ConvertHardSigmoidToDPUVersion", cat::npu_adaptation, B, nonnull,
+                      "True in the NPU-CNN flow (EnableNPUCnn), else False",
+                      "Scale HardSigmoid(1/6, 0.5) by the DPU's fixed-point 1/6."));
+  r.push_back(context("ConvertAvgPoolToDPUVersion", cat::npu_adaptation, B, nonnull,
+                      "True in the NPU-CNN flow (EnableNPUCnn), else False",
+                      "Scale average pooling by the DPU's fixed-point 1/k."));
+  r.push_back(fixed("ConvertClipToDPUVersion", cat::npu_adaptation, B, nonnull, false, "False",
+                    "Round Clip bounds to integers in [-128, 127]."));
+  r.push_back(context("ConvertReduceMeanToDPUVersion", cat::npu_adaptation, B, nonnull,
+                      "True in the NPU-CNN flow (EnableNPUCnn), else False",
+                      "Scale ReduceMean by the DPU's fixed-point 1/k."));
   r.push_back(todo("ConvertSoftmaxToDPUVersion", cat::npu_adaptation, B, nonnull, false, "False",
                    false, "Replace Softmax by the DPU softmax subgraph."));
   r.push_back(fixed("NPULimitationCheck", cat::npu_adaptation, B, nonnull, true, "True",

@@ -66,34 +66,6 @@ std::optional<clip_bounds> clip_bounds_of(const model& m, const NodeProto& n) {
   return b;
 }
 
-/// Static shapes from ONNX shape inference on a copy of the model: name -> dims (-1 unknown).
-std::map<std::string, std::vector<std::int64_t>> inferred_shapes(const model& m) {
-  ::onnx::ModelProto p = proto(m);
-  try {
-    ::onnx::shape_inference::InferShapes(p);
-  } catch (const std::exception&) {
-    // Partial results are still in value_info; nodes whose shape stays unknown are skipped.
-  }
-  std::map<std::string, std::vector<std::int64_t>> out;
-  auto add = [&](const ::onnx::ValueInfoProto& v) {
-    if (!v.type().has_tensor_type() || !v.type().tensor_type().has_shape())
-      return;
-    std::vector<std::int64_t> d;
-    for (const auto& dim : v.type().tensor_type().shape().dim())
-      d.push_back(dim.has_dim_value() ? dim.dim_value() : -1);
-    out[v.name()] = std::move(d);
-  };
-  for (const auto& v : p.graph().input())
-    add(v);
-  for (const auto& v : p.graph().value_info())
-    add(v);
-  for (const auto& v : p.graph().output())
-    add(v);
-  for (const auto& t : p.graph().initializer())
-    out[t.name()] = std::vector<std::int64_t>(t.dims().begin(), t.dims().end());
-  return out;
-}
-
 /// Removes the initializers of `candidates` that no node (nor any If / Loop / Scan body) reads
 /// and no graph output names.
 void drop_unused(model& m, const std::set<std::string>& candidates) {
@@ -464,6 +436,34 @@ bool clip_redundant(const q_params& p, float lo, std::optional<float> hi) {
 }
 
 }  // namespace
+
+/// Static shapes from ONNX shape inference on a copy of the model: name -> dims (-1 unknown).
+std::map<std::string, std::vector<std::int64_t>> inferred_shapes(const model& m) {
+  ::onnx::ModelProto p = proto(m);
+  try {
+    ::onnx::shape_inference::InferShapes(p);
+  } catch (const std::exception&) {
+    // Partial results are still in value_info; nodes whose shape stays unknown are skipped.
+  }
+  std::map<std::string, std::vector<std::int64_t>> out;
+  auto add = [&](const ::onnx::ValueInfoProto& v) {
+    if (!v.type().has_tensor_type() || !v.type().tensor_type().has_shape())
+      return;
+    std::vector<std::int64_t> d;
+    for (const auto& dim : v.type().tensor_type().shape().dim())
+      d.push_back(dim.has_dim_value() ? dim.dim_value() : -1);
+    out[v.name()] = std::move(d);
+  };
+  for (const auto& v : p.graph().input())
+    add(v);
+  for (const auto& v : p.graph().value_info())
+    add(v);
+  for (const auto& v : p.graph().output())
+    add(v);
+  for (const auto& t : p.graph().initializer())
+    out[t.name()] = std::vector<std::int64_t>(t.dims().begin(), t.dims().end());
+  return out;
+}
 
 std::string converted_op_type(const std::string& op_type, const graph_pass_options& o) {
   if (op_type == "BatchNormalization" && o.bn_to_conv)

@@ -28,7 +28,9 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -38,6 +40,10 @@
 namespace quark::onnx::qz {
 
 struct graph_pass_options;
+
+/// Static shapes from ONNX shape inference on a copy of `m`: value name -> dims (-1 unknown);
+/// graph inputs, outputs, value_info and initializers.
+std::map<std::string, std::vector<std::int64_t>> inferred_shapes(const model& m);
 
 /// The op type node `op_type` takes under the conversions `o` enables ("" if none applies).
 std::string converted_op_type(const std::string& op_type, const graph_pass_options& o);

@@ -257,7 +257,9 @@ const std::set<std::string>& honoured_keys() {
       "UseMatMulNBits", "MatMulNBitsParams", "DedicateDQNode", "NPULimitationCheck", "MaxLoopNum",
       "AlignConcat", "AlignPool", "AlignPad", "AlignSlice", "AlignTranspose", "AlignReshape",
       "AdjustShiftCut", "AdjustShiftBias", "AdjustShiftRead", "AdjustShiftWrite",
-      "AdjustHardSigmoid", "AdjustShiftSwish",
+      "AdjustHardSigmoid", "AdjustShiftSwish", "SimulateDPU", "ConvertLeakyReluToDPUVersion",
+      "ConvertSigmoidToHardSigmoid", "ConvertHardSigmoidToDPUVersion", "ConvertAvgPoolToDPUVersion",
+      "ConvertClipToDPUVersion", "ConvertReduceMeanToDPUVersion",
       // Accepted with any value, no effect in quark-cpp (docs/config.md says why): calibration
       // streams through the runtime's own thread pool and keeps memory flat, and nothing is
       // written to disk.
@@ -368,6 +370,14 @@ node_rules read_options(const qconfig& cfg, const option_map& eff, settings& o) 
     o.align.shift_write = get_bool("AdjustShiftWrite", true);
     o.align.hard_sigmoid = get_bool("AdjustHardSigmoid", true);
     o.align.shift_swish = get_bool("AdjustShiftSwish", true);
+  }
+  if (get_bool("SimulateDPU", true)) {
+    o.simulate.leaky_relu = get_bool("ConvertLeakyReluToDPUVersion", false);
+    o.simulate.sigmoid = get_bool("ConvertSigmoidToHardSigmoid", false);
+    o.simulate.hard_sigmoid = get_bool("ConvertHardSigmoidToDPUVersion", false);
+    o.simulate.avg_pool = get_bool("ConvertAvgPoolToDPUVersion", false);
+    o.simulate.clip = get_bool("ConvertClipToDPUVersion", false);
+    o.simulate.reduce_mean = get_bool("ConvertReduceMeanToDPUVersion", false);
   }
   if (const option_value* v = eff.find("MaxLoopNum"); v != nullptr && v->is_int())
     o.align.max_loops = static_cast<int>(std::min<std::int64_t>(v->as_int(), 1000));
@@ -529,14 +539,18 @@ void choose_node(const qconfig& cfg, const settings& o, const node_rules& r, con
           r.nodes_to_quantize.end()) {
     selected = false;
     c.reason = "not in NodesToQuantize";
+    c.simulate = false;
   }
   if (!selected) {
     if (c.reason.empty())
       c.reason = "op type not quantized";
+    if (c.simulate && o.simulate.hard_sigmoid && n.op_type == "HardSigmoid")
+      c.simulate = plan_node(cfg, info).decision != node_decision::excluded;
     return;
   }
   // 2. exclude / specific_layer_config / layer_type_config / global.
   const node_plan np = plan_node(cfg, info);
+  c.simulate = np.decision != node_decision::excluded;
   if (!np.quantized()) {
     c.reason = np.decision == node_decision::excluded ? "excluded" : "op type excluded";
     return;

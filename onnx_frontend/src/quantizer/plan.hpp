@@ -88,6 +88,9 @@ struct node_choice {
   std::optional<tspec> weight;
   std::optional<tspec> bias;  ///< explicit bias spec (else QuantizeBias / Int32Bias rule)
   std::string reason;         ///< why it is not quantized (summary)
+  /// Not excluded by name and within NodesToQuantize (Quark's should_simulate_node: SimulateDPU
+  /// scales a HardSigmoid whose op type is not quantized too).
+  bool simulate = true;
 };
 
 /// Every extra option the quantizer honours, effective values.
@@ -171,6 +174,14 @@ struct settings {
              shift_read || shift_write || hard_sigmoid || shift_swish;
     }
   } align;
+  /// SimulateDPU's conversions (quark-spec §9.2; static_quant.cpp, plan_dpu_simulation).
+  struct dpu_conversions {
+    bool leaky_relu = false, sigmoid = false, hard_sigmoid = false, avg_pool = false, clip = false,
+         reduce_mean = false;
+    [[nodiscard]] bool any() const noexcept {
+      return leaky_relu || sigmoid || hard_sigmoid || avg_pool || clip || reduce_mean;
+    }
+  } simulate;
   /// Some spec or TensorQuantOverrides entry asks for a block format (BFP / MX).
   bool any_block = false;
 };

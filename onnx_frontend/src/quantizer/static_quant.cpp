@@ -36,6 +36,7 @@
 #include "quantizer/numerics.hpp"
 #include "quantizer/opset.hpp"
 #include "quantizer/range_file.hpp"
+#include "quantizer/simulate_dpu.hpp"
 #include "quantizer/tensor_build.hpp"
 #include "quantizer/tensor_hist.hpp"
 
@@ -567,17 +568,6 @@ std::string node_input(const node_info& n, std::size_t k) {
   return k < n.inputs.size() ? n.inputs[k] : std::string{};
 }
 
-/// A float attribute of `n`, or `dflt`.
-float float_attr(const node_info& n, std::string_view name, float dflt) {
-  for (const auto& a : n.attributes) {
-    if (a.name == name) {
-      if (const auto* f = std::get_if<float>(&a.value))
-        return *f;
-    }
-  }
-  return dflt;
-}
-
 /// The position pos of a power-of-two scale 2^-pos, and the scale at a position (quark-spec
 /// §2.2, through the header's pow2_scale).
 int pof2_position_of(float scale) {
@@ -614,6 +604,8 @@ class static_quantizer {
   const qp& params_of(const std::string& name);
   void align_params();
   void adjust_bias_positions();
+  [[nodiscard]] const std::string& op_of(std::size_t i) const;
+  [[nodiscard]] bool dpu_hard_sigmoid(std::size_t i) const;
   void requantize(const_entry& e);
   [[nodiscard]] std::string shared_root(std::string t) const;
   [[nodiscard]] act_entry* aligned_entry(const std::string& t);
@@ -689,6 +681,8 @@ class static_quantizer {
   bool blocked_ = false;
   std::set<dtype_id> types_used_;
   std::set<std::string> consts_replaced_;
+  /// SimulateDPU's edits (simulate_dpu.hpp), planned before the NPU rules.
+  qz::dpu_plan dpu_;
 };
 
 static_quantizer::static_quantizer(model& m, const qconfig& cfg, const qz::plan& pl,
@@ -753,6 +747,12 @@ void static_quantizer::run_all() {
     if (!e.is_bias)
       quantize_constant(e);
   }
+  // SimulateDPU, planned here (the NPU rules see a converted Sigmoid as the HardSigmoid it
+  // becomes), applied to the rewritten graph.
+  dpu_ = qz::plan_dpu(
+      m_, nodes_, opt_.simulate, [&](std::size_t i) { return pl_.nodes[i].quantize; },
+      [&](std::size_t i) { return pl_.nodes[i].simulate; });
+  report_.notes.insert(report_.notes.end(), dpu_.notes.begin(), dpu_.notes.end());
   align_params();
   for (auto& e : consts_) {
     if (e.is_bias)
@@ -765,6 +765,10 @@ void static_quantizer::run_all() {
   emit_constants();
   rebuild_node_list();
   drop_unquantized();
+  if (!dpu_.edits.empty()) {
+    for (auto& note : qz::apply_dpu_marks(m_, dpu_))
+      report_.notes.push_back(std::move(note));
+  }
   finish_model();
   run_algorithms();
   debug_notes();
@@ -1596,7 +1600,7 @@ void static_quantizer::align_params() {
   };
   auto quantized_op = [&](std::size_t i, std::initializer_list<std::string_view> ops) {
     return node_quantized_[i] &&
-           std::find(ops.begin(), ops.end(), std::string_view(nodes_[i].op_type)) != ops.end();
+           std::find(ops.begin(), ops.end(), std::string_view(op_of(i))) != ops.end();
   };
   std::vector<act_entry*> ins;
   // shift_read: the inputs of an Add / Sub are at most 7 positions apart.
@@ -1647,16 +1651,11 @@ void static_quantizer::align_params() {
         set_weight_position(*w->second, clamped + position(*out) - position(*in));
     }
   };
-  auto is_dpu_hard_sigmoid = [](const node_info& n) {
-    return n.op_type == "HardSigmoid" &&
-           std::fabs(float_attr(n, "alpha", 0.2f) - 1.0f / 6.0f) < 1e-4f &&
-           std::fabs(float_attr(n, "beta", 0.5f) - 0.5f) < 1e-4f;
-  };
   // HardSigmoid(1/6, 0.5): ipos in [0, 15], opos >= 7, 14 + ipos - opos > 0.
   auto hard_sigmoid = [&] {
     for (std::size_t i = 0; i < nodes_.size(); ++i) {
       const node_info& n = nodes_[i];
-      if (!quantized_op(i, {"HardSigmoid"}) || !is_dpu_hard_sigmoid(n) || n.inputs.empty())
+      if (!quantized_op(i, {"HardSigmoid"}) || !dpu_hard_sigmoid(i) || n.inputs.empty())
         continue;
       act_entry* in = pentry(n.inputs[0]);
       act_entry* out = output_entry(i);
@@ -1672,9 +1671,9 @@ void static_quantizer::align_params() {
   };
   // swish (x * HardSigmoid(x)): ipos0 + ipos1 - opos in [0, 15].
   std::set<std::string> hard_sigmoid_inputs;
-  for (const auto& n : nodes_) {
-    if (is_dpu_hard_sigmoid(n) && !n.inputs.empty())
-      hard_sigmoid_inputs.insert(n.inputs[0]);
+  for (std::size_t i = 0; i < nodes_.size(); ++i) {
+    if (dpu_hard_sigmoid(i) && !nodes_[i].inputs.empty())
+      hard_sigmoid_inputs.insert(nodes_[i].inputs[0]);
   }
   auto shift_swish = [&] {
     for (std::size_t i = 0; i < nodes_.size(); ++i) {
@@ -1736,6 +1735,20 @@ void static_quantizer::align_params() {
                             " pass(es) (Align* / Adjust* rules)" +
                             (changed ? "; MaxLoopNum reached before the rules agreed" : ""));
   }
+}
+
+/// Node i's op type as SimulateDPU leaves it (a converted Sigmoid is a HardSigmoid).
+const std::string& static_quantizer::op_of(std::size_t i) const {
+  static const std::string hard_sigmoid = "HardSigmoid";
+  auto it = dpu_.edits.find(i);
+  return it != dpu_.edits.end() && it->second.to_hard_sigmoid ? hard_sigmoid : nodes_[i].op_type;
+}
+
+/// Node i is (or SimulateDPU makes it) the DPU's HardSigmoid(1/6, 0.5).
+bool static_quantizer::dpu_hard_sigmoid(std::size_t i) const {
+  auto it = dpu_.edits.find(i);
+  return (it != dpu_.edits.end() && it->second.to_hard_sigmoid) ||
+         qz::is_dpu_hard_sigmoid(nodes_[i]);
 }
 
 /// The activation whose parameters `t` (an activation) takes, following share_from to its end.
@@ -2398,6 +2411,8 @@ void static_quantizer::rebuild_node_list() {
       if (auto it = rename_output_.find(n.output(k)); it != rename_output_.end())
         n.set_output(k, it->second);
     }
+    if (auto it = dpu_.edits.find(i); it != dpu_.edits.end())
+      qz::edit_node(n, it->second, i);
     out.push_back(std::move(n));
     if (auto it = after_.find(i); it != after_.end()) {
       for (auto& q : it->second)

@@ -172,6 +172,7 @@ TEST_CASE("categories 2-6, 9, 10 and 11 are implemented, of 1, 7 and 8 only the 
                                                    "SkipPreprocess",
                                                    "ConvertOpsetVersion",
                                                    "ConvertFP16ToFP32",
+                                                   "ConvertNCHWToNHWC",
                                                    "RemoveInputInit",
                                                    "CopySharedInit",
                                                    "CopyBiasInit",

@@ -469,3 +469,110 @@ TEST_CASE("ConvertOpsetVersion also applies to MATMUL_NBITS, which has no other 
   CHECK(opset_of(qm) == 17);
   CHECK(count(qm, "MatMulNBits") == 1);
 }
+
+namespace {
+
+/// x [1, 3, 8, 8] -> Conv (4 channels, 3x3, pads 1) -> Relu -> y [1, 4, 8, 8], and
+/// GlobalAveragePool(y) -> z [1, 4, 1, 1].
+::onnx::ModelProto nchw_model(bool dynamic = false) {
+  model_builder b(13);
+  b.input(
+      "x", f32,
+      dynamic ? std::vector<std::int64_t>{-1, 3, -1, -1} : std::vector<std::int64_t>{1, 3, 8, 8});
+  b.initializer("w", f32, {4, 3, 3, 3}, random_floats(108, 61, -0.5f, 0.5f));
+  b.node("Conv", {"x", "w"}, {"c"}, {attr_ints("pads", {1, 1, 1, 1})});
+  b.node("Relu", {"c"}, {"y"});
+  b.node("GlobalAveragePool", {"y"}, {"z"});
+  b.output("y", f32, {1, 4, 8, 8});
+  b.output("z", f32, {1, 4, 1, 1});
+  return b.build();
+}
+
+/// v [1, C, H, W] as [1, H, W, C] (`to_nhwc`) or back.
+std::vector<float> permute(const std::vector<float>& v, std::int64_t c, std::int64_t h,
+                           std::int64_t w, bool to_nhwc) {
+  std::vector<float> out(v.size());
+  for (std::int64_t ci = 0; ci < c; ++ci) {
+    for (std::int64_t hi = 0; hi < h; ++hi) {
+      for (std::int64_t wi = 0; wi < w; ++wi) {
+        const auto nchw = static_cast<std::size_t>((ci * h + hi) * w + wi);
+        const auto nhwc = static_cast<std::size_t>((hi * w + wi) * c + ci);
+        if (to_nhwc)
+          out[nhwc] = v[nchw];
+        else
+          out[nchw] = v[nhwc];
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("ConvertNCHWToNHWC: NHWC inputs and outputs, the same quantized function") {
+  const auto fm = nchw_model();
+  const fs::path dir = work_dir();
+  save_proto(fm, dir / "nchw.onnx");
+  std::vector<qo::calib_sample> nchw, nhwc;
+  for (std::uint32_t s = 0; s < 3; ++s) {
+    const auto v = random_floats(192, 70 + s, -2.0f, 2.0f);
+    nchw.push_back({{"x", qo::tensor::from_floats({1, 3, 8, 8}, v)}});
+    nhwc.push_back({{"x", qo::tensor::from_floats({1, 8, 8, 3}, permute(v, 3, 8, 8, true))}});
+  }
+  qo::qconfig cfg = qo::get_default_config("A8W8");
+  qo::memory_reader r0(nchw);
+  (void)qo::quantize_model(dir / "nchw.onnx", dir / "nchw_q.onnx", cfg, r0);
+  cfg.extra_options.set("ConvertNCHWToNHWC", true);
+  qo::memory_reader r1(nhwc);
+  const auto report = qo::quantize_model(dir / "nchw.onnx", dir / "nhwc_q.onnx", cfg, r1);
+  CHECK(has_note(report.notes, "ConvertNCHWToNHWC: input 'x' [N, 3, 8, 8] -> [N, 8, 8, 3]"));
+  CHECK(has_note(report.notes,
+                 "ConvertNCHWToNHWC: output 'y' [N, 4, 8, 8] -> 'y_transpose' [N, 8, 8, 4]"));
+  // z's H and W (1) are not larger than C (4): converted, with a warning.
+  CHECK(has_note(report.notes, "H or W is not larger than C for 'z'"));
+  const auto qm = load_proto(dir / "nhwc_q.onnx");
+  const auto dims = [](const ::onnx::ValueInfoProto& v) {
+    std::vector<std::int64_t> d;
+    for (const auto& x : v.type().tensor_type().shape().dim())
+      d.push_back(x.dim_value());
+    return d;
+  };
+  REQUIRE(qm.graph().input_size() == 1);
+  CHECK(dims(qm.graph().input(0)) == std::vector<std::int64_t>{1, 8, 8, 3});
+  REQUIRE(qm.graph().output_size() == 2);
+  CHECK(qm.graph().output(0).name() == "y_transpose");
+  CHECK(dims(qm.graph().output(0)) == std::vector<std::int64_t>{1, 8, 8, 4});
+  CHECK(qm.graph().output(1).name() == "z_transpose");
+  CHECK(dims(qm.graph().output(1)) == std::vector<std::int64_t>{1, 1, 1, 4});
+  CHECK(count(qm, "Transpose") == 3);
+  if (!ort_available()) {
+    MESSAGE("skipped ORT comparison: " << ort_unavailable_reason());
+    return;
+  }
+  // Calibrated on the same values, the two models quantize every tensor alike: ORT gives the
+  // NCHW model's outputs, transposed, bit for bit.
+  const auto x = random_floats(192, 99, -2.0f, 2.0f);
+  const auto a = run_ort(load_proto(dir / "nchw_q.onnx"), {npy_array::from(x, {1, 3, 8, 8})});
+  const auto b = run_ort(qm, {npy_array::from(permute(x, 3, 8, 8, true), {1, 8, 8, 3})});
+  CHECK(permute(b.at("y_transpose").values<float>(), 4, 8, 8, false) == a.at("y").values<float>());
+  CHECK(b.at("z_transpose").values<float>() == a.at("z").values<float>());
+  const auto ours =
+      qo::run_model(dir / "nhwc_q.onnx",
+                    {{"x", qo::tensor::from_floats({1, 8, 8, 3}, permute(x, 3, 8, 8, true))}});
+  const auto oy = ours.at("y_transpose").data<float>();
+  CHECK(std::vector<float>(oy.begin(), oy.end()) == b.at("y_transpose").values<float>());
+}
+
+TEST_CASE("ConvertNCHWToNHWC: symbolic sizes are left alone, SkipPreprocess conflicts") {
+  std::vector<std::string> notes;
+  qo::qconfig cfg = qo::get_default_config("A8W8");
+  cfg.extra_options.set("ConvertNCHWToNHWC", true);
+  const auto pm = preprocessed(nchw_model(true), cfg, &notes);
+  CHECK(count(pm, "Transpose") == 2);  // the outputs' (static); the input's H, W are symbolic
+  CHECK(has_note(notes,
+                 "ConvertNCHWToNHWC: left as they are (not 4-D with static C, H and W): "
+                 "'x'"));
+  cfg.extra_options.set("SkipPreprocess", true);
+  CHECK_THROWS_WITH_AS((void)preprocessed(nchw_model(), cfg),
+                       doctest::Contains("ConvertNCHWToNHWC asks for one"), quark::config_error);
+}

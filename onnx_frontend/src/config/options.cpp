@@ -102,8 +102,9 @@ std::vector<option_info> build_registry() {
   r.push_back(fixed("ConvertFP16ToFP32", cat::preprocessing, B, nonnull, false, "False",
                     "Convert a float16 model to float32 before quantization (the result is a "
                     "float32 model)."));
-  r.push_back(todo("ConvertNCHWToNHWC", cat::preprocessing, B, nonnull, false, "False", false,
-                   "Convert an NCHW model to NHWC before quantization."));
+  r.push_back(fixed("ConvertNCHWToNHWC", cat::preprocessing, B, nonnull, false, "False",
+                    "Make a model with NCHW inputs / outputs take and return NHWC (a Transpose "
+                    "after each 4-D input, before each 4-D output; docs/config.md §7.3)."));
   r.push_back(fixed("DebugMode", cat::debug_and_eval, B, nonnull, false, "False",
                     "Print every debugging message."));
   r.push_back(fixed("CryptoMode", cat::runtime, B, nonnull, false, "False",

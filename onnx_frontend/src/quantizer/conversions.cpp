@@ -14,29 +14,14 @@
 #include "io/proto_access.hpp"
 #include "quantizer/graph_passes.hpp"
 #include "quantizer/graph_util.hpp"
+#include "quantizer/tensor_build.hpp"
 
 namespace quark::onnx::qz {
 
 namespace {
 
-using ::onnx::AttributeProto;
 using ::onnx::GraphProto;
 using ::onnx::NodeProto;
-
-void add_ints(NodeProto& n, const char* name, const std::vector<std::int64_t>& v) {
-  auto* a = n.add_attribute();
-  a->set_name(name);
-  a->set_type(AttributeProto::INTS);
-  for (auto x : v)
-    a->add_ints(x);
-}
-
-void add_int(NodeProto& n, const char* name, std::int64_t v) {
-  auto* a = n.add_attribute();
-  a->set_name(name);
-  a->set_type(AttributeProto::INT);
-  a->set_i(v);
-}
 
 tensor int64_tensor(const std::vector<std::int64_t>& v) {
   tensor t(dtype_id::int64, {static_cast<std::int64_t>(v.size())});
@@ -149,9 +134,9 @@ struct converter {
     conv.add_input(wn);
     conv.add_input(bn);
     conv.add_output(n.output(0));
-    add_int(conv, "group", ci);
-    add_ints(conv, "kernel_shape",
-             two_d ? std::vector<std::int64_t>{1, 1} : std::vector<std::int64_t>{1});
+    add_int_attribute(conv, "group", ci);
+    add_ints_attribute(conv, "kernel_shape",
+                       two_d ? std::vector<std::int64_t>{1, 1} : std::vector<std::int64_t>{1});
     for (int k = 1; k < 5; ++k)
       retired.insert(n.input(k));
     out.push_back(std::move(conv));
@@ -218,8 +203,8 @@ struct converter {
     pool.set_op_type("AveragePool");
     pool.add_input(n.input(0));
     pool.add_output(t);
-    add_ints(pool, "kernel_shape", kernel);
-    add_ints(pool, "strides", kernel);
+    add_ints_attribute(pool, "kernel_shape", kernel);
+    add_ints_attribute(pool, "strides", kernel);
     n.set_input(0, t);
     out.push_back(std::move(pool));
     out.push_back(std::move(n));
@@ -271,7 +256,7 @@ struct converter {
       m.set_initializer(an, int64_tensor(spatial));
       sq.add_input(an);
     } else {
-      add_ints(sq, "axes", spatial);
+      add_ints_attribute(sq, "axes", spatial);
     }
     sq.add_output(n.output(0));
     if (o.split_large_kernel_pool)
@@ -341,9 +326,9 @@ struct converter {
           sl.add_input(en);
           sl.add_input(axes_name);
         } else {
-          add_ints(sl, "starts", {start});
-          add_ints(sl, "ends", {end});
-          add_ints(sl, "axes", {axis});
+          add_ints_attribute(sl, "starts", {start});
+          add_ints_attribute(sl, "ends", {end});
+          add_ints_attribute(sl, "axes", {axis});
         }
         sl.add_output(n.output(k));
         out.push_back(std::move(sl));

@@ -39,6 +39,7 @@ struct graph_pass_options {
   bool skip = false;                  ///< SkipPreprocess
   std::optional<std::int64_t> opset;  ///< ConvertOpsetVersion
   bool fp16_to_fp32 = false;          ///< ConvertFP16ToFP32
+  bool nchw_to_nhwc = false;          ///< ConvertNCHWToNHWC
   bool remove_input_init = true;      ///< RemoveInputInit
   /// CopySharedInit (empty: every op type); CopyBiasInit (only when activations and weights are
   /// 8- or 16-bit integers, else nullopt).

@@ -34,8 +34,8 @@ std::optional<std::vector<std::string>> op_type_list(const option_map& eff, cons
   return out;
 }
 
-/// SkipPreprocess, ConvertOpsetVersion, ConvertFP16ToFP32, RemoveInputInit, CopySharedInit,
-/// CopyBiasInit and Fuse* (preprocess.hpp).
+/// SkipPreprocess, ConvertOpsetVersion, ConvertFP16ToFP32, ConvertNCHWToNHWC, RemoveInputInit,
+/// CopySharedInit, CopyBiasInit and Fuse* (preprocess.hpp).
 void read_preprocess_options(const qconfig& cfg, const option_map& eff, graph_pass_options& o) {
   auto get_bool = [&](const char* k, bool dflt) {
     const option_value* v = eff.find(k);
@@ -45,10 +45,13 @@ void read_preprocess_options(const qconfig& cfg, const option_map& eff, graph_pa
   if (const option_value* v = eff.find("ConvertOpsetVersion"); v != nullptr && v->is_int())
     o.opset = v->as_int();
   o.fp16_to_fp32 = get_bool("ConvertFP16ToFP32", false);
-  if (o.skip && (o.opset || o.fp16_to_fp32)) {
+  o.nchw_to_nhwc = get_bool("ConvertNCHWToNHWC", false);
+  if (o.skip && (o.opset || o.fp16_to_fp32 || o.nchw_to_nhwc)) {
     throw config_error("quark.config.conflict",
                        std::string("SkipPreprocess = true skips every preprocessing step, but ") +
-                           (o.opset ? "ConvertOpsetVersion" : "ConvertFP16ToFP32") +
+                           (o.opset          ? "ConvertOpsetVersion"
+                            : o.fp16_to_fp32 ? "ConvertFP16ToFP32"
+                                             : "ConvertNCHWToNHWC") +
                            " asks for one; drop one of the two");
   }
   o.remove_input_init = get_bool("RemoveInputInit", true);

@@ -277,9 +277,9 @@ bool graph_pass_key(const std::string& key) {
       "ConvertBNToConv", "ConvertClipToRelu", "ConvertSplitToSlice",
       "ConvertReduceMeanToGlobalAvgPool", "SplitLargeKernelPool", "FoldRelu",
       // preprocess.cpp
-      "SkipPreprocess", "ConvertOpsetVersion", "ConvertFP16ToFP32", "RemoveInputInit",
-      "CopySharedInit", "CopyBiasInit", "FuseInstanceNorm", "FuseL2Norm", "FuseGelu",
-      "FuseLayerNorm"};
+      "SkipPreprocess", "ConvertOpsetVersion", "ConvertFP16ToFP32", "ConvertNCHWToNHWC",
+      "RemoveInputInit", "CopySharedInit", "CopyBiasInit", "FuseInstanceNorm", "FuseL2Norm",
+      "FuseGelu", "FuseLayerNorm"};
   return s.contains(key);
 }
 

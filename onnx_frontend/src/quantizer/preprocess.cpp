@@ -3,6 +3,7 @@
 #include "quantizer/preprocess.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <map>
 #include <optional>
@@ -609,10 +610,120 @@ std::size_t copy_shared_initializers(model& m, const std::vector<std::string>& o
   return copies;
 }
 
+std::vector<std::string> convert_nchw_to_nhwc(model& m) {
+  std::vector<std::string> notes;
+  remove_input_initializers(m);  // as Quark's conversion does first
+  GraphProto& g = *proto(m).mutable_graph();
+  const graph_index ix(g);
+  name_pool names(g);
+  // C, H, W of a 4-D value with those three dims static; nullopt otherwise.
+  auto chw = [](const ::onnx::ValueInfoProto& v) -> std::optional<std::array<std::int64_t, 3>> {
+    if (!v.type().has_tensor_type() || !v.type().tensor_type().has_shape())
+      return std::nullopt;
+    const auto& shape = v.type().tensor_type().shape();
+    if (shape.dim_size() != 4)
+      return std::nullopt;
+    std::array<std::int64_t, 3> d{};
+    for (int k = 1; k < 4; ++k) {
+      if (!shape.dim(k).has_dim_value())
+        return std::nullopt;
+      d[static_cast<std::size_t>(k - 1)] = shape.dim(k).dim_value();
+    }
+    return d;
+  };
+  auto to_nhwc = [](::onnx::ValueInfoProto& v, const std::array<std::int64_t, 3>& d) {
+    auto& shape = *v.mutable_type()->mutable_tensor_type()->mutable_shape();
+    shape.mutable_dim(1)->set_dim_value(d[1]);
+    shape.mutable_dim(2)->set_dim_value(d[2]);
+    shape.mutable_dim(3)->set_dim_value(d[0]);
+  };
+  auto dims = [](const std::array<std::int64_t, 3>& d, bool nhwc) {
+    const auto s = [](std::int64_t x) { return std::to_string(x); };
+    return nhwc ? "[N, " + s(d[1]) + ", " + s(d[2]) + ", " + s(d[0]) + "]"
+                : "[N, " + s(d[0]) + ", " + s(d[1]) + ", " + s(d[2]) + "]";
+  };
+  std::vector<NodeProto> front;
+  std::vector<std::string> skipped, not_image;
+  for (auto& v : *g.mutable_input()) {
+    const auto d = chw(v);
+    if (!d || ix.implicit.contains(v.name())) {
+      skipped.push_back(v.name());
+      continue;
+    }
+    if (!((*d)[1] > (*d)[0] && (*d)[2] > (*d)[0]))
+      not_image.push_back(v.name());
+    const std::string t = names.fresh(v.name() + "_transpose");
+    for (auto& n : *g.mutable_node()) {
+      for (int k = 0; k < n.input_size(); ++k) {
+        if (n.input(k) == v.name())
+          n.set_input(k, t);
+      }
+    }
+    for (auto& o : *g.mutable_output()) {
+      if (o.name() == v.name())
+        o.set_name(t);  // an input passed straight through stays NCHW at the output
+    }
+    NodeProto tr = make_op("Transpose", t, {v.name()}, {t});
+    add_ints_attribute(tr, "perm", {0, 3, 1, 2});
+    front.push_back(std::move(tr));
+    notes.push_back("ConvertNCHWToNHWC: input '" + v.name() + "' " + dims(*d, false) + " -> " +
+                    dims(*d, true));
+    to_nhwc(v, *d);
+  }
+  std::vector<NodeProto> back;
+  for (auto& v : *g.mutable_output()) {
+    const auto d = chw(v);
+    if (!d || !ix.producer.contains(v.name())) {
+      skipped.push_back(v.name());
+      continue;
+    }
+    if (!((*d)[1] > (*d)[0] && (*d)[2] > (*d)[0]))
+      not_image.push_back(v.name());
+    const std::string t = names.fresh(v.name() + "_transpose");
+    NodeProto tr = make_op("Transpose", t, {v.name()}, {t});
+    add_ints_attribute(tr, "perm", {0, 2, 3, 1});
+    back.push_back(std::move(tr));
+    notes.push_back("ConvertNCHWToNHWC: output '" + v.name() + "' " + dims(*d, false) + " -> '" +
+                    t + "' " + dims(*d, true));
+    v.set_name(t);
+    to_nhwc(v, *d);
+  }
+  if (!front.empty()) {
+    std::vector<NodeProto> all(std::make_move_iterator(front.begin()),
+                               std::make_move_iterator(front.end()));
+    for (auto& n : *g.mutable_node())
+      all.push_back(std::move(n));
+    g.clear_node();
+    for (auto& n : all)
+      *g.add_node() = std::move(n);
+  }
+  for (auto& n : back)
+    *g.add_node() = std::move(n);
+  auto list = [](const std::vector<std::string>& v) {
+    std::string s;
+    for (const auto& x : v)
+      s += (s.empty() ? "'" : ", '") + x + "'";
+    return s;
+  };
+  if (!skipped.empty()) {
+    notes.push_back("ConvertNCHWToNHWC: left as they are (not 4-D with static C, H and W): " +
+                    list(skipped));
+  }
+  if (!not_image.empty()) {
+    notes.push_back("ConvertNCHWToNHWC: H or W is not larger than C for " + list(not_image) +
+                    "; check that the model is NCHW");
+  }
+  return notes;
+}
+
 std::vector<std::string> preprocess_model(model& m, const graph_pass_options& o) {
   std::vector<std::string> notes;
   if (o.opset)
     notes.push_back(convert_opset_version(m, *o.opset));
+  if (o.nchw_to_nhwc) {
+    for (auto& note : convert_nchw_to_nhwc(m))
+      notes.push_back(std::move(note));
+  }
   if (o.remove_input_init) {
     if (const std::size_t k = remove_input_initializers(m); k > 0)
       notes.push_back("RemoveInputInit: " + std::to_string(k) + " graph input(s) removed");

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // PRIVATE: the preprocessing steps of seed 000's category 1 that Quark runs before its graph
 // optimizations, in its order (quark-spec §9.1):
-//   ConvertOpsetVersion -> (ConvertFP16ToFP32, quantize.cpp) -> RemoveInputInit -> CopySharedInit
+//   ConvertOpsetVersion -> (ConvertFP16ToFP32, quantize.cpp) -> ConvertNCHWToNHWC ->
+//   RemoveInputInit -> CopySharedInit
 //   -> CopyBiasInit -> [optimize_graph: constant folding, ...] -> FuseInstanceNorm -> FuseL2Norm
 //   -> FuseLayerNorm -> FuseGelu -> [BatchNormalization folding, the Convert* rewrites].
 // SkipPreprocess turns all of them off (read_pass_options). Every fusion replaces a chain of
@@ -36,6 +37,13 @@ std::vector<std::string> fuse_patterns(model& m, const graph_pass_options& o);
 /// Converts the default-domain opset of `m` to `target` (ONNX's version converter; above the
 /// newest opset it knows, quark-cpp's own upgrade). Returns a note.
 std::string convert_opset_version(model& m, std::int64_t target);
+
+/// ConvertNCHWToNHWC (Quark's convert_nchw_to_nhwc): graph inputs that name an initializer are
+/// removed first; every other 4-D graph input with static C, H and W becomes [N, H, W, C] and
+/// feeds the graph through Transpose(perm 0, 3, 1, 2); every such graph output is followed by
+/// Transpose(perm 0, 2, 3, 1), whose output `<out>_transpose` becomes the graph output. Others
+/// are left as they are (a note lists them). Returns the notes.
+std::vector<std::string> convert_nchw_to_nhwc(model& m);
 
 /// Removes the graph inputs that name an initializer; returns how many.
 std::size_t remove_input_initializers(model& m);

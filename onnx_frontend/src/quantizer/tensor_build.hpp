@@ -130,6 +130,16 @@ inline void add_int_attribute(::onnx::NodeProto& n, const char* name, std::int64
   a->set_i(v);
 }
 
+/// Adds the ints attribute `name` = `v` to `n`.
+inline void add_ints_attribute(::onnx::NodeProto& n, const char* name,
+                               const std::vector<std::int64_t>& v) {
+  auto* a = n.add_attribute();
+  a->set_name(name);
+  a->set_type(::onnx::AttributeProto::INTS);
+  for (const auto x : v)
+    a->add_ints(x);
+}
+
 /// Adds the float attribute `name` = `v` to `n`.
 inline void add_float_attribute(::onnx::NodeProto& n, const char* name, float v) {
   auto* a = n.add_attribute();

@@ -52,15 +52,6 @@ std::string count(std::size_t k, const char* what) {
   return std::to_string(k) + " " + what + (k == 1 ? "" : "s");
 }
 
-/// A name not yet used by any value, initializer or node of `g` (`base`, else `base_1`, ...).
-std::string fresh_name(std::set<std::string>& used, const std::string& base) {
-  std::string s = base;
-  for (int k = 1; used.contains(s); ++k)
-    s = base + "_" + std::to_string(k);
-  used.insert(s);
-  return s;
-}
-
 }  // namespace
 
 bool is_dpu_hard_sigmoid(const node_info& n) {
@@ -227,18 +218,7 @@ void edit_node(::onnx::NodeProto& n, const dpu_edit& e, std::size_t index) {
 std::vector<std::string> apply_dpu_marks(model& m, const dpu_plan& p) {
   std::vector<std::string> notes;
   ::onnx::GraphProto& g = *proto(m).mutable_graph();
-  std::set<std::string> used;
-  for (const auto& n : g.node()) {
-    used.insert(n.name());
-    for (const auto& x : n.input())
-      used.insert(x);
-    for (const auto& x : n.output())
-      used.insert(x);
-  }
-  for (const auto& t : g.initializer())
-    used.insert(t.name());
-  for (const auto& v : g.input())
-    used.insert(v.name());
+  name_pool names(g);
   std::vector<::onnx::NodeProto> out;
   out.reserve(static_cast<std::size_t>(g.node_size()));
   std::set<std::string> old_bounds;
@@ -288,7 +268,7 @@ std::vector<std::string> apply_dpu_marks(model& m, const dpu_plan& p) {
         for (int b = 1; b <= 2; ++b) {
           if (!n.input(b).empty())
             old_bounds.insert(n.input(b));
-          const std::string name = fresh_name(used, base + (b == 1 ? "_dpu_min" : "_dpu_max"));
+          const std::string name = names.fresh(base + (b == 1 ? "_dpu_min" : "_dpu_max"));
           m.set_initializer(name, tensor::from_floats({}, std::vector<float>{b == 1 ? lo : hi}));
           n.set_input(b, name);
         }
@@ -302,8 +282,8 @@ std::vector<std::string> apply_dpu_marks(model& m, const dpu_plan& p) {
     const std::string y = n.output(0);
     if (n.name().empty())
       n.set_name(y);
-    const std::string mid = fresh_name(used, y + "_Mul");
-    const std::string scale = fresh_name(used, y + "_Scale");
+    const std::string mid = names.fresh(y + "_Mul");
+    const std::string scale = names.fresh(y + "_Scale");
     n.set_output(0, mid);
     out.push_back(std::move(n));
     ::onnx::NodeProto c = make_op("Constant", scale, {}, {scale});

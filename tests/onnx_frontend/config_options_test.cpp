@@ -208,6 +208,9 @@ TEST_CASE("categories 2-6, 9, 10 and 11 are implemented, of 1, 7 and 8 only the 
                                                    "CLEScaleUseThreshold",
                                                    "CLETotalLayerDiffThreshold",
                                                    "RefineBlockAxis",
+                                                   "BF16WithClip",
+                                                   "BF16QDQToCast",
+                                                   "EnableVaimlBF16",
                                                    "BFPAttributes",
                                                    "MXAttributes"};
   for (const auto& info : option_registry()) {
@@ -373,7 +376,7 @@ TEST_CASE("not-implemented keys: the inert value is accepted, anything else is a
   const auto msg = error_of<quark::not_implemented>([&] { o.set("SimplifyModel", true); });
   CHECK(msg.find("quark.config.not_implemented: SimplifyModel = true is not implemented yet") == 0);
   CHECK(msg.find("Preprocessing") != std::string::npos);
-  CHECK_THROWS_AS(o.set("EnableVaimlBF16", true), quark::not_implemented);
+  CHECK_THROWS_AS(o.set("PreprocessYAML", "xint8"), quark::not_implemented);
   CHECK_THROWS_AS(o.set("ConvertSoftmaxToDPUVersion", true), quark::not_implemented);
   CHECK_THROWS_AS(o.set("ConvertInstanceNormToDPUVersion", true), quark::not_implemented);
   CHECK_THROWS_AS(o.set("ExecutionProviders", option_value::array({"CUDAExecutionProvider"})),

@@ -305,10 +305,12 @@ std::vector<option_info> build_registry() {
   r.push_back(context("FoldBatchNorm", cat::preprocessing, B, nonnull, "= OptimizeModel",
                       "Fold BatchNormalization into Conv/ConvTranspose/Gemm (also after a "
                       "channel Concat of such nodes)."));
-  r.push_back(todo("BF16WithClip", cat::block_formats, B, nonnull, false, "False", false,
-                   "Clip activations to the bfloat16 range before quantizing."));
-  r.push_back(todo("BF16QDQToCast", cat::block_formats, B, nonnull, false, "False", false,
-                   "Replace bfloat16 Q/DQ pairs by Casts."));
+  r.push_back(fixed("BF16WithClip", cat::block_formats, B, nonnull, false, "False",
+                    "Clip activations to +-3.38953139e38 (the bfloat16 range) before their "
+                    "bfloat16 pair (docs/config.md §7.6)."));
+  r.push_back(fixed("BF16QDQToCast", cat::block_formats, B, nonnull, false, "False",
+                    "Quark's Cast form of the bfloat16 pairs: a scaled pair multiplies by 1/scale "
+                    "(docs/config.md §7.6)."));
   r.push_back(context("RefineBlockAxis", cat::block_formats, B, nonnull,
                       "True when a BFP/MX spec is used, else False",
                       "Move BFP/MX block axes onto the reduction dimension."));
@@ -335,8 +337,9 @@ std::vector<option_info> build_registry() {
   r.push_back(fixed("AlignEltwiseQuantType", cat::scale_and_type, B, nonnull, false, "False",
                     "Quantize constant inputs of Mul/Add/Sub/Div/Min/Max with the activation "
                     "type."));
-  r.push_back(todo("EnableVaimlBF16", cat::block_formats, B, nonnull, false, "False", false,
-                   "Store bfloat16 weights as float32 for the Vaiml compiler."));
+  r.push_back(fixed("EnableVaimlBF16", cat::block_formats, B, nonnull, false, "False",
+                    "BF16QDQToCast, then the activation Cast pairs removed and bfloat16 weights "
+                    "stored as float32 holding bfloat16 values (docs/config.md §7.6)."));
   r.push_back(fixed("UseMatMulNBits", cat::matmul_nbits, B, nonnull, false, "False",
                     "Quantize only the constant weights of MatMul nodes, block-wise to 4 bits, "
                     "into com.microsoft MatMulNBits nodes (no calibration)."));

@@ -7,6 +7,8 @@
 #include <map>
 #include <optional>
 
+#include <quark/dtype/convert.hpp>
+#include <quark/dtype/formats.hpp>
 #include <quark/onnx/runtime.hpp>
 
 #include "io/proto_access.hpp"
@@ -535,6 +537,74 @@ std::set<std::string> remove_qdq_pairs(model& m, const graph_pass_options& o) {
       gone.insert(x);
   }
   return gone;
+}
+
+bf16_cast_removal remove_bf16_casts(model& m) {
+  bf16_cast_removal r;
+  GraphProto& g = *proto(m).mutable_graph();
+  const graph_index ix(g);
+  auto cast_to = [](const NodeProto& n, std::int64_t to) {
+    return n.op_type() == "Cast" && n.domain().empty() && n.attribute_size() == 1 &&
+           n.attribute(0).name() == "to" && n.attribute(0).i() == to && n.input_size() == 1 &&
+           n.output_size() == 1;
+  };
+  std::vector<bool> dead(static_cast<std::size_t>(g.node_size()));
+  std::map<std::string, std::string> rewire;  // a second Cast's output -> what its readers read
+  std::set<std::string> old_weights;
+  for (int i = 0; i < g.node_size(); ++i) {
+    const NodeProto& c1 = g.node(i);
+    if (!cast_to(c1, ::onnx::TensorProto::BFLOAT16))
+      continue;
+    const auto j = ix.only_consumer(c1.output(0));
+    if (!j || !cast_to(g.node(*j), ::onnx::TensorProto::FLOAT))
+      continue;
+    const NodeProto& c2 = g.node(*j);
+    const std::string& x = c1.input(0);
+    const std::string& y = c2.output(0);
+    if (ix.implicit.contains(x) || ix.implicit.contains(y))
+      continue;
+    const bool read = ix.consumers.contains(y);
+    auto p = ix.producer.find(x);
+    if (p != ix.producer.end()) {
+      const NodeProto& first = g.node(p->second);
+      if (!ix.only_consumer(x) || first.output_size() != 1)
+        continue;
+      if (ix.outputs.contains(y)) {
+        g.mutable_node(p->second)->set_output(0, y);  // the node writes the graph output
+        ++r.outputs;
+      } else if (read) {
+        rewire[y] = x;
+        ++r.activations;
+      } else {
+        continue;
+      }
+    } else if (m.has_initializer(x) && read && !ix.outputs.contains(y)) {
+      const tensor w = m.initializer(x);
+      if (w.type() != dtype_id::float32)
+        continue;
+      std::vector<float> v(w.data<float>().begin(), w.data<float>().end());
+      for (float& e : v)
+        e = quark::to_float(quark::convert<quark::bfloat16>(e));
+      const std::string name = x + "_bf16";
+      m.set_initializer(name, tensor::from_floats(w.shape(), v));
+      rewire[y] = name;
+      old_weights.insert(x);
+      ++r.weights;
+    } else {
+      continue;
+    }
+    dead[static_cast<std::size_t>(i)] = true;
+    dead[static_cast<std::size_t>(*j)] = true;
+  }
+  for (auto& n : *g.mutable_node()) {
+    for (int k = 0; k < n.input_size(); ++k) {
+      if (auto it = rewire.find(n.input(k)); it != rewire.end())
+        n.set_input(k, it->second);
+    }
+  }
+  compact_nodes(g, dead);
+  drop_unused_initializers(m, old_weights);
+  return r;
 }
 
 }  // namespace quark::onnx::qz

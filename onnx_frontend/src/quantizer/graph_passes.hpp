@@ -83,4 +83,19 @@ std::vector<std::string> optimize_graph(model& m, const graph_pass_options& o);
 /// activations that lost every Q/DQ pair (no longer quantized).
 std::set<std::string> remove_qdq_pairs(model& m, const graph_pass_options& o);
 
+/// What remove_bf16_casts removed.
+struct bf16_cast_removal {
+  std::size_t activations = 0;  ///< Cast(bfloat16) -> Cast(float) pairs after a node
+  std::size_t weights = 0;      ///< pairs on an initializer, now a float32 one of bfloat16 values
+  std::size_t outputs = 0;      ///< pairs before a graph output
+};
+
+/// EnableVaimlBF16 (docs/config.md §7.6; Quark's remove_bf16_cast), on the quantized graph: a
+/// Cast(to = bfloat16) -> Cast(to = float) pair that is the only reader of a node's output is
+/// removed (its readers read that output); one on a float initializer becomes a float32
+/// initializer `<name>_bf16` holding the values rounded to bfloat16 (half to even); one before a
+/// graph output is removed, the node writing the output directly. Values read by an If / Loop /
+/// Scan body are left as they are.
+bf16_cast_removal remove_bf16_casts(model& m);
+
 }  // namespace quark::onnx::qz

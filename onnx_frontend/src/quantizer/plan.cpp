@@ -259,7 +259,8 @@ const std::set<std::string>& honoured_keys() {
       "AdjustShiftCut", "AdjustShiftBias", "AdjustShiftRead", "AdjustShiftWrite",
       "AdjustHardSigmoid", "AdjustShiftSwish", "SimulateDPU", "ConvertLeakyReluToDPUVersion",
       "ConvertSigmoidToHardSigmoid", "ConvertHardSigmoidToDPUVersion", "ConvertAvgPoolToDPUVersion",
-      "ConvertClipToDPUVersion", "ConvertReduceMeanToDPUVersion",
+      "ConvertClipToDPUVersion", "ConvertReduceMeanToDPUVersion", "BF16WithClip", "BF16QDQToCast",
+      "EnableVaimlBF16",
       // Accepted with any value, no effect in quark-cpp (docs/config.md says why): calibration
       // streams through the runtime's own thread pool and keeps memory flat, and nothing is
       // written to disk.
@@ -371,6 +372,13 @@ node_rules read_options(const qconfig& cfg, const option_map& eff, settings& o) 
     o.align.hard_sigmoid = get_bool("AdjustHardSigmoid", true);
     o.align.shift_swish = get_bool("AdjustShiftSwish", true);
   }
+  o.vaiml_bf16 = get_bool("EnableVaimlBF16", false);
+  {
+    // Quark reads BF16QDQToCast with EnableVaimlBF16 as its default.
+    const option_value* v = cfg.extra_options.find("BF16QDQToCast");
+    o.bf16_qdq_to_cast = v != nullptr && v->is_bool() ? v->as_bool() : o.vaiml_bf16;
+  }
+  o.bf16_with_clip = get_bool("BF16WithClip", false);
   if (get_bool("SimulateDPU", true)) {
     o.simulate.leaky_relu = get_bool("ConvertLeakyReluToDPUVersion", false);
     o.simulate.sigmoid = get_bool("ConvertSigmoidToHardSigmoid", false);

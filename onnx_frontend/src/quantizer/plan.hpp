@@ -174,6 +174,9 @@ struct settings {
              shift_read || shift_write || hard_sigmoid || shift_swish;
     }
   } align;
+  /// Category 8 (docs/config.md §7.6): BF16QDQToCast (EnableVaimlBF16 implies it unless set),
+  /// EnableVaimlBF16, BF16WithClip.
+  bool bf16_qdq_to_cast = false, vaiml_bf16 = false, bf16_with_clip = false;
   /// SimulateDPU's conversions (quark-spec §9.2; static_quant.cpp, plan_dpu_simulation).
   struct dpu_conversions {
     bool leaky_relu = false, sigmoid = false, hard_sigmoid = false, avg_pool = false, clip = false,

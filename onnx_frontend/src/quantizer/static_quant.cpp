@@ -231,14 +231,18 @@ bool is_fp8(dtype_id t) {
 
 /// The Quark form of a BFloat16 / Float16 "Q/DQ" pair that ONNX Runtime runs (quark-spec §1.5,
 /// BF16QDQToCast): [Div(x, scale)] -> Cast(to=T) -> Cast(to=FLOAT) -> [Mul(., scale)]. The Div
-/// and Mul are present only when the pair is scaled (scale != 1); Div keeps Quark's x / s kernel.
-/// `q_out` names the T-typed value, `out` the float result.
+/// and Mul are present only when the pair is scaled (scale != 1); Div keeps Quark's x / s kernel,
+/// unless `reciprocal` names an initializer holding 1 / scale: then Mul(x, 1 / scale), as Quark's
+/// BF16QDQToCast rewrite writes it. `q_out` names the T-typed value, `out` the float result.
 void emit_cast_pair(std::vector<::onnx::NodeProto>& sink, const std::string& q_node,
                     const std::string& dq_node, const std::string& in, const std::string& q_out,
-                    const std::string& out, dtype_id t, const std::string& scale_name,
-                    bool scaled) {
+                    const std::string& out, dtype_id t, const std::string& scale_name, bool scaled,
+                    const std::string& reciprocal = {}) {
   std::string x = in;
-  if (scaled) {
+  if (scaled && !reciprocal.empty()) {
+    sink.push_back(make_binary("Mul", q_node + "_Mul", in, reciprocal, q_node + "_Mul_Output"));
+    x = q_node + "_Mul_Output";
+  } else if (scaled) {
     sink.push_back(make_binary("Div", q_node + "_Div", in, scale_name, q_node + "_Div_Output"));
     x = q_node + "_Div_Output";
   }
@@ -768,6 +772,13 @@ void static_quantizer::run_all() {
   if (!dpu_.edits.empty()) {
     for (auto& note : qz::apply_dpu_marks(m_, dpu_))
       report_.notes.push_back(std::move(note));
+  }
+  if (opt_.vaiml_bf16) {
+    const qz::bf16_cast_removal r = qz::remove_bf16_casts(m_);
+    report_.notes.push_back(
+        "EnableVaimlBF16: bfloat16 Cast pairs removed: " + std::to_string(r.activations) +
+        " on activations, " + std::to_string(r.outputs) + " before graph outputs; " +
+        std::to_string(r.weights) + " weight(s) stored as float32 holding bfloat16 values");
   }
   finish_model();
   run_algorithms();
@@ -2133,7 +2144,24 @@ void static_quantizer::emit_pair(std::vector<::onnx::NodeProto>& sink, const std
     return;
   }
   if (cast_form) {
-    emit_cast_pair(sink, qn, dqn, from, q, dq, e.spec.type, s_name, scaled);
+    const bool bf16 = e.spec.type == dtype_id::bfloat16;
+    std::string x = from;
+    // BF16WithClip (docs/config.md §7.6): the activation is clipped to the bfloat16 range first
+    // (Quark clips before its custom bfloat16 QuantizeLinear, which BF16QDQToCast replaces).
+    if (bf16 && opt_.bf16_with_clip && !opt_.bf16_qdq_to_cast && !m_.has_initializer(from)) {
+      const float bf16_max = 3.38953139e38f;
+      add_init(from + "_clip_min" + sfx, tensor::from_floats({}, std::vector<float>{-bf16_max}));
+      add_init(from + "_clip_max" + sfx, tensor::from_floats({}, std::vector<float>{bf16_max}));
+      x = from + "_clip_output" + sfx;
+      sink.push_back(qz::make_op("Clip", from + "_Clip" + sfx,
+                                 {from, from + "_clip_min" + sfx, from + "_clip_max" + sfx}, {x}));
+    }
+    std::string recip;
+    if (bf16 && scaled && opt_.bf16_qdq_to_cast) {
+      recip = qn + "_scale";
+      add_init(recip, tensor::from_floats({}, std::vector<float>{1.0f / e.params.scale}));
+    }
+    emit_cast_pair(sink, qn, dqn, x, q, dq, e.spec.type, s_name, scaled, recip);
     return;
   }
   sink.push_back(make_node("QuantizeLinear", qn, {from, s_name, z_name}, q, -1));
@@ -2321,8 +2349,13 @@ void static_quantizer::emit_constants() {
       if (scaled)
         add_init(s_name, scale_tensor(e.scale, true));
       if (opt_.add_qdq_pair_to_weight && !e.product_scale) {
+        std::string recip;
+        if (scaled && e.type == dtype_id::bfloat16 && opt_.bf16_qdq_to_cast) {
+          recip = base + "_QuantizeLinear_scale";
+          add_init(recip, tensor::from_floats({}, std::vector<float>{1.0f / e.scale.front()}));
+        }
         emit_cast_pair(prologue_, base + "_QuantizeLinear", base + "_DequantizeLinear", base,
-                       base + "_QuantizeLinear_Output", dq, e.type, s_name, scaled);
+                       base + "_QuantizeLinear_Output", dq, e.type, s_name, scaled, recip);
       } else {
         const std::string qn = base + "_quantized";
         add_init(qn, e.q);

@@ -191,10 +191,12 @@ dpu_plan plan_dpu(const model& m, const std::vector<node_info>& nodes,
   auto unknown = [&](const std::vector<std::string>& v, const char* what) {
     if (v.empty())
       return;
-    p.notes.push_back("SimulateDPU: " + count(v.size(), what) + " left unscaled (" + v.front() +
-                      (v.size() > 1 ? " and others" : "") +
-                      "): the window is not a static square / the reduced sizes are unknown; "
-                      "FixShapes gives the model static sizes");
+    p.notes.push_back(
+        "SimulateDPU: " + count(v.size(), what) + " left unscaled (" + v.front() +
+        (v.size() > 1 ? " and others" : "") +
+        "): the window is not a static square / the reduced sizes are unknown (the model's "
+        "input sizes are symbolic; FixShapes only applies to the written model, as "
+        "in Quark)");
   };
   unknown(unknown_pools, "average pool");
   unknown(unknown_means, "ReduceMean");

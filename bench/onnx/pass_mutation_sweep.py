@@ -195,6 +195,21 @@ def seeds():
     s.node('MatMul', ['n', 'mq'], ['q'])
     s.node('Softmax', ['q'], ['y'], axis=-1)
     out.append(s)
+    # SimulateDPU's conversions (XINT8 flow): LeakyRelu, AveragePool, Sigmoid, HardSigmoid(1/6),
+    # ReduceMean, Clip.
+    s = Seed('dpu_simulation', [1, 4, 6, 6], ['y'])
+    s.init('wd', rnd(rng, [4, 4, 3, 3]))
+    s.node('Conv', ['x', 'wd'], ['c'], pads=[1, 1, 1, 1])
+    s.node('LeakyRelu', ['c'], ['l'], alpha=0.1)
+    s.node('AveragePool', ['l'], ['p'], kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+    s.node('Sigmoid', ['p'], ['sg'])
+    s.node('HardSigmoid', ['p'], ['hs'], alpha=1.0 / 6.0, beta=0.5)
+    s.node('Add', ['sg', 'hs'], ['a'])
+    s.node('ReduceMean', ['a'], ['m'], axes=[1], keepdims=1)
+    s.init('clo', np.array(-0.4, np.float32))
+    s.init('chi', np.array(200.7, np.float32))
+    s.node('Clip', ['m', 'clo', 'chi'], ['y'])
+    out.append(s)
     return out
 
 
@@ -308,8 +323,20 @@ def configs(out_dir, which='passes'):
     path = os.path.join(out_dir, 'conversions_cle.json')
     with open(path, 'w') as f:
         json.dump(cfg, f)
+    # SimulateDPU with the Clip conversion too, and the bfloat16 post-processing keys.
+    dpu = {'global_config': {'input_tensors': 'XInt8Spec', 'weight': 'XInt8Spec'},
+           'extra_options': {'ConvertClipToDPUVersion': True}}
+    dpu_path = os.path.join(out_dir, 'dpu_clip.json')
+    with open(dpu_path, 'w') as f:
+        json.dump(dpu, f)
+    bf16 = {'global_config': {'input_tensors': 'BFloat16Spec', 'weight': 'BFloat16Spec'},
+            'extra_options': {'EnableVaimlBF16': True}}
+    bf16_path = os.path.join(out_dir, 'bf16_vaiml.json')
+    with open(bf16_path, 'w') as f:
+        json.dump(bf16, f)
     out = {'A8W8': ('--preset', 'A8W8'), 'VINT8': ('--preset', 'VINT8'),
-           'XINT8': ('--preset', 'XINT8'), 'conversions_cle': ('--config', path)}
+           'XINT8': ('--preset', 'XINT8'), 'conversions_cle': ('--config', path),
+           'dpu_clip': ('--config', dpu_path), 'bf16_vaiml': ('--config', bf16_path)}
     if which == 'all':
         out.update(algo_configs(out_dir))
     return out

@@ -120,7 +120,8 @@ TEST_CASE("BF16QDQToCast: a scaled bfloat16 pair multiplies by the reciprocal sc
     const auto a = run_ort(div_form, {npy_array::from(x, {1, 4})}).at("y").values<float>();
     const auto b = run_ort(mul_form, {npy_array::from(x, {1, 4})}).at("y").values<float>();
     for (std::size_t i = 0; i < x.size(); ++i)
-      CHECK(b[i] == doctest::Approx(a[i]).epsilon(1e-2));  // one bfloat16 step at most
+      CHECK(static_cast<double>(b[i]) ==
+            doctest::Approx(static_cast<double>(a[i])).epsilon(1e-2));  // one bfloat16 step at most
   }
 }
 
@@ -172,5 +173,6 @@ TEST_CASE("EnableVaimlBF16: no activation Casts, bfloat16 weights stored as floa
   const auto o = ours.at("y").data<float>();
   REQUIRE(o.size() == theirs.size());
   for (std::size_t i = 0; i < o.size(); ++i)
-    CHECK(o[i] == doctest::Approx(theirs[i]).epsilon(1e-6));
+    CHECK(static_cast<double>(o[i]) ==
+          doctest::Approx(static_cast<double>(theirs[i])).epsilon(1e-6));
 }

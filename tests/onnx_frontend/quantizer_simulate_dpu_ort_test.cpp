@@ -114,7 +114,7 @@ double dpu_factor(const ::onnx::ModelProto& m, const std::string& name) {
   const auto& t = c->attribute(0).t();
   CHECK(t.dims_size() == 0);
   REQUIRE(t.float_data_size() == 1);
-  return t.float_data(0);
+  return static_cast<double>(t.float_data(0));
 }
 
 float float_attribute(const ::onnx::NodeProto& n, const std::string& name) {

@@ -4,6 +4,7 @@
 // against 1 / R compared as |k R - 2^n| / (2^n R) by cross-multiplication, no floating point.
 #include <cstdint>
 #include <cstdlib>
+#include <initializer_list>
 #include <limits>
 
 #include <doctest/doctest.h>

@@ -1,12 +1,19 @@
 // SPDX-License-Identifier: MIT
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <utility>
 #include <vector>
 
 #include <doctest/doctest.h>
 
 #include <quark/calib/minmax_calibrator.hpp>
+#include <quark/calib/mse_calibrator.hpp>
 #include <quark/calib/pof2_calibrator.hpp>
+#include <quark/calib/tensor_calibrator.hpp>
+#include <quark/core/error.hpp>
+#include <quark/observer/histogram_observer.hpp>
 #include <quark/observer/minmax_observer.hpp>
 
 #include "calib/reference_data.hpp"
@@ -188,4 +195,96 @@ TEST_CASE("pof2 NonOverflow: quark-spec §2.2 examples and the ceil option") {
   quark::minmax_observer o2;
   o2.observe(y);
   CHECK(*cal(o2.stats()).pof2_position == 6);
+}
+
+namespace {
+
+/// The window search of float-scale MinMSE written out plainly (an oracle apart from the
+/// header's): B bins over [lo, hi] with `counts`, windows (c[left], c[right]) for k = B/2 .. B-1,
+/// each window's uint8 asymmetric scale (rmin clamped to <= 0, rmax to >= 0, scale = (rmax -
+/// rmin) / 255, zp = round(-rmin / scale)), error = sum count * (fq(c) - c)^2 in double;
+/// returns the index of the first smallest window.
+std::size_t oracle_window(const std::vector<double>& c, const std::vector<std::uint64_t>& counts,
+                          std::vector<std::pair<double, double>>& windows) {
+  const std::size_t b = c.size();
+  std::size_t best = 0;
+  double best_err = 1e300;
+  for (std::size_t k = b / 2; k < b; ++k) {
+    const double half = static_cast<double>(b - k) / 2.0;
+    const auto left = static_cast<std::size_t>(half);
+    const auto right = static_cast<std::size_t>(static_cast<double>(b) - half);
+    const double rmin = std::min(c[left], 0.0);
+    const double rmax = std::max(c[right], 0.0);
+    const double scale = static_cast<double>(static_cast<float>(rmax - rmin)) / 255.0;
+    const double zp = std::nearbyint(-rmin / scale);
+    double err = 0.0;
+    for (std::size_t i = 0; i < b; ++i) {
+      const double q = std::clamp(std::nearbyint(c[i] / scale) + zp, 0.0, 255.0);
+      const double d = (q - zp) * scale - c[i];
+      err += static_cast<double>(counts[i]) * d * d;
+    }
+    windows.emplace_back(c[left], c[right]);
+    if (err < best_err) {
+      best_err = err;
+      best = windows.size() - 1;
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
+TEST_CASE("float MinMSE on an activation histogram: the window a plain search picks") {
+  // Values at the centres of 8 bins over [0, 16] (1, 3, ..., 15): many below 13, a few at 15.
+  // Windows: (c2, c6) = (5, 13), (c1, c6) = (3, 13), (c1, c7) = (3, 15), (c0, c7) = (1, 15);
+  // on the uint8 grid rmin clamps to 0, so the search weighs clipping the outliers at 13
+  // against the step of each range (with 15 / 255 = 1 / 17 every odd centre is on the grid).
+  for (const std::uint64_t outliers : {std::uint64_t{1}, std::uint64_t{5000}}) {
+    CAPTURE(outliers);
+    std::vector<float> x;
+    for (int v = 1; v <= 13; v += 2) {
+      for (int r = 0; r < 1000; ++r)
+        x.push_back(static_cast<float>(v));
+    }
+    for (std::uint64_t r = 0; r < outliers; ++r)
+      x.push_back(15.0f);
+    x.push_back(0.0f);   // the histogram's range is [0, 16]
+    x.push_back(16.0f);  // (two values at the outer edges)
+    quark::histogram_observer h{{.mode = quark::histogram_mode::signed_extend, .num_bins = 8}};
+    h.observe(x);
+    const quark::histogram_data& d = h.stats();
+    REQUIRE(d.edges.front() == 0.0);
+    REQUIRE(d.edges.back() == 16.0);
+    std::vector<double> c;
+    for (std::size_t i = 0; i < 8; ++i)
+      c.push_back((d.edges[i] + d.edges[i + 1]) / 2.0);
+    std::vector<std::pair<double, double>> windows;
+    const std::size_t want = oracle_window(c, d.counts, windows);
+    const quark::calibrated_range r =
+        quark::float_minmse_hist_calibrator{{0, 255}, quark::range_symmetry::asymmetric}(d);
+    CHECK(static_cast<double>(r.max) == windows[want].second);
+    CHECK(r.origin == quark::scale_origin::searched);
+    REQUIRE(r.scale.has_value());
+    CHECK(static_cast<double>(*r.scale) ==
+          doctest::Approx(static_cast<double>(r.max) / 255.0).epsilon(1e-6));
+    // Many outliers: clipping them at 13 would cost 5000 * 2^2, more than any step saves.
+    if (outliers > 1)
+      CHECK(r.max == 15.0f);
+  }
+  // Through tensor_calibrator, streamed in two batches, the same result as one histogram.
+  quark::tensor_calibrator t{{.method = quark::calib_method::float_minmse,
+                              .symmetry = quark::range_symmetry::asymmetric,
+                              .num_bins = 8,
+                              .grid = {0, 255}}};
+  std::vector<float> a{0.0f, 1.0f, 3.0f, 16.0f}, b{5.0f, 7.0f, 9.0f, 15.0f};
+  t.observe(a);
+  t.observe(b);
+  quark::histogram_observer h{{.mode = quark::histogram_mode::signed_extend, .num_bins = 8}};
+  std::vector<float> ab{0.0f, 1.0f, 3.0f, 16.0f, 5.0f, 7.0f, 9.0f, 15.0f};
+  h.observe(ab);
+  CHECK(t.result().max ==
+        quark::float_minmse_hist_calibrator{{0, 255}, quark::range_symmetry::asymmetric}(h.stats())
+            .max);
+  CHECK_THROWS_AS(static_cast<void>(quark::float_minmse_hist_calibrator{}(quark::histogram_data{})),
+                  quark::invalid_argument);
 }

@@ -114,8 +114,10 @@ TEST_CASE("tensor_calibrator: bad input and misuse") {
   CHECK_THROWS_AS(quark::tensor_calibrator({.method = quark::calib_method::pof2_minmse,
                                             .symmetry = quark::range_symmetry::asymmetric}),
                   quark::config_error);
-  CHECK_THROWS_AS(quark::tensor_calibrator({.method = quark::calib_method::float_minmse}),
-                  quark::config_error);
+  // Float-scale MinMSE searches a histogram: raw data (NumBins 0) is power-of-two MinMSE's.
+  CHECK_THROWS_AS(
+      quark::tensor_calibrator({.method = quark::calib_method::float_minmse, .num_bins = 0}),
+      quark::config_error);
   // JSON of a searched result keeps its origin.
   quark::tensor_calibrator p2{{.method = quark::calib_method::pof2_minmse}};
   p2.observe(x);

@@ -24,7 +24,7 @@ enum class calib_method : std::uint8_t {
   layerwise_percentile,  ///< LayerWiseMethod.LayerWisePercentile
   pof2_non_overflow,     ///< PowerOfTwoMethod.NonOverflow
   pof2_minmse,           ///< PowerOfTwoMethod.MinMSE
-  float_minmse,          ///< ExtendedCalibrationMethod.MinMSE (weights, float scale)
+  float_minmse,          ///< MinMSE with a float scale (weights: ExtendedCalibrationMethod.MinMSE)
 };
 
 /// Whether the calibrator returns a range symmetric around 0 (CalibTensorRangeSymmetric).
@@ -40,6 +40,7 @@ constexpr range_symmetry default_range_symmetry(calib_method m) noexcept {
   switch (m) {
     case calib_method::pof2_non_overflow:
     case calib_method::pof2_minmse:
+    case calib_method::float_minmse:
     case calib_method::percentile:
     case calib_method::layerwise_percentile:
       return range_symmetry::symmetric;

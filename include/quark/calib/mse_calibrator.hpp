@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // Float-scale MinMSE for weights (WeightCalibrateMethod = ExtendedCalibrationMethod.MinMSE,
 // MinMSEModeFloatScale, quark-spec §4.8) and the weight calibrator that dispatches between it and
-// MinMax. Weights are one tensor already in memory, so these take a span, not an observer.
+// MinMax (weights are one tensor already in memory, so these take a span), and its HistCenter
+// search over a streamed activation histogram (float_minmse_hist_calibrator).
 // Candidate ranges go through compute_scale_zp's float rule (float64 scale, then float32) and
 // are scored by fake quantization on the caller's grid (signed weights: the symmetric table).
 #pragma once
@@ -43,6 +44,55 @@ inline double fq_mse(std::span<const float> x, float s, float zp, float qmin, fl
     acc += d * d;
   }
   return acc / static_cast<double>(x.size());
+}
+
+/// Count-weighted squared fake-quantization error of the float32 bin centres, over the bins
+/// (Quark's HistCenter error).
+inline double hist_center_error(const histogram_data& d, float s, float zp, float qmin,
+                                float qmax) noexcept {
+  double err = 0.0;
+  for (std::size_t i = 0; i < d.counts.size(); ++i) {
+    const auto ci = static_cast<float>((d.edges[i] + d.edges[i + 1]) / 2.0);
+    const double e =
+        static_cast<double>(fake_quant(ci, s, zp, qmin, qmax)) - static_cast<double>(ci);
+    err += static_cast<double>(d.counts[i]) * e * e;
+  }
+  return err / static_cast<double>(d.counts.size());
+}
+
+/// The HistCenter / All window search: for k = B/2 .. B-1 the window (c[left], c[right]) of the
+/// bin centres, left = int((B - k) / 2), right = int(B - (B - k) / 2); its float scale by
+/// compute_scale_zp's rule; `error(d, s, zp, qmin, qmax)`; the first minimum wins.
+template <class Error>
+calibrated_range minmse_windows(const histogram_data& d, int_grid grid, range_symmetry symmetry,
+                                Error&& error) {
+  const std::size_t bins = d.counts.size();
+  const float qmin = static_cast<float>(grid.qmin);
+  const float qmax = static_cast<float>(grid.qmax);
+  std::vector<double> c(bins);
+  for (std::size_t i = 0; i < bins; ++i)
+    c[i] = (d.edges[i] + d.edges[i + 1]) / 2.0;
+  calibrated_range best;
+  double best_err = std::numeric_limits<double>::infinity();
+  const double b = static_cast<double>(bins);
+  for (auto k = static_cast<std::size_t>(0.5 * b); k < bins; ++k) {
+    const double half = (b - static_cast<double>(k)) / 2.0;
+    const auto left = static_cast<std::size_t>(half);
+    const auto right = std::min(static_cast<std::size_t>(b - half), bins - 1);
+    const grid_params p = scale_zp(c[left], c[right], grid, symmetry);
+    const auto s = static_cast<float>(p.scale);
+    const auto zp = static_cast<float>(p.zero_point);
+    const double err = error(d, s, zp, qmin, qmax);
+    if (err < best_err) {
+      best_err = err;
+      best.min = static_cast<float>(c[left]);
+      best.max = static_cast<float>(c[right]);
+      best.scale = s;
+      best.zero_point = p.zero_point;
+      best.origin = scale_origin::searched;
+    }
+  }
+  return best;
 }
 }  // namespace detail
 
@@ -106,35 +156,40 @@ struct float_minmse_calibrator {
       return best;
     }
     // 3b. HistCenter / All: B = min(2048, size) signed bins over [min, max]; windows of the bin
-    //     centres from the central half up to the whole range.
+    //     centres from the central half up to the whole range (detail::minmse_windows).
     const std::size_t bins = std::min<std::size_t>(2048, w.size());
     histogram_observer h{{.mode = histogram_mode::signed_extend, .num_bins = bins}};
     h.observe(w);
-    const histogram_data& d = h.stats();
-    std::vector<double> c(bins);
-    for (std::size_t i = 0; i < bins; ++i)
-      c[i] = (d.edges[i] + d.edges[i + 1]) / 2.0;
-    const double b = static_cast<double>(bins);
-    for (auto k = static_cast<std::size_t>(0.5 * b); k < bins; ++k) {
-      const double half = (b - static_cast<double>(k)) / 2.0;
-      const auto left = static_cast<std::size_t>(half);
-      const auto right = static_cast<std::size_t>(b - half);
-      const auto [s, zp] = consider(c[left], c[right]);
-      double err = 0.0;
-      if (mode == minmse_float_mode::hist_center) {
-        for (std::size_t i = 0; i < bins; ++i) {
-          const auto ci = static_cast<float>(c[i]);
-          const double e = static_cast<double>(detail::fake_quant(ci, s, zp, qmin, qmax)) -
-                           static_cast<double>(ci);
-          err += static_cast<double>(d.counts[i]) * e * e;
-        }
-        err /= b;
-      } else {
-        err = detail::fq_mse(w, s, zp, qmin, qmax);
-      }
-      take(c[left], c[right], s, zp, err);
-    }
-    return best;
+    if (mode == minmse_float_mode::hist_center)
+      return detail::minmse_windows(h.stats(), grid, symmetry, detail::hist_center_error);
+    return detail::minmse_windows(h.stats(), grid, symmetry,
+                                  [&](const histogram_data&, float s, float zp, float lo,
+                                      float hi) { return detail::fq_mse(w, s, zp, lo, hi); });
+  }
+};
+
+/// Float-scale MinMSE of a streamed activation (quark-cpp's reading of CalibMethod.MinMSE with a
+/// Float32 scale, quark-spec "Decisions" 1: "search for a float scale that minimizes MSE"): the
+/// HistCenter search of the weights' float MinMSE on the tensor's signed [min, max] histogram
+/// (`histogram_mode::signed_extend`, NumBins bins): windows of the bin centres from the central
+/// half of the bins to all of them, each window's float scale (compute_scale_zp's rule on
+/// `grid`), error = the count-weighted squared fake-quantization error of the bin centres, first
+/// minimum. The result's range reproduces the chosen scale when fed to compute_qparams.
+///
+/// ```cpp
+/// quark::histogram_observer h{{.mode = quark::histogram_mode::signed_extend}};
+/// h.observe(batch);
+/// quark::calibrated_range r = quark::float_minmse_hist_calibrator{{-127, 127}}(h.stats());
+/// ```
+/// Throws "quark.calib.empty_input" for a histogram that saw no value.
+struct float_minmse_hist_calibrator {
+  int_grid grid{-127, 127};
+  range_symmetry symmetry = range_symmetry::symmetric;
+
+  [[nodiscard]] calibrated_range operator()(const histogram_data& h) const {
+    if (h.empty() || h.edges.size() != h.counts.size() + 1)
+      detail::throw_invalid("quark.calib.empty_input", "float MinMSE: the histogram saw no value");
+    return detail::minmse_windows(h, grid, symmetry, detail::hist_center_error);
   }
 };
 

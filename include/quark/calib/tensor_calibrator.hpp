@@ -15,6 +15,7 @@
 #include <quark/calib/distribution_calibrator.hpp>
 #include <quark/calib/entropy_calibrator.hpp>
 #include <quark/calib/minmax_calibrator.hpp>
+#include <quark/calib/mse_calibrator.hpp>
 #include <quark/calib/percentile_calibrator.hpp>
 #include <quark/calib/pof2_calibrator.hpp>
 #include <quark/observer/histogram_observer.hpp>
@@ -96,8 +97,16 @@ class tensor_calibrator {
         }
         break;
       case calib_method::float_minmse:
-        detail::throw_config("quark.calib.bad_option",
-                             "float-scale MinMSE calibrates weights: use float_minmse_calibrator");
+        // Activations: the HistCenter search on a signed [min, max] histogram
+        // (float_minmse_hist_calibrator); weights take float_minmse_calibrator directly.
+        if (opt_.num_bins.value_or(2048) == 0) {
+          detail::throw_config("quark.calib.bad_option",
+                               "float-scale MinMSE searches a histogram: NumBins must be positive "
+                               "(NumBins 0, raw data, is power-of-two MinMSE's)");
+        }
+        hist_.emplace(histogram_options{.mode = histogram_mode::signed_extend,
+                                        .num_bins = opt_.num_bins.value_or(2048)});
+        break;
     }
   }
 
@@ -191,7 +200,8 @@ class tensor_calibrator {
         return r;
       }
       case calib_method::float_minmse:
-        break;
+        return float_minmse_hist_calibrator{
+            sym == range_symmetry::symmetric ? pof2_grid() : opt_.grid, sym}(hist_->stats());
     }
     detail::throw_config("quark.calib.bad_option", "unsupported method");
   }

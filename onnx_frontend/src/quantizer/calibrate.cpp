@@ -32,6 +32,7 @@
 #endif
 
 #include <quark/calib/distribution_calibrator.hpp>
+#include <quark/calib/mse_calibrator.hpp>
 #include <quark/calib/tensor_calibrator.hpp>
 #include <quark/calib/to_qparams.hpp>
 #include <quark/observer/json.hpp>
@@ -90,6 +91,8 @@ calib_method to_calib_method(act_method m) {
       return calib_method::percentile;
     case act_method::pof2_minmse:
       return calib_method::pof2_minmse;
+    case act_method::float_minmse:
+      return calib_method::float_minmse;
     case act_method::entropy:
       return calib_method::entropy;
     case act_method::layerwise_percentile:
@@ -183,6 +186,16 @@ slot make_slot(const std::string& name, const calib_request& r, const calib_para
       return s;
     case calib_method::distribution:
       s.hist.emplace(histogram_options{.mode = histogram_mode::signed_symmetric,
+                                       .num_bins = o.num_bins.value_or(2048)});
+      return s;
+    case calib_method::float_minmse:
+      if (o.num_bins.value_or(2048) == 0) {
+        throw frontend_error("quark.calib.bad_option",
+                             "tensor '" + name +
+                                 "': MinMSE with a Float32 scale searches a histogram; NumBins 0 "
+                                 "(raw data) is for power-of-two MinMSE");
+      }
+      s.hist.emplace(histogram_options{.mode = histogram_mode::signed_extend,
                                        .num_bins = o.num_bins.value_or(2048)});
       return s;
     case calib_method::pof2_minmse:
@@ -419,6 +432,9 @@ calibrated_range result_of(const slot& s) {
     case calib_method::layerwise_percentile:
       return layerwise_percentile_calibrator{s.opt.percentile_candidates, s.opt.metric}.select(
           s.cands, [&](std::size_t i, const calibrated_range&) { return s.scorer->errors()[i]; });
+    case calib_method::float_minmse:
+      return float_minmse_hist_calibrator{
+          s.symmetry() == range_symmetry::symmetric ? s.pof2_grid() : s.opt.grid, s.symmetry()}(h);
     default:
       return pof2_minmse_calibrator{s.pof2_grid(), s.symmetry()}(h);
   }

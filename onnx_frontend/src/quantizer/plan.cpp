@@ -202,15 +202,18 @@ tspec resolve(const tensor_spec& s, const char* role, bool activation) {
       t.method = act_method::layerwise_percentile;
       break;
     case calib_method::min_mse:
-      // quark-spec §4.0: MinMSE maps to PowerOfTwoMethod.MinMSE for any scale type
-      // (UsePowerOf2Scale defaults to True), so activation scales are powers of two. Weights with
-      // a Float32 scale search a float scale (WeightCalibrateMethod = MinMSE, §4.8).
+      // MinMSE searches the scale that minimises the squared error: powers of two with a
+      // PowerOf2 (or Int16, which Quark maps to it) scale, float scales with a Float32 one
+      // (quark-spec "Decisions" 1, where Quark's code maps every MinMSE activation to
+      // PowerOfTwoMethod.MinMSE; weights: WeightCalibrateMethod = MinMSE, §4.8).
       if (!is_integer_spec(s))
         not_impl(where + " with calibration_method MinMSE (integer specs only)");
       t.method = act_method::pof2_minmse;
-      if (std::string_view(role) != "weight" || t.pof2 || t.int16_scale) {
+      if (t.pof2 || t.int16_scale) {
         t.pof2 = true;
         t.int16_scale = false;
+      } else if (std::string_view(role) != "weight") {
+        t.method = act_method::float_minmse;
       }
       t.weight_minmse = true;
       break;

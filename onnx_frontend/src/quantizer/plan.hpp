@@ -32,6 +32,7 @@ enum class act_method : std::uint8_t {
   pof2_minmax,   ///< PowerOfTwoMethod.NonOverflow (min/max, symmetric range by default)
   percentile,    ///< CalibrationMethod.Percentile
   pof2_minmse,   ///< PowerOfTwoMethod.MinMSE
+  float_minmse,  ///< MinMSE with a Float32 scale: a float scale search (quark-spec "Decisions" 1)
   distribution,  ///< CalibrationMethod.Distribution (FP8: scale = std / std_fp8, quark-spec §4.4)
   none,          ///< no calibration (unscaled BFloat16 / Float16: a plain cast, quark-spec §1.5)
   entropy,       ///< CalibrationMethod.Entropy

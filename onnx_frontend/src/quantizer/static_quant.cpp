@@ -854,7 +854,8 @@ void static_quantizer::request(const std::string& name, const tspec& spec) {
   r.type = s.type;
   r.symmetric_range = opt_.calib_range_symmetric.value_or(
       s.method == qz::act_method::percentile || s.method == qz::act_method::pof2_minmax ||
-      s.method == qz::act_method::pof2_minmse || s.method == qz::act_method::layerwise_percentile);
+      s.method == qz::act_method::pof2_minmse || s.method == qz::act_method::float_minmse ||
+      s.method == qz::act_method::layerwise_percentile);
   requests_.emplace(name, r);
 }
 

@@ -28,6 +28,7 @@ const char* method_name(act_method m) {
     case act_method::layerwise_percentile:
       return "LayerwisePercentile";
     case act_method::pof2_minmse:
+    case act_method::float_minmse:
       return "MinMSE";
     case act_method::pof2_minmax:
       return "NonOverflow";

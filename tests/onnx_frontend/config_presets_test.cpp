@@ -470,6 +470,18 @@ TEST_CASE("derived options of the NPU presets") {
   CHECK(b.get<bool>("AddQDQPairToWeight"));
   CHECK(!b.get<bool>("Int32Bias"));
   CHECK(!b.get<bool>("CalibTensorRangeSymmetric"));  // MinMax float -> False
+  // MinMSE with a Float32 scale: the float search follows the spec's symmetry; with PowerOf2 the
+  // range is symmetric (quark-spec §4.7).
+  {
+    auto c = get_default_config("U8S8");  // UInt8 asymmetric activations
+    c.global_config.input_tensors->calibration_method = calib_method::min_mse;
+    CHECK(!c.effective_options().get<bool>("CalibTensorRangeSymmetric"));
+    c.global_config.input_tensors->symmetric = true;
+    CHECK(c.effective_options().get<bool>("CalibTensorRangeSymmetric"));
+    c.global_config.input_tensors->symmetric = false;
+    c.global_config.input_tensors->scale_type = scale_kind::power_of_2;
+    CHECK(c.effective_options().get<bool>("CalibTensorRangeSymmetric"));
+  }
   // Transformer preset: MatMulConstBOnly follows EnableNPUTransformer (seed 000 line 115).
   CHECK(get_default_config("INT8_TRANSFORMER_DEFAULT")
             .effective_options()

@@ -525,6 +525,10 @@ option_map qconfig::effective_options() const {
   if (act) {
     switch (act->calibration_method) {
       case calib_method::min_mse:
+        // Power-of-two MinMSE needs a symmetric range (quark-spec §4.7); the float-scale search
+        // (Float32 scale) follows the spec's symmetry, as the weights' float MinMSE does.
+        range_symmetric = act->scale_type != scale_kind::float32 || act->symmetric;
+        break;
       case calib_method::percentile:
       case calib_method::layerwise_percentile:
         range_symmetric = true;

@@ -231,7 +231,7 @@ TEST_CASE("categories 2-6, 9, 10 and 11 are implemented, of 1, 7 and 8 only the 
       in_scope_todo.insert(info.name);
     }
   }
-  CHECK(in_scope_todo == std::set<std::string_view>{"UserCustomOpLibPath"});
+  CHECK(in_scope_todo == std::set<std::string_view>{"UserCustomOpLibPath", "UsePowerOf2Scale"});
 }
 
 TEST_CASE("documented defaults (seed 000)") {
@@ -377,6 +377,8 @@ TEST_CASE("not-implemented keys: the inert value is accepted, anything else is a
   CHECK(msg.find("quark.config.not_implemented: SimplifyModel = true is not implemented yet") == 0);
   CHECK(msg.find("Preprocessing") != std::string::npos);
   CHECK_THROWS_AS(o.set("PreprocessYAML", "xint8"), quark::not_implemented);
+  o.set("UsePowerOf2Scale", true);  // the default, accepted
+  CHECK_THROWS_AS(o.set("UsePowerOf2Scale", false), quark::not_implemented);
   CHECK_THROWS_AS(o.set("ConvertSoftmaxToDPUVersion", true), quark::not_implemented);
   CHECK_THROWS_AS(o.set("ConvertInstanceNormToDPUVersion", true), quark::not_implemented);
   CHECK_THROWS_AS(o.set("ExecutionProviders", option_value::array({"CUDAExecutionProvider"})),

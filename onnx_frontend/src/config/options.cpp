@@ -385,8 +385,9 @@ std::vector<option_info> build_registry() {
   r.push_back(context("WeightSymmetric", cat::scale_and_type, B, nonnull,
                       "= global_config.weight.symmetric",
                       "Symmetric weights (must agree with the weight spec)."));
-  r.push_back(fixed("UsePowerOf2Scale", cat::scale_and_type, B, nonnull, true, "True",
-                    "Power-of-two calibration methods produce power-of-two scales."));
+  r.push_back(todo("UsePowerOf2Scale", cat::scale_and_type, B, nonnull, true, "True", true,
+                   "Power-of-two calibration methods produce power-of-two scales (false, float "
+                   "scales from them, is not implemented)."));
   r.push_back(fixed("NumQuantizedBins", cat::calibration, I, nonnull, 128, "128",
                     "Entropy: number of quantized bins."));
   r.push_back(fixed("TensorsRangeFile", cat::calibration, S, nul, nullptr, "None",

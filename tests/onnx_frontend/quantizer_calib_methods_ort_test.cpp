@@ -11,6 +11,7 @@
 #include <fstream>
 #include <map>
 #include <random>
+#include <string>
 
 #include <doctest/doctest.h>
 
@@ -18,6 +19,7 @@
 #include <quark/calib/mse_calibrator.hpp>
 #include <quark/calib/tensor_calibrator.hpp>
 #include <quark/calib/to_qparams.hpp>
+#include <quark/core/error.hpp>
 #include <quark/metrics.hpp>
 #include <quark/onnx/config.hpp>
 #include <quark/onnx/presets.hpp>
@@ -534,4 +536,29 @@ TEST_CASE("Asymmetric power-of-two MinMSE: constants and weights search with the
     CHECK(worst < 0.32);
     MESSAGE("worst |ORT quantized - float| = " << worst);
   }
+}
+
+TEST_CASE("MinMSE with a Float32 scale and NumBins 0: an error naming the tensor, no file") {
+  const fs::path fin = work_dir() / "float_nb0.onnx";
+  {
+    std::ofstream f(fin, std::ios::binary);
+    REQUIRE(model().SerializeToOstream(&f));
+  }
+  const fs::path fout = work_dir() / "float_nb0_q.onnx";
+  fs::remove(fout);
+  qo::qconfig cfg = qo::get_default_config("A8W8");
+  cfg.global_config.input_tensors->calibration_method = qo::calib_method::min_mse;
+  cfg.extra_options.set("NumBins", qo::option_value(std::int64_t{0}));
+  const auto sm = samples();
+  qo::memory_reader reader(sm);
+  std::string msg;
+  try {
+    (void)qo::quantize_model(fin, fout, cfg, reader);
+  } catch (const quark::error& e) {
+    msg = e.what();
+  }
+  CHECK(msg.find("quark.calib.bad_option") != std::string::npos);
+  CHECK(msg.find("MinMSE with a Float32 scale searches a histogram") != std::string::npos);
+  CHECK(msg.find("tensor '") != std::string::npos);
+  CHECK(!fs::exists(fout));
 }

@@ -273,6 +273,22 @@ TEST_CASE("SimulateDPU: switches, flows and exclusion") {
     CHECK(has_note(q.report, "SimulateDPU: 1 Clip with integer bounds"));
     check_in_ort(q.model);
   }
+  SUBCASE("ConvertClipToDPUVersion leaves a Clip whose bound is computed alone, with a note") {
+    model_builder b(13);
+    b.input("x", onnx_type::float32, {1, 2, 6, 6});
+    b.initializer("lo", onnx_type::float32, {}, std::vector<float>{-0.4f});
+    b.node("ReduceMax", {"x"}, {"mx"}, {attr_int("keepdims", 0)});
+    b.node("Clip", {"x", "lo", "mx"}, {"y"});
+    b.output("y", onnx_type::float32, {1, 2, 6, 6});
+    qo::qconfig cfg = qo::get_default_config("XINT8");
+    cfg.extra_options.set("ConvertClipToDPUVersion", true);
+    const auto q = quantize(b.build(), cfg, "dpu_clip_computed");
+    const auto* clip = node_named(q.model, "n1");
+    REQUIRE(clip != nullptr);
+    CHECK(clip->input(1) != "n1_dpu_min");
+    CHECK(has_note(q.report, "SimulateDPU: 1 Clip left as they are (node 'n1' (Clip)"));
+    CHECK(has_note(q.report, "needs bounds given as float initializers"));
+  }
   SUBCASE("LeakyRelu alpha 0.01 -> 3/256; 1.5/256 -> 2/256 (half to even)") {
     for (const auto& [alpha, expected] :
          {std::pair{0.01f, 3.0f / 256.0f}, std::pair{1.5f / 256.0f, 2.0f / 256.0f}}) {

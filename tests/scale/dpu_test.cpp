@@ -2,6 +2,8 @@
 // quark/scale/dpu.hpp against hand-derived factors (quark-spec §9.2) and, for every window of up
 // to 255 x 255 values, against an oracle in exact integer arithmetic: the error of k / 2^n
 // against 1 / R compared as |k R - 2^n| / (2^n R) by cross-multiplication, no floating point.
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <initializer_list>
@@ -98,6 +100,31 @@ TEST_CASE("dpu: every mean over 1 .. 65025 values against the integer oracle") {
     const kn o = oracle_mean(r);
     CHECK(dpu::mean_scale(r) ==
           static_cast<double>(o.k * r) / static_cast<double>(std::int64_t{1} << o.n));
+  }
+}
+
+TEST_CASE("dpu: Clip bounds rounded half to even and clamped to [-128, 127]") {
+  CHECK(dpu::clip_bound(-0.4f) == 0.0f);
+  CHECK(dpu::clip_bound(200.7f) == 127.0f);
+  CHECK(dpu::clip_bound(6.0f) == 6.0f);
+  CHECK(dpu::clip_bound(2.5f) == 2.0f);
+  CHECK(dpu::clip_bound(3.5f) == 4.0f);
+  CHECK(dpu::clip_bound(-2.5f) == -2.0f);
+  CHECK(dpu::clip_bound(-128.6f) == -128.0f);
+  CHECK(dpu::clip_bound(-1e30f) == -128.0f);
+  CHECK(dpu::clip_bound(std::numeric_limits<float>::infinity()) == 127.0f);
+  CHECK(dpu::clip_bound(-std::numeric_limits<float>::infinity()) == -128.0f);
+  CHECK(std::isnan(dpu::clip_bound(std::numeric_limits<float>::quiet_NaN())));
+  // Every multiple of 1/4 in [-140, 140]: the nearest integer (even on ties), clamped.
+  for (int i = -560; i <= 560; ++i) {
+    const float b = static_cast<float>(i) / 4.0f;
+    int q = i / 4;
+    const int rem = i - 4 * q;
+    if (rem == 3 || (rem == 2 && q % 2 != 0))
+      ++q;
+    else if (rem == -3 || (rem == -2 && q % 2 != 0))
+      --q;
+    CHECK(dpu::clip_bound(b) == static_cast<float>(std::clamp(q, -128, 127)));
   }
 }
 

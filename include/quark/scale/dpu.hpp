@@ -2,6 +2,7 @@
 // The DPU's fixed-point stand-ins for a few float operations, as Quark's SimulateDPU writes them
 // into a quantized float graph (quark-spec §9.2), so that the graph computes what the NPU will:
 //
+//   clip_bound(b)           a Clip bound rounded (half to even) and clamped to [-128, 127]
 //   leaky_relu_alpha(a)     LeakyRelu's slope is held in 1/256 steps: round(a * 256) / 256
 //                           (half to even, as Python's round)
 //   hard_sigmoid_scale      HardSigmoid(x / 6 + 1/2) multiplies by 2731 / 2^14, not 1/6:
@@ -53,6 +54,15 @@ constexpr double abs(double x) noexcept {
 /// comes back unchanged (the caller decides what that means).
 [[nodiscard]] constexpr float leaky_relu_alpha(float alpha) noexcept {
   return static_cast<float>(detail::round_half_even(static_cast<double>(alpha) * 256.0) / 256.0);
+}
+
+/// A Clip bound as the DPU holds it: rounded half to even, clamped to [-128, 127] (an infinite
+/// bound clamps too; NaN comes back NaN, which the caller refuses).
+[[nodiscard]] constexpr float clip_bound(float b) noexcept {
+  if (b != b)
+    return b;
+  const double r = detail::round_half_even(static_cast<double>(b));
+  return static_cast<float>(r < -128.0 ? -128.0 : (r > 127.0 ? 127.0 : r));
 }
 
 /// The largest count mean_scale computes; above it the factor is 1 (no DPU window is that big).

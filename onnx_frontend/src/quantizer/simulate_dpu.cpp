@@ -254,10 +254,8 @@ std::vector<std::string> apply_dpu_marks(model& m, const dpu_plan& p) {
           // round, then clamp to [-128, 127] (an infinite bound clamps too; NaN has no integer).
           const auto v = float_scalar(m, n.input(k));
           ok = v.has_value() && !std::isnan(*v);
-          if (ok) {
-            const double r = quark::dpu::detail::round_half_even(static_cast<double>(*v));
-            (k == 1 ? lo : hi) = static_cast<float>(std::clamp(r, -128.0, 127.0));
-          }
+          if (ok)
+            (k == 1 ? lo : hi) = quark::dpu::clip_bound(*v);
         }
       }
       if (!ok) {

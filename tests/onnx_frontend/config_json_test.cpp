@@ -234,10 +234,11 @@ TEST_CASE("unknown spec, bad regex, unknown algorithm, not-implemented key, bad 
                  "CLEConfig") == 0);
   msg = config_error_of(R"({"algo_config": [{"name": "gptq", "bits": "8"}]})");
   CHECK(msg.find("quark.config.type: algo_config[0].bits: expected an integer") == 0);
-  CHECK_THROWS_WITH_AS(config_from_json(R"({"extra_options": {"SimplifyModel": true}})"),
-                       doctest::Contains("quark.config.not_implemented: "
-                                         "extra_options.SimplifyModel = true is not implemented"),
-                       quark::not_implemented);
+  CHECK_THROWS_WITH_AS(
+      config_from_json(R"({"extra_options": {"ConvertSoftmaxToDPUVersion": true}})"),
+      doctest::Contains("quark.config.not_implemented: "
+                        "extra_options.ConvertSoftmaxToDPUVersion = true is not implemented"),
+      quark::not_implemented);
   msg = config_error_of(R"({"global_config": )");
   CHECK(msg.find("quark.config.json: malformed JSON") == 0);
   msg = config_error_of("[1, 2]");

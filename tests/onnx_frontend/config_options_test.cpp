@@ -173,6 +173,8 @@ TEST_CASE("categories 2-6, 9, 10 and 11 are implemented, of 1, 7 and 8 only the 
                                                    "ConvertOpsetVersion",
                                                    "ConvertFP16ToFP32",
                                                    "ConvertNCHWToNHWC",
+                                                   "SimplifyModel",
+                                                   "SimplifyModelOptions",
                                                    "RemoveInputInit",
                                                    "CopySharedInit",
                                                    "CopyBiasInit",
@@ -231,7 +233,7 @@ TEST_CASE("categories 2-6, 9, 10 and 11 are implemented, of 1, 7 and 8 only the 
       in_scope_todo.insert(info.name);
     }
   }
-  CHECK(in_scope_todo == std::set<std::string_view>{"UserCustomOpLibPath", "UsePowerOf2Scale"});
+  CHECK(in_scope_todo == std::set<std::string_view>{"UserCustomOpLibPath"});
 }
 
 TEST_CASE("documented defaults (seed 000)") {
@@ -370,15 +372,18 @@ TEST_CASE("value ranges and enumerated strings") {
 TEST_CASE("not-implemented keys: the inert value is accepted, anything else is an error") {
   option_map o;
   o.set("ConvertSoftmaxToDPUVersion", false);
-  o.set("SimplifyModel", false);
+  o.set("PreprocessYAML", nullptr);
   o.set("OptimizeModel", false);
   CHECK(o.size() == 3);
-  const auto msg = error_of<quark::not_implemented>([&] { o.set("SimplifyModel", true); });
-  CHECK(msg.find("quark.config.not_implemented: SimplifyModel = true is not implemented yet") == 0);
-  CHECK(msg.find("Preprocessing") != std::string::npos);
+  const auto msg =
+      error_of<quark::not_implemented>([&] { o.set("ConvertSoftmaxToDPUVersion", true); });
+  CHECK(msg.find("quark.config.not_implemented: ConvertSoftmaxToDPUVersion = true is not "
+                 "implemented yet") == 0);
+  CHECK(msg.find("the only accepted value is false") != std::string::npos);
+  const auto yaml = error_of<quark::not_implemented>([&] { o.set("PreprocessYAML", "x.yaml"); });
+  CHECK(yaml.find("Preprocessing") != std::string::npos);
   CHECK_THROWS_AS(o.set("PreprocessYAML", "xint8"), quark::not_implemented);
-  o.set("UsePowerOf2Scale", true);  // the default, accepted
-  CHECK_THROWS_AS(o.set("UsePowerOf2Scale", false), quark::not_implemented);
+  o.set("UsePowerOf2Scale", false);  // implemented (quantizer_pof2_option_ort_test.cpp)
   CHECK_THROWS_AS(o.set("ConvertSoftmaxToDPUVersion", true), quark::not_implemented);
   CHECK_THROWS_AS(o.set("ConvertInstanceNormToDPUVersion", true), quark::not_implemented);
   CHECK_THROWS_AS(o.set("ExecutionProviders", option_value::array({"CUDAExecutionProvider"})),

@@ -159,10 +159,9 @@ const std::set<std::string>& owned_elsewhere() {
   return s;
 }
 
-/// In-scope keys not implemented yet (docs/config.md §7.1 "Pending"). UsePowerOf2Scale = false
-/// (float scales from the power-of-two methods; a quark-spec key, not seed 000's) is refused.
+/// In-scope keys not implemented yet (docs/config.md §7.1 "Pending"): none at present.
 const std::set<std::string>& pending() {
-  static const std::set<std::string> s = {"UsePowerOf2Scale"};
+  static const std::set<std::string> s = {};
   return s;
 }
 

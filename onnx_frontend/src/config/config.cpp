@@ -372,6 +372,11 @@ void qconfig::validate() const {
     }
     if (explicit_flag(o, "Int16Scale", true))
       conflict(flow + " does not allow Int16Scale");
+    if (explicit_flag(o, "UsePowerOf2Scale", false)) {
+      conflict(flow +
+               " uses power-of-two scales (its NPU rules work on power-of-two positions); "
+               "UsePowerOf2Scale = false is not allowed");
+    }
     if (!eff.get<std::map<std::string, std::int64_t>>("QDQOpTypePerChannelSupportToAxis").empty()) {
       conflict(flow +
                " does not support per-channel quantization; "

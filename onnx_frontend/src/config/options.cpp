@@ -140,11 +140,14 @@ std::vector<option_info> build_registry() {
                     "Quantize biases to int16 (through int32, then saturated; needs opset 21)."));
   r.push_back(fixed("RemoveInputInit", cat::preprocessing, B, nonnull, true, "True",
                     "Remove initializers from the graph inputs, so they are constants."));
-  r.push_back(todo("SimplifyModel", cat::preprocessing, B, nonnull, true, "True", false,
-                   "Simplify the model with onnxslim."));
-  r.push_back(todo("SimplifyModelOptions", cat::preprocessing, ty::object, nul,
-                   option_value::object(), "{}", option_value::object(),
-                   "Options for the onnxslim simplification."));
+  r.push_back(fixed("SimplifyModel", cat::preprocessing, B, nonnull, true, "True",
+                    "Simplify the model before quantization (quark-cpp's exact rewrites in place "
+                    "of onnxslim: Shape and constant folding, no-op removal, Transpose / Reshape "
+                    "chains, Pad into Conv, common subexpressions, dead nodes)."));
+  r.push_back(fixed("SimplifyModelOptions", cat::preprocessing, ty::object, nul,
+                    option_value::object(), "{}",
+                    "onnxslim's options that apply: skip_fusion_patterns, no_constant_folding, "
+                    "no_shape_infer, skip_optimizations, verbose, model_check (false)."));
   r.push_back(fixed("EnableSubgraph", cat::target_selection, B, nonnull, false, "False",
                     "Quantize the nodes of If / Loop / Scan bodies too (dynamic quantization "
                     "only, as in Quark)."));
@@ -385,9 +388,10 @@ std::vector<option_info> build_registry() {
   r.push_back(context("WeightSymmetric", cat::scale_and_type, B, nonnull,
                       "= global_config.weight.symmetric",
                       "Symmetric weights (must agree with the weight spec)."));
-  r.push_back(todo("UsePowerOf2Scale", cat::scale_and_type, B, nonnull, true, "True", true,
-                   "Power-of-two calibration methods produce power-of-two scales (false, float "
-                   "scales from them, is not implemented)."));
+  r.push_back(fixed("UsePowerOf2Scale", cat::scale_and_type, B, nonnull, true, "True",
+                    "Power-of-two calibration methods (a PowerOf2 scale type) give power-of-two "
+                    "scales; false: float scales from the ranges they calibrate (a MinMSE "
+                    "weight search still tries powers of two, as Quark's)."));
   r.push_back(fixed("NumQuantizedBins", cat::calibration, I, nonnull, 128, "128",
                     "Entropy: number of quantized bins."));
   r.push_back(fixed("TensorsRangeFile", cat::calibration, S, nul, nullptr, "None",

@@ -423,21 +423,26 @@ bool clip_redundant(const q_params& p, float lo, std::optional<float> hi) {
 }  // namespace
 
 /// Static shapes from ONNX shape inference on a copy of the model: name -> dims (-1 unknown).
-std::map<std::string, std::vector<std::int64_t>> inferred_shapes(const model& m) {
+inferred_values infer_values(const model& m) {
   ::onnx::ModelProto p = proto(m);
   try {
     ::onnx::shape_inference::InferShapes(p);
   } catch (const std::exception&) {
-    // Partial results are still in value_info; nodes whose shape stays unknown are skipped.
+    // Partial results are still in value_info; what stays unknown is left out.
   }
-  std::map<std::string, std::vector<std::int64_t>> out;
+  inferred_values out;
   auto add = [&](const ::onnx::ValueInfoProto& v) {
-    if (!v.type().has_tensor_type() || !v.type().tensor_type().has_shape())
+    if (!v.type().has_tensor_type())
+      return;
+    const auto& tt = v.type().tensor_type();
+    if (tt.elem_type() != 0)
+      out.elem[v.name()] = tt.elem_type();
+    if (!tt.has_shape())
       return;
     std::vector<std::int64_t> d;
-    for (const auto& dim : v.type().tensor_type().shape().dim())
+    for (const auto& dim : tt.shape().dim())
       d.push_back(dim.has_dim_value() ? dim.dim_value() : -1);
-    out[v.name()] = std::move(d);
+    out.shape[v.name()] = std::move(d);
   };
   for (const auto& v : p.graph().input())
     add(v);
@@ -445,9 +450,15 @@ std::map<std::string, std::vector<std::int64_t>> inferred_shapes(const model& m)
     add(v);
   for (const auto& v : p.graph().output())
     add(v);
-  for (const auto& t : p.graph().initializer())
-    out[t.name()] = std::vector<std::int64_t>(t.dims().begin(), t.dims().end());
+  for (const auto& t : p.graph().initializer()) {
+    out.shape[t.name()] = std::vector<std::int64_t>(t.dims().begin(), t.dims().end());
+    out.elem[t.name()] = t.data_type();
+  }
   return out;
+}
+
+std::map<std::string, std::vector<std::int64_t>> inferred_shapes(const model& m) {
+  return infer_values(m).shape;
 }
 
 std::string converted_op_type(const std::string& op_type, const graph_pass_options& o) {

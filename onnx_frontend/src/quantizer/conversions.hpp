@@ -41,8 +41,15 @@ namespace quark::onnx::qz {
 
 struct graph_pass_options;
 
-/// Static shapes from ONNX shape inference on a copy of `m`: value name -> dims (-1 unknown);
-/// graph inputs, outputs, value_info and initializers.
+/// What ONNX shape inference on a copy of `m` knows of its values (graph inputs, outputs,
+/// value_info and initializers): dims (-1 unknown) and element types (TensorProto codes).
+struct inferred_values {
+  std::map<std::string, std::vector<std::int64_t>> shape;
+  std::map<std::string, int> elem;
+};
+inferred_values infer_values(const model& m);
+
+/// infer_values(m).shape.
 std::map<std::string, std::vector<std::int64_t>> inferred_shapes(const model& m);
 
 /// The op type node `op_type` takes under the conversions `o` enables ("" if none applies).

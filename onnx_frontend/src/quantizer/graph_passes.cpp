@@ -429,6 +429,10 @@ int fold_constants(model& m, std::set<std::string>& retired) {
 
 }  // namespace
 
+int fold_constant_nodes(model& m, std::set<std::string>& retired) {
+  return fold_constants(m, retired);
+}
+
 std::vector<std::string> optimize_graph(model& m, const graph_pass_options& o) {
   std::map<std::string, int> counts;
   std::set<std::string> retired;

@@ -28,6 +28,8 @@
 
 #include <quark/onnx/model.hpp>
 
+#include "quantizer/simplify.hpp"
+
 namespace quark::onnx {
 struct qconfig;
 }  // namespace quark::onnx
@@ -41,6 +43,9 @@ struct graph_pass_options {
   bool fp16_to_fp32 = false;          ///< ConvertFP16ToFP32
   bool nchw_to_nhwc = false;          ///< ConvertNCHWToNHWC
   bool remove_input_init = true;      ///< RemoveInputInit
+  /// SimplifyModel (default true; off with SkipPreprocess or UseMatMulNBits, as in Quark) with
+  /// SimplifyModelOptions; after RemoveInputInit (simplify.hpp).
+  std::optional<simplify_options> simplify;
   /// CopySharedInit (empty: every op type); CopyBiasInit (only when activations and weights are
   /// 8- or 16-bit integers, else nullopt).
   std::optional<std::vector<std::string>> copy_shared, copy_bias;
@@ -72,6 +77,12 @@ struct graph_pass_options {
 /// SplitLargeKernelPool, FoldRelu, RemoveQDQConv*, RemoveQDQMulAdd, RemoveQDQInstanceNorm,
 /// RemoveQDQBetweenOps, RemoveFusedQDQ with their documented defaults).
 graph_pass_options read_pass_options(const qconfig& cfg);
+
+/// Constant folding (OptimizeModel's first step, SimplifyModel's too): every node whose inputs
+/// are all initializers is run once in quark-cpp's runtime and replaced by initializers holding
+/// its outputs (nodes the runtime cannot run stay). The folded nodes' inputs go into `retired`.
+/// Returns how many nodes were folded.
+int fold_constant_nodes(model& m, std::set<std::string>& retired);
 
 /// Applies the pre-calibration rewrites to `m` (constants already initializers). Returns one
 /// note per kind of rewrite done ("folded 3 BatchNormalization", ...).

@@ -55,6 +55,10 @@ void read_preprocess_options(const qconfig& cfg, const option_map& eff, graph_pa
                            " asks for one; drop one of the two");
   }
   o.remove_input_init = get_bool("RemoveInputInit", true);
+  if (get_bool("SimplifyModel", true) && !o.skip && !get_bool("UseMatMulNBits", false)) {
+    const option_value* v = eff.find("SimplifyModelOptions");
+    o.simplify = read_simplify_options(v != nullptr ? *v : option_value());
+  }
   o.copy_shared = op_type_list(eff, "CopySharedInit");
   const layer_config& g = cfg.global_config;
   if (int8_or_int16(g.input_tensors) && int8_or_int16(g.weight))

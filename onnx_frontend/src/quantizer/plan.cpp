@@ -283,14 +283,16 @@ bool graph_pass_key(const std::string& key) {
       // preprocess.cpp
       "SkipPreprocess", "ConvertOpsetVersion", "ConvertFP16ToFP32", "ConvertNCHWToNHWC",
       "RemoveInputInit", "CopySharedInit", "CopyBiasInit", "FuseInstanceNorm", "FuseL2Norm",
-      "FuseGelu", "FuseLayerNorm"};
+      "FuseGelu", "FuseLayerNorm",
+      // simplify.cpp
+      "SimplifyModel", "SimplifyModelOptions"};
   return s.contains(key);
 }
 
 /// Keys whose value only matters for graph rewrites quark-cpp does not perform yet; the presets
 /// set them, so they are accepted at the values the presets use (the summary lists them).
 bool accepted_preset_value(const std::string& key, const option_value& v) {
-  static const std::set<std::string> bool_keys = {"SimplifyModel", "ConvertSigmoidToHardSigmoid"};
+  static const std::set<std::string> bool_keys = {"ConvertSigmoidToHardSigmoid"};
   if (bool_keys.contains(key) && v.is_bool())
     return true;
   // QuantizeFP16 / UseFP32Scale: quantize_model takes float16 models (and QuantizeFP16 = true)
@@ -402,6 +404,7 @@ node_rules read_options(const qconfig& cfg, const option_map& eff, settings& o) 
   o.quantize_bias = get_bool("QuantizeBias", true);
   o.int32_bias = get_bool("Int32Bias", true);
   o.int16_bias = get_bool("Int16Bias", false);
+  o.use_pof2_scale = get_bool("UsePowerOf2Scale", true);
   if (o.int16_bias)
     o.int32_bias = true;  // quark-spec §6.4: Int16Bias goes through the int32 bias path
   r.int16_scale = get_bool("Int16Scale", false);
@@ -608,6 +611,25 @@ void choose_node(const qconfig& cfg, const settings& o, const node_rules& r, con
   }
   if (r.weight_minmse && c.weight && !c.weight->pof2)
     c.weight->weight_minmse = *r.weight_minmse;
+  if (!o.use_pof2_scale) {
+    // UsePowerOf2Scale = false (quark-spec §3.1 step 10): compute_scale_zp returns the float
+    // scale of the range a PowerOfTwoMethod calibrated. NonOverflow's range is the min / max;
+    // MinMSE's is the searched (qmin - zp) * 2^-pos .. (qmax - zp) * 2^-pos, whose float scale
+    // on the symmetric int8 / int16 grid is that power of two again (on other grids it is
+    // not). A weight's MinMSE search (quantize_data, §4.8) tries powers of two whatever the
+    // option says, so MinMSE weights and biases keep it; an initializer activation searched
+    // the same way keeps its power of two in static_quantizer::params_of.
+    for (auto* t : {&c.input, &c.output, &c.weight, &c.bias}) {
+      if (!*t || !(*t)->pof2)
+        continue;
+      const bool activation = t == &c.input || t == &c.output;
+      if ((*t)->method == act_method::pof2_minmax ||
+          ((*t)->method == act_method::pof2_minmse && activation)) {
+        (*t)->pof2 = false;
+        (*t)->pof2_method_float_scale = true;
+      }
+    }
+  }
   c.quantize = c.input || c.output || c.weight;
   if (!c.quantize)
     c.reason = "no spec";

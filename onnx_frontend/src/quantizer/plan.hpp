@@ -60,7 +60,10 @@ struct block_op {
 struct tspec {
   dtype_id type = dtype_id::int8;
   bool symmetric = true;
-  bool pof2 = false;         ///< power-of-two scale
+  bool pof2 = false;  ///< power-of-two scale
+  /// UsePowerOf2Scale = false cleared `pof2`: the power-of-two method still calibrates (and a
+  /// constant is still searched over powers of two), the range gives a float scale.
+  bool pof2_method_float_scale = false;
   bool int16_scale = false;  ///< M * 2^-N scale (ScaleType.Int16 / Int16Scale, quark-spec §2.3)
   bool fp_scaled = false;    ///< ActivationScaled / WeightScaled for BFloat16 / Float16 (§1.5)
   act_method method = act_method::minmax;
@@ -109,6 +112,9 @@ struct settings {
   bool quantize_bias = true;
   bool int32_bias = true;
   bool int16_bias = false;  ///< Int16Bias: int32 bias saturated to int16 (quark-spec §6.4)
+  /// UsePowerOf2Scale (quark-spec §3.1 step 10): false turns the power-of-two methods' scales
+  /// into float scales of the ranges they calibrate (choose_node clears tspec::pof2).
+  bool use_pof2_scale = true;
   bool quantize_all_op_types = false;
   bool use_random_data = false;
   bool print_summary = true;

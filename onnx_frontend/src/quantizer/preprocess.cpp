@@ -728,6 +728,10 @@ std::vector<std::string> preprocess_model(model& m, const graph_pass_options& o)
     if (const std::size_t k = remove_input_initializers(m); k > 0)
       notes.push_back("RemoveInputInit: " + std::to_string(k) + " graph input(s) removed");
   }
+  if (o.simplify) {
+    for (auto& note : simplify_model(m, *o.simplify))
+      notes.push_back(std::move(note));
+  }
   if (o.copy_shared) {
     if (const std::size_t k = copy_shared_initializers(m, *o.copy_shared, false); k > 0)
       notes.push_back("CopySharedInit: " + std::to_string(k) + " initializer copies");

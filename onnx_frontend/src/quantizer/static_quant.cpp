@@ -1384,7 +1384,11 @@ void static_quantizer::assign_ranges() {
       // clips a lone value by up to sqrt(2). It starts from the min/max scale and zero point
       // (the same ones params_of computes below, so an asymmetric spec keeps its zero point)
       // and clips as quantize_nparray does (§1.3).
-      if (e.spec.pof2 && e.spec.method == qz::act_method::pof2_minmse && !v.empty()) {
+      // With UsePowerOf2Scale = false (pof2_method_float_scale) the search still runs, as
+      // quantize_data's does, from the same start: the float scale's nearest power of two and
+      // its zero point, which the power-of-two rounding leaves unchanged (quark-spec §3.1).
+      if ((e.spec.pof2 || e.spec.pof2_method_float_scale) &&
+          e.spec.method == qz::act_method::pof2_minmse && !v.empty()) {
         const qp g = qz::qparams_for(e.spec.type, qz::scale_choice{.pof2 = true}, e.spec.symmetric,
                                      e.rmin, e.rmax, true, name, e.reduce);
         e.pof2_position =
@@ -1469,7 +1473,10 @@ const qp& static_quantizer::params_of(const std::string& name) {
                                  e.rmax, e.weight_like, name, e.reduce);
       // The calibrator searched the power-of-two scale itself (unless an override replaced
       // the range).
-      if (e.spec.pof2 && e.pof2_position && !e.over_min && !e.over_max)
+      // (UsePowerOf2Scale = false: a calibrated tensor's float scale comes from the searched
+      // range above; an initializer searched like a weight keeps the power of two, §4.8.)
+      if ((e.spec.pof2 || (e.spec.pof2_method_float_scale && e.from_initializer)) &&
+          e.pof2_position && !e.over_min && !e.over_max)
         e.params.scale = std::ldexp(1.0f, -*e.pof2_position);
     }
   }

@@ -273,3 +273,31 @@ TEST_CASE("SimplifyModelOptions: unknown keys and names are errors naming them")
   t = attempt(w);
   CHECK(t.find("expected a boolean") != std::string::npos);
 }
+
+TEST_CASE("TensorQuantOverrides naming a tensor SimplifyModel merged away says so") {
+  // "bb" is the second Relu's output: subexpression elimination merges it into "a".
+  qo::option_value ov = qo::option_value::object();
+  qo::option_value entry = qo::option_value::object();
+  entry.set("symmetric", false);
+  ov.set("bb", qo::option_value::array({entry}));
+  qo::qconfig cfg = config();
+  cfg.extra_options.set("OpTypesToQuantize", qo::option_value::array({"Conv", "Relu"}));
+  cfg.extra_options.set("TensorQuantOverrides", ov);
+  const fs::path dir = work_dir();
+  save_proto(model(), dir / "ov.onnx");
+  const auto calib = samples();
+  qo::memory_reader reader(calib);
+  const std::string text = error_text(
+      [&] { (void)qo::quantize_model(dir / "ov.onnx", dir / "ov_q.onnx", cfg, reader); });
+  CHECK(text.find("TensorQuantOverrides.bb: no tensor of that name") != std::string::npos);
+  CHECK(text.find("SimplifyModel") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir / "ov_q.onnx"));
+  // Without SimplifyModel the tensor is there and the override applies.
+  cfg.extra_options.set("SimplifyModel", false);
+  qo::memory_reader again(calib);
+  const auto r = qo::quantize_model(dir / "ov.onnx", dir / "ov_q.onnx", cfg, again);
+  const auto it = std::find_if(r.tensors.begin(), r.tensors.end(),
+                               [](const qo::tensor_report& t) { return t.name == "bb"; });
+  REQUIRE(it != r.tensors.end());
+  CHECK(it->type == "int8");
+}

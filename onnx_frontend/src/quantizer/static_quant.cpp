@@ -375,8 +375,11 @@ void check_override_names(const model& m, const std::vector<node_info>& nodes,
     names.insert(v.name);
   for (const auto& entry : o) {
     if (!names.contains(entry.first)) {
-      throw config_error("quark.config.value", "TensorQuantOverrides." + entry.first +
-                                                   ": no tensor of that name in the model");
+      throw config_error("quark.config.value",
+                         "TensorQuantOverrides." + entry.first +
+                             ": no tensor of that name in the model (as prepared for "
+                             "quantization: OptimizeModel and SimplifyModel fold, merge and "
+                             "remove tensors; set them to false to keep it)");
     }
   }
 }

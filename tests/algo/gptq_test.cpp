@@ -644,6 +644,54 @@ TEST_CASE("gptq: dead features and a last short group") {
     CHECK(z.dequantized[i] == 0.0f);
 }
 
+TEST_CASE("gptq_static_groups: each group's grid from its own rows, kept under act_order") {
+  // K = 4, N = 2, groups of 2 rows, 8 bits symmetric (zero point 128, scale 2 max|w| / 255).
+  const std::vector<float> w = {0.5f, -0.25f, -1.0f, 0.125f, 2.0f, 0.5f, 0.25f, -1.5f};
+  quark::gptq_computed_params grid;
+  const quark::gptq_static_grid t = quark::gptq_static_groups(w, 4, 2, grid, 2);
+  CHECK(t.scales == std::vector<float>{2.0f / 255.0f, 4.0f / 255.0f});
+  CHECK(t.zeros == std::vector<std::int32_t>{128, 128});
+  CHECK(t.qmin == 0);
+  CHECK(t.qmax == 255);
+  // Per column. Quark's rule mirrors the range only where the minimum is negative: a column
+  // whose values are all >= 0 keeps [0, max] (rows 2-3 of column 0: 2 / 255, not 4 / 255).
+  grid.per_channel = true;
+  const quark::gptq_static_grid c = quark::gptq_static_groups(w, 4, 2, grid, 2);
+  CHECK(c.scales == std::vector<float>{2.0f / 255.0f, 0.5f / 255.0f, 2.0f / 255.0f, 3.0f / 255.0f});
+  // group_size 3: rows 0-2 (column 0 [-1, 2] -> +-2, column 1 [-0.25, 0.5] -> +-0.5) and the
+  // short group of row 3 (0.25 alone: [0, 0.25]; -1.5: +-1.5); -1: one group.
+  CHECK(quark::gptq_static_groups(w, 4, 2, grid, 3).scales ==
+        std::vector<float>{4.0f / 255.0f, 1.0f / 255.0f, 0.25f / 255.0f, 3.0f / 255.0f});
+  CHECK(quark::gptq_static_groups(w, 4, 2, grid, -1).scales ==
+        std::vector<float>{4.0f / 255.0f, 3.0f / 255.0f});
+
+  // act_order with diag(H) rising along K: features run 3, 2, 1, 0. Computed groups follow that
+  // order (features 3 and 2 share the first grid row); static groups keep k / 2.
+  const std::vector<double> hd = {1.0, 0.0, 0.0, 0.0, 0.0, 2.0, 0.0, 0.0,
+                                  0.0, 0.0, 3.0, 0.0, 0.0, 0.0, 0.0, 4.0};
+  quark::gptq_options opt;
+  opt.group_size = 2;
+  opt.act_order = true;
+  const quark::gptq_result computed = quark::gptq_quantize(w, 4, 2, hd, grid, opt);
+  CHECK(computed.order == std::vector<std::size_t>{3, 2, 1, 0});
+  CHECK(computed.group_index == std::vector<std::int32_t>{1, 1, 0, 0});
+  const quark::gptq_result kept = quark::gptq_quantize(w, 4, 2, hd, c.params(), opt);
+  CHECK(kept.group_index == std::vector<std::int32_t>{0, 0, 1, 1});
+  CHECK(kept.scales == c.scales);
+  // A diagonal Hessian: nothing to compensate, so the codes are round-to-nearest on the grid.
+  for (std::size_t i = 0; i < 4; ++i) {
+    for (std::size_t j = 0; j < 2; ++j) {
+      const float s = c.scales[(i / 2) * 2 + j];
+      CHECK(kept.codes[i * 2 + j] == quark::gptq_code(w[i * 2 + j], s, 128, 0, 255));
+      CHECK(kept.dequantized[i * 2 + j] == s * static_cast<float>(kept.codes[i * 2 + j] - 128));
+    }
+  }
+  CHECK(quark::test::error_id([&] { (void)quark::gptq_static_groups(w, 4, 2, grid, 0); }) ==
+        "quark.gptq.bad_group_size");
+  CHECK(quark::test::error_id([&] { (void)quark::gptq_static_groups(w, 3, 2, grid, 2); }) ==
+        "quark.gptq.bad_shape");
+}
+
 TEST_CASE("gptq: errors") {
   const std::vector<float> w = {0.1f, 0.2f, 0.3f, 0.4f};
   const std::vector<double> h = identity(2);

@@ -353,9 +353,6 @@ TEST_CASE("gptq: bad parameters, combinations and data: named errors, no file le
   CHECK(run(with_gptq(params(1, false)), reader) == "quark.config.value");
   CHECK(run(with_gptq(params(17, false)), reader) == "quark.config.value");
   CHECK(run(with_gptq(params(4, false, 0)), reader) == "quark.config.value");
-  qo::option_value ao = params(4, false, 8);
-  ao.set("act_order", true);
-  CHECK(run(with_gptq(ao), reader) == "quark.config.not_implemented");
   qo::option_value damp = params(4, false);
   damp.set("perc_damp", -1.0);
   CHECK(run(with_gptq(damp), reader) == "quark.config.value");
@@ -366,4 +363,42 @@ TEST_CASE("gptq: bad parameters, combinations and data: named errors, no file le
   // Calibration reads the data first and names the empty reader.
   CHECK(run(with_gptq(params(4, false)), empty) == "quark.calib_data.empty");
   CHECK_FALSE(fs::exists(out));
+}
+
+TEST_CASE("gptq: act_order with groups keeps each group's rows together (static groups)") {
+  if (!ort_available()) {
+    MESSAGE("skipped: " << ort_unavailable_reason());
+    return;
+  }
+  qo::option_value ao = params(4, true, 8);
+  ao.set("act_order", true);
+  const result r = quantize(with_gptq(ao), "gptq_act_g8");
+  const ::onnx::NodeProto& dq = weight_dq(r.model, "mm1");
+  CHECK(attr_or(dq, "axis", -100) == 0);
+  CHECK(attr_or(dq, "block_size", 0) == 8);
+  const auto* scale = find_init(r.model, dq.input(1));
+  REQUIRE(scale->dims_size() == 2);
+  CHECK(scale->dims(0) == 2);
+  CHECK(scale->dims(1) == h);
+  // Each group's grid from the float weight's own 8 rows, per column, by Quark's symmetric rule
+  // (range [min(w, 0), max(w, 0)], mirrored where the minimum is negative; scale range / 15, zero
+  // point 8), whatever order GPTQ processed the features in.
+  const std::vector<float> s = floats_of(*scale);
+  const std::vector<std::int32_t> z = ints_of(*find_init(r.model, dq.input(2)));
+  const std::vector<float> w = float_weight("W1");
+  for (std::size_t gi = 0; gi < 2; ++gi) {
+    for (std::size_t c = 0; c < static_cast<std::size_t>(h); ++c) {
+      float lo = 0.0f, hi = 0.0f;
+      for (std::size_t j = gi * 8; j < gi * 8 + 8; ++j) {
+        lo = std::min(lo, w[j * static_cast<std::size_t>(h) + c]);
+        hi = std::max(hi, w[j * static_cast<std::size_t>(h) + c]);
+      }
+      const float top = std::max(-lo, hi);
+      CHECK(s[gi * h + c] == (top - (lo < 0.0f ? -top : 0.0f)) / 15.0f);
+      CHECK(z[gi * h + c] == 8);
+    }
+  }
+  const std::string& note = r.report.notes.back();
+  CHECK(note.find("act_order") != std::string::npos);
+  CHECK(ort_error(r.model, r.path) < 0.5);
 }

@@ -46,6 +46,9 @@
 // the caller's layout: their group of feature k is k / group_size in any order.
 // group_size need not divide K: the last group is shorter.
 //
+// gptq_static_groups computes every group's grid up front from the original weights instead
+// (AutoGPTQ's static_groups), for act_order with contiguous groups.
+//
 // Differences from the reference GPTQ code (none with Quark's settings: group -1 or a group size
 // that is a multiple of block_size): the grid of a group is computed after every earlier row's
 // correction, even where a group starts inside a lazy block (the reference reads the weights
@@ -572,6 +575,53 @@ inline void gptq_find_params(std::span<const float> w, std::size_t rows, std::si
   }
   detail::gptq::params_scratch sc;
   detail::gptq::find_params(w.data(), n, rows, n, p, scales.data(), zeros.data(), sc);
+}
+
+/// A grid computed up front (gptq_static_groups), owned; params() views it for gptq_quantize.
+struct gptq_static_grid {
+  std::vector<float> scales;        ///< groups x channels
+  std::vector<std::int32_t> zeros;  ///< groups x channels
+  std::int32_t qmin = 0;
+  std::int32_t qmax = 0;
+  [[nodiscard]] gptq_fixed_params params() const noexcept {
+    return {.scales = scales, .zeros = zeros, .qmin = qmin, .qmax = qmax};
+  }
+};
+
+/// Static groups (AutoGPTQ's static_groups): Quark's grid (gptq_find_params) of every group of
+/// group_size consecutive features of w (K x N row-major; -1: one group; the last group may be
+/// shorter), from the weights as given, before GPTQ changes any. Passed to gptq_quantize as a
+/// fixed grid, feature k keeps group k / group_size's row in any processing order: with
+/// act_order the groups stay contiguous rows of W, which a blocked DequantizeLinear can store
+/// (computed groups follow the processing order instead). Throws "quark.gptq.bad_shape",
+/// "bad_group_size", "bad_bits", "bad_weight".
+inline gptq_static_grid gptq_static_groups(std::span<const float> w, std::size_t k, std::size_t n,
+                                           const gptq_computed_params& p,
+                                           std::ptrdiff_t group_size) {
+  detail::gptq::check_bits(p.bits);
+  if (group_size == 0 || group_size < -1) {
+    detail::gptq::fail("quark.gptq.bad_group_size",
+                       "group_size " + std::to_string(group_size) + " (want -1 or >= 1)");
+  }
+  if (k == 0 || n == 0 || w.size() != k * n) {
+    detail::gptq::fail("quark.gptq.bad_shape", std::to_string(w.size()) + " weights for " +
+                                                   std::to_string(k) + " x " + std::to_string(n));
+  }
+  const std::size_t gs = group_size < 0 ? k : std::min(k, static_cast<std::size_t>(group_size));
+  const std::size_t groups = (k + gs - 1) / gs;
+  const std::size_t c = p.per_channel ? n : 1;
+  gptq_static_grid g;
+  g.scales.resize(groups * c);
+  g.zeros.resize(groups * c);
+  g.qmax = static_cast<std::int32_t>((std::int64_t{1} << p.bits) - 1);
+  for (std::size_t gi = 0; gi < groups; ++gi) {
+    const std::size_t r0 = gi * gs;
+    const std::size_t rows = std::min(gs, k - r0);
+    gptq_find_params(w.subspan(r0 * n, rows * n), rows, n, p,
+                     std::span<float>(g.scales).subspan(gi * c, c),
+                     std::span<std::int32_t>(g.zeros).subspan(gi * c, c));
+  }
+  return g;
 }
 
 /// Quark's running Hessian of one layer input with K features, in double (the file comment has

@@ -276,7 +276,15 @@ gptq_stats gptq_weights(model& qm, const model& float_model, calibration_data_re
     const tensor w = float_model.initializer(t.w);
     gptq_result r;
     try {
-      r = gptq_quantize(w.data<float>(), t.k, t.n, h, grid, so);
+      if (o.act_order && o.group_size > 0) {
+        // Static groups: each group's grid from the float weight's own rows, so the groups
+        // stay contiguous rows (a blocked DequantizeLinear) in act_order's processing order.
+        const gptq_static_grid sg =
+            gptq_static_groups(w.data<float>(), t.k, t.n, grid, o.group_size);
+        r = gptq_quantize(w.data<float>(), t.k, t.n, h, sg.params(), so);
+      } else {
+        r = gptq_quantize(w.data<float>(), t.k, t.n, h, grid, so);
+      }
     } catch (const quark::error& e) {
       throw frontend_error("quark.quantize.gptq", "gptq: MatMul '" + t.name + "': " + e.what());
     }

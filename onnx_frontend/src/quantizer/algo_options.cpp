@@ -342,11 +342,6 @@ gptq_config read_gptq(const algo_entry& e) {
   c.per_channel = p("per_channel").as_bool();
   c.mse = p("mse").as_bool();
   c.symmetric = p("weight_symmetric").as_bool();
-  if (c.act_order && c.group_size > 0) {
-    unsupported(where("act_order"),
-                "with group_size, the features sharing a scale are not contiguous rows, which a "
-                "DequantizeLinear cannot store (use group_size -1, or act_order false)");
-  }
   return c;
 }
 

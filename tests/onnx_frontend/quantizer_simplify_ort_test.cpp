@@ -221,15 +221,18 @@ TEST_CASE("SimplifyModel keeps graph output names and honours SimplifyModelOptio
     CHECK(ops.count("Transpose") == 0);
     CHECK(ops.count("Identity") == 0);
   }
-  SUBCASE("no_constant_folding: the Shape is not folded (it dies with the merged Reshape)") {
+  SUBCASE("no_constant_folding keeps the Shape and the Reshape reading it") {
     qo::qconfig cfg = config();
     qo::option_value o = qo::option_value::object();
     o.set("no_constant_folding", true);
     cfg.extra_options.set("SimplifyModelOptions", o);
     const auto q = quantize(model(), cfg, "no_folding");
     CHECK_FALSE(has_note(q.report, "Shape / Size folded"));
-    CHECK(has_note(q.report, "SimplifyModel: dead nodes removed: 2"));  // Sigmoid and Shape
-    CHECK(float_ops(q.model).count("Shape") == 0);
+    // The Reshape to an unknown shape is not known to be valid, so no Reshape is merged.
+    const auto ops = float_ops(q.model);
+    CHECK(ops.at("Shape") == 1);
+    CHECK(ops.at("Reshape") == 3);
+    CHECK(has_note(q.report, "SimplifyModel: dead nodes removed: 1"));
   }
   SUBCASE("SkipPreprocess leaves the model as it is (as in Quark)") {
     qo::qconfig cfg = config();
@@ -300,4 +303,43 @@ TEST_CASE("TensorQuantOverrides naming a tensor SimplifyModel merged away says s
                                [](const qo::tensor_report& t) { return t.name == "bb"; });
   REQUIRE(it != r.tensors.end());
   CHECK(it->type == "int8");
+}
+
+TEST_CASE("SimplifyModel does not repair malformed nodes: the error names them as before") {
+  // Two rank-2 permutations of a rank-4 value cancel on paper; a Reshape to 100 of 72 values
+  // followed by a valid Reshape merges on paper. Both models are invalid and stay refused.
+  const fs::path dir = work_dir();
+  auto refused = [&](const ::onnx::ModelProto& m, const std::string& tag) {
+    save_proto(m, dir / (tag + ".onnx"));
+    const auto calib = samples();
+    qo::memory_reader reader(calib);
+    const fs::path out = dir / (tag + "_q.onnx");
+    const std::string text =
+        error_text([&] { (void)qo::quantize_model(dir / (tag + ".onnx"), out, config(), reader); });
+    CHECK_FALSE(fs::exists(out));
+    return text;
+  };
+  {
+    model_builder b(13);
+    b.input("x", onnx_type::float32, {1, 2, 6, 6});
+    b.node("Transpose", {"x"}, {"t1"}, {attr_ints("perm", {1, 0})});
+    b.node("Transpose", {"t1"}, {"t2"}, {attr_ints("perm", {1, 0})});
+    b.node("Relu", {"t2"}, {"y"});
+    b.output("y", onnx_type::float32, {1, 2, 6, 6});
+    const std::string text = refused(b.build(), "bad_perm");
+    CAPTURE(text);
+    CHECK(text.find("Transpose") != std::string::npos);
+  }
+  {
+    model_builder b(13);
+    b.input("x", onnx_type::float32, {1, 2, 6, 6});
+    b.initializer("bad", onnx_type::int64, {2}, std::vector<std::int64_t>{1, 100});
+    b.initializer("good", onnx_type::int64, {2}, std::vector<std::int64_t>{1, 72});
+    b.node("Reshape", {"x", "bad"}, {"r1"});
+    b.node("Reshape", {"r1", "good"}, {"y"});
+    b.output("y", onnx_type::float32, {1, 72});
+    const std::string text = refused(b.build(), "bad_reshape");
+    CAPTURE(text);
+    CHECK(text.find("Reshape") != std::string::npos);
+  }
 }

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <map>
-#include <numeric>
 #include <optional>
 #include <string>
 
@@ -78,6 +77,11 @@ struct value_facts {
         std::any_of(it->second.begin(), it->second.end(), [](auto d) { return d < 0; }))
       return nullptr;
     return &it->second;
+  }
+  /// The rank of `name`, 0 when unknown (a scalar counts as unknown: nothing here wants one).
+  [[nodiscard]] std::size_t rank(const std::string& name) const {
+    auto it = v.shape.find(name);
+    return it == v.shape.end() ? 0 : it->second.size();
   }
   [[nodiscard]] int elem_type(const std::string& name) const {
     auto it = v.elem.find(name);
@@ -198,8 +202,7 @@ int fold_shapes(model& m, const value_facts& f) {
       m.set_initializer(n.output(0), int64_tensor(dims));
     } else {
       tensor t(dtype_id::int64, shape_t{});
-      t.data<std::int64_t>()[0] =
-          std::accumulate(d->begin(), d->end(), std::int64_t{1}, std::multiplies<>());
+      t.data<std::int64_t>()[0] = static_cast<std::int64_t>(element_count(*d));
       m.set_initializer(n.output(0), std::move(t));
     }
     s.kill(i);
@@ -223,7 +226,11 @@ int remove_identities(model& m) {
     if (n.op_type() == "Dropout") {
       const bool mask_read = n.output_size() > 1 && s.index().uses(n.output(1)) > 0;
       const bool training = n.input_size() > 2 && !n.input(2).empty();
-      identity = !mask_read && !training && attr_i(n, "is_test", old_dropout ? 0 : 1) != 0 &&
+      // A ratio outside [0, 1) makes the node invalid: left for the runtime to name.
+      const float ratio = attr_f(n, "ratio", 0.5f);
+      const bool ratio_input = n.input_size() > 1 && !n.input(1).empty();
+      identity = !mask_read && !training && !ratio_input && ratio >= 0.0f && ratio < 1.0f &&
+                 attr_i(n, "is_test", old_dropout ? 0 : 1) != 0 &&
                  (n.output_size() < 2 || n.output(1).empty() || s.replaceable(n.output(1)));
     }
     if (identity && s.bypass(i, n.input(0), n.output(0)))
@@ -264,9 +271,23 @@ bool is_identity_perm(const std::vector<std::int64_t>& p) {
   return true;
 }
 
+/// Whether `p` is a permutation of 0 .. rank - 1.
+bool is_permutation(const std::vector<std::int64_t>& p, std::size_t rank) {
+  if (p.size() != rank)
+    return false;
+  std::vector<bool> seen(rank, false);
+  for (const auto v : p) {
+    if (v < 0 || v >= static_cast<std::int64_t>(rank) || seen[static_cast<std::size_t>(v)])
+      return false;
+    seen[static_cast<std::size_t>(v)] = true;
+  }
+  return true;
+}
+
 /// EliminationTranspose: an identity permutation goes; Transpose -> Transpose (the first read by
-/// the second alone) becomes one Transpose (or nothing when they cancel).
-int merge_transposes(model& m) {
+/// the second alone) becomes one Transpose (or nothing when they cancel). Only valid permutations
+/// of an input of known rank: a malformed node is left for the runtime to name.
+int merge_transposes(model& m, const value_facts& f) {
   sweep s(m);
   int k = 0;
   for (int i = 0; i < s.graph().node_size(); ++i) {
@@ -274,7 +295,8 @@ int merge_transposes(model& m) {
     if (s.is_dead(i) || !default_domain(n) || n.op_type() != "Transpose" || n.input_size() != 1)
       continue;
     const auto p1 = perm_of(n);
-    if (!p1)
+    const std::size_t rank = f.rank(n.input(0));
+    if (!p1 || rank == 0 || !is_permutation(*p1, rank))
       continue;
     if (is_identity_perm(*p1)) {
       if (s.bypass(i, n.input(0), n.output(0)))
@@ -288,18 +310,12 @@ int merge_transposes(model& m) {
     if (!default_domain(t) || t.op_type() != "Transpose" || t.input(0) != n.output(0))
       continue;
     const auto p2 = perm_of(t);
-    if (!p2 || p2->size() != p1->size())
+    if (!p2 || !is_permutation(*p2, rank))
       continue;
     // y = T2(T1(x)): y's axis j is T1's output axis p2[j], which is x's axis p1[p2[j]].
-    std::vector<std::int64_t> p(p1->size());
-    bool valid = true;
-    for (std::size_t j = 0; j < p.size(); ++j) {
-      const auto a = (*p2)[j];
-      valid = valid && a >= 0 && a < static_cast<std::int64_t>(p.size());
-      p[j] = valid ? (*p1)[static_cast<std::size_t>(a)] : 0;
-    }
-    if (!valid)
-      continue;
+    std::vector<std::int64_t> p(rank);
+    for (std::size_t j = 0; j < rank; ++j)
+      p[j] = (*p1)[static_cast<std::size_t>((*p2)[j])];
     const std::string x = n.input(0);
     s.kill(i);
     if (is_identity_perm(p)) {
@@ -324,24 +340,25 @@ int merge_transposes(model& m) {
   return k;
 }
 
-/// EliminationReshape: Reshape -> Reshape (the first read by the second alone, the second's
-/// shape constant and free of 0, which would copy a dimension of its input) reads the first's
-/// input; a Reshape whose input and output shapes are the same known shape goes.
-int merge_reshapes(model& m, const value_facts* f) {
+/// EliminationReshape: Reshape -> Reshape (the first read by the second alone and valid: its
+/// input and output shapes known with the same element count; the second's shape constant and
+/// free of 0, which would copy a dimension of its input) reads the first's input; a Reshape whose
+/// input and output shapes are the same known shape goes.
+int merge_reshapes(model& m, const value_facts& f) {
   sweep s(m);
   int k = 0;
   for (int i = 0; i < s.graph().node_size(); ++i) {
     NodeProto& n = *s.graph().mutable_node(i);
     if (s.is_dead(i) || !default_domain(n) || n.op_type() != "Reshape" || n.input_size() != 2)
       continue;
-    if (f != nullptr) {
-      const auto* a = f->static_shape(n.input(0));
-      const auto* b = f->static_shape(n.output(0));
-      if (a != nullptr && b != nullptr && *a == *b) {
-        if (s.bypass(i, n.input(0), n.output(0)))
-          ++k;
-        continue;
-      }
+    const auto* a = f.static_shape(n.input(0));
+    const auto* b = f.static_shape(n.output(0));
+    if (a == nullptr || b == nullptr || element_count(*a) != element_count(*b))
+      continue;
+    if (*a == *b) {
+      if (s.bypass(i, n.input(0), n.output(0)))
+        ++k;
+      continue;
     }
     const auto r = s.only_reader(n.output(0));
     if (!r)
@@ -363,13 +380,18 @@ int merge_reshapes(model& m, const value_facts* f) {
   return k;
 }
 
-/// EliminationConcat: a Concat of one input is that input.
-int remove_single_concats(model& m) {
+/// EliminationConcat: a Concat of one input (its axis valid for the input's known rank) is that
+/// input.
+int remove_single_concats(model& m, const value_facts& f) {
   sweep s(m);
   int k = 0;
   for (int i = 0; i < s.graph().node_size(); ++i) {
     const NodeProto& n = s.graph().node(i);
-    if (default_domain(n) && n.op_type() == "Concat" && n.input_size() == 1 &&
+    if (!default_domain(n) || n.op_type() != "Concat" || n.input_size() != 1)
+      continue;
+    const auto rank = static_cast<std::int64_t>(f.rank(n.input(0)));
+    const auto* axis = find_attr(n, "axis");
+    if (rank > 0 && axis != nullptr && axis->i() >= -rank && axis->i() < rank &&
         s.bypass(i, n.input(0), n.output(0)))
       ++k;
   }
@@ -379,7 +401,7 @@ int remove_single_concats(model& m) {
 
 /// FusionPadConv: a constant-mode Pad by zero, on the spatial axes only, read by one Conv alone
 /// (explicit padding) moves into the Conv's pads.
-int fuse_pad_conv(model& m) {
+int fuse_pad_conv(model& m, const value_facts& f) {
   const std::int64_t opset = m.opset("").value_or(1);
   sweep s(m);
   int k = 0;
@@ -413,6 +435,8 @@ int fuse_pad_conv(model& m) {
     if (!pads || pads->size() < 6 || pads->size() % 2 != 0)
       continue;
     const std::size_t rank = pads->size() / 2;
+    if (f.rank(p.input(0)) != rank)
+      continue;
     if (std::any_of(pads->begin(), pads->end(), [](auto v) { return v < 0; }) || (*pads)[0] != 0 ||
         (*pads)[1] != 0 || (*pads)[rank] != 0 || (*pads)[rank + 1] != 0)
       continue;
@@ -633,14 +657,14 @@ std::vector<std::string> simplify_model(model& m, const simplify_options& o) {
       count("Identity / Dropout removed", remove_identities(m));
     if (on(p_cast) && f)
       count("Casts to the same type removed", remove_noop_casts(m, *f));
-    if (on(p_transpose))
-      count("Transposes merged or removed", merge_transposes(m));
-    if (on(p_reshape))
-      count("Reshapes merged or removed", merge_reshapes(m, f ? &*f : nullptr));
-    if (on(p_concat))
-      count("single-input Concats removed", remove_single_concats(m));
-    if (on(p_pad_conv))
-      count("Pads fused into Conv", fuse_pad_conv(m));
+    if (on(p_transpose) && f)
+      count("Transposes merged or removed", merge_transposes(m, *f));
+    if (on(p_reshape) && f)
+      count("Reshapes merged or removed", merge_reshapes(m, *f));
+    if (on(p_concat) && f)
+      count("single-input Concats removed", remove_single_concats(m, *f));
+    if (on(p_pad_conv) && f)
+      count("Pads fused into Conv", fuse_pad_conv(m, *f));
     if (o.subexpressions)
       count("common subexpressions merged", merge_subexpressions(m));
     if (o.dead_nodes)

@@ -210,6 +210,30 @@ def seeds():
     s.init('chi', np.array(200.7, np.float32))
     s.node('Clip', ['m', 'clo', 'chi'], ['y'])
     out.append(s)
+    # SimplifyModel's rewrites (on by default): Identity, Pad -> Conv, cancelling Transposes,
+    # Shape -> Reshape, a Reshape chain, a one-input Concat, two equal Relus, Dropout, a dead
+    # node. int64 tensors are named i64_*.
+    s = Seed('simplify_patterns', [1, 4, 6, 6], ['y'])
+    s.node('Identity', ['x'], ['i'])
+    s.init('i64_pads', np.array([0, 0, 1, 1, 0, 0, 1, 1], np.float32))
+    s.node('Pad', ['i', 'i64_pads'], ['p'])
+    s.init('ws', rnd(rng, [4, 4, 3, 3]))
+    s.node('Conv', ['p', 'ws'], ['c'])
+    s.node('Transpose', ['c'], ['t1'], perm=[0, 2, 3, 1])
+    s.node('Transpose', ['t1'], ['t2'], perm=[0, 3, 1, 2])
+    s.node('Shape', ['t2'], ['sh'])
+    s.node('Reshape', ['t2', 'sh'], ['r1'])
+    s.init('i64_to3', np.array([1, 4, 36], np.float32))
+    s.node('Reshape', ['r1', 'i64_to3'], ['r2'])
+    s.init('i64_to2', np.array([1, 144], np.float32))
+    s.node('Reshape', ['r2', 'i64_to2'], ['r3'])
+    s.node('Concat', ['r3'], ['cc'], axis=1)
+    s.node('Relu', ['cc'], ['a'])
+    s.node('Dropout', ['a'], ['da'])
+    s.node('Relu', ['cc'], ['b'])
+    s.node('Sigmoid', ['x'], ['unused'])
+    s.node('Add', ['da', 'b'], ['y'])
+    out.append(s)
     return out
 
 
@@ -217,9 +241,9 @@ def to_model(seed, inits, nodes=None):
     m = seed.build(inits, nodes)
     # Split's sizes and Clip's bound are int64 / float tensors in opset 13.
     for i, t in enumerate(m.graph.initializer):
-        if t.name == 'split':
+        if t.name == 'split' or t.name.startswith('i64_'):
             arr = numpy_helper.to_array(t).astype(np.int64)
-            m.graph.initializer[i].CopyFrom(numpy_helper.from_array(arr, 'split'))
+            m.graph.initializer[i].CopyFrom(numpy_helper.from_array(arr, t.name))
     return m
 
 

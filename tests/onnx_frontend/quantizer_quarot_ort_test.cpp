@@ -45,21 +45,25 @@ void rms_norm(model_builder& b, const std::string& x, const std::string& name, c
 }
 
 /// The model; `gather`: the embedding is Gather(E, ids) with int64 ids [4], else MatMul(x, E)
-/// with float x [4, 16]. Node names: embed, norm1, q, o, norm2, head.
-::onnx::ModelProto model(bool gather) {
+/// with float x [4, 16]; `hidden` the residual stream's width. Node names: embed, norm1, q, o,
+/// norm2, head.
+::onnx::ModelProto model(bool gather, std::int64_t hidden = n) {
+  const auto hz = static_cast<std::size_t>(hidden), vz = static_cast<std::size_t>(vocab);
   model_builder b(13, 7);
   if (gather) {
     b.input("ids", onnx_type::int64, {rows});
   } else {
     b.input("x", onnx_type::float32, {rows, vocab});
   }
-  b.initializer("embed.weight", onnx_type::float32, {vocab, n}, random_floats(vocab * n, 61));
+  b.initializer("embed.weight", onnx_type::float32, {vocab, hidden}, random_floats(vz * hz, 61));
   b.initializer("eps", onnx_type::float32, {1}, std::vector<float>{1e-6f});
-  b.initializer("g1", onnx_type::float32, {n}, random_floats(n, 62, 0.5f, 1.5f));
-  b.initializer("g2", onnx_type::float32, {n}, random_floats(n, 63, 0.5f, 1.5f));
-  b.initializer("Wq", onnx_type::float32, {n, n}, random_floats(n * n, 64, -0.5f, 0.5f));
-  b.initializer("Wo", onnx_type::float32, {n, n}, random_floats(n * n, 65, -0.5f, 0.5f));
-  b.initializer("Wh", onnx_type::float32, {vocab, n}, random_floats(vocab * n, 66, -0.5f, 0.5f));
+  b.initializer("g1", onnx_type::float32, {hidden}, random_floats(hz, 62, 0.5f, 1.5f));
+  b.initializer("g2", onnx_type::float32, {hidden}, random_floats(hz, 63, 0.5f, 1.5f));
+  b.initializer("Wq", onnx_type::float32, {hidden, hidden},
+                random_floats(hz * hz, 64, -0.5f, 0.5f));
+  b.initializer("Wo", onnx_type::float32, {hidden, hidden},
+                random_floats(hz * hz, 65, -0.5f, 0.5f));
+  b.initializer("Wh", onnx_type::float32, {vocab, hidden}, random_floats(vz * hz, 66, -0.5f, 0.5f));
   b.initializer("bh", onnx_type::float32, {vocab}, random_floats(vocab, 67, -0.1f, 0.1f));
   if (gather) {
     b.node("Gather", {"embed.weight", "ids"}, {"h0"});
@@ -257,4 +261,32 @@ TEST_CASE("quarot: bad pairs files, nodes and sizes are refused naming the culpr
   CHECK(error_text([&] { qo::equalize_model(to_model(ln), ln_cfg); })
             .find("quark.config.not_implemented: algo_config quarot: norm node \"ln\" is a "
                   "LayerNormalization") == 0);
+}
+
+TEST_CASE("quarot: a width that is not a power of two (12: a Paley matrix) keeps the function") {
+  if (!ort_available()) {
+    MESSAGE("skipped: " << ort_unavailable_reason());
+    return;
+  }
+  const fs::path pairs = write_file("quarot_pairs_12.json", pairs_json);
+  const ::onnx::ModelProto fm = model(false, 12);
+  std::vector<std::string> notes;
+  const ::onnx::ModelProto rm =
+      to_proto(qo::equalize_model(to_model(fm), with_quarot(pairs, 12), &notes));
+  REQUIRE(!notes.empty());
+  CHECK(notes.front().find("quarot: R1 (12 x 12 Hadamard)") == 0);
+  check_same_function(fm, rm, {rows, vocab}, 1e-5);
+  // R is orthogonal: every embedding row keeps its length, and the rows did change.
+  const std::vector<float> e = floats_of(*find_init(fm, "embed.weight"));
+  const std::vector<float> er = floats_of(*find_init(rm, "embed.weight"));
+  CHECK(e != er);
+  for (std::size_t r = 0; r < static_cast<std::size_t>(vocab); ++r) {
+    double a = 0.0, b = 0.0;
+    for (std::size_t j = 0; j < 12; ++j) {
+      a += static_cast<double>(e[r * 12 + j]) * static_cast<double>(e[r * 12 + j]);
+      b += static_cast<double>(er[r * 12 + j]) * static_cast<double>(er[r * 12 + j]);
+    }
+    CHECK(b == doctest::Approx(a).epsilon(1e-6));
+  }
+  CHECK(floats_of(*find_init(rm, "g1")) == std::vector<float>(12, 1.0f));
 }

@@ -13,8 +13,10 @@
 // "weight" / "bias" in the tensor names; a norm node is a Mul by a constant vector or an
 // RMSNormalization / SimplifiedLayerNormalization (LayerNormalization is refused: its mean
 // subtraction does not commute with R, Quark rotates it anyway); a weight read by another node,
-// a node named twice, a rotated dimension other than r_matrix_dim and a size that is not a power
-// of two are errors; use_random_had's signs come from a fixed seed (Quark's are unseeded).
+// a node named twice, a rotated dimension other than r_matrix_dim and a size with no Hadamard
+// matrix here (rotation.hpp) are errors; sizes other than powers of two use Paley matrices where
+// Quark has tables of its own (the rotated weights differ, the function is kept either way);
+// use_random_had's signs come from a fixed seed (Quark's are unseeded).
 #include <fstream>
 #include <map>
 #include <set>
@@ -109,11 +111,12 @@ std::string rotate_r1(model& m, const quarot_options& o) {
   }
   const std::vector<r1_pair> pairs = read_config(o.config_path);
   const std::size_t n = o.dim;
-  if (!is_power_of_two(n)) {
+  if (hadamard_matrix::paley_order(n) == 0) {
     throw not_implemented("quark.config.not_implemented",
                           "algo_config quarot.r_matrix_dim " + std::to_string(n) +
-                              ": only powers of two (Sylvester Hadamard matrices) are "
-                              "implemented");
+                              ": no Hadamard matrix of that order here (m 2^k with m = 1, "
+                              "q + 1 for a prime q = 3 mod 4 or 2 (q + 1) for a prime q = 1 "
+                              "mod 4; Quark's own tables cover a few more)");
   }
   const std::vector<double> signs = hadamard_signs(n, o.random, 1705472343u);
   ::onnx::GraphProto& g = *proto(m).mutable_graph();

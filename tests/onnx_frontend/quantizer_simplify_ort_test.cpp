@@ -342,4 +342,15 @@ TEST_CASE("SimplifyModel does not repair malformed nodes: the error names them a
     CAPTURE(text);
     CHECK(text.find("Reshape") != std::string::npos);
   }
+  {
+    // A one-input Concat whose axis is a float attribute: malformed, not removed.
+    model_builder b(13);
+    b.input("x", onnx_type::float32, {1, 2, 6, 6});
+    b.node("Concat", {"x"}, {"c"}, {attr_float("axis", 1.0f)});
+    b.node("Relu", {"c"}, {"y"});
+    b.output("y", onnx_type::float32, {1, 2, 6, 6});
+    const std::string text = refused(b.build(), "bad_concat");
+    CAPTURE(text);
+    CHECK(text.find("Concat") != std::string::npos);
+  }
 }

@@ -99,6 +99,14 @@ void rename_reads(GraphProto& g, const std::string& from, const std::string& to)
   }
 }
 
+/// Attribute `name` of `n` is absent or of type `t` (a wrongly typed one makes the node invalid:
+/// the rewrites leave such a node for the runtime to name).
+bool attr_type_ok(const NodeProto& n, std::string_view name,
+                  ::onnx::AttributeProto::AttributeType t) {
+  const auto* a = find_attr(n, name);
+  return a == nullptr || a->type() == t;
+}
+
 bool default_domain(const NodeProto& n) {
   return n.domain().empty() || n.domain() == "ai.onnx";
 }
@@ -186,7 +194,8 @@ int fold_shapes(model& m, const value_facts& f) {
         (n.op_type() != "Shape" && n.op_type() != "Size") || !s.replaceable(n.output(0)))
       continue;
     const auto* d = f.static_shape(n.input(0));
-    if (d == nullptr)
+    if (d == nullptr || !attr_type_ok(n, "start", ::onnx::AttributeProto::INT) ||
+        !attr_type_ok(n, "end", ::onnx::AttributeProto::INT))
       continue;
     const auto rank = static_cast<std::int64_t>(d->size());
     if (n.op_type() == "Shape") {
@@ -230,6 +239,8 @@ int remove_identities(model& m) {
       const float ratio = attr_f(n, "ratio", 0.5f);
       const bool ratio_input = n.input_size() > 1 && !n.input(1).empty();
       identity = !mask_read && !training && !ratio_input && ratio >= 0.0f && ratio < 1.0f &&
+                 attr_type_ok(n, "ratio", ::onnx::AttributeProto::FLOAT) &&
+                 attr_type_ok(n, "is_test", ::onnx::AttributeProto::INT) &&
                  attr_i(n, "is_test", old_dropout ? 0 : 1) != 0 &&
                  (n.output_size() < 2 || n.output(1).empty() || s.replaceable(n.output(1)));
     }
@@ -353,7 +364,8 @@ int merge_reshapes(model& m, const value_facts& f) {
       continue;
     const auto* a = f.static_shape(n.input(0));
     const auto* b = f.static_shape(n.output(0));
-    if (a == nullptr || b == nullptr || element_count(*a) != element_count(*b))
+    if (a == nullptr || b == nullptr || element_count(*a) != element_count(*b) ||
+        !attr_type_ok(n, "allowzero", ::onnx::AttributeProto::INT))
       continue;
     if (*a == *b) {
       if (s.bypass(i, n.input(0), n.output(0)))
@@ -391,8 +403,8 @@ int remove_single_concats(model& m, const value_facts& f) {
       continue;
     const auto rank = static_cast<std::int64_t>(f.rank(n.input(0)));
     const auto* axis = find_attr(n, "axis");
-    if (rank > 0 && axis != nullptr && axis->i() >= -rank && axis->i() < rank &&
-        s.bypass(i, n.input(0), n.output(0)))
+    if (rank > 0 && axis != nullptr && axis->type() == ::onnx::AttributeProto::INT &&
+        axis->i() >= -rank && axis->i() < rank && s.bypass(i, n.input(0), n.output(0)))
       ++k;
   }
   s.finish();
@@ -416,7 +428,8 @@ int fuse_pad_conv(model& m, const value_facts& f) {
     if (opset < 11) {
       if (const auto* a = find_attr(p, "pads"))
         pads = std::vector<std::int64_t>(a->ints().begin(), a->ints().end());
-      if (attr_f(p, "value", 0.0f) != 0.0f)
+      if (attr_f(p, "value", 0.0f) != 0.0f ||
+          !attr_type_ok(p, "value", ::onnx::AttributeProto::FLOAT))
         continue;
     } else {
       if (p.input_size() < 2)

@@ -119,6 +119,20 @@ endif()
 file(REMOVE ${out})
 expect(unknown_option EXIT_NONZERO ${out} MESSAGES "--no-such-flag"
        ARGS ${model} ${out} --preset A8W8 --random --no-such-flag)
+# --set KEY=VALUE on top of a preset: the value reaches the configuration (a contradiction with
+# the preset's spec is the configuration's own error), bad keys and values are named, a bare
+# word is a string.
+expect(set_applied EXIT_NONZERO ${out} MESSAGES "quark.config.conflict" "ActivationSymmetric = false"
+       ARGS ${model} ${out} --preset A8W8 --random --set ActivationSymmetric=false)
+expect(set_unknown EXIT_NONZERO ${out} MESSAGES "quark.config.unknown_key" "Bogus"
+       ARGS ${model} ${out} --preset A8W8 --random --set Bogus=1)
+expect(set_type EXIT_NONZERO ${out} MESSAGES "quark.config.type" "Percentile"
+       ARGS ${model} ${out} --preset A8W8 --random --set "Percentile=[1]")
+expect(set_malformed EXIT_NONZERO ${out} MESSAGES "--set 'NumBins'" "KEY=VALUE"
+       ARGS ${model} ${out} --preset A8W8 --random --set NumBins)
+expect(set_string EXIT_ZERO ${out} ARGS ${model} ${out} --preset A8W8 --calib-data ${DATA}/calib_ok
+       --set MinMSEModeFloatScale=HistCenter --set SimplifyModel=false)
+file(REMOVE ${out})
 
 # --list-presets: every preset name (aliases in parentheses) with its description, exit 0,
 # without MODEL / OUT.

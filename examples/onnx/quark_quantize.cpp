@@ -96,7 +96,7 @@ void progress_bar(std::size_t done, std::size_t total) {
 struct cli_args {
   std::string in, out, config_file, preset, calib_dir, eval_dir, tensors_json;
   bool random = false, quiet = false, no_summary = false;
-  std::vector<std::string> shapes, ranges;
+  std::vector<std::string> shapes, ranges, sets;
   std::size_t samples = 0, eval = 0, infer_only = 0;
   std::uint64_t seed = 0;
   bool seed_given = false;
@@ -136,6 +136,9 @@ void add_options(CLI::App& app, cli_args& a) {
   app.add_option(
       "--tensors-json", a.tensors_json,
       "write per-tensor ranges and scales as JSON to this file ('-' : OUT.tensors.json)");
+  app.add_option("--set", a.sets,
+                 "set an extra option on top of the preset or file, KEY=VALUE with VALUE in "
+                 "JSON (true, 0.5, [\"Conv\"], {...}; a bare word is a string) (repeatable)");
   app.add_option("--infer-only", a.infer_only,
                  "benchmark: run N plain inferences of MODEL on the calibration data, print the "
                  "time and exit (OUT is not written)");
@@ -156,6 +159,52 @@ void add_options(CLI::App& app, cli_args& a) {
       "print every preset name with what it does, and exit");
   app.add_flag("--no-summary", a.no_summary, "do not print the summary table");
   app.add_flag("-q,--quiet", a.quiet, "print errors only");
+}
+
+/// `text` as a JSON string literal.
+std::string json_string(const std::string& text) {
+  std::string out = "\"";
+  for (const char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(c));
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+/// --set KEY=VALUE: VALUE read as JSON through the configuration's own parser (so a wrong type
+/// or an unknown key is the same named error a file gives); text that is not JSON at all is a
+/// string (--set MinMSEModeFloatScale=HistCenter).
+void apply_set(qo::qconfig& cfg, const std::string& kv) {
+  const auto eq = kv.find('=');
+  if (eq == std::string::npos || eq == 0) {
+    throw std::invalid_argument("--set '" + kv +
+                                "': expected KEY=VALUE (VALUE in JSON: true, 0.5, \"text\", "
+                                "[...], {...})");
+  }
+  const std::string key = kv.substr(0, eq), text = kv.substr(eq + 1);
+  auto parse = [&](const std::string& value) {
+    return qo::config_from_json("{\"extra_options\": {" + json_string(key) + ": " + value + "}}");
+  };
+  qo::qconfig one;
+  try {
+    one = parse(text);
+  } catch (const quark::config_error& e) {
+    if (std::string_view(e.id()) != "quark.config.json")
+      throw;
+    one = parse(json_string(text));  // not JSON: the text itself
+  }
+  const qo::option_value* v = one.extra_options.find(key);
+  if (v == nullptr)
+    throw std::invalid_argument("--set '" + kv + "': no value for " + key);
+  cfg.extra_options.set(key, *v);
 }
 
 /// The configuration: the file or preset, with the options the command line sets on top.
@@ -186,6 +235,8 @@ qo::qconfig make_config(const cli_args& a) {
     cfg.extra_options.set("CalibDataSize", static_cast<long long>(a.samples));
   if (a.random)
     cfg.extra_options.set("UseRandomData", true);
+  for (const auto& kv : a.sets)
+    apply_set(cfg, kv);
   if (!a.eval_dir.empty()) {
     std::error_code dir_ec;
     if (!fs::is_directory(a.eval_dir, dir_ec))

@@ -134,6 +134,31 @@ expect(set_string EXIT_ZERO ${out} ARGS ${model} ${out} --preset A8W8 --calib-da
        --set MinMSEModeFloatScale=HistCenter --set SimplifyModel=false)
 file(REMOVE ${out})
 
+# --print-config: the preset with --set applied, as the JSON --config reads; quantizing with that
+# file writes the bytes the preset and --set write. Without it MODEL and OUT are required.
+execute_process(COMMAND ${TOOL} --preset XINT8 --set SimplifyModel=false --print-config
+                RESULT_VARIABLE rc OUTPUT_FILE ${WORK}/xint8.json ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "print_config: expected exit 0, got ${rc}: ${err}")
+endif()
+file(READ ${WORK}/xint8.json printed)
+string(FIND "${printed}" "\"SimplifyModel\": false" at)
+if(at EQUAL -1)
+  message(FATAL_ERROR "print_config: expected the --set value in:\n${printed}")
+endif()
+expect(print_config_preset EXIT_ZERO ${out} ARGS ${model} ${out} --preset XINT8
+       --set SimplifyModel=false --calib-data ${DATA}/calib_ok)
+file(SHA256 ${out} from_preset)
+file(REMOVE ${out})
+expect(print_config_file EXIT_ZERO ${out} ARGS ${model} ${out} --config ${WORK}/xint8.json
+       --calib-data ${DATA}/calib_ok)
+file(SHA256 ${out} from_file)
+file(REMOVE ${out})
+if(NOT from_preset STREQUAL from_file)
+  message(FATAL_ERROR "print_config: the printed configuration quantizes differently")
+endif()
+expect(no_out EXIT_NONZERO ${out} MESSAGES "MODEL and OUT are required" ARGS ${model})
+
 # --list-presets: every preset name (aliases in parentheses) with its description, exit 0,
 # without MODEL / OUT.
 execute_process(COMMAND ${TOOL} --list-presets RESULT_VARIABLE rc OUTPUT_VARIABLE o

@@ -95,7 +95,7 @@ void progress_bar(std::size_t done, std::size_t total) {
 /// The command line, as parsed.
 struct cli_args {
   std::string in, out, config_file, preset, calib_dir, eval_dir, tensors_json;
-  bool random = false, quiet = false, no_summary = false;
+  bool random = false, quiet = false, no_summary = false, print_config = false;
   std::vector<std::string> shapes, ranges, sets;
   std::size_t samples = 0, eval = 0, infer_only = 0;
   std::uint64_t seed = 0;
@@ -103,9 +103,9 @@ struct cli_args {
 };
 
 void add_options(CLI::App& app, cli_args& a) {
-  app.add_option("MODEL", a.in, "float model (.onnx)")->required();
-  app.add_option("OUT", a.out, "quantized model to write (never the input; written atomically)")
-      ->required();
+  // MODEL and OUT are required unless --print-config (checked in run()).
+  app.add_option("MODEL", a.in, "float model (.onnx)");
+  app.add_option("OUT", a.out, "quantized model to write (never the input; written atomically)");
   auto* cfg_opt =
       app.add_option("--config", a.config_file, "JSON configuration file (docs/config.md)");
   app.add_option("--preset", a.preset, "preset name: XINT8, VINT8, A8W8, A16W8, S8S8, U8S8, ...")
@@ -157,6 +157,10 @@ void add_options(CLI::App& app, cli_args& a) {
         throw CLI::Success();
       },
       "print every preset name with what it does, and exit");
+  app.add_flag("--print-config", a.print_config,
+               "print the configuration (the preset or file with --set and the data options "
+               "applied) as JSON, the file format --config reads, and exit; MODEL and OUT are "
+               "not needed");
   app.add_flag("--no-summary", a.no_summary, "do not print the summary table");
   app.add_flag("-q,--quiet", a.quiet, "print errors only");
 }
@@ -305,6 +309,12 @@ void print_eval(const qo::eval_report& e) {
 
 /// Quantizes as the command line says; returns the exit status.
 int run(cli_args a) {
+  if (a.print_config) {
+    std::cout << qo::to_json(make_config(a)) << '\n';
+    return 0;
+  }
+  if (a.in.empty() || a.out.empty())
+    throw std::runtime_error("MODEL and OUT are required (see --help)");
   std::error_code ec;
   if (!fs::exists(a.in, ec))
     throw std::runtime_error("model '" + a.in + "' does not exist");

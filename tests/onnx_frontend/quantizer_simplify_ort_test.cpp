@@ -354,3 +354,35 @@ TEST_CASE("SimplifyModel does not repair malformed nodes: the error names them a
     CHECK(text.find("Concat") != std::string::npos);
   }
 }
+
+TEST_CASE("SimplifyModel: opset-12 Dropout with constant ratio and training_mode inputs") {
+  // training_mode false: an identity in inference, removed; true: a training Dropout, kept, and
+  // the runtime refuses it by name.
+  auto build = [](bool training) {
+    model_builder b(13);
+    b.input("x", onnx_type::float32, {1, 2, 6, 6});
+    b.initializer("ratio", onnx_type::float32, {}, std::vector<float>{0.3f});
+    b.initializer("train", onnx_type::boolean, {},
+                  std::vector<std::uint8_t>{static_cast<std::uint8_t>(training ? 1 : 0)});
+    b.initializer("w", onnx_type::float32, {2, 2, 1, 1}, random_floats(4, 8, -1.0f, 1.0f));
+    b.node("Conv", {"x", "w"}, {"c"});
+    b.node("Dropout", {"c", "ratio", "train"}, {"d"});
+    b.node("Relu", {"d"}, {"y"});
+    b.output("y", onnx_type::float32, {1, 2, 6, 6});
+    return b.build();
+  };
+  const auto q = quantize(build(false), config(), "dropout_eval");
+  CHECK(float_ops(q.model).count("Dropout") == 0);
+  CHECK(has_note(q.report, "SimplifyModel: Identity / Dropout removed: 1"));
+  const fs::path dir = work_dir();
+  save_proto(build(true), dir / "dropout_train.onnx");
+  const auto calib = samples();
+  qo::memory_reader reader(calib);
+  const std::string text = error_text([&] {
+    (void)qo::quantize_model(dir / "dropout_train.onnx", dir / "dropout_train_q.onnx", config(),
+                             reader);
+  });
+  CAPTURE(text);
+  CHECK(text.find("Dropout") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir / "dropout_train_q.onnx"));
+}

@@ -3,6 +3,7 @@
 #include "quantizer/simplify.hpp"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -234,11 +235,25 @@ int remove_identities(model& m) {
     bool identity = n.op_type() == "Identity";
     if (n.op_type() == "Dropout") {
       const bool mask_read = n.output_size() > 1 && s.index().uses(n.output(1)) > 0;
-      const bool training = n.input_size() > 2 && !n.input(2).empty();
+      // Opset 12's inputs: training_mode absent or a constant false, ratio absent or a constant.
+      bool training = false;
+      if (n.input_size() > 2 && !n.input(2).empty()) {
+        training = true;
+        if (m.has_initializer(n.input(2))) {
+          const tensor t = m.initializer(n.input(2));
+          training = t.type() != dtype_id::boolean || t.size() != 1 ||
+                     std::to_integer<int>(t.bytes()[0]) != 0;
+        }
+      }
       // A ratio outside [0, 1) makes the node invalid: left for the runtime to name.
-      const float ratio = attr_f(n, "ratio", 0.5f);
-      const bool ratio_input = n.input_size() > 1 && !n.input(1).empty();
-      identity = !mask_read && !training && !ratio_input && ratio >= 0.0f && ratio < 1.0f &&
+      float ratio = attr_f(n, "ratio", 0.5f);
+      bool ratio_ok = true;
+      if (n.input_size() > 1 && !n.input(1).empty()) {
+        const auto r = float_scalar(m, n.input(1));
+        ratio_ok = r.has_value();
+        ratio = r.value_or(0.5f);
+      }
+      identity = !mask_read && !training && ratio_ok && ratio >= 0.0f && ratio < 1.0f &&
                  attr_type_ok(n, "ratio", ::onnx::AttributeProto::FLOAT) &&
                  attr_type_ok(n, "is_test", ::onnx::AttributeProto::INT) &&
                  attr_i(n, "is_test", old_dropout ? 0 : 1) != 0 &&

@@ -234,6 +234,27 @@ TEST_CASE("SimplifyModel keeps graph output names and honours SimplifyModelOptio
     CHECK(ops.at("Reshape") == 3);
     CHECK(has_note(q.report, "SimplifyModel: dead nodes removed: 1"));
   }
+  SUBCASE("skip_optimizations subexpression_elimination and graph_fusion, no_shape_infer") {
+    qo::qconfig cfg = config();
+    qo::option_value o = qo::option_value::object();
+    o.set("skip_optimizations",
+          qo::option_value::array({"subexpression_elimination", "graph_fusion"}));
+    cfg.extra_options.set("SimplifyModelOptions", o);
+    const auto q = quantize(model(), cfg, "no_cse_fusion");
+    const auto ops = float_ops(q.model);
+    CHECK(ops.at("Relu") == 2);       // not merged
+    CHECK(ops.at("Transpose") == 2);  // no pattern runs
+    CHECK(ops.at("Pad") == 1);
+    qo::qconfig ni = config();
+    qo::option_value o2 = qo::option_value::object();
+    o2.set("no_shape_infer", true);
+    ni.extra_options.set("SimplifyModelOptions", o2);
+    const auto q2 = quantize(model(), ni, "no_shape_infer");
+    const auto ops2 = float_ops(q2.model);
+    CHECK(ops2.at("Shape") == 1);      // no Shape folding
+    CHECK(ops2.at("Transpose") == 2);  // the shape-checked rewrites need inference
+    CHECK(ops2.at("Relu") == 1);       // subexpression elimination needs none
+  }
   SUBCASE("SkipPreprocess leaves the model as it is (as in Quark)") {
     qo::qconfig cfg = config();
     cfg.extra_options.set("SkipPreprocess", true);
@@ -385,4 +406,39 @@ TEST_CASE("SimplifyModel: opset-12 Dropout with constant ratio and training_mode
   CAPTURE(text);
   CHECK(text.find("Dropout") != std::string::npos);
   CHECK_FALSE(fs::exists(dir / "dropout_train_q.onnx"));
+}
+
+TEST_CASE("SimplifyModel: Shape with opset 15's start / end folds to the dimensions asked for") {
+  // Shape(x, start = -2) of x [1, 2, 6, 6] is [6, 6] (hand-derived); Expand(c, [6, 6]) is added
+  // to the Conv's output by broadcasting.
+  model_builder b(15);
+  b.input("x", onnx_type::float32, {1, 2, 6, 6});
+  b.initializer("w", onnx_type::float32, {2, 2, 1, 1}, random_floats(4, 8, -1.0f, 1.0f));
+  b.initializer("cst", onnx_type::float32, {1}, std::vector<float>{0.25f});
+  b.node("Conv", {"x", "w"}, {"c"});
+  b.node("Shape", {"x"}, {"s"}, {attr_int("start", -2)});
+  b.node("Expand", {"cst", "s"}, {"e"});
+  b.node("Add", {"c", "e"}, {"y"});
+  b.output("y", onnx_type::float32, {1, 2, 6, 6});
+  const auto fm = b.build();
+  const auto q = quantize(fm, config(), "shape_start");
+  CHECK(float_ops(q.model).count("Shape") == 0);
+  CHECK(has_note(q.report, "SimplifyModel: Shape / Size folded: 1"));
+  // The Expand read the folded shape and was folded in turn: a constant [6, 6] of 0.25.
+  CHECK(float_ops(q.model).count("Expand") == 0);
+  const auto* e = find_init(q.model, "e");
+  REQUIRE(e != nullptr);
+  CHECK(std::vector<std::int64_t>(e->dims().begin(), e->dims().end()) ==
+        std::vector<std::int64_t>{6, 6});
+  if (ort_available()) {
+    const auto got = ort_y(q.model);
+    REQUIRE(got.size() == 72u);
+    qo::qconfig off = config();
+    off.extra_options.set("SimplifyModel", false);
+    const auto plain = quantize(fm, off, "shape_start_plain");
+    const auto want = ort_y(plain.model);
+    REQUIRE(want.size() == got.size());
+    for (std::size_t i = 0; i < got.size(); ++i)
+      CHECK(got[i] == doctest::Approx(want[i]).epsilon(1e-6));
+  }
 }

@@ -108,6 +108,19 @@ bool attr_type_ok(const NodeProto& n, std::string_view name,
   return a == nullptr || a->type() == t;
 }
 
+/// Sets the INTS attribute `name` of `n` to `v` (added when absent).
+void set_ints(NodeProto& n, const char* name, const std::vector<std::int64_t>& v) {
+  auto* a = find_attr(n, name);
+  if (a == nullptr) {
+    a = n.add_attribute();
+    a->set_name(name);
+    a->set_type(::onnx::AttributeProto::INTS);
+  }
+  a->clear_ints();
+  for (const auto x : v)
+    a->add_ints(x);
+}
+
 bool default_domain(const NodeProto& n) {
   return n.domain().empty() || n.domain() == "ai.onnx";
 }
@@ -344,20 +357,11 @@ int merge_transposes(model& m, const value_facts& f) {
       p[j] = (*p1)[static_cast<std::size_t>((*p2)[j])];
     const std::string x = n.input(0);
     s.kill(i);
-    if (is_identity_perm(p)) {
-      if (!s.bypass(*r, x, t.output(0))) {
-        // The second Transpose's output keeps its name: it stays, reading x with perm p.
-        t.set_input(0, x);
-        find_attr(t, "perm")->clear_ints();
-        for (const auto v : p)
-          find_attr(t, "perm")->add_ints(v);
-        s.touch(t.output(0));
-      }
-    } else {
+    // Cancelling permutations remove the second Transpose too, unless its output must keep its
+    // name (a graph output): then it stays, reading x with the (identity) composed perm.
+    if (!is_identity_perm(p) || !s.bypass(*r, x, t.output(0))) {
       t.set_input(0, x);
-      find_attr(t, "perm")->clear_ints();
-      for (const auto v : p)
-        find_attr(t, "perm")->add_ints(v);
+      set_ints(t, "perm", p);
       s.touch(t.output(0));
     }
     ++k;
@@ -487,17 +491,7 @@ int fuse_pad_conv(model& m, const value_facts& f) {
       cp[j] += (*pads)[2 + j];
       cp[sp + j] += (*pads)[rank + 2 + j];
     }
-    if (auto* a = find_attr(c, "pads")) {
-      a->clear_ints();
-      for (const auto v : cp)
-        a->add_ints(v);
-    } else {
-      auto* na = c.add_attribute();
-      na->set_name("pads");
-      na->set_type(::onnx::AttributeProto::INTS);
-      for (const auto v : cp)
-        na->add_ints(v);
-    }
+    set_ints(c, "pads", cp);
     c.set_input(0, p.input(0));
     s.kill(i);
     s.touch(c.output(0));

@@ -231,6 +231,17 @@ TEST_CASE("float types: FP16/BF16 unscaled and scaled, FP8 rules") {
   auto h = compute_qparams<quark::float16>(
       {-3.0f, 5.0f}, {.sym = symmetry::symmetric, .fp_scaling = quark::float_scaling::scaled});
   CHECK(h.scale.value == static_cast<float>(10.0 / 131008.0));
+  // Asymmetric scaled on [-1, 2]: BF16 scale 3 / 4, zero point RNE(-2 + 1 / 0.75) = -1.
+  auto ab =
+      compute_qparams<quark::bfloat16>({-1.0f, 2.0f}, {.fp_scaling = quark::float_scaling::scaled});
+  CHECK(ab.scale.value == 0.75f);
+  CHECK(ab.zero_point == -1.0f);
+  // FP16: scale 3 / 131008, RNE(-65504 + 43669.33) = -21835, which float16 stores as -21840
+  // (spacing 16 in [16384, 32768); -21835 / 16 = -1364.69 -> -1365).
+  auto ah =
+      compute_qparams<quark::float16>({-1.0f, 2.0f}, {.fp_scaling = quark::float_scaling::scaled});
+  CHECK(ah.scale.value == static_cast<float>(3.0 / 131008.0));
+  CHECK(ah.zero_point == -21840.0f);
   auto f8 = compute_qparams<quark::float8_e4m3fn>({-3.0f, 4.48f});
   CHECK(f8.scale.value == static_cast<float>(static_cast<double>(4.48f) / 448.0));
   CHECK(f8.zero_point == 0.0f);

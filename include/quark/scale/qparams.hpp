@@ -203,7 +203,8 @@ quant_params<Scale, zero_point_t<D>> compute_qparams(float rmin, float rmax,
 ///
 /// FLOAT16 / BFLOAT16 (quark-spec §1.5): unscaled -> scale 1, zero point 0 (a plain cast);
 /// scaled -> qrange +-2 (BF16) or +-65504 (FP16), scale = (rmax - rmin) / (qmax - qmin) in double,
-/// zero point 0 if symmetric else RNE(qmin - rmin / scale) kept as a float.
+/// zero point 0 if symmetric else RNE(qmin - rmin / scale), a float rounded to D (where it is
+/// stored).
 /// Other float types (FP8, FP6, FP4): scale = absmax / max_finite, zero point 0 (the min-max rule
 /// of Quark's torch FP8 specs; the range is always made symmetric). The ORT std rule for FP8 is
 /// compute_fp8_qparams_from_std.
@@ -234,8 +235,12 @@ template <quantized_type D, scale_type Scale = float_scale>
     if (!(scale >= static_cast<double>(std::numeric_limits<float>::min())))
       return out;
     if (o.sym == symmetry::asymmetric) {
-      out.zero_point =
+      // The zero point is stored as a D value (the Q/DQ zero-point tensor has the quantized
+      // type), so it is the integer RNE(qmin - rmin / s) rounded to D: exact for BF16's
+      // [-2, 2]; FP16's [-65504, 65504] keeps 11 significant bits (-21835 -> -21840).
+      const auto zp =
           static_cast<float>(detail::round_half_even_d(qmin - static_cast<double>(r.min) / scale));
+      out.zero_point = static_cast<float>(D(zp));
     }
     out.scale = scale_traits<Scale>::from_float(static_cast<float>(scale), o.projection);
     return out;

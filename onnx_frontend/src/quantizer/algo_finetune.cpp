@@ -140,9 +140,10 @@ tensor_shape header_shape(const shape_t& shape) {
 
 /// A weight fake-quantized by nodes other than a DequantizeLinear of integers (AdaQuant only):
 /// - Cast(to T) -> Cast(to FLOAT) on a float initializer, with Div / Mul by a scalar scale when
-///   the pair is scaled (emit_cast_pair in static_quant.cpp, quark-spec §1.5), T float16 or
-///   bfloat16;
-/// - Cast(to FLOAT) [-> Mul by the scale] of an initializer of type T (the weight stored as T);
+///   the pair is scaled and Add / Sub of a scalar zero point when it is asymmetric (emit_cast_pair
+///   in static_quant.cpp, quark-spec §1.5), T float16 or bfloat16;
+/// - Cast(to FLOAT) [-> Sub the zero point] [-> Mul by the scale] of an initializer of type T
+///   (the weight stored as T);
 /// - com.amd.quark BFPQuantizeDequantize / MXQuantizeDequantize on a float initializer
 ///   (quark-spec §1.7-§1.10).
 struct weight_chain {
@@ -152,6 +153,7 @@ struct weight_chain {
   dtype_id type = dtype_id::bfloat16;  ///< cast: float16 or bfloat16
   bool stored = false;                 ///< cast: the initializer holds T values
   float scale = 1.0f;                  ///< cast: the Div / Mul scale (1: none)
+  float zero_point = 0.0f;             ///< cast: the Add / Sub zero point (0: none)
   quark::bfp_op_attributes bfp;
   quark::mx_op_attributes mx;
 
@@ -167,6 +169,12 @@ struct weight_chain {
     return std::string(dtype_name(type)) + " Cast";
   }
 
+  /// The cast chain's one scale and zero point as the headers take them.
+  template <class T>
+  [[nodiscard]] tensor_qparams<T> params() const {
+    return tensor_qparams<T>{{&scale, 1}, {&zero_point, 1}};
+  }
+
   /// What the chain makes of float weights `w` of shape `shape`.
   void apply(std::span<const float> w, std::span<float> out, const shape_t& shape) const {
     switch (k) {
@@ -180,10 +188,10 @@ struct weight_chain {
         break;
     }
     // The Cast pair is the header's float16 / bfloat16 fake quantization with one scale (1 when
-    // unscaled), zero point 0: float(T(w / s)) * s, as quark::quantize wrote the weight.
+    // unscaled) and zero point: (float(T(w / s + zp)) - zp) * s, as quark::quantize wrote it.
     with_half_type(type, [&](auto id) {
       using T = typename decltype(id)::type;
-      quark::fake_quantize<T>(header_shape(shape), w, tensor_qparams<T>{{&scale, 1}}, out);
+      quark::fake_quantize<T>(header_shape(shape), w, params<T>(), out);
     });
   }
 
@@ -197,7 +205,7 @@ struct weight_chain {
     tensor t(type, shape);
     with_half_type(type, [&](auto id) {
       using T = typename decltype(id)::type;
-      quark::quantize<T>(header_shape(shape), w, tensor_qparams<T>{{&scale, 1}}, t.data<T>());
+      quark::quantize<T>(header_shape(shape), w, params<T>(), t.data<T>());
     });
     return t;
   }
@@ -212,8 +220,7 @@ struct weight_chain {
     }
     with_half_type(type, [&](auto id) {
       using T = typename decltype(id)::type;
-      quark::dequantize<T>(header_shape(shape), t.data<T>(), tensor_qparams<T>{{&scale, 1}},
-                           std::span<float>(out));
+      quark::dequantize<T>(header_shape(shape), t.data<T>(), params<T>(), std::span<float>(out));
     });
     return out;
   }
@@ -439,9 +446,20 @@ std::optional<weight_chain> parse_chain(const model& qm, const GraphProto& g,
   if (n->domain().empty() && n->op_type() == "Mul" && n->input_size() == 2) {
     const auto s = scalar(n->input(1));
     const NodeProto* p = node_of(n->input(0));
-    if (!s || p == nullptr || p->op_type() != "Cast" || !single_use(n->input(0)))
+    if (!s || p == nullptr || (p->op_type() != "Cast" && p->op_type() != "Sub") ||
+        !single_use(n->input(0)))
       return std::nullopt;
     c.scale = *s;
+    v = n->input(0);
+    n = p;
+  }
+  // [Sub(., zero point)] after Cast(to FLOAT).
+  if (n->domain().empty() && n->op_type() == "Sub" && n->input_size() == 2) {
+    const auto z = scalar(n->input(1));
+    const NodeProto* p = node_of(n->input(0));
+    if (!z || p == nullptr || p->op_type() != "Cast" || !single_use(n->input(0)))
+      return std::nullopt;
+    c.zero_point = *z;
     v = n->input(0);
     n = p;
   }
@@ -479,15 +497,22 @@ std::optional<weight_chain> parse_chain(const model& qm, const GraphProto& g,
     return std::nullopt;
   c.type = *t;
   std::string x = q->input(0);
-  if (c.scale != 1.0f) {
+  // Steps back over `op`(x, v) with v the scalar initializer `want` (the Add of the zero point,
+  // then the Div by the scale).
+  auto peel = [&](const char* op, float want, const char* missing) {
     const NodeProto* d = node_of(x);
-    const auto s = d == nullptr ? std::nullopt : scalar(d->input_size() == 2 ? d->input(1) : "");
-    if (d == nullptr || d->op_type() != "Div" || !s || *s != c.scale || !single_use(x)) {
-      why = "scaled Cast pair without its Div";
-      return std::nullopt;
+    const auto k = d == nullptr ? std::nullopt : scalar(d->input_size() == 2 ? d->input(1) : "");
+    if (d == nullptr || d->op_type() != op || !k || *k != want || !single_use(x)) {
+      why = missing;
+      return false;
     }
     x = d->input(0);
-  }
+    return true;
+  };
+  if (c.zero_point != 0.0f && !peel("Add", c.zero_point, "asymmetric Cast pair without its Add"))
+    return std::nullopt;
+  if (c.scale != 1.0f && !peel("Div", c.scale, "scaled Cast pair without its Div"))
+    return std::nullopt;
   if (!float_init(x)) {
     why = "Cast pair not on a float initializer";
     return std::nullopt;

@@ -567,6 +567,17 @@ bf16_cast_removal remove_bf16_casts(model& m) {
     const std::string& y = c2.output(0);
     if (ix.implicit.contains(x) || ix.implicit.contains(y))
       continue;
+    // An asymmetric pair (Add(., zp) -> Cast -> Cast -> Sub(., zp), emit_cast_pair) stays: Quark
+    // keeps its Q/DQ nodes with a non-zero zero point as quantize-dequantize, so removing the
+    // casts would leave x + zp - zp.
+    if (const auto pa = ix.producer.find(x); pa != ix.producer.end()) {
+      const NodeProto& add = g.node(pa->second);
+      const auto sub = ix.only_consumer(y);
+      if (add.op_type() == "Add" && add.input_size() == 2 && sub &&
+          g.node(*sub).op_type() == "Sub" && g.node(*sub).input_size() == 2 &&
+          g.node(*sub).input(1) == add.input(1))
+        continue;
+    }
     const bool read = ix.consumers.contains(y);
     auto p = ix.producer.find(x);
     if (p != ix.producer.end()) {

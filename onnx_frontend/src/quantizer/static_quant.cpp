@@ -229,30 +229,54 @@ bool is_fp8(dtype_id t) {
   return n;
 }
 
+/// The DequantizeLinear half of emit_cast_pair: Cast(to=FLOAT) -> [Sub(., zero point)] ->
+/// [Mul(., scale)] from the T-typed value `q` (a Cast pair's or a weight stored as T).
+void emit_cast_dequantize(std::vector<::onnx::NodeProto>& sink, const std::string& dq_node,
+                          const std::string& q, const std::string& out,
+                          const std::string& scale_name, bool scaled,
+                          const std::string& zero_point) {
+  if (!scaled && zero_point.empty()) {
+    sink.push_back(make_cast(dq_node, q, out, dtype_id::float32));
+    return;
+  }
+  std::string y = dq_node + "_Cast_Output";
+  sink.push_back(make_cast(dq_node, q, y, dtype_id::float32));
+  if (!zero_point.empty()) {
+    const std::string d = scaled ? dq_node + "_Sub_Output" : out;
+    sink.push_back(make_binary("Sub", dq_node + "_Sub", y, zero_point, d));
+    y = d;
+  }
+  if (scaled)
+    sink.push_back(make_binary("Mul", dq_node + "_Mul", y, scale_name, out));
+}
+
 /// The Quark form of a BFloat16 / Float16 "Q/DQ" pair that ONNX Runtime runs (quark-spec §1.5,
-/// BF16QDQToCast): [Div(x, scale)] -> Cast(to=T) -> Cast(to=FLOAT) -> [Mul(., scale)]. The Div
-/// and Mul are present only when the pair is scaled (scale != 1); Div keeps Quark's x / s kernel,
+/// BF16QDQToCast): [Div(x, scale)] -> [Add(., zero point)] -> Cast(to=T) -> Cast(to=FLOAT) ->
+/// [Sub(., zero point)] -> [Mul(., scale)]. The Div and Mul are present only when the pair is
+/// scaled (scale != 1), the Add and Sub only when `zero_point` names the float initializer of a
+/// non-zero zero point (an asymmetric scaled spec: Quark's custom QuantizeLinear computes
+/// T(x / s + zp), its DequantizeLinear (float(y) - zp) * s). Div keeps Quark's x / s kernel,
 /// unless `reciprocal` names an initializer holding 1 / scale: then Mul(x, 1 / scale), as Quark's
-/// BF16QDQToCast rewrite writes it. `q_out` names the T-typed value, `out` the float result.
+/// BF16QDQToCast rewrite writes it (only for a zero zero point: the rewrite leaves the others).
+/// `q_out` names the T-typed value, `out` the float result.
 void emit_cast_pair(std::vector<::onnx::NodeProto>& sink, const std::string& q_node,
                     const std::string& dq_node, const std::string& in, const std::string& q_out,
                     const std::string& out, dtype_id t, const std::string& scale_name, bool scaled,
-                    const std::string& reciprocal = {}) {
+                    const std::string& reciprocal = {}, const std::string& zero_point = {}) {
   std::string x = in;
-  if (scaled && !reciprocal.empty()) {
+  if (scaled && !reciprocal.empty() && zero_point.empty()) {
     sink.push_back(make_binary("Mul", q_node + "_Mul", in, reciprocal, q_node + "_Mul_Output"));
     x = q_node + "_Mul_Output";
   } else if (scaled) {
     sink.push_back(make_binary("Div", q_node + "_Div", in, scale_name, q_node + "_Div_Output"));
     x = q_node + "_Div_Output";
   }
-  sink.push_back(make_cast(q_node, x, q_out, t));
-  if (scaled) {
-    sink.push_back(make_cast(dq_node, q_out, dq_node + "_Cast_Output", dtype_id::float32));
-    sink.push_back(make_binary("Mul", dq_node + "_Mul", dq_node + "_Cast_Output", scale_name, out));
-  } else {
-    sink.push_back(make_cast(dq_node, q_out, out, dtype_id::float32));
+  if (!zero_point.empty()) {
+    sink.push_back(make_binary("Add", q_node + "_Add", x, zero_point, q_node + "_Add_Output"));
+    x = q_node + "_Add_Output";
   }
+  sink.push_back(make_cast(q_node, x, q_out, t));
+  emit_cast_dequantize(sink, dq_node, q_out, out, scale_name, scaled, zero_point);
 }
 
 std::string dtype_str(dtype_id t) {
@@ -2157,9 +2181,12 @@ void static_quantizer::emit_pair(std::vector<::onnx::NodeProto>& sink, const std
   if (cast_form) {
     const bool bf16 = e.spec.type == dtype_id::bfloat16;
     std::string x = from;
+    const bool has_zp = e.params.zero_point != 0;
     // BF16WithClip (docs/config.md §7.6): the activation is clipped to the bfloat16 range first
-    // (Quark clips before its custom bfloat16 QuantizeLinear, which BF16QDQToCast replaces).
-    if (bf16 && opt_.bf16_with_clip && !opt_.bf16_qdq_to_cast && !m_.has_initializer(from)) {
+    // (Quark clips before its custom bfloat16 QuantizeLinear, which BF16QDQToCast replaces
+    // unless the zero point is not 0).
+    if (bf16 && opt_.bf16_with_clip && (!opt_.bf16_qdq_to_cast || has_zp) &&
+        !m_.has_initializer(from)) {
       const float bf16_max = 3.38953139e38f;
       add_init(from + "_clip_min" + sfx, tensor::from_floats({}, std::vector<float>{-bf16_max}));
       add_init(from + "_clip_max" + sfx, tensor::from_floats({}, std::vector<float>{bf16_max}));
@@ -2168,11 +2195,12 @@ void static_quantizer::emit_pair(std::vector<::onnx::NodeProto>& sink, const std
                                  {from, from + "_clip_min" + sfx, from + "_clip_max" + sfx}, {x}));
     }
     std::string recip;
-    if (bf16 && scaled && opt_.bf16_qdq_to_cast) {
+    if (bf16 && scaled && !has_zp && opt_.bf16_qdq_to_cast) {
       recip = qn + "_scale";
       add_init(recip, tensor::from_floats({}, std::vector<float>{1.0f / e.params.scale}));
     }
-    emit_cast_pair(sink, qn, dqn, x, q, dq, e.spec.type, s_name, scaled, recip);
+    emit_cast_pair(sink, qn, dqn, x, q, dq, e.spec.type, s_name, scaled, recip,
+                   has_zp ? z_name : std::string());
     return;
   }
   sink.push_back(make_node("QuantizeLinear", qn, {from, s_name, z_name}, q, -1));
@@ -2239,16 +2267,16 @@ void static_quantizer::emit_activation(const std::string& name, const act_entry&
   const bool cast_form = is_fp16(e.spec.type);
   const bool scaled = cast_form && e.params.scale != 1.0f;
   const std::optional<qz::block_op>& block = e.spec.block;
-  if (cast_form && e.params.zero_point != 0) {
-    throw not_implemented("quark.quantize.type",
-                          "activation '" + name + "': asymmetric scaled " + type_name(e.spec.type) +
-                              " needs a non-zero float zero point, which only Quark's custom "
-                              "QuantizeLinear carries; use a symmetric spec");
-  }
   if (!block && (!cast_form || scaled))
     add_init(s_name, scale_tensor({e.params.scale}, true));
   if (!block && !cast_form)
     add_init(z_name, zero_point_tensor(e.spec.type, {e.params.zero_point}, true));
+  if (cast_form && e.params.zero_point != 0) {
+    // An asymmetric scaled BFloat16 / Float16 pair: its zero point (an integer the type holds
+    // exactly, quark::compute_qparams) as a float32 scalar for the Add / Sub of the Cast form.
+    add_init(z_name,
+             tensor::from_floats({}, std::vector<float>{static_cast<float>(e.params.zero_point)}));
+  }
   if (!block)
     types_used_.insert(e.spec.type);
   auto& sink = prod ? after_[*prod] : prologue_;
@@ -2357,27 +2385,28 @@ void static_quantizer::emit_constants() {
     if (is_fp16(e.type)) {
       // BFloat16 / Float16: the Cast form (see emit_cast_pair), per tensor.
       const bool scaled = e.scale.front() != 1.0f;
+      const bool has_zp = e.zp.front() != 0;  // asymmetric scaled (see emit_cast_pair)
       if (scaled)
         add_init(s_name, scale_tensor(e.scale, true));
+      if (has_zp) {
+        add_init(z_name,
+                 tensor::from_floats({}, std::vector<float>{static_cast<float>(e.zp.front())}));
+      }
+      const std::string zp_arg = has_zp ? z_name : std::string();
       if (opt_.add_qdq_pair_to_weight && !e.product_scale) {
         std::string recip;
-        if (scaled && e.type == dtype_id::bfloat16 && opt_.bf16_qdq_to_cast) {
+        if (scaled && !has_zp && e.type == dtype_id::bfloat16 && opt_.bf16_qdq_to_cast) {
           recip = base + "_QuantizeLinear_scale";
           add_init(recip, tensor::from_floats({}, std::vector<float>{1.0f / e.scale.front()}));
         }
         emit_cast_pair(prologue_, base + "_QuantizeLinear", base + "_DequantizeLinear", base,
-                       base + "_QuantizeLinear_Output", dq, e.type, s_name, scaled, recip);
+                       base + "_QuantizeLinear_Output", dq, e.type, s_name, scaled, recip, zp_arg);
       } else {
+        // The weight stored as T (quark::quantize: T(w / s + zp)), then the DequantizeLinear
+        // half of the Cast form.
         const std::string qn = base + "_quantized";
         add_init(qn, e.q);
-        if (scaled) {
-          prologue_.push_back(make_cast(base + "_DequantizeLinear", qn,
-                                        base + "_DequantizeLinear_Cast_Output", dtype_id::float32));
-          prologue_.push_back(make_binary("Mul", base + "_DequantizeLinear_Mul",
-                                          base + "_DequantizeLinear_Cast_Output", s_name, dq));
-        } else {
-          prologue_.push_back(make_cast(base + "_DequantizeLinear", qn, dq, dtype_id::float32));
-        }
+        emit_cast_dequantize(prologue_, base + "_DequantizeLinear", qn, dq, s_name, scaled, zp_arg);
         consts_replaced_.insert(e.name);
       }
     } else if (opt_.add_qdq_pair_to_weight && !e.product_scale) {

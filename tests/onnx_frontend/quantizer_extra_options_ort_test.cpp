@@ -437,17 +437,32 @@ std::vector<float> run_mm(const qo::model& m) {
   return values(res.at("y"));
 }
 
-/// `global` everywhere, `second`'s specs at mm2.
-qo::qconfig mixed(const char* global, const char* second) {
+/// `global` everywhere, `second`'s specs at `node` (mm2 unless given).
+qo::qconfig mixed(const char* global, const char* second, const char* node = "mm2") {
   qo::qconfig cfg = qo::get_default_config(global);
   const qo::qconfig s = qo::get_default_config(second);
   qo::layer_rule rule;
   rule.config = s.global_config;
-  rule.layers = {qo::node_selector::parse("mm2")};
+  rule.layers = {qo::node_selector::parse(node)};
   cfg.specific_layer_config.push_back(rule);
   for (const char* k : {"OptimizeModel", "RefineBlockAxis"})
     cfg.extra_options.set(k, k[0] == 'R');
   return cfg;
+}
+
+struct dual_models {
+  qo::model plain;        ///< quantized without EnableDualQuantNodePairs
+  qo::model dual;         ///< with it
+  ::onnx::ModelProto pd;  ///< `dual` as a proto
+};
+
+/// two_matmuls() quantized with `cfg` without and with EnableDualQuantNodePairs.
+dual_models with_and_without_dual(qo::qconfig cfg) {
+  dual_models r{quantize_mm(cfg), {}, {}};
+  cfg.extra_options.set("EnableDualQuantNodePairs", true);
+  r.dual = quantize_mm(cfg);
+  r.pd = to_proto(r.dual);
+  return r;
 }
 
 /// `p` with `extra` inserted before the node named `before`, whose input `tensor` it rewires to
@@ -497,10 +512,7 @@ void add_int_attr(::onnx::NodeProto& n, const char* name, std::int64_t v) {
 
 TEST_CASE("EnableDualQuantNodePairs: int8 tensor read by a BFP16 node gets a fused node") {
   qo::qconfig cfg = mixed("A8W8", "BFP16");
-  const qo::model plain = quantize_mm(cfg);
-  cfg.extra_options.set("EnableDualQuantNodePairs", true);
-  const qo::model dual = quantize_mm(cfg);
-  const auto pd = to_proto(dual);
+  const auto [plain, dual, pd] = with_and_without_dual(cfg);
   // y1 is int8 (mm1 claimed it first); mm2 reads it through its own BFP16 node:
   // DequantizeLinear -> BFPQuantizeDequantize (axis -1: MatMul input A) -> mm2.
   const auto* f = node_named(pd, "y1_mm2_additional_BFPQuantizeDequantize");
@@ -529,10 +541,7 @@ TEST_CASE("EnableDualQuantNodePairs: int8 tensor read by a BFP16 node gets a fus
 
 TEST_CASE("EnableDualQuantNodePairs: BFP16 tensor read by an int8 node gets an int8 pair") {
   qo::qconfig cfg = mixed("BFP16", "A8W8");
-  const qo::model plain = quantize_mm(cfg);
-  cfg.extra_options.set("EnableDualQuantNodePairs", true);
-  const qo::model dual = quantize_mm(cfg);
-  const auto pd = to_proto(dual);
+  const auto [plain, dual, pd] = with_and_without_dual(cfg);
   // y1 is BFP16 (mm1 claimed it first); mm2 reads int8 through an additional pair after the
   // tensor's fused node.
   const auto* q = node_named(pd, "y1_mm2_additional_QuantizeLinear");
@@ -571,6 +580,92 @@ TEST_CASE("EnableDualQuantNodePairs: BFP16 tensor read by an int8 node gets an i
   const auto got = run_mm(dual);
   CHECK(got == run_mm(to_model(expect)));
   CHECK(got != run_mm(plain));
+}
+
+/// A Cast of `in` to ONNX type `to` named `name`, writing `out`.
+::onnx::NodeProto make_cast(const std::string& name, const std::string& in, const std::string& out,
+                            std::int64_t to) {
+  ::onnx::NodeProto c = make("Cast", name, {in}, out);
+  add_int_attr(c, "to", to);
+  return c;
+}
+
+/// ORT runs `m` on mm_x() and gives our runtime's values (bit-exact: Cast and Q/DQ are exact).
+void check_ort_agrees(const qo::model& m, const std::vector<float>& ours) {
+  if (!ort_available()) {
+    MESSAGE("skipped ORT comparison: " << ort_unavailable_reason());
+    return;
+  }
+  const auto theirs =
+      run_ort(to_proto(m), {npy_array::from(mm_x(), {1, 3, 64})}).at("y").values<float>();
+  CHECK(theirs == ours);
+}
+
+TEST_CASE("EnableDualQuantNodePairs: int8 tensor read by a BFloat16 node gets a Cast pair") {
+  qo::qconfig cfg = mixed("A8W8", "BF16");
+  const auto [plain, dual, pd] = with_and_without_dual(cfg);
+  // y1 is int8 (mm1 claimed it first); mm2 reads bfloat16: DequantizeLinear -> Cast(bfloat16)
+  // -> Cast(float) -> mm2.
+  const auto* c1 = node_named(pd, "y1_mm2_additional_QuantizeLinear");
+  REQUIRE(c1 != nullptr);
+  CHECK(c1->op_type() == "Cast");
+  CHECK(c1->input(0) == "y1_DequantizeLinear_Output");
+  CHECK(node_named(pd, "mm2")->input(0) == "y1_mm2_additional_DequantizeLinear_Output");
+  // Oracle: the model without the option plus a hand-made Cast pair.
+  const auto expect = insert_before(to_proto(plain), "mm2", "y1_DequantizeLinear_Output",
+                                    {make_cast("hc1", "y1_DequantizeLinear_Output", "hc1_out", 16),
+                                     make_cast("hc2", "hc1_out", "hc2_out", 1)});
+  const auto got = run_mm(dual);
+  CHECK(got == run_mm(to_model(expect)));
+  CHECK(got != run_mm(plain));  // the added pair rounds
+  check_ort_agrees(dual, got);
+  SUBCASE("ActivationScaled: the pair divides by the scale of y1's calibrated range") {
+    // (ActivationScaled needs a float global spec: BF16 everywhere, A8W8 at mm1.)
+    cfg = mixed("BF16", "A8W8", "mm1");
+    cfg.extra_options.set("EnableDualQuantNodePairs", true);
+    cfg.extra_options.set("ActivationScaled", true);
+    qo::quantize_report rep;
+    std::vector<qo::calib_sample> s;
+    for (std::uint32_t i = 0; i < 3; ++i)
+      s.push_back({{"x", qo::tensor::from_floats({1, 3, 64}, random_floats(192, 60 + i, -2, 2))}});
+    qo::memory_reader reader(std::move(s));
+    const qo::model scaled = qo::quantize_model(to_model(two_matmuls()), cfg, reader, &rep);
+    const auto it = std::find_if(rep.tensors.begin(), rep.tensors.end(),
+                                 [](const auto& t) { return t.name == "y1"; });
+    REQUIRE(it != rep.tensors.end());
+    // Symmetric scaled bfloat16 (quark-spec §1.5): max(|rmin|, |rmax|) / 2.
+    const double absmax = std::max(std::fabs(static_cast<double>(it->rmin)),
+                                   std::fabs(static_cast<double>(it->rmax)));
+    CHECK(static_cast<double>(scaled.initializer("y1_mm2_additional_scale").data<float>()[0]) ==
+          doctest::Approx(absmax / 2.0).epsilon(1e-7));
+    const auto sp = to_proto(scaled);
+    CHECK(node_named(sp, "y1_mm2_additional_QuantizeLinear_Div") != nullptr);
+    CHECK(node_named(sp, "y1_mm2_additional_DequantizeLinear_Mul") != nullptr);
+    check_ort_agrees(scaled, run_mm(scaled));
+  }
+}
+
+TEST_CASE("EnableDualQuantNodePairs: BFloat16 tensor read by an int8 node gets an int8 pair") {
+  qo::qconfig cfg = mixed("BF16", "A8W8");
+  const auto [plain, dual, pd] = with_and_without_dual(cfg);
+  // y1 is bfloat16 (mm1 claimed it first: its Cast pair); mm2 reads int8 through an additional
+  // pair after it, whose parameters are y1's int8 parameters in an all-A8W8 model (the unscaled
+  // bfloat16 stage needs no range, so mm2's int8 spec calibrated y1).
+  const auto* q = node_named(pd, "y1_mm2_additional_QuantizeLinear");
+  REQUIRE(q != nullptr);
+  CHECK(q->op_type() == "QuantizeLinear");
+  CHECK(q->input(0) == "y1_DequantizeLinear_Output");
+  CHECK(node_named(pd, "y1_DequantizeLinear")->op_type() == "Cast");
+  qo::qconfig all8 = qo::get_default_config("A8W8");
+  all8.extra_options.set("OptimizeModel", false);
+  const qo::model int8 = quantize_mm(all8);
+  CHECK(dual.initializer("y1_mm2_additional_scale").data<float>()[0] ==
+        int8.initializer("y1_scale").data<float>()[0]);
+  CHECK(dual.initializer("y1_mm2_additional_zero_point").data<std::int8_t>()[0] ==
+        int8.initializer("y1_zero_point").data<std::int8_t>()[0]);
+  const auto got = run_mm(dual);
+  CHECK(got != run_mm(plain));
+  check_ort_agrees(dual, got);
 }
 
 TEST_CASE("BFPAttributes / MXAttributes: the legacy attributes replace the spec's on every node") {

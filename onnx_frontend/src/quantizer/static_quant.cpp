@@ -648,6 +648,10 @@ class static_quantizer {
   void emit_pair(std::vector<::onnx::NodeProto>& sink, const std::string& name, const act_entry& e,
                  const std::string& sfx, const std::string& from, const std::string& q,
                  const std::string& dq, const std::vector<std::size_t>& readers);
+  void emit_cast_stage(std::vector<::onnx::NodeProto>& sink, dtype_id type, const qp& p,
+                       const std::string& from, const std::string& qn, const std::string& dqn,
+                       const std::string& q, const std::string& dq, const std::string& s_name,
+                       const std::string& z_name, const std::string& sfx);
   std::string additional_pair(std::vector<::onnx::NodeProto>& sink, const std::string& name,
                               const act_entry& e, const std::string& src,
                               const std::string& node_name, const tspec& spec,
@@ -2152,6 +2156,39 @@ void static_quantizer::quantize_weight(const_entry& e, const tensor& w, std::spa
   }
 }
 
+/// The Cast form of an activation's BFloat16 / Float16 stage (emit_cast_pair) with parameters
+/// `p` (the scale `s_name` and zero point `z_name` initializers exist when they are not 1 / 0)
+/// from `from`, with the category 8 keys (docs/config.md §7.6): BF16WithClip clips the input to
+/// the bfloat16 range first (Quark clips before its custom bfloat16 QuantizeLinear, which
+/// BF16QDQToCast replaces unless the zero point is not 0); BF16QDQToCast multiplies by the
+/// reciprocal scale.
+void static_quantizer::emit_cast_stage(std::vector<::onnx::NodeProto>& sink, dtype_id type,
+                                       const qp& p, const std::string& from, const std::string& qn,
+                                       const std::string& dqn, const std::string& q,
+                                       const std::string& dq, const std::string& s_name,
+                                       const std::string& z_name, const std::string& sfx) {
+  const bool bf16 = type == dtype_id::bfloat16;
+  const bool scaled = p.scale != 1.0f;
+  const bool has_zp = p.zero_point != 0;
+  std::string x = from;
+  if (bf16 && opt_.bf16_with_clip && (!opt_.bf16_qdq_to_cast || has_zp) &&
+      !m_.has_initializer(from)) {
+    const float bf16_max = 3.38953139e38f;
+    add_init(from + "_clip_min" + sfx, tensor::from_floats({}, std::vector<float>{-bf16_max}));
+    add_init(from + "_clip_max" + sfx, tensor::from_floats({}, std::vector<float>{bf16_max}));
+    x = from + "_clip_output" + sfx;
+    sink.push_back(qz::make_op("Clip", from + "_Clip" + sfx,
+                               {from, from + "_clip_min" + sfx, from + "_clip_max" + sfx}, {x}));
+  }
+  std::string recip;
+  if (bf16 && scaled && !has_zp && opt_.bf16_qdq_to_cast) {
+    recip = qn + "_scale";
+    add_init(recip, tensor::from_floats({}, std::vector<float>{1.0f / p.scale}));
+  }
+  emit_cast_pair(sink, qn, dqn, x, q, dq, type, s_name, scaled, recip,
+                 has_zp ? z_name : std::string());
+}
+
 /// One Q/DQ pair (or its Cast form) from `in`: `q` the quantized value, `dq` the result.
 /// `readers`: the consumers the pair serves (block axis, RefineBlockAxis).
 void static_quantizer::emit_pair(std::vector<::onnx::NodeProto>& sink, const std::string& name,
@@ -2161,7 +2198,6 @@ void static_quantizer::emit_pair(std::vector<::onnx::NodeProto>& sink, const std
   const std::string s_name = name + "_scale";
   const std::string z_name = name + "_zero_point";
   const bool cast_form = is_fp16(e.spec.type);
-  const bool scaled = cast_form && e.params.scale != 1.0f;
   const std::optional<qz::block_op>& block = e.spec.block;
   const ::onnx::GraphProto& g = proto(m_).graph();
   const std::string qn = name + "_QuantizeLinear" + sfx;
@@ -2179,28 +2215,7 @@ void static_quantizer::emit_pair(std::vector<::onnx::NodeProto>& sink, const std
     return;
   }
   if (cast_form) {
-    const bool bf16 = e.spec.type == dtype_id::bfloat16;
-    std::string x = from;
-    const bool has_zp = e.params.zero_point != 0;
-    // BF16WithClip (docs/config.md §7.6): the activation is clipped to the bfloat16 range first
-    // (Quark clips before its custom bfloat16 QuantizeLinear, which BF16QDQToCast replaces
-    // unless the zero point is not 0).
-    if (bf16 && opt_.bf16_with_clip && (!opt_.bf16_qdq_to_cast || has_zp) &&
-        !m_.has_initializer(from)) {
-      const float bf16_max = 3.38953139e38f;
-      add_init(from + "_clip_min" + sfx, tensor::from_floats({}, std::vector<float>{-bf16_max}));
-      add_init(from + "_clip_max" + sfx, tensor::from_floats({}, std::vector<float>{bf16_max}));
-      x = from + "_clip_output" + sfx;
-      sink.push_back(qz::make_op("Clip", from + "_Clip" + sfx,
-                                 {from, from + "_clip_min" + sfx, from + "_clip_max" + sfx}, {x}));
-    }
-    std::string recip;
-    if (bf16 && scaled && !has_zp && opt_.bf16_qdq_to_cast) {
-      recip = qn + "_scale";
-      add_init(recip, tensor::from_floats({}, std::vector<float>{1.0f / e.params.scale}));
-    }
-    emit_cast_pair(sink, qn, dqn, x, q, dq, e.spec.type, s_name, scaled, recip,
-                   has_zp ? z_name : std::string());
+    emit_cast_stage(sink, e.spec.type, e.params, from, qn, dqn, q, dq, s_name, z_name, sfx);
     return;
   }
   sink.push_back(make_node("QuantizeLinear", qn, {from, s_name, z_name}, q, -1));
@@ -2229,7 +2244,11 @@ std::string static_quantizer::additional_pair(std::vector<::onnx::NodeProto>& si
     report_.tensors.push_back({base, "activation", spec.block->label, e.rmin, e.rmax, {}, {}, -1});
     return out;
   }
-  if (block) {
+  // The second stage's parameters come from the tensor's calibrated range, which a tensor whose
+  // own stage needs none (a block format, an unscaled bfloat16 / float16 cast) has only when a
+  // stage that needs one asked for it (request()).
+  const bool needs_range = !is_fp16(spec.type) || spec.fp_scaled;
+  if ((block || (cast_form && !e.spec.fp_scaled)) && needs_range) {
     const auto* f = facts(name);
     if (f == nullptr || !f->calibrated) {
       throw frontend_error("quark.quantize.internal", "EnableDualQuantNodePairs at tensor '" +
@@ -2237,14 +2256,26 @@ std::string static_quantizer::additional_pair(std::vector<::onnx::NodeProto>& si
                                                           dtype_str(spec.type) + " pair");
     }
   }
-  if (is_fp16(spec.type) || cast_form) {
-    throw not_implemented("quark.config.not_implemented",
-                          "EnableDualQuantNodePairs at tensor '" + name +
-                              "' between bfloat16/float16 and another type is not "
-                              "implemented yet");
-  }
   const qp p = qz::qparams_for(spec.type, scale_choice_for(spec), spec.symmetric, e.rmin, e.rmax,
                                false, name, false);
+  if (is_fp16(spec.type)) {
+    // A bfloat16 / float16 stage: the Cast form, as the tensor's own would be.
+    if (p.scale != 1.0f)
+      add_init(base + "_scale", scale_tensor({p.scale}, true));
+    if (p.zero_point != 0) {
+      add_init(base + "_zero_point",
+               tensor::from_floats({}, std::vector<float>{static_cast<float>(p.zero_point)}));
+    }
+    types_used_.insert(spec.type);
+    const std::string out = base + "_DequantizeLinear_Output";
+    emit_cast_stage(sink, spec.type, p, src, base + "_QuantizeLinear", base + "_DequantizeLinear",
+                    base + "_QuantizeLinear_Output", out, base + "_scale", base + "_zero_point",
+                    "_" + node_name + "_additional");
+    ++report_.tensors_per_type[dtype_str(spec.type)];
+    report_.tensors.push_back(
+        {base, "activation", dtype_str(spec.type), e.rmin, e.rmax, {p.scale}, {p.zero_point}, -1});
+    return out;
+  }
   add_init(base + "_scale", scale_tensor({p.scale}, true));
   add_init(base + "_zero_point", zero_point_tensor(spec.type, {p.zero_point}, true));
   types_used_.insert(spec.type);

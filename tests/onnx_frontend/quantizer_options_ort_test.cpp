@@ -868,6 +868,53 @@ TEST_CASE("UseQDQContribOps: com.microsoft Q/DQ, no opset 21 for 16-bit types") 
   }
 }
 
+TEST_CASE("UseQDQContribOps with int4 / uint4 weights: no opset 21, IR 10, ORT runs it") {
+  // ONNX Runtime's com.microsoft QuantizeLinear / DequantizeLinear take int4 and uint4, per
+  // tensor and per axis, at any opset (no block_size): the model keeps opset 13.
+  for (const auto name : {qo::spec_name::int4, qo::spec_name::uint4}) {
+    for (const auto gran : {qo::granularity::tensor, qo::granularity::channel}) {
+      CAPTURE(std::string(qo::spec_class_name(name)));
+      CAPTURE(gran == qo::granularity::channel);
+      for (const bool pair : {true, false}) {
+        qo::qconfig cfg = qo::get_default_config("A8W8");
+        cfg.global_config.weight = qo::make_spec(name);
+        cfg.global_config.weight->quant_granularity = gran;
+        cfg.global_config.weight->symmetric = name == qo::spec_name::int4;
+        cfg.extra_options.set("UseQDQContribOps", true);
+        cfg.extra_options.set("AddQDQPairToWeight", pair);
+        qo::quantize_report r;
+        const auto q = quantize(cfg, conv_model(), &r);
+        const auto p = to_proto(q);
+        const auto* dq = find_node(p, "w1_DequantizeLinear");
+        REQUIRE(dq != nullptr);
+        CHECK(dq->domain() == "com.microsoft");
+        CHECK(r.opset_after == 13);
+        CHECK(p.ir_version() >= 10);
+        const std::string zp = pair ? "w1_zero_point" : "w1_quantized";
+        const auto* t = find_init(p, zp);
+        REQUIRE(t != nullptr);
+        CHECK(t->data_type() == (name == qo::spec_name::int4 ? 22 : 21));
+        check_runs(q, 0.9);
+      }
+    }
+  }
+  SUBCASE("Group granularity or float8: a clear error naming the reason") {
+    qo::qconfig cfg = qo::get_default_config("A8W8");
+    cfg.extra_options.set("UseQDQContribOps", true);
+    cfg.global_config.weight = qo::make_spec(qo::spec_name::int4);
+    cfg.global_config.weight->quant_granularity = qo::granularity::group;
+    cfg.global_config.weight->group_size = 4;
+    auto msg = error_text([&] { (void)quantize(cfg, conv_model()); });
+    CHECK(msg.find("block_size") != std::string::npos);
+    cfg = qo::get_default_config("A8W8");
+    cfg.extra_options.set("UseQDQContribOps", true);
+    cfg.global_config.input_tensors = qo::make_spec(qo::spec_name::fp8_e4m3fn);
+    msg = error_text([&] { (void)quantize(cfg, conv_model()); });
+    CHECK(msg.find("UseQDQContribOps") != std::string::npos);
+    CHECK(msg.find("int4, uint4, int8") != std::string::npos);
+  }
+}
+
 TEST_CASE("CalibPassthroughOpTypes: the output copies its input's range") {
   qo::qconfig cfg = qo::get_default_config("A8W8");
   const auto plain = to_proto(quantize(cfg));

@@ -2471,19 +2471,24 @@ void static_quantizer::rebuild_node_list() {
   ::onnx::GraphProto& g = *proto(m_).mutable_graph();
   std::vector<::onnx::NodeProto> out;
   out.reserve(static_cast<std::size_t>(g.node_size()) + prologue_.size() * 2);
-  // UseQDQContribOps: the inserted Q/DQ nodes go to the com.microsoft domain (8/16-bit integer
-  // types, per tensor or per channel; other forms are not implemented with it yet).
+  // UseQDQContribOps: the inserted Q/DQ nodes go to the com.microsoft domain (4/8/16-bit integer
+  // types, per tensor or per channel, which ONNX Runtime's contrib QuantizeLinear /
+  // DequantizeLinear take; they have no block_size and no float8 / bfloat16 types).
   if (opt_.use_qdq_contrib_ops) {
     for (const auto t : types_used_) {
       if (t != dtype_id::int8 && t != dtype_id::uint8 && t != dtype_id::int16 &&
-          t != dtype_id::uint16 && t != dtype_id::int32) {
-        throw not_implemented("quark.config.not_implemented",
-                              "UseQDQContribOps with " + type_name(t) + " is not implemented yet");
+          t != dtype_id::uint16 && t != dtype_id::int32 && t != dtype_id::int4 &&
+          t != dtype_id::uint4) {
+        throw config_error("quark.config.unsupported_type",
+                           "UseQDQContribOps with " + type_name(t) +
+                               ": the com.microsoft QuantizeLinear / DequantizeLinear take "
+                               "int4, uint4, int8, uint8, int16 and uint16 only");
       }
     }
     if (blocked_) {
-      throw not_implemented("quark.config.not_implemented",
-                            "UseQDQContribOps with Group granularity is not implemented yet");
+      throw config_error("quark.config.unsupported_type",
+                         "UseQDQContribOps with Group granularity: the com.microsoft "
+                         "QuantizeLinear / DequantizeLinear have no block_size");
     }
   }
   auto domain = [&](std::vector<::onnx::NodeProto>& list) {
@@ -2571,10 +2576,10 @@ void static_quantizer::finish_model() {
       need = std::max<std::int64_t>(need, 13);
     if (is_fp8(t))
       need = std::max<std::int64_t>(need, 19);
-    // com.microsoft Q/DQ take 16-bit types at any opset (quark-spec §7.5).
+    // com.microsoft Q/DQ take 4- and 16-bit types at any opset (quark-spec §7.5).
     if ((t == dtype_id::int16 || t == dtype_id::uint16) && !opt_.use_qdq_contrib_ops)
       need = 21;
-    if (t == dtype_id::int4 || t == dtype_id::uint4)
+    if ((t == dtype_id::int4 || t == dtype_id::uint4) && !opt_.use_qdq_contrib_ops)
       need = 21;
   }
   if (blocked_)
@@ -2617,10 +2622,13 @@ void static_quantizer::finish_model() {
   report_.opset_after = m_.opset("").value_or(1);
   {
     // IR version able to carry the opset (ORT refuses older IR with newer operator sets).
-    const std::int64_t ir = report_.opset_after >= 21   ? 10
-                            : report_.opset_after >= 19 ? 9
-                            : report_.opset_after >= 13 ? 7
-                                                        : 5;
+    // int4 / uint4 tensors (com.microsoft Q/DQ at an older opset) need IR 10 too.
+    const bool four_bit =
+        types_used_.contains(dtype_id::int4) || types_used_.contains(dtype_id::uint4);
+    const std::int64_t ir = report_.opset_after >= 21 || four_bit ? 10
+                            : report_.opset_after >= 19           ? 9
+                            : report_.opset_after >= 13           ? 7
+                                                                  : 5;
     if (m_.ir_version() < ir)
       m_.set_ir_version(ir);
   }

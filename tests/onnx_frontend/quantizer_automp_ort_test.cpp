@@ -338,6 +338,78 @@ TEST_CASE("auto MP lowers all but the sensitive tensor (A16W8 + act_target_quant
   }
 }
 
+/// The values of a packed int4 / uint4 initializer (two per byte, low nibble first).
+std::vector<int> nibbles(const ::onnx::TensorProto& t, bool is_signed) {
+  std::vector<int> out;
+  for (const char c : t.raw_data()) {
+    const auto byte = static_cast<unsigned char>(c);
+    for (const int u : {byte & 0xF, byte >> 4}) {
+      out.push_back(is_signed && u >= 8 ? u - 16 : u);
+    }
+  }
+  return out;
+}
+
+const ::onnx::TensorProto& init_of(const ::onnx::ModelProto& m, const std::string& name) {
+  for (const auto& t : m.graph().initializer()) {
+    if (t.name() == name)
+      return t;
+  }
+  FAIL("no initializer " << name);
+  throw;
+}
+
+TEST_CASE("auto MP lowers weights to int4 (weight_target_quant_type QInt4 from A8W8)") {
+  // target_indices [2, 3]: C and D take int4 weights, unmeasured. The per-channel int8 scale
+  // max|w| / 127 becomes (max|w| / 127) * 255 / 15 (code span ratio), and the weight is
+  // quantized again from the float model onto [-8, 7]. C's weight [[0.7, 0.3], [-0.4, 0.9]]:
+  // channel 0 scale 0.7 * 17 / 127 = 0.0937, codes RNE(7.47) = 7, RNE(3.20) = 3; channel 1
+  // 0.9 * 17 / 127 = 0.1205, codes RNE(-3.32) = -3, RNE(7.47) = 7.
+  const result q =
+      quantize(mp_config("A8W8", obj({{"weight_target_quant_type", "QInt4"},
+                                      {"l2_target", nullptr},
+                                      {"target_indices", qo::option_value::array({2, 3})}})),
+               "int4w");
+  CHECK(input_type(q.model, "A", 1) == i8);
+  CHECK(input_type(q.model, "B", 1) == i8);
+  CHECK(input_type(q.model, "C", 1) == onnx_type::int4);
+  CHECK(input_type(q.model, "D", 1) == onnx_type::int4);
+  CHECK(input_type(q.model, "C", 0) == i8);  // activations unchanged
+  bool opset21 = false;
+  for (const auto& o : q.model.opset_import())
+    opset21 = opset21 || ((o.domain().empty() || o.domain() == "ai.onnx") && o.version() >= 21);
+  CHECK(opset21);
+  const auto producer = producers(q.model);
+  const ::onnx::NodeProto* c = nullptr;
+  for (const auto& n : q.model.graph().node())
+    c = n.name() == "C" ? &n : c;
+  REQUIRE(c != nullptr);
+  const ::onnx::NodeProto* dq = producer.at(c->input(1));
+  const auto codes = nibbles(init_of(q.model, dq->input(0)), true);
+  REQUIRE(codes.size() >= 4);
+  CHECK(std::vector<int>(codes.begin(), codes.begin() + 4) == std::vector<int>{7, 3, -3, 7});
+  const auto scale = floats_of(init_of(q.model, dq->input(1)));
+  REQUIRE(scale.size() == 2);
+  CHECK(static_cast<double>(scale[0]) == doctest::Approx(0.7 / 127 * 17).epsilon(1e-6));
+  CHECK(static_cast<double>(scale[1]) == doctest::Approx(0.9 / 127 * 17).epsilon(1e-6));
+  if (ort_available()) {
+    const double l2 = ort_l2(q);  // ORT runs it and agrees with our runtime
+    MESSAGE("int4 weights on C, D: average L2 " << l2);
+  }
+  SUBCASE("with UseQDQContribOps: com.microsoft int4 at the model's opset, IR 10") {
+    qo::qconfig cfg = mp_config("A8W8", obj({{"weight_target_quant_type", "QInt4"},
+                                             {"l2_target", nullptr},
+                                             {"target_indices", qo::option_value::array({2, 3})}}));
+    cfg.extra_options.set("UseQDQContribOps", true);
+    const result cq = quantize(cfg, "int4w_contrib");
+    CHECK(input_type(cq.model, "C", 1) == onnx_type::int4);
+    CHECK(cq.report.opset_after == 13);
+    CHECK(cq.model.ir_version() >= 10);
+    if (ort_available())
+      CHECK(ort_l2(cq) == doctest::Approx(ort_l2(q)).epsilon(1e-6));  // the same numbers
+  }
+}
+
 TEST_CASE("auto MP widens an int32 bias scale that cannot hold the bias (int16 input and weight)") {
   if (!ort_available()) {
     MESSAGE("skipped: " << ort_unavailable_reason());

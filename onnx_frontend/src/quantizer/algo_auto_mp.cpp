@@ -41,10 +41,19 @@ namespace {
 using ::onnx::GraphProto;
 using ::onnx::NodeProto;
 
-/// The types auto MP moves tensors between (Quark's QInt8 ... QUInt32 quant types): the integer
-/// quantization types of 8 bits or more.
+/// The types auto MP moves tensors between (Quark's QInt4 ... QUInt32 quant types): the integer
+/// quantization types of 4 bits or more.
 bool integer_type(dtype_id t) {
-  return quark::quant_range(t).has_value() && quark::dtype_bits(t) >= 8;
+  return quark::quant_range(t).has_value() && quark::dtype_bits(t) >= 4;
+}
+
+/// The integer value of one element of integer type D (a built-in integer or int4 / uint4).
+template <class D>
+std::int64_t int_value(D v) {
+  if constexpr (std::is_integral_v<D>)
+    return static_cast<std::int64_t>(v);
+  else
+    return static_cast<std::int64_t>(v.value());
 }
 
 int bits_of(dtype_id t) {
@@ -64,9 +73,9 @@ std::vector<std::int64_t> ints_of(const tensor& t) {
   std::vector<std::int64_t> out;
   quark::visit_dtype(t.type(), [&](auto id) {
     using D = typename decltype(id)::type;
-    if constexpr (std::is_integral_v<D>) {
+    if constexpr (integral_data_type<D>) {
       for (const auto v : t.data<D>())
-        out.push_back(static_cast<std::int64_t>(v));
+        out.push_back(int_value(v));
     }
   });
   return out;
@@ -81,6 +90,10 @@ tensor int_tensor(dtype_id t, const shape_t& shape, const std::vector<std::int64
       auto d = out.data<D>();
       for (std::size_t i = 0; i < v.size() && i < d.size(); ++i)
         d[i] = static_cast<D>(v[i]);
+    } else if constexpr (integral_data_type<D>) {  // int4 / uint4
+      auto d = out.data<D>();
+      for (std::size_t i = 0; i < v.size() && i < d.size(); ++i)
+        d[i] = D(static_cast<int>(v[i]));
     }
   });
   return out;

@@ -2588,7 +2588,9 @@ void static_quantizer::finish_model() {
     need = std::max(need, qz::gptq_opset(*algos_.gptq));
   if (algos_.auto_mp) {  // the types auto mixed precision may write (after calibration)
     for (const auto t : qz::auto_mp_types(*algos_.auto_mp)) {
-      if ((t == dtype_id::int16 || t == dtype_id::uint16) && !opt_.use_qdq_contrib_ops)
+      if ((t == dtype_id::int16 || t == dtype_id::uint16 || t == dtype_id::int4 ||
+           t == dtype_id::uint4) &&
+          !opt_.use_qdq_contrib_ops)
         need = 21;
     }
   }
@@ -2623,8 +2625,11 @@ void static_quantizer::finish_model() {
   {
     // IR version able to carry the opset (ORT refuses older IR with newer operator sets).
     // int4 / uint4 tensors (com.microsoft Q/DQ at an older opset) need IR 10 too.
-    const bool four_bit =
-        types_used_.contains(dtype_id::int4) || types_used_.contains(dtype_id::uint4);
+    bool four_bit = types_used_.contains(dtype_id::int4) || types_used_.contains(dtype_id::uint4);
+    if (algos_.auto_mp) {  // the types auto mixed precision may write
+      for (const auto t : qz::auto_mp_types(*algos_.auto_mp))
+        four_bit = four_bit || t == dtype_id::int4 || t == dtype_id::uint4;
+    }
     const std::int64_t ir = report_.opset_after >= 21 || four_bit ? 10
                             : report_.opset_after >= 19           ? 9
                             : report_.opset_after >= 13           ? 7

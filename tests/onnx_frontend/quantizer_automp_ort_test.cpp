@@ -15,6 +15,7 @@
 // errors naming the parameter.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -118,14 +119,30 @@ std::map<std::string, const ::onnx::NodeProto*> producers(const ::onnx::ModelPro
   return out;
 }
 
-/// Element type of the zero point of the DequantizeLinear that feeds node `node`'s input `slot`.
+/// Element type of the zero point of the DequantizeLinear that feeds node `node`'s input `slot`;
+/// for a Cast pair (Cast(to T) -> Cast(to FLOAT), or a T initializer -> Cast(to FLOAT)), T.
 int input_type(const ::onnx::ModelProto& m, const std::string& node, int slot) {
   const auto producer = producers(m);
+  auto cast_to = [](const ::onnx::NodeProto& c) {
+    REQUIRE(c.attribute_size() == 1);
+    return static_cast<int>(c.attribute(0).i());
+  };
   for (const auto& n : m.graph().node()) {
     if (n.name() != node)
       continue;
     const auto* dq = producer.count(n.input(slot)) ? producer.at(n.input(slot)) : nullptr;
     REQUIRE(dq != nullptr);
+    if (dq->op_type() == "Cast") {
+      REQUIRE(cast_to(*dq) == onnx_type::float32);
+      for (const auto& t : m.graph().initializer()) {
+        if (t.name() == dq->input(0))
+          return t.data_type();
+      }
+      const auto* q = producer.count(dq->input(0)) ? producer.at(dq->input(0)) : nullptr;
+      REQUIRE(q != nullptr);
+      REQUIRE(q->op_type() == "Cast");
+      return cast_to(*q);
+    }
     REQUIRE(dq->op_type() == "DequantizeLinear");
     for (const auto& t : m.graph().initializer()) {
       if (t.name() == dq->input(2))
@@ -183,6 +200,14 @@ std::vector<std::string> changed_nodes(const qo::quantize_report& r) {
 /// (quark-spec §11.1: Euclidean norm of the difference, averaged over samples); also checks that
 /// our runtime agrees with ORT on `q`.
 double ort_l2(const result& q) {
+  // No initializer is left behind by a changed pair (ORT would warn and drop it).
+  std::set<std::string> read;
+  for (const auto& n : q.model.graph().node())
+    read.insert(n.input().begin(), n.input().end());
+  for (const auto& t : q.model.graph().initializer()) {
+    CAPTURE(t.name());
+    CHECK(read.contains(t.name()));
+  }
   const auto& fm = q.float_model;
   const std::vector<std::size_t> dims(x_shape.begin(), x_shape.end());
   double sum = 0.0;
@@ -266,6 +291,76 @@ TEST_CASE("auto MP raises exactly the sensitive tensor (A8W8 + act_target_quant_
     CHECK(input_type(ti.model, "B", 0) == i8);
     CHECK(input_type(ti.model, "C", 0) == i16);
     ort_l2(ti);
+  }
+}
+
+TEST_CASE("auto MP raises the sensitive tensor to bfloat16 (act_target_quant_type QBFloat16)") {
+  if (!ort_available()) {
+    MESSAGE("skipped: " << ort_unavailable_reason());
+    return;
+  }
+  // B's input becomes Cast(bfloat16) -> Cast(float), unscaled (a BFloat16Spec's pair): its values
+  // near 1 keep 8 significant bits instead of one int8 step of ~7.9.
+  const result q =
+      quantize(mp_config("A8W8", obj({{"act_target_quant_type", "QBFloat16"}})), "bf16");
+  CHECK(changed_nodes(q.report) == std::vector<std::string>{"B"});
+  CHECK(input_type(q.model, "A", 0) == i8);
+  CHECK(input_type(q.model, "B", 0) == onnx_type::bfloat16);
+  CHECK(input_type(q.model, "C", 0) == i8);
+  CHECK(input_type(q.model, "B", 1) == i8);
+  const auto [before, after] = reported_metric(q.report);
+  MESSAGE("raise to bfloat16: average L2 " << before << " -> " << after);
+  CHECK(after <= 0.5);
+  CHECK(after == doctest::Approx(ort_l2(q)).epsilon(1e-3));
+  CHECK(q.report.tensors_per_type.at("bfloat16") == 1);
+
+  SUBCASE("weights too (target_indices [0]): A's weight stored as bfloat16 behind a Cast") {
+    const result w =
+        quantize(mp_config("A8W8", obj({{"act_target_quant_type", "QBFloat16"},
+                                        {"weight_target_quant_type", "QBFloat16"},
+                                        {"target_indices", qo::option_value::array({0})}})),
+                 "bf16w");
+    CHECK(input_type(w.model, "A", 0) == onnx_type::bfloat16);
+    CHECK(input_type(w.model, "A", 1) == onnx_type::bfloat16);
+    CHECK(input_type(w.model, "B", 1) == i8);
+    // A's weight {1, 0, 0, 1000}: every value is a bfloat16 exactly (1000 = 0x447A -> 0x447A0000).
+    const auto producer = producers(w.model);
+    const ::onnx::NodeProto* a = nullptr;
+    for (const auto& n : w.model.graph().node())
+      a = n.name() == "A" ? &n : a;
+    REQUIRE(a != nullptr);
+    const ::onnx::NodeProto* cast = producer.at(a->input(1));
+    const ::onnx::TensorProto* stored = nullptr;
+    for (const auto& t : w.model.graph().initializer())
+      stored = t.name() == cast->input(0) ? &t : stored;
+    REQUIRE(stored != nullptr);
+    REQUIRE(stored->raw_data().size() == 8);
+    std::vector<std::uint16_t> bits(4);
+    std::memcpy(bits.data(), stored->raw_data().data(), 8);
+    CHECK(bits == std::vector<std::uint16_t>{0x3F80, 0x0000, 0x0000, 0x447A});
+    ort_l2(w);
+  }
+  SUBCASE("QFloat16: the same node, a float16 Cast pair") {
+    const result h =
+        quantize(mp_config("A8W8", obj({{"act_target_quant_type", "QFloat16"}})), "fp16");
+    CHECK(changed_nodes(h.report) == std::vector<std::string>{"B"});
+    CHECK(input_type(h.model, "B", 0) == onnx_type::float16);
+    CHECK(reported_metric(h.report).second == doctest::Approx(ort_l2(h)).epsilon(1e-3));
+  }
+  SUBCASE("dual_quant_nodes: B's int8 pair stays, a bfloat16 Cast pair follows it") {
+    const result d = quantize(mp_config("A8W8", obj({{"act_target_quant_type", "QBFloat16"},
+                                                     {"dual_quant_nodes", true}})),
+                              "bf16dual");
+    CHECK(input_type(d.model, "B", 0) == onnx_type::bfloat16);
+    const auto producer = producers(d.model);
+    const ::onnx::NodeProto* b = nullptr;
+    for (const auto& n : d.model.graph().node())
+      b = n.name() == "B" ? &n : b;
+    REQUIRE(b != nullptr);
+    const auto* back = producer.at(b->input(0));
+    const auto* to_bf16 = producer.at(back->input(0));
+    CHECK(producer.at(to_bf16->input(0))->op_type() == "DequantizeLinear");  // a's int8 pair
+    CHECK(reported_metric(d.report).second == doctest::Approx(ort_l2(d)).epsilon(1e-3));
   }
 }
 
@@ -540,8 +635,9 @@ TEST_CASE("auto MP: bad parameters are errors naming the parameter") {
   CHECK(tensor.find("target_tensors") != std::string::npos);
   CHECK(run(obj({{"act_target_quant_type", "QInt16"}, {"output_index", 3}})).find("output_index") !=
         std::string::npos);
-  CHECK(run(obj({{"act_target_quant_type", "QFloat16"}})).find("quark.config.not_implemented") ==
-        0);
+  CHECK(
+      run(obj({{"act_target_quant_type", "QFloat8E4M3FN"}})).find("quark.config.not_implemented") ==
+      0);
   // QBFP / QMX (block mixing): activation and weight targets together, no selection parameters.
   const std::string mixed =
       run(obj({{"act_target_quant_type", "QBFP"}, {"weight_target_quant_type", "QInt8"}}));

@@ -47,6 +47,33 @@ bool integer_type(dtype_id t) {
   return quark::quant_range(t).has_value() && quark::dtype_bits(t) >= 4;
 }
 
+/// bfloat16 / float16: a target auto MP writes as a Cast pair (to the type and back to float,
+/// unscaled: what a BFloat16Spec / Float16Spec without ActivationScaled gives).
+bool half_type(dtype_id t) {
+  return t == dtype_id::bfloat16 || t == dtype_id::float16;
+}
+
+/// An ONNX Cast node `name` from `in` to `out` of element type `to`.
+NodeProto cast_node(const std::string& name, const std::string& in, const std::string& out,
+                    dtype_id to) {
+  NodeProto c;
+  c.set_op_type("Cast");
+  c.set_name(name);
+  c.add_input(in);
+  c.add_output(out);
+  auto* a = c.add_attribute();
+  a->set_name("to");
+  a->set_type(::onnx::AttributeProto::INT);
+  a->set_i(static_cast<std::int64_t>(to));
+  return c;
+}
+
+/// Turns node `n` into Cast(to = `to`) of its first input, keeping its name and output.
+void make_cast_in_place(NodeProto& n, dtype_id to) {
+  NodeProto c = cast_node(n.name(), n.input(0), n.output(0), to);
+  n = std::move(c);
+}
+
 /// The integer value of one element of integer type D (a built-in integer or int4 / uint4).
 template <class D>
 std::int64_t int_value(D v) {
@@ -231,6 +258,11 @@ class mixer {
   /// The types a module's pairs have now and would take.
   dtype_id type_of(const model& m, const pair_ref& p) const {
     const NodeProto& dq = proto(m).graph().node(p.dq);
+    if (dq.op_type() == "Cast") {  // a pair made a bfloat16 / float16 Cast pair by this apply
+      if (m.has_initializer(dq.input(0)))
+        return m.initializer(dq.input(0)).type();
+      return static_cast<dtype_id>(int_attr(proto(m).graph().node(p.q), "to", 0));
+    }
     return m.initializer(dq.input(2)).type();
   }
   dtype_id act_target(const module& md) const {
@@ -267,6 +299,7 @@ class mixer {
   model apply(const std::vector<std::size_t>& chosen, std::vector<auto_mp_change>* out,
               const std::set<std::string>* only = nullptr) const {
     widened_ = 0;
+    retired_.clear();
     model t = base_;
     std::vector<auto_mp_change> changes;
     std::set<int> retyped;  // DQ nodes whose type changed
@@ -307,8 +340,15 @@ class mixer {
     }
     // An int32 bias follows its node's input and weight scales (every node reading a changed
     // pair, chosen or not).
+    auto cast_pair = [&](const std::optional<pair_ref>& p) {
+      return p && proto(t).graph().node(p->dq).op_type() == "Cast";
+    };
     for (const module& md : mods_) {
       if (!md.bias || !md.weight || type_of(t, *md.bias) != dtype_id::int32)
+        continue;
+      // An input or weight made a bfloat16 / float16 Cast pair has no scale: the bias keeps the
+      // codes and scale it had (the same values).
+      if (cast_pair(md.act) || cast_pair(md.weight))
         continue;
       const bool dual = act_scale.contains(md.node);
       if (!dual && !(md.act && retyped.contains(md.act->dq)) && !retyped.contains(md.weight->dq))
@@ -341,6 +381,7 @@ class mixer {
       }
       g.mutable_node()->Swap(&nodes);
     }
+    drop_unused_initializers(t, retired_);  // the old scales, zero points and codes
     if (out != nullptr)
       *out = std::move(changes);
     return t;
@@ -373,6 +414,10 @@ class mixer {
               const char* role, std::vector<auto_mp_change>& changes) const {
     GraphProto& g = *proto(t).mutable_graph();
     NodeProto& dq = *g.mutable_node(p.dq);
+    if (dq.op_type() != "DequantizeLinear")
+      return false;  // already a Cast pair
+    if (half_type(to))
+      return to_cast_pair(t, p, to, md, slot, role, changes);
     const tensor s0 = t.initializer(dq.input(1));
     const tensor z0 = t.initializer(dq.input(2));
     const dtype_id from = z0.type();
@@ -386,6 +431,7 @@ class mixer {
     t.set_initializer(sn, float_tensor(s0.shape(), s));
     t.set_initializer(zn, int_tensor(to, z0.shape(), z));
     const std::string old_s = dq.input(1), old_z = dq.input(2);
+    retired_.insert({old_s, old_z});
     dq.set_input(1, sn);
     dq.set_input(2, zn);
     std::string retyped_value;
@@ -401,6 +447,7 @@ class mixer {
         for (const auto v : ints_of(qz))
           qzv.push_back(quark::retype_code(v, from, to));
         const std::string qsn = fresh(t, q.input(1)), qzn = fresh(t, q.input(2));
+        retired_.insert({q.input(1), q.input(2)});
         t.set_initializer(qsn, float_tensor(qs.shape(), derive_scale(floats_of(qs), from, to)));
         t.set_initializer(qzn, int_tensor(to, qz.shape(), qzv));
         q.set_input(1, qsn);
@@ -420,6 +467,7 @@ class mixer {
         q = int_tensor(to, data.shape(), codes);
       }
       const std::string dn = fresh(t, dq.input(0));
+      retired_.insert(dq.input(0));
       t.set_initializer(dn, q);
       dq.set_input(0, dn);
       retyped_value = dn;
@@ -429,15 +477,82 @@ class mixer {
     return true;
   }
 
+  /// Replaces an integer pair by the Cast pair of bfloat16 / float16 `to`: the QuantizeLinear
+  /// becomes Cast(to) and the DequantizeLinear Cast(to FLOAT); a folded constant is stored as
+  /// `to` (the float model's values rounded to it) behind the Cast. A
+  /// QuantizeLinear whose output another node reads too, and a constant the float model does not
+  /// hold under the node's name, are left alone (returns false).
+  bool to_cast_pair(model& t, const pair_ref& p, dtype_id to, const module& md, int slot,
+                    const char* role, std::vector<auto_mp_change>& changes) const {
+    GraphProto& g = *proto(t).mutable_graph();
+    const NodeProto& dq0 = g.node(p.dq);
+    const dtype_id from = t.initializer(dq0.input(2)).type();
+    if (!integer_type(from))
+      return false;
+    const std::set<std::string> old{dq0.input(0), dq0.input(1), dq0.input(2)};
+    std::string retyped_value;
+    if (p.q >= 0) {
+      const std::string qv = g.node(p.q).output(0);
+      int readers = 0;
+      for (const auto& n : g.node()) {
+        for (const auto& in : n.input())
+          readers += in == qv ? 1 : 0;
+      }
+      if (readers != 1)
+        return false;
+      for (int k = 1; k < g.node(p.q).input_size(); ++k)
+        retired_.insert(g.node(p.q).input(k));
+      make_cast_in_place(*g.mutable_node(p.q), to);
+      retyped_value = qv;
+    } else {
+      const tensor data = t.initializer(dq0.input(0));
+      const auto f = float_input(md, slot);
+      if (!f || f->size() != data.size())
+        return false;  // no float values to store: left as it is
+      const std::vector<float> v = floats_of(*f);
+      tensor h(to, data.shape());
+      quark::visit_dtype(to, [&](auto id) {
+        using D = typename decltype(id)::type;
+        if constexpr (floating_data_type<D>) {
+          const float one = 1.0f;
+          std::vector<std::size_t> dims(data.shape().begin(), data.shape().end());
+          quark::quantize<D>(quark::tensor_shape{std::span<const std::size_t>(dims)},
+                             std::span<const float>(v), tensor_qparams<D>{{&one, 1}}, h.data<D>());
+        }
+      });
+      const std::string dn = fresh(t, dq0.input(0));
+      t.set_initializer(dn, h);
+      g.mutable_node(p.dq)->set_input(0, dn);
+      retyped_value = dn;
+    }
+    make_cast_in_place(*g.mutable_node(p.dq), dtype_id::float32);
+    retired_.insert(old.begin(), old.end());
+    drop_value_info(g, retyped_value);
+    changes.push_back({p.report_name, role, md.name, from, to, {1.0f}, {0}, false});
+    return true;
+  }
+
   /// Quark's "insert": a second pair of the target type after the activation's pair, read by
   /// this node only. Returns the new nodes; `scale` receives the new scale.
   std::vector<NodeProto> dual_pair(model& t, const module& md, std::vector<auto_mp_change>& changes,
                                    std::vector<float>& scale) const {
     GraphProto& g = *proto(t).mutable_graph();
     const NodeProto& dq = g.node(md.act->dq);
-    const tensor s0 = t.initializer(dq.input(1));
     const tensor z0 = t.initializer(dq.input(2));
     const dtype_id from = z0.type(), to = act_target(md);
+    if (half_type(to)) {
+      // A Cast pair of the type, no scale (`scale` stays empty: an int32 bias keeps its own).
+      const std::string base = md.act->report_name + "_" + md.name + "_mixed";
+      std::vector<NodeProto> nodes{
+          cast_node(base + "_QuantizeLinear", dq.output(0), base + "_QuantizeLinear_Output", to),
+          cast_node(base + "_DequantizeLinear", base + "_QuantizeLinear_Output",
+                    base + "_DequantizeLinear_Output", dtype_id::float32)};
+      g.mutable_node(md.node)->set_input(0, base + "_DequantizeLinear_Output");
+      changes.push_back({base, "activation", md.name, from, to, {1.0f}, {0}, true});
+      scale.clear();
+      return nodes;
+    }
+    const tensor s0 = t.initializer(dq.input(1));
     scale = derive_scale(floats_of(s0), from, to);
     std::vector<std::int64_t> z;
     for (const auto v : ints_of(z0))
@@ -486,6 +601,7 @@ class mixer {
     const tensor codes = quantize_floats(fb, data.shape(), sb, z, 0, dtype_id::int32);
     const std::string sn = fresh(t, dq.input(1)), zn = fresh(t, dq.input(2)),
                       dn = fresh(t, dq.input(0));
+    retired_.insert({dq.input(0), dq.input(1), dq.input(2)});
     const shape_t shape =
         sb.size() == 1 ? shape_t{} : shape_t{static_cast<std::int64_t>(sb.size())};
     t.set_initializer(sn, float_tensor(shape, sb));
@@ -520,6 +636,7 @@ class mixer {
   }
 
   mutable std::size_t widened_ = 0;  ///< bias scales widened to hold the int32 codes (last apply)
+  mutable std::set<std::string> retired_;  ///< initializers a changed pair stopped reading
   const model& base_;
   const model& fm_;
   const auto_mp_options& o_;

@@ -24,24 +24,27 @@ std::optional<dtype_id> mp_type(const option_value& v, const std::string& key) {
     return std::nullopt;
   const std::string& s = v.as_string();
   static const std::pair<std::string_view, dtype_id> ints[] = {
-      {"QInt4", dtype_id::int4},   {"QUInt4", dtype_id::uint4},  {"QInt8", dtype_id::int8},
-      {"QUInt8", dtype_id::uint8}, {"QInt16", dtype_id::int16},  {"QUInt16", dtype_id::uint16},
-      {"QInt32", dtype_id::int32}, {"QUInt32", dtype_id::uint32}};
+      {"QInt4", dtype_id::int4},         {"QUInt4", dtype_id::uint4},
+      {"QInt8", dtype_id::int8},         {"QUInt8", dtype_id::uint8},
+      {"QInt16", dtype_id::int16},       {"QUInt16", dtype_id::uint16},
+      {"QInt32", dtype_id::int32},       {"QUInt32", dtype_id::uint32},
+      {"QBFloat16", dtype_id::bfloat16}, {"QFloat16", dtype_id::float16}};
   for (const auto& [name, t] : ints) {
     if (s == name)
       return t;
   }
-  for (const char* other : {"QFloat16", "QBFloat16", "QFloat8E4M3FN", "QFloat8E5M2"}) {
+  for (const char* other : {"QFloat8E4M3FN", "QFloat8E5M2"}) {
     if (s == other) {
       throw not_implemented("quark.config.not_implemented",
                             "algo_config auto_mixprecision." + key + ": \"" + s +
                                 "\" is not implemented yet (QInt4, QUInt4, QInt8, QUInt8, QInt16, "
-                                "QUInt16, QBFP, QMX and, for biases, QInt32 / QUInt32 are)");
+                                "QUInt16, QBFloat16, QFloat16, QBFP, QMX and, for biases, QInt32 "
+                                "/ QUInt32 are)");
     }
   }
   bad_mp(key, "\"" + s +
                   "\" is not a quant type (QInt4, QUInt4, QInt8, QUInt8, QInt16, QUInt16, QInt32, "
-                  "QUInt32)");
+                  "QUInt32, QBFloat16, QFloat16)");
 }
 
 std::size_t mp_count(const option_value& v, const std::string& key, std::int64_t min) {

@@ -2588,6 +2588,8 @@ void static_quantizer::finish_model() {
     need = std::max(need, qz::gptq_opset(*algos_.gptq));
   if (algos_.auto_mp) {  // the types auto mixed precision may write (after calibration)
     for (const auto t : qz::auto_mp_types(*algos_.auto_mp)) {
+      if (t == dtype_id::bfloat16)  // a Cast to bfloat16
+        need = std::max<std::int64_t>(need, 13);
       if ((t == dtype_id::int16 || t == dtype_id::uint16 || t == dtype_id::int4 ||
            t == dtype_id::uint4) &&
           !opt_.use_qdq_contrib_ops)

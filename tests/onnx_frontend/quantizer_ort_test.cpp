@@ -303,6 +303,89 @@ TEST_CASE("raising the opset to 21 carries Split, TopK, Scatter, Dropout and Bat
   }
 }
 
+/// Upsample (opset 7: scales attribute, 9: scales input) and Resize-10 become Resize-11+ with
+/// asymmetric coordinates and, for nearest, floor rounding. Oracle: ONNX Runtime runs the old
+/// node alone at its own opset and the written Resize alone at opset 21 on the same input; the
+/// outputs are identical (nearest and linear, integer and fractional scales).
+TEST_CASE("raising the opset carries Upsample and Resize-10 to Resize (the same values in ORT)") {
+  struct variant {
+    const char* op;
+    int opset;
+    const char* mode;
+  };
+  const std::vector<float> scales{1.0f, 1.0f, 2.0f, 1.5f};
+  for (const variant v : {variant{"Upsample", 7, "nearest"}, variant{"Upsample", 9, "nearest"},
+                          variant{"Upsample", 9, "linear"}, variant{"Resize", 10, "nearest"},
+                          variant{"Resize", 10, "linear"}}) {
+    CAPTURE(std::string(v.op));
+    CAPTURE(v.opset);
+    CAPTURE(std::string(v.mode));
+    // The old node on its own, at its opset.
+    auto old_node = [&](model_builder& b, const std::string& in, const std::string& out) {
+      if (v.opset == 7) {
+        b.node(v.op, {in}, {out}, {attr_floats("scales", scales), attr_string("mode", v.mode)});
+      } else {
+        b.initializer("sc", onnx_type::float32, {4}, scales);
+        b.node(v.op, {in, "sc"}, {out}, {attr_string("mode", v.mode)});
+      }
+    };
+    // x -> Conv -> Upsample / Resize -> Relu, quantized with int16 activations (opset 21).
+    model_builder fb(v.opset, v.opset <= 8 ? 3 : 5);
+    fb.input("x", onnx_type::float32, {1, 2, 3, 3});
+    fb.initializer("w", onnx_type::float32, {2, 2, 1, 1},
+                   std::vector<float>{0.5f, -0.3f, 0.8f, 0.2f});
+    fb.node("Conv", {"x", "w"}, {"c"});
+    old_node(fb, "c", "u");
+    fb.node("Relu", {"u"}, {"y"});
+    fb.output("y", onnx_type::float32, {1, 2, 6, 4});
+    const fs::path dir = work_dir();
+    save_proto(fb.build(), dir / "upsample_float.onnx");
+    std::vector<qo::calib_sample> calib{sample_for("x", {1, 2, 3, 3}, 100)};
+    qo::memory_reader reader(calib);
+    const auto r = qo::quantize_model(dir / "upsample_float.onnx", dir / "upsample_q.onnx",
+                                      qo::get_default_config("A16W8"), reader);
+    CHECK(r.opset_after == 21);
+    const auto qm = load_proto(dir / "upsample_q.onnx");
+    const ::onnx::NodeProto* rs = nullptr;
+    for (const auto& n : qm.graph().node())
+      rs = n.op_type() == "Resize" ? &n : rs;
+    REQUIRE(rs != nullptr);
+    REQUIRE(rs->input_size() == 3);
+    std::map<std::string, std::string> attrs;
+    for (const auto& a : rs->attribute())
+      attrs[a.name()] = a.s();
+    CHECK(attrs["mode"] == v.mode);
+    CHECK(attrs["coordinate_transformation_mode"] == "asymmetric");
+    CHECK(attrs.contains("nearest_mode") == (std::string(v.mode) == "nearest"));
+    if (!ort_available()) {
+      MESSAGE("skipped ORT comparison: " << ort_unavailable_reason());
+      continue;
+    }
+    // The written Resize alone at opset 21, with its roi and scales.
+    model_builder nb(21);
+    nb.input("in", onnx_type::float32, {1, 2, 3, 3});
+    nb.output("out", onnx_type::float32, {1, 2, 6, 4});
+    ::onnx::ModelProto alone = nb.build();
+    for (const auto& t : qm.graph().initializer()) {
+      if (t.name() == rs->input(1) || t.name() == rs->input(2))
+        *alone.mutable_graph()->add_initializer() = t;
+    }
+    ::onnx::NodeProto& copy = *alone.mutable_graph()->add_node();
+    copy = *rs;
+    copy.set_input(0, "in");
+    copy.set_output(0, "out");
+    model_builder ob(v.opset, v.opset <= 8 ? 3 : 5);
+    ob.input("in", onnx_type::float32, {1, 2, 3, 3});
+    old_node(ob, "in", "out");
+    ob.output("out", onnx_type::float32, {1, 2, 6, 4});
+    const auto x = random_floats(18, 77, -2.0f, 2.0f);
+    const auto want =
+        run_ort(ob.build(), {npy_array::from(x, {1, 2, 3, 3})}).at("out").values<float>();
+    const auto got = run_ort(alone, {npy_array::from(x, {1, 2, 3, 3})}).at("out").values<float>();
+    CHECK(got == want);
+  }
+}
+
 /// A Loop body at opset 11 holds nodes whose signatures change on the way to 21 (Unsqueeze and
 /// Squeeze take their axes as an input from 13): the raise must rewrite the body too, or ORT
 /// refuses the model. The body also reads a value of the main graph.

@@ -65,6 +65,26 @@ std::string add_float(::onnx::GraphProto& g, const std::string& base, float v) {
   return name;
 }
 
+/// A 1-D float initializer holding `v` (possibly empty).
+std::string add_floats(::onnx::GraphProto& g, const std::string& base,
+                       const std::vector<float>& v) {
+  auto* t = g.add_initializer();
+  const std::string name = unique_name(g, base);
+  t->set_name(name);
+  t->set_data_type(1);
+  t->add_dims(static_cast<std::int64_t>(v.size()));
+  for (const float x : v)
+    t->add_float_data(x);
+  return name;
+}
+
+void add_str_attr(::onnx::NodeProto& n, const std::string& name, const std::string& v) {
+  auto* a = n.add_attribute();
+  a->set_name(name);
+  a->set_type(::onnx::AttributeProto::STRING);
+  a->set_s(v);
+}
+
 void add_int_attr(::onnx::NodeProto& n, const std::string& name, std::int64_t v) {
   auto* a = n.add_attribute();
   a->set_name(name);
@@ -226,8 +246,36 @@ void upgrade_nodes(::onnx::GraphProto& g, std::int64_t from, std::int64_t to,
       drop_attr(n, "value");
     } else if (op == "Dropout" && crosses(12)) {
       drop_attr(n, "ratio");
-    } else if ((op == "Upsample" && crosses(10)) || (op == "Resize" && crosses(11)) ||
-               (op == "Scan" && from < 9) || (op == "Loop" && from < 11)) {
+    } else if ((op == "Upsample" && crosses(10)) || (op == "Resize" && crosses(11))) {
+      // Upsample (7: scales attribute; 9: scales input) and Resize-10 map output coordinates
+      // back as x / scale (asymmetric) and take the nearest input below (floor): Resize-11 says
+      // so explicitly, with an empty roi. (The runtime reads the old forms the same way; ONNX's
+      // version converter writes the same attributes for Resize 10 -> 11.)
+      const auto* m = find_attr(n, "mode");
+      const std::string mode = m != nullptr ? m->s() : "nearest";
+      if ((mode != "nearest" && mode != "linear") || n.input_size() < 1 || n.output_size() < 1)
+        refuse(n, from, to);
+      std::string scales;
+      if (n.input_size() >= 2 && !n.input(1).empty()) {
+        scales = n.input(1);
+      } else if (const auto* sa = find_attr(n, "scales"); sa != nullptr && op == "Upsample") {
+        scales = add_floats(g, n.name() + "_scales", {sa->floats().begin(), sa->floats().end()});
+      } else {
+        refuse(n, from, to);
+      }
+      const std::string x = n.input(0);
+      const std::string roi = add_floats(g, n.name() + "_roi", {});
+      n.clear_input();
+      n.add_input(x);
+      n.add_input(roi);
+      n.add_input(scales);
+      n.set_op_type("Resize");
+      n.clear_attribute();
+      add_str_attr(n, "mode", mode);
+      add_str_attr(n, "coordinate_transformation_mode", "asymmetric");
+      if (mode == "nearest")
+        add_str_attr(n, "nearest_mode", "floor");
+    } else if ((op == "Scan" && from < 9) || (op == "Loop" && from < 11)) {
       // Scan-8's batch form and Loop before 11 differ from their later versions; If and the
       // later Loop / Scan versions only widened their value types to sequences and optionals.
       refuse(n, from, to);

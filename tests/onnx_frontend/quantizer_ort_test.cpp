@@ -340,49 +340,60 @@ TEST_CASE("raising the opset carries Upsample and Resize-10 to Resize (the same 
     fb.output("y", onnx_type::float32, {1, 2, 6, 4});
     const fs::path dir = work_dir();
     save_proto(fb.build(), dir / "upsample_float.onnx");
-    std::vector<qo::calib_sample> calib{sample_for("x", {1, 2, 3, 3}, 100)};
-    qo::memory_reader reader(calib);
-    const auto r = qo::quantize_model(dir / "upsample_float.onnx", dir / "upsample_q.onnx",
-                                      qo::get_default_config("A16W8"), reader);
-    CHECK(r.opset_after == 21);
-    const auto qm = load_proto(dir / "upsample_q.onnx");
-    const ::onnx::NodeProto* rs = nullptr;
-    for (const auto& n : qm.graph().node())
-      rs = n.op_type() == "Resize" ? &n : rs;
-    REQUIRE(rs != nullptr);
-    REQUIRE(rs->input_size() == 3);
-    std::map<std::string, std::string> attrs;
-    for (const auto& a : rs->attribute())
-      attrs[a.name()] = a.s();
-    CHECK(attrs["mode"] == v.mode);
-    CHECK(attrs["coordinate_transformation_mode"] == "asymmetric");
-    CHECK(attrs.contains("nearest_mode") == (std::string(v.mode) == "nearest"));
-    if (!ort_available()) {
-      MESSAGE("skipped ORT comparison: " << ort_unavailable_reason());
-      continue;
+    // A16W8 raises the model to 21 (Resize-11+ form); A8W8 only to 10, where Resize-10 (X,
+    // scales) already has the old rules.
+    for (const char* preset : {"A16W8", "A8W8"}) {
+      CAPTURE(std::string(preset));
+      std::vector<qo::calib_sample> calib{sample_for("x", {1, 2, 3, 3}, 100)};
+      qo::memory_reader reader(calib);
+      const auto r = qo::quantize_model(dir / "upsample_float.onnx", dir / "upsample_q.onnx",
+                                        qo::get_default_config(preset), reader);
+      const std::int64_t to = std::string(preset) == "A16W8" ? 21 : std::max(10, v.opset);
+      CHECK(r.opset_after == to);
+      const auto qm = load_proto(dir / "upsample_q.onnx");
+      const ::onnx::NodeProto* rs = nullptr;
+      for (const auto& n : qm.graph().node())
+        rs = n.op_type() == "Resize" ? &n : rs;
+      REQUIRE(rs != nullptr);
+      REQUIRE(rs->input_size() == (to >= 11 ? 3 : 2));
+      std::map<std::string, std::string> attrs;
+      for (const auto& a : rs->attribute())
+        attrs[a.name()] = a.s();
+      CHECK(attrs["mode"] == v.mode);
+      if (to >= 11) {
+        CHECK(attrs["coordinate_transformation_mode"] == "asymmetric");
+        CHECK(attrs.contains("nearest_mode") == (std::string(v.mode) == "nearest"));
+      } else {
+        CHECK(attrs.size() == 1);
+      }
+      if (!ort_available()) {
+        MESSAGE("skipped ORT comparison: " << ort_unavailable_reason());
+        continue;
+      }
+      // The written Resize alone at the written opset, with its roi and scales.
+      model_builder nb(static_cast<int>(to));
+      nb.input("in", onnx_type::float32, {1, 2, 3, 3});
+      nb.output("out", onnx_type::float32, {1, 2, 6, 4});
+      ::onnx::ModelProto alone = nb.build();
+      for (int k = 1; k < rs->input_size(); ++k) {
+        const auto* t = find_init(qm, rs->input(k));
+        REQUIRE_MESSAGE(t != nullptr, rs->input(k));
+        *alone.mutable_graph()->add_initializer() = *t;
+      }
+      ::onnx::NodeProto& copy = *alone.mutable_graph()->add_node();
+      copy = *rs;
+      copy.set_input(0, "in");
+      copy.set_output(0, "out");
+      model_builder ob(v.opset, v.opset <= 8 ? 3 : 5);
+      ob.input("in", onnx_type::float32, {1, 2, 3, 3});
+      old_node(ob, "in", "out");
+      ob.output("out", onnx_type::float32, {1, 2, 6, 4});
+      const auto x = random_floats(18, 77, -2.0f, 2.0f);
+      const auto want =
+          run_ort(ob.build(), {npy_array::from(x, {1, 2, 3, 3})}).at("out").values<float>();
+      const auto got = run_ort(alone, {npy_array::from(x, {1, 2, 3, 3})}).at("out").values<float>();
+      CHECK(got == want);
     }
-    // The written Resize alone at opset 21, with its roi and scales.
-    model_builder nb(21);
-    nb.input("in", onnx_type::float32, {1, 2, 3, 3});
-    nb.output("out", onnx_type::float32, {1, 2, 6, 4});
-    ::onnx::ModelProto alone = nb.build();
-    for (const auto& t : qm.graph().initializer()) {
-      if (t.name() == rs->input(1) || t.name() == rs->input(2))
-        *alone.mutable_graph()->add_initializer() = t;
-    }
-    ::onnx::NodeProto& copy = *alone.mutable_graph()->add_node();
-    copy = *rs;
-    copy.set_input(0, "in");
-    copy.set_output(0, "out");
-    model_builder ob(v.opset, v.opset <= 8 ? 3 : 5);
-    ob.input("in", onnx_type::float32, {1, 2, 3, 3});
-    old_node(ob, "in", "out");
-    ob.output("out", onnx_type::float32, {1, 2, 6, 4});
-    const auto x = random_floats(18, 77, -2.0f, 2.0f);
-    const auto want =
-        run_ort(ob.build(), {npy_array::from(x, {1, 2, 3, 3})}).at("out").values<float>();
-    const auto got = run_ort(alone, {npy_array::from(x, {1, 2, 3, 3})}).at("out").values<float>();
-    CHECK(got == want);
   }
 }
 

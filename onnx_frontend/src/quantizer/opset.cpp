@@ -248,9 +248,10 @@ void upgrade_nodes(::onnx::GraphProto& g, std::int64_t from, std::int64_t to,
       drop_attr(n, "ratio");
     } else if ((op == "Upsample" && crosses(10)) || (op == "Resize" && crosses(11))) {
       // Upsample (7: scales attribute; 9: scales input) and Resize-10 map output coordinates
-      // back as x / scale (asymmetric) and take the nearest input below (floor): Resize-11 says
-      // so explicitly, with an empty roi. (The runtime reads the old forms the same way; ONNX's
-      // version converter writes the same attributes for Resize 10 -> 11.)
+      // back as x / scale (asymmetric) and take the nearest input below (floor): Resize-10 has
+      // the same rules; Resize-11 says so explicitly, with an empty roi. (The runtime reads the
+      // old forms the same way; ONNX's version converter writes the same attributes for Resize
+      // 10 -> 11.)
       const auto* m = find_attr(n, "mode");
       const std::string mode = m != nullptr ? m->s() : "nearest";
       if ((mode != "nearest" && mode != "linear") || n.input_size() < 1 || n.output_size() < 1)
@@ -264,17 +265,21 @@ void upgrade_nodes(::onnx::GraphProto& g, std::int64_t from, std::int64_t to,
         refuse(n, from, to);
       }
       const std::string x = n.input(0);
-      const std::string roi = add_floats(g, n.name() + "_roi", {});
       n.clear_input();
       n.add_input(x);
-      n.add_input(roi);
-      n.add_input(scales);
       n.set_op_type("Resize");
       n.clear_attribute();
       add_str_attr(n, "mode", mode);
-      add_str_attr(n, "coordinate_transformation_mode", "asymmetric");
-      if (mode == "nearest")
-        add_str_attr(n, "nearest_mode", "floor");
+      if (to < 11) {
+        // Resize-10 (X, scales) has exactly the old rules.
+        n.add_input(scales);
+      } else {
+        n.add_input(add_floats(g, n.name() + "_roi", {}));
+        n.add_input(scales);
+        add_str_attr(n, "coordinate_transformation_mode", "asymmetric");
+        if (mode == "nearest")
+          add_str_attr(n, "nearest_mode", "floor");
+      }
     } else if ((op == "Scan" && from < 9) || (op == "Loop" && from < 11)) {
       // Scan-8's batch form and Loop before 11 differ from their later versions; If and the
       // later Loop / Scan versions only widened their value types to sequences and optionals.

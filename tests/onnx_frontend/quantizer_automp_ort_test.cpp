@@ -325,14 +325,10 @@ TEST_CASE("auto MP raises the sensitive tensor to bfloat16 (act_target_quant_typ
     CHECK(input_type(w.model, "B", 1) == i8);
     // A's weight {1, 0, 0, 1000}: every value is a bfloat16 exactly (1000 = 0x447A -> 0x447A0000).
     const auto producer = producers(w.model);
-    const ::onnx::NodeProto* a = nullptr;
-    for (const auto& n : w.model.graph().node())
-      a = n.name() == "A" ? &n : a;
+    const ::onnx::NodeProto* a = node_named(w.model, "A");
     REQUIRE(a != nullptr);
     const ::onnx::NodeProto* cast = producer.at(a->input(1));
-    const ::onnx::TensorProto* stored = nullptr;
-    for (const auto& t : w.model.graph().initializer())
-      stored = t.name() == cast->input(0) ? &t : stored;
+    const ::onnx::TensorProto* stored = find_init(w.model, cast->input(0));
     REQUIRE(stored != nullptr);
     REQUIRE(stored->raw_data().size() == 8);
     std::vector<std::uint16_t> bits(4);
@@ -353,9 +349,7 @@ TEST_CASE("auto MP raises the sensitive tensor to bfloat16 (act_target_quant_typ
                               "bf16dual");
     CHECK(input_type(d.model, "B", 0) == onnx_type::bfloat16);
     const auto producer = producers(d.model);
-    const ::onnx::NodeProto* b = nullptr;
-    for (const auto& n : d.model.graph().node())
-      b = n.name() == "B" ? &n : b;
+    const ::onnx::NodeProto* b = node_named(d.model, "B");
     REQUIRE(b != nullptr);
     const auto* back = producer.at(b->input(0));
     const auto* to_bf16 = producer.at(back->input(0));
@@ -445,13 +439,11 @@ std::vector<int> nibbles(const ::onnx::TensorProto& t, bool is_signed) {
   return out;
 }
 
+/// Initializer `name` of `m` (the test fails without it).
 const ::onnx::TensorProto& init_of(const ::onnx::ModelProto& m, const std::string& name) {
-  for (const auto& t : m.graph().initializer()) {
-    if (t.name() == name)
-      return t;
-  }
-  FAIL("no initializer " << name);
-  throw;
+  const ::onnx::TensorProto* t = find_init(m, name);
+  REQUIRE_MESSAGE(t != nullptr, "no initializer " << name);
+  return *t;
 }
 
 TEST_CASE("auto MP lowers weights to int4 (weight_target_quant_type QInt4 from A8W8)") {
@@ -475,9 +467,7 @@ TEST_CASE("auto MP lowers weights to int4 (weight_target_quant_type QInt4 from A
     opset21 = opset21 || ((o.domain().empty() || o.domain() == "ai.onnx") && o.version() >= 21);
   CHECK(opset21);
   const auto producer = producers(q.model);
-  const ::onnx::NodeProto* c = nullptr;
-  for (const auto& n : q.model.graph().node())
-    c = n.name() == "C" ? &n : c;
+  const ::onnx::NodeProto* c = node_named(q.model, "C");
   REQUIRE(c != nullptr);
   const ::onnx::NodeProto* dq = producer.at(c->input(1));
   const auto codes = nibbles(init_of(q.model, dq->input(0)), true);
@@ -530,9 +520,7 @@ TEST_CASE("auto MP widens an int32 bias scale that cannot hold the bias (int16 i
 
   const qo::model m = to_model(w.model);
   const auto producer = producers(w.model);
-  const ::onnx::NodeProto* d = nullptr;
-  for (const auto& n : w.model.graph().node())
-    d = n.name() == "D" ? &n : d;
+  const ::onnx::NodeProto* d = node_named(w.model, "D");
   REQUIRE(d != nullptr);
   auto floats = [&](int slot, int arg) {
     const auto* dq = producer.at(d->input(slot));

@@ -397,6 +397,32 @@ TEST_CASE("raising the opset carries Upsample and Resize-10 to Resize (the same 
   }
 }
 
+TEST_CASE("an Upsample the opset raise cannot carry (mode 'cubic') is an error naming it") {
+  // Upsample knows nearest and linear only; the error comes before any file is written.
+  model_builder fb(9, 5);
+  fb.input("x", onnx_type::float32, {1, 2, 3, 3});
+  fb.initializer("w", onnx_type::float32, {2, 2, 1, 1},
+                 std::vector<float>{0.5f, -0.3f, 0.8f, 0.2f});
+  fb.node("Conv", {"x", "w"}, {"c"});
+  fb.initializer("sc", onnx_type::float32, {4}, std::vector<float>{1.0f, 1.0f, 2.0f, 2.0f});
+  fb.node("Upsample", {"c", "sc"}, {"y"}, {attr_string("mode", "cubic")});
+  fb.output("y", onnx_type::float32, {1, 2, 6, 6});
+  ::onnx::ModelProto m = fb.build();
+  m.mutable_graph()->mutable_node(1)->set_name("up1");
+  const fs::path dir = work_dir();
+  save_proto(m, dir / "upsample_cubic.onnx");
+  const fs::path out = dir / "upsample_cubic_q.onnx";
+  fs::remove(out);
+  qo::memory_reader r({sample_for("x", {1, 2, 3, 3}, 1)});
+  const std::string text = error_text([&] {
+    qo::quantize_model(dir / "upsample_cubic.onnx", out, qo::get_default_config("A16W8"), r);
+  });
+  CAPTURE(text);
+  CHECK(text.find("up1") != std::string::npos);
+  CHECK(text.find("cubic") != std::string::npos);
+  CHECK(!fs::exists(out));
+}
+
 /// A Loop body at opset 11 holds nodes whose signatures change on the way to 21 (Unsqueeze and
 /// Squeeze take their axes as an input from 13): the raise must rewrite the body too, or ORT
 /// refuses the model. The body also reads a value of the main graph.

@@ -33,6 +33,7 @@
 #include "quantizer/algorithms.hpp"
 #include "quantizer/graph_util.hpp"
 #include "quantizer/numerics.hpp"
+#include "quantizer/tensor_build.hpp"
 
 namespace quark::onnx::qz {
 
@@ -53,24 +54,9 @@ bool half_type(dtype_id t) {
   return t == dtype_id::bfloat16 || t == dtype_id::float16;
 }
 
-/// An ONNX Cast node `name` from `in` to `out` of element type `to`.
-NodeProto cast_node(const std::string& name, const std::string& in, const std::string& out,
-                    dtype_id to) {
-  NodeProto c;
-  c.set_op_type("Cast");
-  c.set_name(name);
-  c.add_input(in);
-  c.add_output(out);
-  auto* a = c.add_attribute();
-  a->set_name("to");
-  a->set_type(::onnx::AttributeProto::INT);
-  a->set_i(static_cast<std::int64_t>(to));
-  return c;
-}
-
 /// Turns node `n` into Cast(to = `to`) of its first input, keeping its name and output.
 void make_cast_in_place(NodeProto& n, dtype_id to) {
-  NodeProto c = cast_node(n.name(), n.input(0), n.output(0), to);
+  NodeProto c = make_cast(n.name(), n.input(0), n.output(0), to);
   n = std::move(c);
 }
 
@@ -493,12 +479,7 @@ class mixer {
     std::string retyped_value;
     if (p.q >= 0) {
       const std::string qv = g.node(p.q).output(0);
-      int readers = 0;
-      for (const auto& n : g.node()) {
-        for (const auto& in : n.input())
-          readers += in == qv ? 1 : 0;
-      }
-      if (readers != 1)
+      if (graph_index(g).only_consumer(qv) != p.dq)
         return false;
       for (int k = 1; k < g.node(p.q).input_size(); ++k)
         retired_.insert(g.node(p.q).input(k));
@@ -508,18 +489,9 @@ class mixer {
       const tensor data = t.initializer(dq0.input(0));
       const auto f = float_input(md, slot);
       if (!f || f->size() != data.size())
-        return false;  // no float values to store: left as it is
-      const std::vector<float> v = floats_of(*f);
-      tensor h(to, data.shape());
-      quark::visit_dtype(to, [&](auto id) {
-        using D = typename decltype(id)::type;
-        if constexpr (floating_data_type<D>) {
-          const float one = 1.0f;
-          std::vector<std::size_t> dims(data.shape().begin(), data.shape().end());
-          quark::quantize<D>(quark::tensor_shape{std::span<const std::size_t>(dims)},
-                             std::span<const float>(v), tensor_qparams<D>{{&one, 1}}, h.data<D>());
-        }
-      });
+        return false;          // no float values to store: left as it is
+      const float one = 1.0f;  // unscaled: the float weight rounded to the type
+      const tensor h = quantize_values(*f, to, {&one, 1}, {}, -1, 0, 0);
       const std::string dn = fresh(t, dq0.input(0));
       t.set_initializer(dn, h);
       g.mutable_node(p.dq)->set_input(0, dn);
@@ -544,8 +516,8 @@ class mixer {
       // A Cast pair of the type, no scale (`scale` stays empty: an int32 bias keeps its own).
       const std::string base = md.act->report_name + "_" + md.name + "_mixed";
       std::vector<NodeProto> nodes{
-          cast_node(base + "_QuantizeLinear", dq.output(0), base + "_QuantizeLinear_Output", to),
-          cast_node(base + "_DequantizeLinear", base + "_QuantizeLinear_Output",
+          make_cast(base + "_QuantizeLinear", dq.output(0), base + "_QuantizeLinear_Output", to),
+          make_cast(base + "_DequantizeLinear", base + "_QuantizeLinear_Output",
                     base + "_DequantizeLinear_Output", dtype_id::float32)};
       g.mutable_node(md.node)->set_input(0, base + "_DequantizeLinear_Output");
       changes.push_back({base, "activation", md.name, from, to, {1.0f}, {0}, true});

@@ -114,12 +114,14 @@ void attr_to_input(::onnx::GraphProto& g, ::onnx::NodeProto& n, const std::strin
   }
 }
 
-[[noreturn]] void refuse(const ::onnx::NodeProto& n, std::int64_t from, std::int64_t to) {
+/// `why`, when given, says what the node has that the newer versions cannot express.
+[[noreturn]] void refuse(const ::onnx::NodeProto& n, std::int64_t from, std::int64_t to,
+                         const std::string& why = {}) {
   throw frontend_error(
       "quark.quantize.opset",
       "node '" + n.name() + "' (" + n.op_type() + ") cannot be carried from opset " +
-          std::to_string(from) + " to " + std::to_string(to) +
-          ", which the quantized types need; this conversion is not implemented yet");
+          std::to_string(from) + " to " + std::to_string(to) + ", which the quantized types need" +
+          (why.empty() ? "" : ": " + why) + "; this conversion is not implemented yet");
 }
 
 /// Rewrites the nodes of `g` and, recursively, of the subgraphs of its If / Loop / Scan nodes
@@ -235,7 +237,7 @@ void upgrade_nodes(::onnx::GraphProto& g, std::int64_t from, std::int64_t to,
     } else if (op == "BatchNormalization" && crosses(9)) {
       const auto* spatial = find_attr(n, "spatial");
       if (spatial != nullptr && spatial->i() != 1)
-        refuse(n, from, to);  // per-activation statistics: no equivalent after 9
+        refuse(n, from, to, "spatial = 0 (per-activation statistics, gone after opset 9)");
       drop_attr(n, "spatial");
     } else if (op == "Pad" && crosses(11)) {
       const auto* v = find_attr(n, "value");
@@ -254,7 +256,9 @@ void upgrade_nodes(::onnx::GraphProto& g, std::int64_t from, std::int64_t to,
       // 10 -> 11.)
       const auto* m = find_attr(n, "mode");
       const std::string mode = m != nullptr ? m->s() : "nearest";
-      if ((mode != "nearest" && mode != "linear") || n.input_size() < 1 || n.output_size() < 1)
+      if (mode != "nearest" && mode != "linear")
+        refuse(n, from, to, "mode '" + mode + "' (only nearest and linear carry over)");
+      if (n.input_size() < 1 || n.output_size() < 1)
         refuse(n, from, to);
       std::string scales;
       if (n.input_size() >= 2 && !n.input(1).empty()) {
@@ -262,7 +266,7 @@ void upgrade_nodes(::onnx::GraphProto& g, std::int64_t from, std::int64_t to,
       } else if (const auto* sa = find_attr(n, "scales"); sa != nullptr && op == "Upsample") {
         scales = add_floats(g, n.name() + "_scales", {sa->floats().begin(), sa->floats().end()});
       } else {
-        refuse(n, from, to);
+        refuse(n, from, to, "no scales");
       }
       const std::string x = n.input(0);
       n.clear_input();

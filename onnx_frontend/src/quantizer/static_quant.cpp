@@ -229,6 +229,12 @@ bool is_fp8(dtype_id t) {
   return n;
 }
 
+/// The zero point of an asymmetric scaled BFloat16 / Float16 pair (an integer the type holds
+/// exactly, quark::compute_qparams) as the float32 scalar its Add / Sub read (emit_cast_pair).
+tensor cast_zero_point(std::int32_t zp) {
+  return tensor::from_floats({}, std::vector<float>{static_cast<float>(zp)});
+}
+
 /// The DequantizeLinear half of emit_cast_pair: Cast(to=FLOAT) -> [Sub(., zero point)] ->
 /// [Mul(., scale)] from the T-typed value `q` (a Cast pair's or a weight stored as T).
 void emit_cast_dequantize(std::vector<::onnx::NodeProto>& sink, const std::string& dq_node,
@@ -2263,8 +2269,7 @@ std::string static_quantizer::additional_pair(std::vector<::onnx::NodeProto>& si
     if (p.scale != 1.0f)
       add_init(base + "_scale", scale_tensor({p.scale}, true));
     if (p.zero_point != 0) {
-      add_init(base + "_zero_point",
-               tensor::from_floats({}, std::vector<float>{static_cast<float>(p.zero_point)}));
+      add_init(base + "_zero_point", cast_zero_point(p.zero_point));
     }
     types_used_.insert(spec.type);
     const std::string out = base + "_DequantizeLinear_Output";
@@ -2302,11 +2307,8 @@ void static_quantizer::emit_activation(const std::string& name, const act_entry&
     add_init(s_name, scale_tensor({e.params.scale}, true));
   if (!block && !cast_form)
     add_init(z_name, zero_point_tensor(e.spec.type, {e.params.zero_point}, true));
-  if (cast_form && e.params.zero_point != 0) {
-    // An asymmetric scaled BFloat16 / Float16 pair: its zero point (an integer the type holds
-    // exactly, quark::compute_qparams) as a float32 scalar for the Add / Sub of the Cast form.
-    add_init(z_name,
-             tensor::from_floats({}, std::vector<float>{static_cast<float>(e.params.zero_point)}));
+  if (cast_form && e.params.zero_point != 0) {  // an asymmetric scaled BFloat16 / Float16 pair
+    add_init(z_name, cast_zero_point(e.params.zero_point));
   }
   if (!block)
     types_used_.insert(e.spec.type);
@@ -2420,8 +2422,7 @@ void static_quantizer::emit_constants() {
       if (scaled)
         add_init(s_name, scale_tensor(e.scale, true));
       if (has_zp) {
-        add_init(z_name,
-                 tensor::from_floats({}, std::vector<float>{static_cast<float>(e.zp.front())}));
+        add_init(z_name, cast_zero_point(e.zp.front()));
       }
       const std::string zp_arg = has_zp ? z_name : std::string();
       if (opt_.add_qdq_pair_to_weight && !e.product_scale) {

@@ -233,6 +233,24 @@ double ort_l2(const result& q) {
   return sum / n_samples;
 }
 
+/// The one float of a scalar float initializer (float_data or raw_data).
+float scalar_float(const ::onnx::TensorProto& t) {
+  REQUIRE(t.data_type() == onnx_type::float32);
+  if (t.float_data_size() == 1)
+    return t.float_data(0);
+  REQUIRE(t.raw_data().size() == sizeof(float));
+  float v = 0.0f;
+  std::memcpy(&v, t.raw_data().data(), sizeof v);
+  return v;
+}
+
+/// Initializer `name` of `m` (the test fails without it).
+const ::onnx::TensorProto& init_of(const ::onnx::ModelProto& m, const std::string& name) {
+  const ::onnx::TensorProto* t = find_init(m, name);
+  REQUIRE_MESSAGE(t != nullptr, "no initializer " << name);
+  return *t;
+}
+
 constexpr int i8 = onnx_type::int8;
 constexpr int i16 = onnx_type::int16;
 
@@ -358,6 +376,101 @@ TEST_CASE("auto MP raises the sensitive tensor to bfloat16 (act_target_quant_typ
   }
 }
 
+TEST_CASE("auto MP raises the sensitive tensor to float8 (act_target_quant_type QFLOAT8E4M3FN)") {
+  if (!ort_available()) {
+    MESSAGE("skipped: " << ort_unavailable_reason());
+    return;
+  }
+  // B's input becomes a float8 E4M3FN Q/DQ pair keeping the range its int8 codes spanned:
+  // scale = 128 s / 448 (int8 codes reach -128), zero point 0. The values near 1 that B reads
+  // keep 3 mantissa bits instead of falling into one int8 step of ~7.9.
+  const result q =
+      quantize(mp_config("A8W8", obj({{"act_target_quant_type", "QFLOAT8E4M3FN"}})), "fp8");
+  CHECK(changed_nodes(q.report) == std::vector<std::string>{"B"});
+  CHECK(input_type(q.model, "A", 0) == i8);
+  CHECK(input_type(q.model, "B", 0) == onnx_type::float8e4m3fn);
+  CHECK(input_type(q.model, "C", 0) == i8);
+  CHECK(input_type(q.model, "B", 1) == i8);
+  CHECK(q.model.opset_import(0).version() >= 19);
+  CHECK(q.model.ir_version() >= 9);
+  const auto [before, after] = reported_metric(q.report);
+  MESSAGE("raise to float8: average L2 " << before << " -> " << after);
+  CHECK(after <= 0.5);
+  CHECK(after == doctest::Approx(ort_l2(q)).epsilon(1e-3));
+  CHECK(q.report.tensors_per_type.at("float8_e4m3fn") == 1);
+
+  SUBCASE("the float8 scale is 128 / 448 of the int8 one, the zero point a float8 +0") {
+    const auto producer = producers(q.model);
+    const ::onnx::NodeProto* b = node_named(q.model, "B");
+    REQUIRE(b != nullptr);
+    const ::onnx::NodeProto* dq = producer.at(b->input(0));
+    REQUIRE(dq->op_type() == "DequantizeLinear");
+    const ::onnx::NodeProto* ql = producer.at(dq->input(0));
+    REQUIRE(ql->op_type() == "QuantizeLinear");
+    // The int8 scale of the same tensor in the model without auto MP (same calibration).
+    qo::qconfig plain_cfg = qo::get_default_config("A8W8");
+    plain_cfg.global_config.weight->quant_granularity = qo::granularity::channel;
+    const result plain = quantize(plain_cfg, "fp8_plain");
+    const ::onnx::NodeProto* b0 = node_named(plain.model, "B");
+    REQUIRE(b0 != nullptr);
+    const ::onnx::NodeProto* dq0 = producers(plain.model).at(b0->input(0));
+    const float s8 = scalar_float(init_of(plain.model, dq0->input(1)));
+    const float s_fp8 = scalar_float(init_of(q.model, dq->input(1)));
+    MESSAGE("int8 scale " << s8 << ", float8 scale " << s_fp8);
+    CHECK(s_fp8 == static_cast<float>(128.0 * static_cast<double>(s8) / 448.0));
+    const ::onnx::TensorProto& z = init_of(q.model, dq->input(2));
+    CHECK(z.data_type() == onnx_type::float8e4m3fn);
+    CHECK(ql->input(1) == dq->input(1));
+  }
+  SUBCASE("weights too (target_indices [0]): A's weight stored as float8 codes") {
+    const result w =
+        quantize(mp_config("A8W8", obj({{"act_target_quant_type", "QFLOAT8E4M3FN"},
+                                        {"weight_target_quant_type", "QFLOAT8E4M3FN"},
+                                        {"target_indices", qo::option_value::array({0})}})),
+                 "fp8w");
+    CHECK(input_type(w.model, "A", 0) == onnx_type::float8e4m3fn);
+    CHECK(input_type(w.model, "A", 1) == onnx_type::float8e4m3fn);
+    CHECK(input_type(w.model, "B", 1) == i8);
+    // A's weight {1, 0, 0, 1000}, per channel: int8 scales max|w| / 127, so float8 scales
+    // 128 max|w| / (127 * 448); 1 / that = 127 * 448 / 128 = 444.5, which E4M3FN rounds to 448
+    // (its neighbours are 416 and 448): code 0x7E; 0 is 0x00.
+    const ::onnx::NodeProto* a = node_named(w.model, "A");
+    REQUIRE(a != nullptr);
+    const ::onnx::NodeProto* dq = producers(w.model).at(a->input(1));
+    const ::onnx::TensorProto& codes = init_of(w.model, dq->input(0));
+    CHECK(codes.data_type() == onnx_type::float8e4m3fn);
+    CHECK(codes.raw_data() == std::string("\x7E\x00\x00\x7E", 4));
+    ort_l2(w);
+  }
+  SUBCASE("dual_quant_nodes: B's int8 pair stays, a float8 pair follows it") {
+    const result d = quantize(mp_config("A8W8", obj({{"act_target_quant_type", "QFLOAT8E4M3FN"},
+                                                     {"dual_quant_nodes", true}})),
+                              "fp8dual");
+    CHECK(input_type(d.model, "B", 0) == onnx_type::float8e4m3fn);
+    const auto producer = producers(d.model);
+    const ::onnx::NodeProto* b = node_named(d.model, "B");
+    REQUIRE(b != nullptr);
+    const auto* dq = producer.at(b->input(0));
+    const auto* ql = producer.at(dq->input(0));
+    REQUIRE(ql->op_type() == "QuantizeLinear");
+    CHECK(producer.at(ql->input(0))->op_type() == "DequantizeLinear");  // a's int8 pair
+    CHECK(reported_metric(d.report).second == doctest::Approx(ort_l2(d)).epsilon(1e-3));
+  }
+  SUBCASE("with UseQDQContribOps: a clear error (com.microsoft Q/DQ have no float8)") {
+    qo::qconfig cfg = mp_config("A8W8", obj({{"act_target_quant_type", "QFLOAT8E4M3FN"}}));
+    cfg.extra_options.set("UseQDQContribOps", true);
+    const fs::path dir = work_dir();
+    save_proto(chain(), dir / "chain.onnx");
+    const std::string e = error_text([&] {
+      qo::memory_reader reader(samples());
+      qo::quantize_model(dir / "chain.onnx", dir / "fp8_contrib.onnx", cfg, reader);
+    });
+    CHECK(e.find("quark.config.unsupported_type") == 0);
+    CHECK(e.find("act_target_quant_type") != std::string::npos);
+    CHECK(!fs::exists(dir / "fp8_contrib.onnx"));
+  }
+}
+
 TEST_CASE("auto MP lowers all but the sensitive tensor (A16W8 + act_target_quant_type QInt8)") {
   if (!ort_available()) {
     MESSAGE("skipped: " << ort_unavailable_reason());
@@ -437,13 +550,6 @@ std::vector<int> nibbles(const ::onnx::TensorProto& t, bool is_signed) {
     }
   }
   return out;
-}
-
-/// Initializer `name` of `m` (the test fails without it).
-const ::onnx::TensorProto& init_of(const ::onnx::ModelProto& m, const std::string& name) {
-  const ::onnx::TensorProto* t = find_init(m, name);
-  REQUIRE_MESSAGE(t != nullptr, "no initializer " << name);
-  return *t;
 }
 
 TEST_CASE("auto MP lowers weights to int4 (weight_target_quant_type QInt4 from A8W8)") {
@@ -623,9 +729,14 @@ TEST_CASE("auto MP: bad parameters are errors naming the parameter") {
   CHECK(tensor.find("target_tensors") != std::string::npos);
   CHECK(run(obj({{"act_target_quant_type", "QInt16"}, {"output_index", 3}})).find("output_index") !=
         std::string::npos);
-  CHECK(
-      run(obj({{"act_target_quant_type", "QFloat8E4M3FN"}})).find("quark.config.not_implemented") ==
-      0);
+  // Type names are read as TensorQuantOverrides' quant_type (prefix and case free): this one gets
+  // as far as the output_index check.
+  CHECK(run(obj({{"act_target_quant_type", "ExtendedQuantType.QINT16"}, {"output_index", 3}}))
+            .find("output_index") != std::string::npos);
+  // E5M2 has no quant type name in ONNX Runtime or Quark (QFLOAT8E4M3FN is the float8 one).
+  const std::string e5m2 = run(obj({{"act_target_quant_type", "QFloat8E5M2"}}));
+  CHECK(e5m2.find("quark.config.value") == 0);
+  CHECK(e5m2.find("QFLOAT8E4M3FN") != std::string::npos);
   // QBFP / QMX (block mixing): activation and weight targets together, no selection parameters.
   const std::string mixed =
       run(obj({{"act_target_quant_type", "QBFP"}, {"weight_target_quant_type", "QInt8"}}));

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // quark/scale/retype.hpp against hand-computed cases: span ratios (int8 -> int16 is 255 / 65535),
 // scales where the ratio is exact (int16 <-> int8 is 257), power-of-two scales staying powers of
-// two for every pair of integer types, zero points mapped from range to range.
+// two for every pair of integer types, zero points mapped from range to range, and moves onto small
+// float types keeping the range the codes span (absmax over the largest finite value).
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -79,6 +80,39 @@ TEST_CASE("retype: zero points") {
 TEST_CASE("retype: non-integer types are rejected by name") {
   CHECK(error_id([] { (void)quark::retype_scale(1.0f, dtype_id::float16, dtype_id::int8); }) ==
         "quark.scale.not_integer_type");
+}
+
+TEST_CASE("retype: onto a small float type the range of the codes is kept") {
+  // int8, s 0.75, z 0: codes -128..127 span [-96, 95.25]; absmax 96 over E4M3FN's 448 = 3 / 14.
+  CHECK(quark::retype_scale_to_float(0.75f, 0, dtype_id::int8, dtype_id::float8_e4m3fn) ==
+        static_cast<float>(3.0 / 14.0));
+  // uint8, s 0.75, z 128: [(0 - 128) 0.75, (255 - 128) 0.75] = [-96, 95.25]; 96 / 57344 (E5M2).
+  CHECK(quark::retype_scale_to_float(0.75f, 128, dtype_id::uint8, dtype_id::float8_e5m2) ==
+        static_cast<float>(96.0 / 57344.0));
+  // uint8, s 0.1, z 0: [0, 25.5]: the zero point of the float type is 0, so absmax 25.5.
+  CHECK(quark::retype_scale_to_float(0.1f, 0, dtype_id::uint8, dtype_id::float8_e4m3fn) ==
+        static_cast<float>(static_cast<double>(255 * 0.1f) / 448.0));
+  // FP4 E2M1 (largest value 6): int8, s 0.75: absmax 96 -> 16; int16, s 2^-10: absmax 32 ->
+  // 32 / 6 = 2^2.415, a power-of-two source, so 2^2.
+  CHECK(quark::retype_scale_to_float(0.75f, 0, dtype_id::int8, dtype_id::float4_e2m1fn) == 16.0f);
+  CHECK(quark::retype_scale_to_float(0x1p-10f, 0, dtype_id::int16, dtype_id::float4_e2m1fn) ==
+        4.0f);
+  // A power-of-two scale stays one: int8 s 2^-3 gives 16 / 448 = 2^-4.807 -> 2^-5; s 1 gives
+  // 128 / 448 = 2^-1.807 -> 2^-2.
+  CHECK(quark::retype_scale_to_float(0.125f, 0, dtype_id::int8, dtype_id::float8_e4m3fn) ==
+        0x1p-5f);
+  CHECK(quark::retype_scale_to_float(1.0f, 0, dtype_id::int8, dtype_id::float8_e4m3fn) == 0.25f);
+  // Only integer sources and small float targets.
+  CHECK(error_id([] {
+          (void)quark::retype_scale_to_float(1.0f, 0, dtype_id::int8, dtype_id::int16);
+        }) == "quark.scale.not_small_float_type");
+  CHECK(error_id([] {
+          (void)quark::retype_scale_to_float(1.0f, 0, dtype_id::int8, dtype_id::float16);
+        }) == "quark.scale.not_small_float_type");
+  CHECK(error_id([] {
+          (void)quark::retype_scale_to_float(1.0f, 0, dtype_id::float8_e4m3fn,
+                                             dtype_id::float8_e5m2);
+        }) == "quark.scale.not_integer_type");
 }
 
 TEST_CASE("retype: the smallest scale that holds a magnitude") {

@@ -2,19 +2,23 @@
 // Moving a quantized tensor between integer types by the ratio of their code spans (Quark's
 // auto mixed precision, quark-spec §10.10): the scale becomes s * (span(from) / span(to)), a
 // power-of-two scale stays a power of two (the nearest one, in log2), and a zero point (or any
-// code) maps linearly from one full range onto the other, rounded half to even.
+// code) maps linearly from one full range onto the other, rounded half to even. Moving onto a
+// small float type (FP8 / FP6 / FP4) keeps the range the codes span instead: that type's scale
+// is the range's absmax over its largest finite value, the zero point is 0.
 #pragma once
 
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 
 #include <quark/config.hpp>
 #include <quark/core/error.hpp>
 #include <quark/dtype/dtype_id.hpp>
+#include <quark/scale/qparams.hpp>
 #include <quark/scale/qrange_id.hpp>
 
 namespace quark {
@@ -48,6 +52,33 @@ inline float retype_scale(float s, dtype_id from, dtype_id to) {
   int e = 0;
   const bool pow2 = s > 0.0f && std::frexp(s, &e) == 0.5f;
   return pow2 ? std::exp2(std::nearbyint(std::log2(y))) : y;
+}
+
+/// The scale of small float type `to` (FP8 / FP6 / FP4: zero point 0) for a tensor of integer
+/// type `from` with scale s and zero point z: compute_qparams<to> of the range its codes span,
+/// [(qmin - z) s, (qmax - z) s], i.e. max(|qmin - z|, |qmax - z|) s / max_finite(to); when s is
+/// a power of two, the power of two nearest to that in log2 (as retype_scale).
+///
+///     quark::retype_scale_to_float(1.0f, 0, quark::dtype_id::int8,
+///                                  quark::dtype_id::float8_e4m3fn) == 128.0f / 448.0f
+inline float retype_scale_to_float(float s, std::int64_t z, dtype_id from, dtype_id to) {
+  const int_range a = detail::retype_range(from);
+  const auto lo = static_cast<float>(static_cast<double>(a.min - z) * static_cast<double>(s));
+  const auto hi = static_cast<float>(static_cast<double>(a.max - z) * static_cast<double>(s));
+  std::optional<float> y;
+  visit_dtype(to, [&](auto tag) {
+    using D = typename decltype(tag)::type;
+    if constexpr (floating_data_type<D> && dtype_traits<D>::bits <= 8)
+      y = compute_qparams<D>(value_range{lo, hi}).scale.value;
+  });
+  if (!y) {
+    QUARK_THROW(invalid_argument(
+        "quark.scale.not_small_float_type",
+        std::string(dtype_name(to)) + " is not a small float type (FP8 / FP6 / FP4)"));
+  }
+  int e = 0;
+  const bool pow2 = s > 0.0f && std::frexp(s, &e) == 0.5f;
+  return pow2 ? std::exp2(std::nearbyint(std::log2(*y))) : *y;
 }
 
 /// A code (typically the zero point) of `from` mapped onto `to`: round((z - min_from) *

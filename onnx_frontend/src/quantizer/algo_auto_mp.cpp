@@ -54,6 +54,12 @@ bool half_type(dtype_id t) {
   return t == dtype_id::bfloat16 || t == dtype_id::float16;
 }
 
+/// float8 E4M3FN (QFLOAT8E4M3FN): a target auto MP writes as a Q/DQ pair of the type whose scale
+/// keeps the range the integer codes spanned (quark::retype_scale_to_float), zero point 0.
+bool fp8_type(dtype_id t) {
+  return t == dtype_id::float8_e4m3fn;
+}
+
 /// Turns node `n` into Cast(to = `to`) of its first input, keeping its name and output.
 void make_cast_in_place(NodeProto& n, dtype_id to) {
   NodeProto c = make_cast(n.name(), n.input(0), n.output(0), to);
@@ -129,8 +135,33 @@ std::vector<float> derive_scale(const std::vector<float>& s, dtype_id from, dtyp
   return out;
 }
 
+/// The scales of `from` (scales `s`, zero points `z`: one, or one per scale) moved to `to`: by
+/// the code span ratio between integer types, by the range the codes span onto float8.
+std::vector<float> moved_scales(const std::vector<float>& s, const std::vector<std::int64_t>& z,
+                                dtype_id from, dtype_id to) {
+  if (!fp8_type(to))
+    return derive_scale(s, from, to);
+  std::vector<float> out;
+  for (std::size_t i = 0; i < s.size(); ++i)
+    out.push_back(
+        quark::retype_scale_to_float(s[i], z.empty() ? 0 : z[i < z.size() ? i : 0], from, to));
+  return out;
+}
+
+/// The zero points of `from` moved to `to`: mapped code to code between integer types, 0 (as a
+/// float8 value) for float8.
+tensor moved_zero_points(const tensor& z0, dtype_id from, dtype_id to) {
+  if (fp8_type(to))
+    return tensor(to, z0.shape());  // all zero bits: +0
+  std::vector<std::int64_t> z;
+  for (const auto v : ints_of(z0))
+    z.push_back(quark::retype_code(v, from, to));
+  return int_tensor(to, z0.shape(), z);
+}
+
 /// `x` (shape `shape`) quantized to type `t` by quark::quantize with scales `s` and zero points
-/// `z` (empty: 0), per tensor or, when `s` has several values, per channel along `axis`.
+/// `z` (empty: 0; a float8 type has none), per tensor or, when `s` has several values, per
+/// channel along `axis`.
 tensor quantize_floats(const std::vector<float>& x, const shape_t& shape,
                        const std::vector<float>& s, const std::vector<std::int64_t>& z,
                        std::int64_t axis, dtype_id t) {
@@ -149,6 +180,9 @@ tensor quantize_floats(const std::vector<float>& x, const shape_t& shape,
       for (std::size_t c = 0; c < (z.empty() ? 0 : s.size()); ++c)
         zp.push_back(static_cast<zero_point_t<D>>(z[c < z.size() ? c : 0]));
       const tensor_qparams<D> p{s, zp, g};
+      quark::quantize<D>(ts, std::span<const float>(x), p, out.data<D>());
+    } else if constexpr (quantized_type<D>) {
+      const tensor_qparams<D> p{s, {}, g};
       quark::quantize<D>(ts, std::span<const float>(x), p, out.data<D>());
     }
   });
@@ -407,15 +441,21 @@ class mixer {
     const tensor s0 = t.initializer(dq.input(1));
     const tensor z0 = t.initializer(dq.input(2));
     const dtype_id from = z0.type();
-    if (from == to || !integer_type(from) || !integer_type(to))
+    if (from == to || !integer_type(from) || !(integer_type(to) || fp8_type(to)))
       return false;
-    const std::vector<float> s = derive_scale(floats_of(s0), from, to);
-    std::vector<std::int64_t> z;
-    for (const auto v : ints_of(z0))
-      z.push_back(quark::retype_code(v, from, to));
+    if (fp8_type(to) && p.q < 0) {
+      const auto f = float_input(md, slot);
+      if (!f || f->size() != t.initializer(dq.input(0)).size())
+        return false;  // no float values to store as float8: left as it is
+    }
+    const std::vector<std::int64_t> z_from = ints_of(z0);
+    const std::vector<float> s = moved_scales(floats_of(s0), z_from, from, to);
+    const tensor z_to = moved_zero_points(z0, from, to);
+    const std::vector<std::int64_t> z =
+        fp8_type(to) ? std::vector<std::int64_t>(z_from.size(), 0) : ints_of(z_to);
     const std::string sn = fresh(t, dq.input(1)), zn = fresh(t, dq.input(2));
     t.set_initializer(sn, float_tensor(s0.shape(), s));
-    t.set_initializer(zn, int_tensor(to, z0.shape(), z));
+    t.set_initializer(zn, z_to);
     const std::string old_s = dq.input(1), old_z = dq.input(2);
     retired_.insert({old_s, old_z});
     dq.set_input(1, sn);
@@ -429,23 +469,23 @@ class mixer {
       } else if (q.input_size() >= 3) {
         const tensor qs = t.initializer(q.input(1));
         const tensor qz = t.initializer(q.input(2));
-        std::vector<std::int64_t> qzv;
-        for (const auto v : ints_of(qz))
-          qzv.push_back(quark::retype_code(v, from, to));
         const std::string qsn = fresh(t, q.input(1)), qzn = fresh(t, q.input(2));
         retired_.insert({q.input(1), q.input(2)});
-        t.set_initializer(qsn, float_tensor(qs.shape(), derive_scale(floats_of(qs), from, to)));
-        t.set_initializer(qzn, int_tensor(to, qz.shape(), qzv));
+        t.set_initializer(
+            qsn, float_tensor(qs.shape(), moved_scales(floats_of(qs), ints_of(qz), from, to)));
+        t.set_initializer(qzn, moved_zero_points(qz, from, to));
         q.set_input(1, qsn);
         q.set_input(2, qzn);
       }
       retyped_value = q.output(0);
     } else {
-      // A folded constant: quantized again from the float model (else its codes are remapped).
+      // A folded constant: quantized again from the float model (else its codes are remapped
+      // between integer types; float8 needs the float values, checked before anything changed).
       const tensor data = t.initializer(dq.input(0));
+      const std::int64_t axis = int_attr(dq, "axis", 1);
       tensor q;
       if (auto f = float_input(md, slot); f && f->size() == data.size()) {
-        q = quantize_floats(floats_of(*f), data.shape(), s, z, int_attr(dq, "axis", 1), to);
+        q = quantize_floats(floats_of(*f), data.shape(), s, z, axis, to);
       } else {
         std::vector<std::int64_t> codes;
         for (const auto v : ints_of(data))
@@ -525,13 +565,13 @@ class mixer {
       return nodes;
     }
     const tensor s0 = t.initializer(dq.input(1));
-    scale = derive_scale(floats_of(s0), from, to);
-    std::vector<std::int64_t> z;
-    for (const auto v : ints_of(z0))
-      z.push_back(quark::retype_code(v, from, to));
+    scale = moved_scales(floats_of(s0), ints_of(z0), from, to);
+    const tensor z_to = moved_zero_points(z0, from, to);
+    const std::vector<std::int64_t> z =
+        fp8_type(to) ? std::vector<std::int64_t>(z0.size(), 0) : ints_of(z_to);
     const std::string base = md.act->report_name + "_" + md.name + "_mixed";
     t.set_initializer(base + "_scale", float_tensor(s0.shape(), scale));
-    t.set_initializer(base + "_zero_point", int_tensor(to, z0.shape(), z));
+    t.set_initializer(base + "_zero_point", z_to);
     std::vector<NodeProto> nodes(2);
     nodes[0].set_op_type("QuantizeLinear");
     nodes[0].set_name(base + "_QuantizeLinear");
@@ -795,7 +835,10 @@ auto_mp_result auto_mixed_precision(model& qm, const model& float_model,
       const dtype_id now =
           first.act && o.act_type ? mx.type_of(qm, *first.act) : mx.type_of(qm, *first.weight);
       const dtype_id to = first.act && o.act_type ? *o.act_type : *o.weight_type;
-      r.raised = bits_of(to) > bits_of(now);
+      // A float8 target of an int8 tensor is a raise too: the same width, a far wider range
+      // (the switch is made for accuracy, so the sensitive modules are the ones to change).
+      r.raised = bits_of(to) > bits_of(now) ||
+                 (bits_of(to) == bits_of(now) && fp8_type(to) && integer_type(now));
     }
     r.notes.push_back("auto_mixprecision: " + std::to_string(cand.size()) + " of " +
                       std::to_string(mods.size()) + " target nodes are candidates (" +
@@ -921,7 +964,10 @@ auto_mp_result auto_mixed_precision(model& qm, const model& float_model,
                                                                    : dtype_id::undefined);
       const dtype_id to =
           first.act && o.act_type ? *o.act_type : (o.weight_type ? *o.weight_type : now);
-      r.raised = bits_of(to) > bits_of(now);
+      // A float8 target of an int8 tensor is a raise too: the same width, a far wider range
+      // (the switch is made for accuracy, so the sensitive modules are the ones to change).
+      r.raised = bits_of(to) > bits_of(now) ||
+                 (bits_of(to) == bits_of(now) && fp8_type(to) && integer_type(now));
     }
   }
   model out = mx.apply(chosen, &changes, o.target_tensors.empty() ? nullptr : &only);

@@ -18,33 +18,22 @@ namespace {
   throw config_error("quark.config.value", "algo_config auto_mixprecision." + key + ": " + what);
 }
 
-/// A *_target_quant_type value: Quark's QuantType / ExtendedQuantType names.
+/// A *_target_quant_type value: Quark's QuantType / ExtendedQuantType names, read as
+/// TensorQuantOverrides' quant_type is (parse_override_quant_type: "QInt8", "QuantType.QInt8",
+/// "QFLOAT8E4M3FN", any case).
 std::optional<dtype_id> mp_type(const option_value& v, const std::string& key) {
   if (v.is_null())
     return std::nullopt;
   const std::string& s = v.as_string();
-  static const std::pair<std::string_view, dtype_id> ints[] = {
-      {"QInt4", dtype_id::int4},         {"QUInt4", dtype_id::uint4},
-      {"QInt8", dtype_id::int8},         {"QUInt8", dtype_id::uint8},
-      {"QInt16", dtype_id::int16},       {"QUInt16", dtype_id::uint16},
-      {"QInt32", dtype_id::int32},       {"QUInt32", dtype_id::uint32},
-      {"QBFloat16", dtype_id::bfloat16}, {"QFloat16", dtype_id::float16}};
-  for (const auto& [name, t] : ints) {
-    if (s == name)
-      return t;
-  }
-  for (const char* other : {"QFloat8E4M3FN", "QFloat8E5M2"}) {
-    if (s == other) {
-      throw not_implemented("quark.config.not_implemented",
-                            "algo_config auto_mixprecision." + key + ": \"" + s +
-                                "\" is not implemented yet (QInt4, QUInt4, QInt8, QUInt8, QInt16, "
-                                "QUInt16, QBFloat16, QFloat16, QBFP, QMX and, for biases, QInt32 "
-                                "/ QUInt32 are)");
-    }
+  if (const auto t = parse_override_quant_type(s)) {
+    // QBFP / QMX (no element type) are read by read_block_target, for both tensors together.
+    if (const auto d = element_type(*t))
+      return d;
   }
   bad_mp(key, "\"" + s +
                   "\" is not a quant type (QInt4, QUInt4, QInt8, QUInt8, QInt16, QUInt16, QInt32, "
-                  "QUInt32, QBFloat16, QFloat16)");
+                  "QUInt32, QBFloat16, QFloat16, QFLOAT8E4M3FN; QBFP / QMX for activations and "
+                  "weights together)");
 }
 
 std::size_t mp_count(const option_value& v, const std::string& key, std::int64_t min) {
@@ -75,10 +64,9 @@ std::optional<tspec> read_block_target(const algo_entry& e, const qconfig& cfg) 
     const option_value v = algo_param(e, key);
     if (!v.is_string())
       return std::nullopt;
-    if (v.as_string() == "QBFP")
-      return override_quant_type::bfp;
-    if (v.as_string() == "QMX")
-      return override_quant_type::mx;
+    const auto t = parse_override_quant_type(v.as_string());
+    if (t == override_quant_type::bfp || t == override_quant_type::mx)
+      return t;
     return std::nullopt;
   };
   const auto act = kind("act_target_quant_type");
@@ -141,6 +129,23 @@ auto_mp_options read_auto_mp(const algo_entry& e, const qconfig& cfg) {
                                std::pair{o.weight_type, "weight_target_quant_type"}}) {
     if (t && (*t == dtype_id::int32 || *t == dtype_id::uint32))
       bad_mp(key, "32-bit types are for biases only (bias_target_quant_type)");
+  }
+  // A float8 target is a standard QuantizeLinear / DequantizeLinear pair (opset 19); ONNX
+  // Runtime's com.microsoft ones have no float8 types.
+  const option_map eff = cfg.effective_options();
+  if (const option_value* c = eff.find("UseQDQContribOps"); c && c->is_bool() && c->as_bool()) {
+    for (const auto& [t, key] : {std::pair{o.act_type, "act_target_quant_type"},
+                                 std::pair{o.weight_type, "weight_target_quant_type"},
+                                 std::pair{o.bias_type, "bias_target_quant_type"}}) {
+      if (t && *t == dtype_id::float8_e4m3fn) {
+        throw config_error("quark.config.unsupported_type",
+                           "algo_config auto_mixprecision." + std::string(key) + ": " +
+                               std::string(dtype_name(*t)) +
+                               " with UseQDQContribOps: the com.microsoft QuantizeLinear / "
+                               "DequantizeLinear take int4, uint4, int8, uint8, int16 and uint16 "
+                               "only");
+      }
+    }
   }
   if (!o.act_type && !o.weight_type) {
     bad_mp("act_target_quant_type",

@@ -356,24 +356,6 @@ dtype_id override_dtype(override_quant_type t, const std::string& tensor, bool w
   const std::string where =
       "TensorQuantOverrides." + tensor + ": quant_type " + std::string(to_string(t));
   switch (t) {
-    case q::int8:
-      return dtype_id::int8;
-    case q::uint8:
-      return dtype_id::uint8;
-    case q::int16:
-      return dtype_id::int16;
-    case q::uint16:
-      return dtype_id::uint16;
-    case q::int4:
-      return dtype_id::int4;
-    case q::uint4:
-      return dtype_id::uint4;
-    case q::float16:
-      return dtype_id::float16;
-    case q::bfloat16:
-      return dtype_id::bfloat16;
-    case q::float8_e4m3fn:
-      return dtype_id::float8_e4m3fn;
     case q::int32:
       if (weight)
         return dtype_id::int32;
@@ -384,9 +366,10 @@ dtype_id override_dtype(override_quant_type t, const std::string& tensor, bool w
     case q::uint32:
       throw config_error("quark.config.unsupported_type",
                          where + ": ONNX QuantizeLinear / DequantizeLinear have no uint32 form");
-    case q::bfp:
-    case q::mx:
-      break;  // a fused block node, not a Q/DQ type (qz::override_block_spec)
+    default:
+      if (const auto d = element_type(t))
+        return *d;
+      break;  // QBFP / QMX: a fused block node, not a Q/DQ type (qz::override_block_spec)
   }
   throw frontend_error("quark.quantize.internal", where + " has no Q/DQ element type");
 }
@@ -2591,6 +2574,8 @@ void static_quantizer::finish_model() {
     for (const auto t : qz::auto_mp_types(*algos_.auto_mp)) {
       if (t == dtype_id::bfloat16)  // a Cast to bfloat16
         need = std::max<std::int64_t>(need, 13);
+      if (is_fp8(t))
+        need = std::max<std::int64_t>(need, 19);
       if ((t == dtype_id::int16 || t == dtype_id::uint16 || t == dtype_id::int4 ||
            t == dtype_id::uint4) &&
           !opt_.use_qdq_contrib_ops)

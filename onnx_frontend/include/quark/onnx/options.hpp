@@ -22,6 +22,7 @@
 #include <vector>
 
 #include <quark/core/error.hpp>
+#include <quark/dtype/dtype_id.hpp>
 
 namespace quark::onnx {
 
@@ -237,6 +238,40 @@ std::string_view to_string(override_quant_type t) noexcept;
 /// QBFP / QMX: a fused block node (BFPQuantizeDequantize / MXQuantizeDequantize), not a Q/DQ type.
 constexpr bool is_block_type(override_quant_type t) noexcept {
   return t == override_quant_type::bfp || t == override_quant_type::mx;
+}
+
+/// The element type a quant type stores (QInt8 -> int8, QFLOAT8E4M3FN -> float8_e4m3fn, ...);
+/// nullopt for the block types QBFP / QMX, which have none.
+constexpr std::optional<dtype_id> element_type(override_quant_type t) noexcept {
+  using q = override_quant_type;
+  switch (t) {
+    case q::int8:
+      return dtype_id::int8;
+    case q::uint8:
+      return dtype_id::uint8;
+    case q::int16:
+      return dtype_id::int16;
+    case q::uint16:
+      return dtype_id::uint16;
+    case q::int32:
+      return dtype_id::int32;
+    case q::uint32:
+      return dtype_id::uint32;
+    case q::int4:
+      return dtype_id::int4;
+    case q::uint4:
+      return dtype_id::uint4;
+    case q::float16:
+      return dtype_id::float16;
+    case q::bfloat16:
+      return dtype_id::bfloat16;
+    case q::float8_e4m3fn:
+      return dtype_id::float8_e4m3fn;
+    case q::bfp:
+    case q::mx:
+      break;
+  }
+  return std::nullopt;
 }
 
 /// Why reduce_range true is refused on a float8 tensor: it selects a reduced integer code table

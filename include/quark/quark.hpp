@@ -21,6 +21,7 @@
 #include <quark/calib/calib_result.hpp>
 #include <quark/calib/distribution_calibrator.hpp>
 #include <quark/calib/entropy_calibrator.hpp>
+#include <quark/calib/minifloat_mse_calibrator.hpp>
 #include <quark/calib/minmax_calibrator.hpp>
 #include <quark/calib/mse_calibrator.hpp>
 #include <quark/calib/percentile_calibrator.hpp>

@@ -16,6 +16,7 @@
 #include <doctest/doctest.h>
 
 // support/ort.hpp first: inside quark::test, "onnx::" must find ::onnx, not quark::onnx.
+#include <quark/calib/minifloat_mse_calibrator.hpp>
 #include <quark/calib/mse_calibrator.hpp>
 #include <quark/calib/tensor_calibrator.hpp>
 #include <quark/calib/to_qparams.hpp>
@@ -411,6 +412,81 @@ TEST_CASE("Float32 weights with MinMSE: float_minmse_calibrator in every MinMSEM
       const auto ref = run_in_ort(fin, samples()[0]);
       CHECK(quark::metrics::cosine(q, ref) >= 0.98);
     }
+  }
+}
+
+TEST_CASE("FP8 specs with MinMSE: the float8 search on the activation histograms and the weights") {
+  // quark::minifloat_minmse_calibrator (checked against the reference encoder in
+  // tests/calib/minifloat_mse_calibrator_test.cpp) is the oracle here: the quantizer must hand it
+  // the same histograms (signed [min, max], 2048 bins, one batch per sample) and weights, and
+  // write the scales it chose.
+  const fs::path dir = work_dir();
+  const fs::path fin = dir / "float_fp8_mse.onnx";
+  {
+    std::ofstream f(fin, std::ios::binary);
+    REQUIRE(model().SerializeToOstream(&f));
+  }
+  const auto acts = gather(fin);
+  qo::qconfig cfg;
+  qo::tensor_spec spec = qo::make_spec(qo::spec_name::fp8_e4m3fn);
+  spec.calibration_method = qo::calib_method::min_mse;
+  cfg.global_config.input_tensors = spec;
+  cfg.global_config.output_tensors = spec;
+  cfg.global_config.weight = spec;
+  cfg.extra_options.set("OptimizeModel", qo::option_value(false));
+  qo::memory_reader reader(samples());
+  const fs::path fout = dir / "fp8_mse.onnx";
+  const qo::quantize_report r = qo::quantize_model(fin, fout, cfg, reader);
+  using fp8 = quark::float8_e4m3fn;
+  int acts_found = 0;
+  int weights_found = 0;
+  int clipped = 0;
+  for (const auto& t : r.tensors) {
+    CAPTURE(t.name);
+    quark::calibrated_range want;
+    if (t.role == "activation" && acts.contains(t.name)) {
+      quark::histogram_observer h{{.mode = quark::histogram_mode::signed_extend}};
+      for (const auto& b : acts.at(t.name))
+        h.observe(b);
+      want = quark::minifloat_minmse_calibrator<fp8>{}(h.stats());
+      CHECK(t.rmin == want.min);
+      CHECK(t.rmax == want.max);
+      float amax = 0.0f;
+      for (const auto& b : acts.at(t.name)) {
+        for (const float v : b)
+          amax = std::fmax(amax, std::fabs(v));
+      }
+      clipped += std::fmax(std::fabs(want.min), std::fabs(want.max)) < amax ? 1 : 0;
+      ++acts_found;
+    } else if (t.role == "weight" && (t.name == "w1" || t.name == "w2")) {
+      const std::vector<float> w =
+          t.name == "w1" ? random_floats(216, 1, -0.5f, 0.5f) : random_floats(64, 4, -0.8f, 0.8f);
+      want = quark::minifloat_minmse_calibrator<fp8>{}(w);
+      ++weights_found;
+    } else {
+      continue;
+    }
+    REQUIRE(want.scale.has_value());
+    REQUIRE(t.scale.size() == 1u);
+    CHECK(t.scale[0] == *want.scale);
+  }
+  CHECK(acts_found == static_cast<int>(checked().size()));
+  CHECK(weights_found == 2);
+  MESSAGE("FP8 MinMSE: " << clipped << " activations with a range inside their data's");
+  if (!ort_available()) {
+    MESSAGE("ONNX Runtime unavailable: " << ort_unavailable_reason());
+    return;
+  }
+  for (const auto& s : samples()) {
+    const auto q = run_in_ort(fout, s);
+    const auto ref = run_in_ort(fin, s);
+    CHECK(quark::metrics::cosine(q, ref) >= 0.99);
+    // Our runtime runs the float8 Q/DQ as ORT does.
+    const auto ours = qo::run_model(fout, s).begin()->second;
+    const auto o = ours.data<float>();
+    REQUIRE(o.size() == q.size());
+    for (std::size_t i = 0; i < q.size(); ++i)
+      CHECK(std::fabs(o[i] - q[i]) <= 1e-5f);
   }
 }
 

@@ -25,6 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include "quantizer/fp16_model.hpp"
+#include "quantizer/numerics.hpp"
 #include "quantizer/range_file.hpp"
 #if defined(__linux__)
 #include <pthread.h>
@@ -113,6 +114,7 @@ calib_method to_calib_method(act_method m) {
 struct slot {
   std::string name;
   calib_options opt;
+  dtype_id type = dtype_id::int8;  ///< the quantized type (a float8 one: MinMSE's own search)
   std::optional<tensor_calibrator> cal;
   std::optional<histogram_observer> hist;
   std::vector<calibrated_range> cands;  ///< LayerwisePercentile candidates (second pass)
@@ -158,6 +160,7 @@ struct slot {
 slot make_slot(const std::string& name, const calib_request& r, const calib_params& p, bool lump) {
   slot s;
   s.name = name;
+  s.type = r.type;
   calib_options& o = s.opt;
   o.method = to_calib_method(r.method);
   o.symmetry = r.symmetric_range ? range_symmetry::symmetric : range_symmetry::asymmetric;
@@ -424,6 +427,10 @@ calibrated_range result_of(const slot& s) {
   if (s.cal)
     return s.cal->result();
   const histogram_data& h = s.hist->stats();
+  if (s.opt.method == calib_method::float_minmse) {
+    if (auto r = minifloat_minmse(s.type, h))  // an FP8 spec
+      return *r;
+  }
   switch (s.opt.method) {
     case calib_method::percentile:
       return percentile_calibrator{s.opt.percentile}(h);

@@ -6,7 +6,9 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
+#include <quark/calib/minifloat_mse_calibrator.hpp>
 #include <quark/dtype/dtype_id.hpp>
 #include <quark/dtype/visit.hpp>
 #include <quark/quant/quantize.hpp>
@@ -86,6 +88,20 @@ inline qp fp8_qparams_from_std(dtype_id t, double std_dev, std::string_view name
     }
   });
   return out;
+}
+
+/// MinMSE of an FP8 spec: quark::minifloat_minmse_calibrator of type `t` (Float32 scale: the
+/// window search) over a histogram or over the values of a weight (channel); nullopt when `t` is
+/// not a small float type.
+template <class Data>
+std::optional<calibrated_range> minifloat_minmse(dtype_id t, const Data& d) {
+  std::optional<calibrated_range> r;
+  quark::visit_dtype(t, [&](auto id) {
+    using D = typename decltype(id)::type;
+    if constexpr (quantized_type<D> && floating_data_type<D> && dtype_traits<D>::bits <= 8)
+      r = minifloat_minmse_calibrator<D>{}(d);
+  });
+  return r;
 }
 
 /// Population standard deviation of `v` (np.std: the mean first, then the squared deviations).

@@ -206,8 +206,12 @@ tspec resolve(const tensor_spec& s, const char* role, bool activation) {
       // PowerOf2 (or Int16, which Quark maps to it) scale, float scales with a Float32 one
       // (quark-spec "Decisions" 1, where Quark's code maps every MinMSE activation to
       // PowerOfTwoMethod.MinMSE; weights: WeightCalibrateMethod = MinMSE, §4.8).
-      if (!is_integer_spec(s))
-        not_impl(where + " with calibration_method MinMSE (integer specs only)");
+      // FP8 specs (Float32 scale only) search a float scale with the float8 type's own
+      // rounding in the error (quark::minifloat_minmse_calibrator, docs/compatibility.md).
+      if (fp16) {
+        not_impl(where + " with calibration_method MinMSE (integer and FP8 specs have it; a " +
+                 "bfloat16 / float16 Cast has no scale to search)");
+      }
       t.method = act_method::pof2_minmse;
       if (t.pof2 || t.int16_scale) {
         t.pof2 = true;

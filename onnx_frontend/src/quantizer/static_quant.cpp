@@ -2069,6 +2069,11 @@ void static_quantizer::quantize_weight(const_entry& e, const tensor& w, std::spa
     }
     if (o && (o->rmin || o->rmax)) {
       // TensorQuantOverrides rmin / rmax: the range is used as given, no search.
+    } else if (e.spec.weight_minmse && is_fp8(e.type) && !vals.empty()) {
+      // An FP8 spec's MinMSE: the float scale of the windows of the values' histogram with
+      // the float8 rounding in the error (calib/minifloat_mse_calibrator.hpp).
+      if (const auto r = qz::minifloat_minmse(e.type, vals); r && r->scale)
+        p.scale = *r->scale;
     } else if (e.spec.weight_minmse && e.spec.pof2 && !vals.empty()) {
       // quark-spec §4.8: the five-candidate search of calib/pof2_calibrator.hpp from the
       // min/max power of two and zero point (held fixed, so an asymmetric weight keeps

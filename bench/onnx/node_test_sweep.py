@@ -28,6 +28,8 @@ Runtime for Node in .cache/ort (scripts/install-deps.sh). Not part of CI: about 
     bench/onnx/node_test_sweep.py build/release/examples/onnx/quark_quantize OUT_DIR [PRESET]
         [--data /usr/share/libonnx-testdata/data/node] [--only SUBSTRING]
 
+PRESET may be a configuration file instead (a name ending in .json, passed as --config).
+
 Results: OUT_DIR/results.json (test -> [outcome, message]); docs/bench/robustness.md has the
 runs recorded so far.
 """
@@ -104,7 +106,11 @@ def sweep_one(quantizer, preset, test_dir, work, ort):
         npys.append(f)
     out = os.path.join(work, 'q.onnx')
     cmd = [quantizer, model_path, out, '--calib-data', os.path.join(work, 'cal'), '-q',
-           '--no-summary'] + (['--preset', preset] if preset else [])
+           '--no-summary']
+    if preset.endswith('.json'):
+        cmd += ['--config', preset]
+    elif preset:
+        cmd += ['--preset', preset]
     try:
         p = subprocess.run(cmd, capture_output=True, timeout=120, check=False)
     except subprocess.TimeoutExpired:

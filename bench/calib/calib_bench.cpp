@@ -15,6 +15,8 @@
 #include <benchmark/benchmark.h>
 
 #include <quark/calib/entropy_calibrator.hpp>
+#include <quark/calib/minifloat_mse_calibrator.hpp>
+#include <quark/calib/mse_calibrator.hpp>
 #include <quark/calib/percentile_calibrator.hpp>
 #include <quark/calib/pof2_calibrator.hpp>
 #include <quark/detail/prefetch.hpp>
@@ -284,6 +286,21 @@ void BM_pof2_minmse_search_2048(benchmark::State& state) {
     benchmark::DoNotOptimize(quark::pof2_minmse_calibrator{}(h));
 }
 
+// The float-scale window searches (1024 windows x 2048 bins), run once per tensor after the
+// calibration pass: int8 (float_minmse_hist_calibrator) and float8 E4M3FN
+// (minifloat_minmse_calibrator, its error through the float8 Q/DQ).
+void BM_float_minmse_search_2048(benchmark::State& state) {
+  const auto& h = hist_2048(quark::histogram_mode::signed_extend);
+  for (auto _ : state)
+    benchmark::DoNotOptimize(quark::float_minmse_hist_calibrator{}(h));
+}
+
+void BM_minifloat_minmse_search_2048(benchmark::State& state) {
+  const auto& h = hist_2048(quark::histogram_mode::signed_extend);
+  for (auto _ : state)
+    benchmark::DoNotOptimize(quark::minifloat_minmse_calibrator<quark::float8_e4m3fn>{}(h));
+}
+
 }  // namespace
 
 BENCHMARK(BM_memcpy)->Arg(kTiny)->Arg(kSmall)->Arg(kLarge)->Unit(benchmark::kMillisecond);
@@ -341,3 +358,5 @@ BENCHMARK(BM_histogram_naive_2048)->Arg(kSmall)->Arg(kLarge)->Unit(benchmark::kM
 BENCHMARK(BM_entropy_search_2048)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_percentile_search_2048)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_pof2_minmse_search_2048)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_float_minmse_search_2048)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_minifloat_minmse_search_2048)->Unit(benchmark::kMillisecond);

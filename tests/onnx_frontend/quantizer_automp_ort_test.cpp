@@ -753,6 +753,23 @@ TEST_CASE("auto MP: bad parameters are errors naming the parameter") {
             .find("quark.config.not_implemented") == 0);
   CHECK(run(obj({{"act_target_quant_type", "QInt32"}})).find("act_target_quant_type") !=
         std::string::npos);
+  // Float8 pairs have no integer codes to move: nothing can change, so an error rather than a
+  // report of nodes "raised" that kept their type (before: 3 of 4 "raised", the same model).
+  {
+    qo::qconfig fp8 = mp_config(
+        "A8W8",
+        obj({{"act_target_quant_type", "QInt16"}, {"l2_target", nullptr}, {"num_target", 2}}));
+    qo::tensor_spec spec = qo::make_spec(qo::spec_name::fp8_e4m3fn);
+    spec.calibration_method = qo::calib_method::min_max;
+    fp8.global_config.input_tensors = spec;
+    fp8.global_config.weight = spec;
+    const std::string e = error_text([&] {
+      qo::memory_reader reader(samples());
+      qo::quantize_model(dir / "chain.onnx", dir / "bad.onnx", fp8, reader);
+    });
+    CHECK(e.find("quark.config.not_implemented") == 0);
+    CHECK(e.find("not integer") != std::string::npos);
+  }
   // No file is left behind.
   CHECK(!fs::exists(dir / "bad.onnx"));
 }

@@ -308,10 +308,21 @@ class mixer {
       return now;  // Int32Bias: the bias keeps its type, its scale follows input and weight
     return weight_target(md);
   }
+  /// Whether a pair can move to another type: an integer Q/DQ pair (a float8 or bfloat16 /
+  /// float16 one has no integer codes to move).
+  bool mixable(const pair_ref& p) const {
+    return proto(base_).graph().node(p.dq).op_type() == "DequantizeLinear" &&
+           integer_type(type_of(base_, p));
+  }
   /// Whether mixing the module changes anything.
   bool would_change(const module& md) const {
-    return (md.act && act_target(md) != type_of(base_, *md.act)) ||
-           (md.weight && weight_target(md) != type_of(base_, *md.weight));
+    return (md.act && act_target(md) != type_of(base_, *md.act) && mixable(*md.act)) ||
+           (md.weight && weight_target(md) != type_of(base_, *md.weight) && mixable(*md.weight));
+  }
+  /// Whether the module asks for a change that its pairs cannot make (not integer pairs).
+  bool stuck(const module& md) const {
+    return (md.act && act_target(md) != type_of(base_, *md.act) && !mixable(*md.act)) ||
+           (md.weight && weight_target(md) != type_of(base_, *md.weight) && !mixable(*md.weight));
   }
 
   /// The quantized model with the modules `chosen` mixed; `out` receives what changed. With
@@ -815,12 +826,28 @@ auto_mp_result auto_mixed_precision(model& qm, const model& float_model,
     return o.top1_acc_target ? m <= *o.top1_acc_target : (!o.l2_target || m <= *o.l2_target);
   };
   auto has_target = static_cast<bool>(o.top1_acc_target) || static_cast<bool>(o.l2_target);
+  // Target nodes whose Q/DQ pairs are float8 or bfloat16 / float16 cannot change type (only
+  // integer pairs move): an error when no node is left to mix, else a note.
+  auto refuse_stuck = [&](std::size_t stuck, bool none_left) {
+    if (stuck == 0)
+      return;
+    const std::string what = std::to_string(stuck) + " target node(s) whose Q/DQ pairs are not " +
+                             "integer (float8 or bfloat16 / float16) cannot change type; " +
+                             "auto_mixprecision moves integer pairs only (QBFP / QMX mix into any)";
+    if (none_left)
+      throw not_implemented("quark.config.not_implemented",
+                            "algo_config auto_mixprecision: " + what);
+    r.notes.push_back("auto_mixprecision: " + what + ": left as they are");
+  };
 
   if (chosen.empty() && o.target_tensors.empty() && o.target_indices.empty() &&
       o.exclude_indices.empty()) {
     // Candidates: modules whose types would change, input 0 not shared when so asked.
     std::vector<std::size_t> cand;
+    std::size_t stuck = 0;
     for (std::size_t k = 0; k < mods.size(); ++k) {
+      if (mx.stuck(mods[k]) && !mx.would_change(mods[k]))
+        ++stuck;
       if (!mx.would_change(mods[k]))
         continue;
       if (o.no_input_qdq_shared && mods[k].shared) {
@@ -830,6 +857,7 @@ auto_mp_result auto_mixed_precision(model& qm, const model& float_model,
       cand.push_back(k);
     }
     r.candidates = cand.size();
+    refuse_stuck(stuck, cand.empty());
     if (!cand.empty()) {
       const module& first = mods[cand.front()];
       const dtype_id now =
@@ -956,6 +984,17 @@ auto_mp_result auto_mixed_precision(model& qm, const model& float_model,
       }
     }
   } else {
+    // Named nodes (target_tensors, target_indices, exclude_indices) whose pairs cannot move.
+    std::vector<std::size_t> movable;
+    std::size_t stuck = 0;
+    for (const std::size_t k : chosen) {
+      if (mx.stuck(mods[k]) && !mx.would_change(mods[k]))
+        ++stuck;
+      else
+        movable.push_back(k);
+    }
+    refuse_stuck(stuck, movable.empty());
+    chosen = std::move(movable);
     r.candidates = chosen.size();
     if (!chosen.empty()) {
       const module& first = mods[chosen.front()];

@@ -638,3 +638,31 @@ TEST_CASE("MinMSE with a Float32 scale and NumBins 0: an error naming the tensor
   CHECK(msg.find("tensor '") != std::string::npos);
   CHECK(!fs::exists(fout));
 }
+
+TEST_CASE("MinMSE on a BFloat16 / Float16 spec: not implemented, the message says why, no file") {
+  const fs::path fin = work_dir() / "float_bf16_mse.onnx";
+  {
+    std::ofstream f(fin, std::ios::binary);
+    REQUIRE(model().SerializeToOstream(&f));
+  }
+  for (const auto name : {qo::spec_name::bfloat16, qo::spec_name::float16}) {
+    CAPTURE(std::string(qo::spec_class_name(name)));
+    const fs::path fout = work_dir() / "bf16_mse_q.onnx";
+    fs::remove(fout);
+    qo::qconfig cfg;
+    qo::tensor_spec spec = qo::make_spec(name);
+    spec.calibration_method = qo::calib_method::min_mse;
+    cfg.global_config.input_tensors = spec;
+    qo::memory_reader reader(samples());
+    std::string msg;
+    try {
+      (void)qo::quantize_model(fin, fout, cfg, reader);
+    } catch (const quark::error& e) {
+      msg = e.what();
+    }
+    CHECK(msg.find("quark.config.not_implemented") != std::string::npos);
+    CHECK(msg.find("calibration_method MinMSE") != std::string::npos);
+    CHECK(msg.find("has no scale to search") != std::string::npos);
+    CHECK(!fs::exists(fout));
+  }
+}

@@ -25,6 +25,8 @@
 #include <vector>
 
 #include <quark/calib/calib_result.hpp>
+#include <quark/calib/mse_calibrator.hpp>
+#include <quark/calib/pof2_calibrator.hpp>
 #include <quark/core/concepts.hpp>
 #include <quark/dtype/traits.hpp>
 #include <quark/observer/histogram_observer.hpp>
@@ -54,11 +56,8 @@ struct minifloat_minmse_calibrator {
       detail::throw_invalid("quark.calib.empty_input", "MinMSE: the histogram saw no value");
     const std::size_t bins = h.counts.size();
     std::vector<float> c(bins);
-    std::vector<double> cd(bins);
-    for (std::size_t i = 0; i < bins; ++i) {
-      cd[i] = (h.edges[i] + h.edges[i + 1]) / 2.0;
-      c[i] = static_cast<float>(cd[i]);
-    }
+    for (std::size_t i = 0; i < bins; ++i)
+      c[i] = static_cast<float>((h.edges[i] + h.edges[i + 1]) / 2.0);
     auto error = [&](float s) {
       const fake_quant<D> fq(s);
       double err = 0.0;
@@ -71,53 +70,38 @@ struct minifloat_minmse_calibrator {
       return err;
     };
     constexpr double top = static_cast<double>(dtype_traits<D>::max());
+    if (!power_of_two) {
+      // The windows of float-scale MinMSE, each with this type's min/max rule.
+      return detail::minmse_windows_by(
+          h,
+          [](double lo, double hi) {
+            const float s =
+                compute_qparams<D>(value_range{static_cast<float>(lo), static_cast<float>(hi)})
+                    .scale.value;
+            return detail::grid_params{static_cast<double>(s), 0};
+          },
+          [&](float s, float) { return error(s); });
+    }
     calibrated_range best;
     best.origin = scale_origin::searched;
     double best_err = std::numeric_limits<double>::infinity();
-    if (power_of_two) {
-      const double amax = std::fmax(std::fabs(h.edges.front()), std::fabs(h.edges.back()));
-      const double s0 = amax / top;
-      // The min/max position: rint(-log2 s) (quark-spec §2.2); an all-zero tensor gives 0.
-      const int pos = s0 > 0.0 ? static_cast<int>(std::nearbyint(-std::log2(s0))) : 0;
-      for (int i = 0; i < 5; ++i) {
-        const float s = std::ldexp(1.0f, -(pos + i - 1));
-        const double err = error(s);
-        if (err < best_err) {
-          best_err = err;
-          best.pof2_position = pos + i - 1;
-          best.scale = s;
-        }
-      }
-      const auto m = static_cast<float>(top * static_cast<double>(*best.scale));  // exact
-      best.min = -m;
-      best.max = m;
-      best.zero_point = 0;
-      return best;
-    }
-    const double b = static_cast<double>(bins);
-    for (auto k = static_cast<std::size_t>(0.5 * b); k < bins; ++k) {
-      const double half = (b - static_cast<double>(k)) / 2.0;
-      const auto left = static_cast<std::size_t>(half);
-      const auto right = std::min(static_cast<std::size_t>(b - half), bins - 1);
-      const auto lo = static_cast<float>(cd[left]);
-      const auto hi = static_cast<float>(cd[right]);
-      const float s = compute_qparams<D>(value_range{lo, hi}).scale.value;
-      if (!(s > 0.0f) || !std::isfinite(s))
-        continue;
+    const double amax = std::fmax(std::fabs(h.edges.front()), std::fabs(h.edges.back()));
+    const double s0 = amax / top;
+    // The min/max position: rint(-log2 s) (quark-spec §2.2); an all-zero tensor gives 0.
+    const int pos = s0 > 0.0 ? static_cast<int>(std::nearbyint(-std::log2(s0))) : 0;
+    for (int i = 0; i < detail::pof2_candidates; ++i) {
+      const float s = detail::candidate_scale(pos, i);
       const double err = error(s);
       if (err < best_err) {
         best_err = err;
-        best.min = lo;
-        best.max = hi;
+        best.pof2_position = pos + i - 1;
         best.scale = s;
-        best.zero_point = 0;
       }
     }
-    if (!best.scale) {  // every window was one point at 0: the min/max rule (scale 1)
-      best.min = static_cast<float>(cd.front());
-      best.max = static_cast<float>(cd.back());
-      best.origin = scale_origin::range;
-    }
+    const auto m = static_cast<float>(top * static_cast<double>(*best.scale));  // exact
+    best.min = -m;
+    best.max = m;
+    best.zero_point = 0;
     return best;
   }
 

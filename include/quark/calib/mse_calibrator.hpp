@@ -60,15 +60,14 @@ inline double hist_center_error(const histogram_data& d, float s, float zp, floa
   return err / static_cast<double>(d.counts.size());
 }
 
-/// The HistCenter / All window search: for k = B/2 .. B-1 the window (c[left], c[right]) of the
-/// bin centres, left = int((B - k) / 2), right = int(B - (B - k) / 2); its float scale by
-/// compute_scale_zp's rule; `error(d, s, zp, qmin, qmax)`; the first minimum wins.
-template <class Error>
-calibrated_range minmse_windows(const histogram_data& d, int_grid grid, range_symmetry symmetry,
-                                Error&& error) {
+/// The HistCenter / All windows: for k = B/2 .. B-1 the window (c[left], c[right]) of the bin
+/// centres, left = int((B - k) / 2), right = int(B - (B - k) / 2), as float32 ends;
+/// `rule(lo, hi)` gives the window's grid_params (an invalid one, scale <= 0 or not finite, is
+/// skipped) and `error(scale, zero_point)` its error; the first minimum wins. No valid window:
+/// the result has no scale and the whole range (origin `range`).
+template <class Rule, class Error>
+calibrated_range minmse_windows_by(const histogram_data& d, Rule&& rule, Error&& error) {
   const std::size_t bins = d.counts.size();
-  const float qmin = static_cast<float>(grid.qmin);
-  const float qmax = static_cast<float>(grid.qmax);
   std::vector<double> c(bins);
   for (std::size_t i = 0; i < bins; ++i)
     c[i] = (d.edges[i] + d.edges[i + 1]) / 2.0;
@@ -79,10 +78,11 @@ calibrated_range minmse_windows(const histogram_data& d, int_grid grid, range_sy
     const double half = (b - static_cast<double>(k)) / 2.0;
     const auto left = static_cast<std::size_t>(half);
     const auto right = std::min(static_cast<std::size_t>(b - half), bins - 1);
-    const grid_params p = scale_zp(c[left], c[right], grid, symmetry);
+    const grid_params p = rule(c[left], c[right]);
     const auto s = static_cast<float>(p.scale);
-    const auto zp = static_cast<float>(p.zero_point);
-    const double err = error(d, s, zp, qmin, qmax);
+    if (!(s > 0.0f) || !std::isfinite(s))
+      continue;
+    const double err = error(s, static_cast<float>(p.zero_point));
     if (err < best_err) {
       best_err = err;
       best.min = static_cast<float>(c[left]);
@@ -92,7 +92,22 @@ calibrated_range minmse_windows(const histogram_data& d, int_grid grid, range_sy
       best.origin = scale_origin::searched;
     }
   }
+  if (!best.scale && bins > 0) {
+    best.min = static_cast<float>(c.front());
+    best.max = static_cast<float>(c.back());
+  }
   return best;
+}
+
+/// The windows with compute_scale_zp's float rule on `grid`; `error(d, s, zp, qmin, qmax)`.
+template <class Error>
+calibrated_range minmse_windows(const histogram_data& d, int_grid grid, range_symmetry symmetry,
+                                Error&& error) {
+  const float qmin = static_cast<float>(grid.qmin);
+  const float qmax = static_cast<float>(grid.qmax);
+  return minmse_windows_by(
+      d, [&](double lo, double hi) { return scale_zp(lo, hi, grid, symmetry); },
+      [&](float s, float zp) { return error(d, s, zp, qmin, qmax); });
 }
 }  // namespace detail
 

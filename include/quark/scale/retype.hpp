@@ -33,6 +33,14 @@ inline int_range retype_range(dtype_id id) {
   }
   return *r;
 }
+
+/// `y`, the scale derived from `s`; when s is a power of two, the power of two nearest to y in
+/// log2 (a power-of-two scale stays one).
+inline float keep_pow2(float s, float y) noexcept {
+  int e = 0;
+  const bool pow2 = s > 0.0f && std::frexp(s, &e) == 0.5f;
+  return pow2 ? std::exp2(std::nearbyint(std::log2(y))) : y;
+}
 }  // namespace detail
 
 /// span(from) / span(to) over the full code ranges, e.g. int8 -> int16: 255 / 65535.
@@ -48,10 +56,8 @@ inline double code_span_ratio(dtype_id from, dtype_id to) {
 ///
 ///     quark::retype_scale(0.5f, quark::dtype_id::int16, quark::dtype_id::int8) == 128.0f
 inline float retype_scale(float s, dtype_id from, dtype_id to) {
-  const auto y = static_cast<float>(static_cast<double>(s) * code_span_ratio(from, to));
-  int e = 0;
-  const bool pow2 = s > 0.0f && std::frexp(s, &e) == 0.5f;
-  return pow2 ? std::exp2(std::nearbyint(std::log2(y))) : y;
+  return detail::keep_pow2(s,
+                           static_cast<float>(static_cast<double>(s) * code_span_ratio(from, to)));
 }
 
 /// The scale of small float type `to` (FP8 / FP6 / FP4: zero point 0) for a tensor of integer
@@ -76,9 +82,7 @@ inline float retype_scale_to_float(float s, std::int64_t z, dtype_id from, dtype
         "quark.scale.not_small_float_type",
         std::string(dtype_name(to)) + " is not a small float type (FP8 / FP6 / FP4)"));
   }
-  int e = 0;
-  const bool pow2 = s > 0.0f && std::frexp(s, &e) == 0.5f;
-  return pow2 ? std::exp2(std::nearbyint(std::log2(*y))) : *y;
+  return detail::keep_pow2(s, *y);
 }
 
 /// A code (typically the zero point) of `from` mapped onto `to`: round((z - min_from) *

@@ -160,8 +160,7 @@ tensor moved_zero_points(const tensor& z0, dtype_id from, dtype_id to) {
 }
 
 /// `x` (shape `shape`) quantized to type `t` by quark::quantize with scales `s` and zero points
-/// `z` (empty: 0; a float8 type has none), per tensor or, when `s` has several values, per
-/// channel along `axis`.
+/// `z` (empty: 0), per tensor or, when `s` has several values, per channel along `axis`.
 tensor quantize_floats(const std::vector<float>& x, const shape_t& shape,
                        const std::vector<float>& s, const std::vector<std::int64_t>& z,
                        std::int64_t axis, dtype_id t) {
@@ -180,9 +179,6 @@ tensor quantize_floats(const std::vector<float>& x, const shape_t& shape,
       for (std::size_t c = 0; c < (z.empty() ? 0 : s.size()); ++c)
         zp.push_back(static_cast<zero_point_t<D>>(z[c < z.size() ? c : 0]));
       const tensor_qparams<D> p{s, zp, g};
-      quark::quantize<D>(ts, std::span<const float>(x), p, out.data<D>());
-    } else if constexpr (quantized_type<D>) {
-      const tensor_qparams<D> p{s, {}, g};
       quark::quantize<D>(ts, std::span<const float>(x), p, out.data<D>());
     }
   });
@@ -495,7 +491,11 @@ class mixer {
       const tensor data = t.initializer(dq.input(0));
       const std::int64_t axis = int_attr(dq, "axis", 1);
       tensor q;
-      if (auto f = float_input(md, slot); f && f->size() == data.size()) {
+      if (auto f = float_input(md, slot); f && f->size() == data.size() && fp8_type(to)) {
+        const auto rank = static_cast<std::int64_t>(data.shape().size());
+        q = quantize_values(*f, to, s, {}, s.size() > 1 ? (axis < 0 ? axis + rank : axis) : -1, 0,
+                            0);
+      } else if (f && f->size() == data.size()) {
         q = quantize_floats(floats_of(*f), data.shape(), s, z, axis, to);
       } else {
         std::vector<std::int64_t> codes;

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <random>
@@ -286,6 +287,56 @@ void BM_pof2_minmse_search_2048(benchmark::State& state) {
     benchmark::DoNotOptimize(quark::pof2_minmse_calibrator{}(h));
 }
 
+// The weight-style power-of-two MinMSE (XINT8 weights and constants, quark-spec §4.8): five
+// candidate scales, each value fake-quantized by all five; items are values. Compare with
+// BM_memcpy on the same Arg. BM_pof2_minmse_weights_scalar is the plain per-candidate loop
+// (round half to even with branches on the fraction, as the search had before session 42),
+// kept as the measured "before".
+void BM_pof2_minmse_weights(benchmark::State& state) {
+  const auto x = data(state);
+  for (auto _ : state)
+    benchmark::DoNotOptimize(quark::pof2_minmse_search(x, {-127, 127}));
+  report(state, x.size());
+}
+
+float branchy_round_even(float v) {
+  const float f = std::floor(v);
+  const float d = v - f;
+  if (d > 0.5f)
+    return f + 1.0f;
+  if (d < 0.5f)
+    return f;
+  return std::fmod(f, 2.0f) == 0.0f ? f : f + 1.0f;
+}
+
+void BM_pof2_minmse_weights_scalar(benchmark::State& state) {
+  const auto x = data(state);
+  for (auto _ : state) {
+    float lo = x[0], hi = x[0];
+    for (const float v : x) {
+      lo = v < lo ? v : lo;
+      hi = v > hi ? v : hi;
+    }
+    const auto st = quark::detail::pof2_from_range(static_cast<double>(lo), static_cast<double>(hi),
+                                                   {-127, 127});
+    std::array<double, quark::detail::pof2_candidates> sse{};
+    for (int i = 0; i < quark::detail::pof2_candidates; ++i) {
+      const float sc = quark::detail::candidate_scale(st.pos, i);
+      double acc = 0.0;
+      for (const float raw : x) {
+        const float v = quark::detail::to_finite(raw);
+        float q = branchy_round_even(v / sc);
+        q = q < -127.0f ? -127.0f : (q > 127.0f ? 127.0f : q);
+        const double d = static_cast<double>(v) - static_cast<double>(q * sc);
+        acc += d * d;
+      }
+      sse[static_cast<std::size_t>(i)] = acc;
+    }
+    benchmark::DoNotOptimize(quark::detail::pof2_argmin(sse));
+  }
+  report(state, x.size());
+}
+
 // The float-scale window searches (1024 windows x 2048 bins), run once per tensor after the
 // calibration pass: int8 (float_minmse_hist_calibrator) and float8 E4M3FN
 // (minifloat_minmse_calibrator, its error through the float8 Q/DQ).
@@ -358,5 +409,7 @@ BENCHMARK(BM_histogram_naive_2048)->Arg(kSmall)->Arg(kLarge)->Unit(benchmark::kM
 BENCHMARK(BM_entropy_search_2048)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_percentile_search_2048)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_pof2_minmse_search_2048)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_pof2_minmse_weights)->Arg(kSmall)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_pof2_minmse_weights_scalar)->Arg(kSmall)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_float_minmse_search_2048)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_minifloat_minmse_search_2048)->Unit(benchmark::kMillisecond);

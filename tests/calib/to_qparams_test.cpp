@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include <bit>
 #include <cmath>
+#include <cstdint>
+#include <limits>
 #include <vector>
 
 #include <doctest/doctest.h>
@@ -109,4 +111,78 @@ TEST_CASE("to_qparams: searched scales are kept, ranges go through compute_qpara
   quark::calibrated_range bad;
   bad.min = std::numeric_limits<float>::quiet_NaN();
   CHECK_THROWS_AS(static_cast<void>(quark::to_qparams<std::int8_t>(bad)), quark::invalid_argument);
+}
+
+TEST_CASE("round_even: round half to even, as nearbyint in the default rounding mode") {
+  // Every 1021st float bit pattern (both signs, every binade, subnormals, +-Inf, NaNs), and the
+  // halves k + 0.5 around zero, in float and in double; the oracle is the FP environment's
+  // round-to-nearest-even, which the tests run in.
+  std::size_t checked = 0;
+  auto same = [&checked](auto v) {
+    const auto r = quark::detail::round_even(v);
+    const auto want = std::nearbyint(v);
+    ++checked;
+    return std::isnan(want) ? std::isnan(r) : std::bit_cast<decltype(r)>(r) == want;
+  };
+  bool all = true;
+  for (std::uint64_t b = 0; b <= 0xFFFFFFFFu; b += 1021) {
+    const float v = std::bit_cast<float>(static_cast<std::uint32_t>(b));
+    all = all && same(v) && same(static_cast<double>(v));
+  }
+  for (int k = -300000; k <= 300000; ++k) {
+    const double h = static_cast<double>(k) + 0.5;
+    all = all && same(static_cast<float>(h)) && same(h) && same(std::nextafter(h, 0.0)) &&
+          same(std::nextafter(static_cast<float>(h), 0.0f));
+  }
+  CHECK(all);
+  CHECK(checked > 10'000'000);
+  CHECK(quark::detail::round_even(2.5f) == 2.0f);
+  CHECK(quark::detail::round_even(-3.5) == -4.0);
+  CHECK(quark::detail::round_even(-0.5f) == 0.0f);
+  CHECK(quark::detail::round_even(0x1.fffffep22f) == 0x1p23f);  // 8388607.5: to the even 2^23
+}
+
+TEST_CASE("pof2_errors: x - fq(x) of each value, equal to quant/fake_quant's") {
+  // The power-of-two searches' error kernel (8 lanes where it vectorises, the scalar formula on
+  // a tail and on grids over 2^24 wide) against the independent per-tensor fake quantizer, on
+  // normal data with outliers, values on and between grid steps, +-0, +-Inf and NaN (taken
+  // through nan_to_num first), for scales around the data's, zero points inside the grid and
+  // lengths that leave a tail.
+  std::vector<float> x = quark_test::lcg_data(1003, 11, 0.4, 0.0);
+  for (float v :
+       {0.0f, -0.0f, 1e30f, -1e30f, 0.375f, -0.375f, 0.125f, -0.625f, 3.0e38f,
+        std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+        std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::denorm_min()})
+    x.push_back(v);
+  struct grid_case {
+    std::int64_t qmin, qmax, zp;
+  };
+  std::size_t mismatches = 0, compared = 0;
+  auto run = [&]<class T>(const grid_case g, int pos) {
+    const float s = std::ldexp(1.0f, -pos);
+    const quark::fake_quant<T> fq(s, static_cast<T>(g.zp), g.qmin, g.qmax);
+    for (std::size_t m : {x.size(), std::size_t{7}, std::size_t{9}}) {
+      std::vector<double> err(m);
+      quark::detail::pof2_errors(x.data(), m, s, static_cast<float>(g.zp),
+                                 static_cast<float>(g.qmin), static_cast<float>(g.qmax),
+                                 err.data());
+      for (std::size_t k = 0; k < m; ++k) {
+        const float v = quark::detail::to_finite(x[k]);
+        const double want = static_cast<double>(v) - static_cast<double>(fq(v));
+        mismatches +=
+            std::bit_cast<std::uint64_t>(err[k]) == std::bit_cast<std::uint64_t>(want) ? 0u : 1u;
+        ++compared;
+      }
+    }
+  };
+  for (int pos = -2; pos <= 12; ++pos) {
+    run.template operator()<std::int8_t>({-127, 127, 0}, pos);
+    run.template operator()<std::int8_t>({-128, 127, -109}, pos);
+    run.template operator()<std::uint8_t>({0, 255, 128}, pos);
+    run.template operator()<std::uint8_t>({0, 255, 3}, pos);
+    run.template operator()<std::int16_t>({-32767, 32767, 0}, pos);
+    run.template operator()<std::int32_t>({-2147483647, 2147483647, 0}, pos);  // scalar path
+  }
+  CHECK(compared == 15 * 6 * (x.size() + 16));
+  CHECK(mismatches == 0);
 }

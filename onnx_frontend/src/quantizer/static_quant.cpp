@@ -24,6 +24,7 @@
 
 #include <quark/calib/mse_calibrator.hpp>
 #include <quark/calib/pof2_calibrator.hpp>
+#include <quark/observer/detail/minmax_kernel.hpp>
 #include <quark/quant/bias.hpp>
 #include <quark/scale/pow2_scale.hpp>
 
@@ -1312,6 +1313,9 @@ void static_quantizer::calibrate() {
   if (const char* b = std::getenv("QUARK_CALIB_BACKGROUND");
       b != nullptr && std::string_view(b) == "0")
     cp.background = false;
+  // QUARK_CALIB_BACKGROUND_MIB=N: the background observer's value budget in MiB (measurement).
+  if (const char* b = std::getenv("QUARK_CALIB_BACKGROUND_MIB"); b != nullptr)
+    cp.background_max_bytes = static_cast<std::size_t>(std::strtoul(b, nullptr, 10)) << 20;
   // QUARK_CALIB_FUSE=0: observe whole values after their node instead of the chunks a kernel
   // streams (the same statistics and bytes; for comparison and measurement).
   if (const char* f = std::getenv("QUARK_CALIB_FUSE"); f != nullptr && std::string_view(f) == "0")
@@ -2047,9 +2051,10 @@ void static_quantizer::quantize_weight(const_entry& e, const tensor& w, std::spa
     ++channel;
     const std::string where = "TensorQuantOverrides." + e.name;
     float lo = 0.0f, hi = 0.0f;
-    if (!vals.empty()) {
-      lo = *std::min_element(vals.begin(), vals.end());
-      hi = *std::max_element(vals.begin(), vals.end());
+    if (!vals.empty()) {  // finite (quantize_constant checked): the vectorised reduction
+      const quark::detail::minmax_partial mm = quark::detail::minmax_reduce(vals);
+      lo = mm.min;
+      hi = mm.max;
     }
     if (o && o->rmin)
       lo = static_cast<float>(*o->rmin);

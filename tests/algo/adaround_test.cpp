@@ -14,6 +14,7 @@
 //    tensor and per channel; 12 when written). With inputs all positive (strongly correlated)
 //    the relaxation finds the optimum less often (4 of 16), still never worse than nearest.
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -369,4 +370,62 @@ TEST_CASE("adaround: bad input is an error naming the problem") {
   CHECK(error_id([&] { ar.step(g, 0.0); }) == "quark.algo.size_mismatch");
   std::int8_t q[2];
   CHECK(error_id([&] { ar.hard_codes(q); }) == "quark.algo.size_mismatch");
+}
+
+TEST_CASE("adaround: h, soft weights and the gradient equal the formulas for every alpha") {
+  // The state skips the exp where |alpha| > 3 (h clamped to 0 or 1 there) and the pow where
+  // |2h - 1| = 1. Against the formulas evaluated in full (sigmoid, clamp, the regulariser's pow)
+  // on alphas from -8 to 8 in steps of 1/64 (so 3 and -3 exactly, and their neighbours), bit
+  // for bit: h, the soft weights, the loss and dL/dalpha.
+  std::vector<double> alphas;
+  for (int k = -512; k <= 512; ++k)
+    alphas.push_back(static_cast<double>(k) / 64.0);
+  for (const double a : {3.0, -3.0})
+    alphas.insert(alphas.end(), {std::nextafter(a, 0.0), std::nextafter(a, 10.0 * a)});
+  const std::size_t n = alphas.size();
+  std::vector<float> w(n);
+  for (std::size_t i = 0; i < n; ++i)
+    w[i] = static_cast<float>(i % 23) * 0.37f - 4.0f;  // inside [-127, 127] * s
+  const float s = 0.25f;
+  quark::tensor_qparams<std::int8_t> p{std::span(&s, 1), {}, quark::per_tensor{}, -127, 127};
+  quark::adaround<std::int8_t> ar(quark::tensor_shape{n}, w, p);
+  std::copy(alphas.begin(), alphas.end(), ar.alpha().begin());
+  const auto wq = ar.soft_weights();
+  std::vector<double> grad_wq(n), grad(n);
+  for (std::size_t i = 0; i < n; ++i)
+    grad_wq[i] = std::cos(static_cast<double>(i));
+  const quark::adaround_reg reg{0.01, 7.5};
+  const double loss = ar.backward(grad_wq, 0.5, reg, grad);
+  constexpr double stretch = quark::adaround_zeta - quark::adaround_gamma;
+  double want_loss = 0.5;
+  std::size_t wrong = 0, saturated = 0;
+  auto bits = [](double x) { return std::bit_cast<std::uint64_t>(x); };
+  for (std::size_t i = 0; i < n; ++i) {
+    const double sig = 1.0 / (1.0 + std::exp(-alphas[i]));
+    const double raw = sig * stretch + quark::adaround_gamma;
+    const double h = std::clamp(raw, 0.0, 1.0);
+    const double dh = raw > 0.0 && raw < 1.0 ? sig * (1.0 - sig) * stretch : 0.0;
+    const double base = std::floor(static_cast<double>(w[i] / s));
+    const double want_wq = std::clamp(base + h, -127.0, 127.0) * static_cast<double>(s);
+    const double u = 2.0 * h - 1.0;
+    const double au = std::fabs(u);
+    want_loss += reg.weight * (1.0 - std::pow(au, reg.beta));
+    double gh = grad_wq[i] * static_cast<double>(s);
+    if (au > 0.0)
+      gh += reg.weight * (-reg.beta * std::pow(au, reg.beta - 1.0) * (u > 0.0 ? 2.0 : -2.0));
+    saturated += dh == 0.0 ? 1u : 0u;
+    wrong +=
+        bits(ar.h()[i]) != bits(h) || bits(wq[i]) != bits(want_wq) || bits(grad[i]) != bits(gh * dh)
+            ? 1u
+            : 0u;
+  }
+  CHECK(wrong == 0);
+  CHECK(bits(loss) == bits(want_loss));
+  CHECK(saturated > n / 2);  // the shortcuts were taken
+  // The regulariser function alone, on h values 0, 1 and between.
+  const std::vector<double> hs{0.0, 1.0, 0.25, 0.5, 1.0, 0.0, 0.875};
+  double want = 0.0;
+  for (const double h : hs)
+    want += 1.0 - std::pow(std::fabs(2.0 * h - 1.0), 4.0);
+  CHECK(bits(quark::adaround_regularizer(hs, 4.0)) == bits(want));
 }

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstddef>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -60,10 +61,44 @@ class adam {
     const double b1 = o_.beta1, b2 = o_.beta2;
     const double c1 = 1.0 - std::pow(b1, static_cast<double>(t_));
     const double c2 = 1.0 - std::pow(b2, static_cast<double>(t_));
-    for (std::size_t i = 0; i < p.size(); ++i) {
-      m_[i] = b1 * m_[i] + (1.0 - b1) * g[i];
-      v_[i] = b2 * v_[i] + (1.0 - b2) * g[i] * g[i];
-      p[i] -= o_.lr * (m_[i] / c1) / (std::sqrt(v_[i] / c2) + o_.eps);
+    const double lr = o_.lr, eps = o_.eps;
+    double* pp = p.data();
+    const double* gg = g.data();
+    const std::size_t n = p.size();
+    const std::less<const double*> before;  // a total order, also for unrelated arrays
+    const bool overlap = gg != pp && before(gg, pp + n) && before(pp, gg + n);
+    if (overlap) {  // a shifted view of p: element order matters, one element at a time
+      for (std::size_t i = 0; i < n; ++i) {
+        m_[i] = b1 * m_[i] + (1.0 - b1) * gg[i];
+        v_[i] = b2 * v_[i] + (1.0 - b2) * gg[i] * gg[i];
+        pp[i] -= lr * (m_[i] / c1) / (std::sqrt(v_[i] / c2) + eps);
+      }
+      return;
+    }
+    // Blocks in three passes, each element through the same operations as the loop above (no
+    // contraction: -ffp-contract=off), so the same numbers: the moments and v / c2, then the
+    // square roots (sqrt may set errno, which keeps that pass scalar), then the update. The
+    // first and last passes vectorise, where one loop with the sqrt in it would not.
+    constexpr std::size_t block = 256;
+    double* QUARK_RESTRICT m = m_.data();
+    double* QUARK_RESTRICT v = v_.data();
+    alignas(64) double r[block];
+    for (std::size_t b = 0; b < n; b += block) {
+      const std::size_t e = n - b < block ? n - b : block;
+      const double* gb = gg + b;  // may be p itself (exactly: read before written)
+      double* QUARK_RESTRICT mb = m + b;
+      double* QUARK_RESTRICT vb = v + b;
+      for (std::size_t k = 0; k < e; ++k) {
+        const double gi = gb[k];
+        mb[k] = b1 * mb[k] + (1.0 - b1) * gi;
+        vb[k] = b2 * vb[k] + (1.0 - b2) * gi * gi;
+        r[k] = vb[k] / c2;
+      }
+      for (std::size_t k = 0; k < e; ++k)
+        r[k] = std::sqrt(r[k]);
+      double* pb = pp + b;
+      for (std::size_t k = 0; k < e; ++k)
+        pb[k] -= lr * (mb[k] / c1) / (r[k] + eps);
     }
   }
 

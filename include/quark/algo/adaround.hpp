@@ -67,8 +67,10 @@ inline std::size_t adaround_warm_iterations(std::size_t n, double warm_start) no
 /// The rounding regulariser sum(1 - |2 h - 1|^beta) over the values h (unweighted).
 inline double adaround_regularizer(std::span<const double> h, double beta) noexcept {
   double sum = 0.0;
-  for (const double v : h)
-    sum += 1.0 - std::pow(std::fabs(2.0 * v - 1.0), beta);
+  for (const double v : h) {
+    const double au = std::fabs(2.0 * v - 1.0);
+    sum += 1.0 - (au == 1.0 ? 1.0 : std::pow(au, beta));  // pow(1, beta) = 1
+  }
   return sum;
 }
 
@@ -143,11 +145,20 @@ class adaround {
   /// what backward() needs: call it before backward() / step() in every iteration.
   std::span<const double> soft_weights() noexcept {
     constexpr double stretch = adaround_zeta - adaround_gamma;
+    // Beyond |alpha| = 3 the rectified sigmoid is clamped with room to spare (sigmoid(-3) 1.2
+    // - 0.1 = -0.043, sigmoid(3) 1.2 - 0.1 = 1.043): h is 0 or 1 and dh 0 without the exp,
+    // which most weights reach once the regulariser has pulled them.
     for (std::size_t i = 0; i < alpha_.size(); ++i) {
-      const double sig = 1.0 / (1.0 + std::exp(-alpha_[i]));
-      const double raw = sig * stretch + adaround_gamma;
-      h_[i] = std::clamp(raw, 0.0, 1.0);
-      dh_[i] = raw > 0.0 && raw < 1.0 ? sig * (1.0 - sig) * stretch : 0.0;
+      const double a = alpha_[i];
+      if (a < -3.0 || a > 3.0) {
+        h_[i] = a > 0.0 ? 1.0 : 0.0;
+        dh_[i] = 0.0;
+      } else {
+        const double sig = 1.0 / (1.0 + std::exp(-a));
+        const double raw = sig * stretch + adaround_gamma;
+        h_[i] = std::clamp(raw, 0.0, 1.0);
+        dh_[i] = raw > 0.0 && raw < 1.0 ? sig * (1.0 - sig) * stretch : 0.0;
+      }
       const double v = base_[i] + h_[i] + zp_[i];
       inside_[i] = v >= qmin_ && v <= qmax_ ? 1.0 : 0.0;
       wq_[i] = (std::clamp(v, qmin_, qmax_) - zp_[i]) * scale_[i];
@@ -171,9 +182,14 @@ class adaround {
       if (reg) {
         const double u = 2.0 * h_[i] - 1.0;
         const double au = std::fabs(u);
-        loss += reg->weight * (1.0 - std::pow(au, reg->beta));
-        if (au > 0.0)
-          gh += reg->weight * (-reg->beta * std::pow(au, reg->beta - 1.0) * (u > 0.0 ? 2.0 : -2.0));
+        // |2h - 1| is exactly 1 where the rectified sigmoid is clamped (h = 0 or 1), as most
+        // weights are once the regulariser has pulled them: pow(1, y) = 1, no call needed.
+        const bool edge = au == 1.0;
+        loss += reg->weight * (1.0 - (edge ? 1.0 : std::pow(au, reg->beta)));
+        if (au > 0.0) {
+          const double d = edge ? 1.0 : std::pow(au, reg->beta - 1.0);
+          gh += reg->weight * (-reg->beta * d * (u > 0.0 ? 2.0 : -2.0));
+        }
       }
       grad_alpha[i] = gh * dh_[i];
     }

@@ -67,22 +67,16 @@ class adam {
     const std::size_t n = p.size();
     const std::less<const double*> before;  // a total order, also for unrelated arrays
     const bool overlap = gg != pp && before(gg, pp + n) && before(pp, gg + n);
-    if (overlap) {  // a shifted view of p: element order matters, one element at a time
-      for (std::size_t i = 0; i < n; ++i) {
-        m_[i] = b1 * m_[i] + (1.0 - b1) * gg[i];
-        v_[i] = b2 * v_[i] + (1.0 - b2) * gg[i] * gg[i];
-        pp[i] -= lr * (m_[i] / c1) / (std::sqrt(v_[i] / c2) + eps);
-      }
-      return;
-    }
-    // Blocks in three passes, each element through the same operations as the loop above (no
-    // contraction: -ffp-contract=off), so the same numbers: the moments and v / c2, then the
-    // square roots (sqrt may set errno, which keeps that pass scalar), then the update. The
-    // first and last passes vectorise, where one loop with the sqrt in it would not.
-    constexpr std::size_t block = 256;
+    // Blocks in three passes, each element through the same operations in the same order (no
+    // contraction: -ffp-contract=off), so the numbers of one plain loop: the moments and
+    // v / c2, then the square roots (sqrt may set errno, which keeps that pass scalar), then
+    // the update. The first and last passes vectorise, where one loop with the sqrt in it would
+    // not. A g that is a shifted view of p (overlapping, not equal) must be read as the plain
+    // loop reads it, after the elements before it moved: blocks of one element.
+    const std::size_t block = overlap ? 1 : max_block;
     double* QUARK_RESTRICT m = m_.data();
     double* QUARK_RESTRICT v = v_.data();
-    alignas(64) double r[block];
+    alignas(64) double r[max_block];
     for (std::size_t b = 0; b < n; b += block) {
       const std::size_t e = n - b < block ? n - b : block;
       const double* gb = gg + b;  // may be p itself (exactly: read before written)
@@ -112,6 +106,7 @@ class adam {
   }
 
  private:
+  static constexpr std::size_t max_block = 256;
   adam_options o_{};
   std::vector<double> m_, v_;
   std::size_t t_ = 0;

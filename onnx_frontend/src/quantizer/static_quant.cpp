@@ -1313,9 +1313,6 @@ void static_quantizer::calibrate() {
   if (const char* b = std::getenv("QUARK_CALIB_BACKGROUND");
       b != nullptr && std::string_view(b) == "0")
     cp.background = false;
-  // QUARK_CALIB_BACKGROUND_MIB=N: the background observer's value budget in MiB (measurement).
-  if (const char* b = std::getenv("QUARK_CALIB_BACKGROUND_MIB"); b != nullptr)
-    cp.background_max_bytes = static_cast<std::size_t>(std::strtoul(b, nullptr, 10)) << 20;
   // QUARK_CALIB_FUSE=0: observe whole values after their node instead of the chunks a kernel
   // streams (the same statistics and bytes; for comparison and measurement).
   if (const char* f = std::getenv("QUARK_CALIB_FUSE"); f != nullptr && std::string_view(f) == "0")

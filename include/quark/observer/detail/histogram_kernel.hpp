@@ -554,14 +554,14 @@ struct pending_entries {
 inline constexpr std::size_t position_buffer_stride = histogram_block + 16 + 512;
 
 /// Positions of `M` values (float formula), and the raw values' min/max into `mn` / `mx`.
-/// In a vector with a lane that is not exact, zeros (+0 and -0, whatever the edges: they all
-/// have the bin of 0) are only counted, into `zeros`; the positions of the other values are
-/// appended to `idx` in order and their number is returned. The count loop (one table
-/// increment per value) is the slow part of the kernel; after a ReLU about half the values are
-/// 0, and they cost one popcount per 16 lanes instead. A lane is exact unless its fraction lies
-/// within `tol` (plus 2^-23) of an integer or its index is not in [0, bins) (which covers NaN,
-/// +-Inf and positions in (-1, 0): their fraction is negative); the other lanes take `exact(v)`;
-/// `nans` receives the number of NaN values (all flagged).
+/// Zeros (+0 and -0, whatever the edges: they all have the bin of 0) are only counted, into
+/// `zeros`; the positions of the other values are appended to `idx` in order and their number
+/// is returned. The count loop (one table increment per value) is the slow part of the kernel;
+/// after a ReLU about half the values are 0, and they cost one popcount per 16 lanes instead.
+/// A lane is exact unless its fraction lies within `tol` (plus 2^-23) of an integer or its index
+/// is not in [0, bins) (which covers NaN, +-Inf and positions in (-1, 0): their fraction is
+/// negative); the other lanes take `exact(v)`; `nans` receives the number of NaN values (all
+/// flagged).
 /// `avail` is the number of values readable from `p` (the prefetch stays inside them).
 /// `memo_v` / `memo_i` hold the last flagged non-NaN value and its exact bin (in every lane):
 /// a lane equal to it takes that bin without the scalar path. Equal floats have the same bin
@@ -585,17 +585,14 @@ QUARK_OBSERVER_TARGET_AVX512 QUARK_ALWAYS_INLINE std::size_t bin_block_avx512(
     __m512i i = _mm512_maskz_cvttps_epi32(0xFFFF, f);
     const __m512 frac = _mm512_sub_ps(f, _mm512_maskz_cvtepi32_ps(0xFFFF, i));
     // A lane is exact when it is inside [0, bins) and its fraction lies within 0.5 - tol of
-    // 0.5 (two mask compares: on this kernel each costs more than the arithmetic). NaN, +-Inf
-    // and negative positions fail one of them. A vector of exact lanes is stored whole; the
-    // others (zeros, repeated edge values, the rest) go through the zero / memo masks.
+    // 0.5 (two mask compares). NaN, +-Inf and negative positions fail one of them. Every vector
+    // then goes through the zero / memo masks, without a branch: on the det tensors 12% of the
+    // vectors hold a zero or a value on an edge (the saturated outputs of Clip / ReLU6), and a
+    // branch around the masks, mispredicted for those, cost more than the masks do now that
+    // the count loop runs beside this arithmetic (pending_entries; XINT8 on det 3% faster).
     const __m512 centred = _mm512_abs_ps(_mm512_sub_ps(frac, _mm512_set1_ps(0.5f)));
     __mmask16 ok =
         _mm512_cmplt_epu32_mask(i, c.bins) & _mm512_cmp_ps_mask(centred, c.half_in, _CMP_LE_OQ);
-    if (ok == 0xFFFF) [[likely]] {
-      _mm512_storeu_si512(idx + w, _mm512_add_epi32(i, c.table));
-      w += 16;
-      continue;
-    }
     const __mmask16 is_zero = _mm512_cmp_ps_mask(v, zero, _CMP_EQ_OQ);
     const __mmask16 same = _mm512_cmp_ps_mask(v, memo_v, _CMP_EQ_OQ);
     i = _mm512_mask_mov_epi32(i, same, memo_i);

@@ -528,12 +528,7 @@ struct pending_entries {
   template <std::size_t Lanes>
   QUARK_ALWAYS_INLINE void count() noexcept {
     if (left >= Lanes) {
-      for (std::size_t k = 0; k < Lanes; k += 4) {
-        ++t[idx[k]];
-        ++t[idx[k + 1]];
-        ++t[idx[k + 2]];
-        ++t[idx[k + 3]];
-      }
+      count_entries(idx, Lanes, t);
       idx += Lanes;
       left -= Lanes;
     }

@@ -418,3 +418,90 @@ TEST_CASE("lumped kernel: bins outside the lumped ones follow numpy's rule, thos
     }
   }
 }
+
+namespace {
+
+/// The flagged-value log of a watched setup (bin_setup::watch) against the oracle: the counts
+/// are unchanged; every logged value has its exact bin; and every finite nonzero value within
+/// `margin` bins of an edge is logged (zeros are counted apart by the vector forms).
+template <kernel_path P>
+void check_watched(const std::vector<double>& e, std::span<const float> x, double margin) {
+  constexpr auto T = bin_transform::identity;
+  quark::detail::bin_setup<T> s(e);
+  quark::detail::flag_log log(x.size() + 16);
+  s.watch(margin, &log);
+  quark::detail::count_tables& tables = quark::detail::thread_count_tables();
+  std::vector<std::uint64_t> c(e.size() - 1, 0);
+  (void)quark::detail::histogram_count<T, P>(x, s, tables);
+  tables.fold_into(c);
+  CHECK(c == oracle_histogram(T, x, e));
+  REQUIRE_FALSE(log.overflow);
+  REQUIRE(log.values.size() == log.bins.size());
+  const std::span<const double> edges(e);
+  std::vector<float> logged;
+  for (std::size_t i = 0; i < log.values.size(); ++i) {
+    const float v = log.values[i];
+    const std::vector<std::uint64_t> one = oracle_histogram(T, std::span<const float>(&v, 1), e);
+    const auto at = std::find(one.begin(), one.end(), std::uint64_t{1});
+    const auto want = at == one.end() ? static_cast<std::int32_t>(e.size() - 1)
+                                      : static_cast<std::int32_t>(at - one.begin());
+    CHECK(log.bins[i] == want);
+    if (!std::isnan(v))
+      logged.push_back(v);
+  }
+  std::sort(logged.begin(), logged.end());
+  const double norm = static_cast<double>(e.size() - 1) / (e.back() - e.front());
+  std::size_t near = 0;
+  for (const float v : x) {
+    if (!std::isfinite(v) || v == 0.0f)
+      continue;
+    const auto d = static_cast<double>(v);
+    const auto it = std::lower_bound(edges.begin(), edges.end(), d);
+    double dist = std::numeric_limits<double>::infinity();
+    if (it != edges.end())
+      dist = std::fabs(*it - d);
+    if (it != edges.begin())
+      dist = std::min(dist, std::fabs(d - *(it - 1)));
+    if (dist * norm < margin) {
+      ++near;
+      CAPTURE(dist * norm);
+      CAPTURE(v);
+      // As often as it occurs: a repeated value is logged each time (no memo).
+      const auto [first, last] = std::equal_range(logged.begin(), logged.end(), v);
+      CHECK(last - first == std::count(x.begin(), x.end(), v));
+    }
+  }
+  CHECK(near > 0);
+}
+
+}  // namespace
+
+TEST_CASE("histogram kernel: a watched setup logs every value near an edge, with its bin") {
+  const auto edge_sets = test_edge_sets({{-12.0, 12.0}, {0.1, 0.7}, {1000.0, 1000.5}});
+  unsigned seed = 40;
+  for (const auto& e : edge_sets) {
+    CAPTURE(e.front());
+    CAPTURE(e.back());
+    CAPTURE(e.size());
+    for (const double margin : {1e-4, 3e-3}) {
+      CAPTURE(margin);
+      auto x = edge_data(e, 9000, seed++);
+      // Values at fractions of the margin from each edge, on both sides.
+      const double w = (e.back() - e.front()) / static_cast<double>(e.size() - 1);
+      for (const double edge : e) {
+        for (const double f : {-0.9, -0.5, -0.1, 0.1, 0.5, 0.9}) {
+          x.push_back(static_cast<float>(edge + f * margin * w));
+          x.push_back(static_cast<float>(edge + f * margin * w));  // a run of two
+        }
+      }
+      check_watched<kernel_path::portable>(e, x, margin);
+#if QUARK_OBSERVER_AVX512
+      if (quark::detail::observer_avx512_usable())
+        check_watched<kernel_path::avx512>(e, x, margin);
+      if (quark::detail::observer_avx2_usable())
+        check_watched<kernel_path::avx2>(e, x, margin);
+#endif
+      check_watched<kernel_path::automatic>(e, x, margin);
+    }
+  }
+}

@@ -35,17 +35,6 @@ using namespace quark::test;
 
 namespace {
 
-/// Sets an environment variable for one scope.
-struct env_var {
-  env_var(const char* name, const char* value) : name_(name) { ::setenv(name, value, 1); }
-  ~env_var() { ::unsetenv(name_); }
-  env_var(const env_var&) = delete;
-  env_var& operator=(const env_var&) = delete;
-
- private:
-  const char* name_;
-};
-
 /// Hands out samples, counting them; rewinds only if `rewindable`.
 class counting_reader final : public qo::calibration_data_reader {
  public:
@@ -92,11 +81,6 @@ qo::calib_sample sample(std::int64_t h, float w, std::uint32_t seed) {
   return {{"x", qo::tensor::from_floats({1, 4, h, h}, random_floats(n, seed, -w, 1.2f * w))}};
 }
 
-std::string file_bytes(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
 struct run_result {
   std::string bytes;
   std::size_t reads = 0;
@@ -116,7 +100,7 @@ run_result quantize(const fs::path& in, const fs::path& out, const qo::qconfig& 
   ::dup2(fd, 2);
   ::close(fd);
   {
-    const env_var profile("QUARK_CALIB_PROFILE", "1");
+    const scoped_env profile("QUARK_CALIB_PROFILE", "1");
     try {
       (void)qo::quantize_model(in, out, cfg, reader);
     } catch (...) {
@@ -168,11 +152,11 @@ TEST_CASE("lumped Percentile histograms write the bytes of unlumped ones") {
         CAPTURE(preset);
         CAPTURE(fuse);
         CAPTURE(background);
-        const env_var f("QUARK_CALIB_FUSE", fuse.c_str());
-        const env_var b("QUARK_CALIB_BACKGROUND", background.c_str());
+        const scoped_env f("QUARK_CALIB_FUSE", fuse.c_str());
+        const scoped_env b("QUARK_CALIB_BACKGROUND", background.c_str());
         run_result exact;
         {
-          const env_var off("QUARK_CALIB_LUMP", "0");
+          const scoped_env off("QUARK_CALIB_LUMP", "0");
           exact = quantize(dir / "lump.onnx", dir / "exact.onnx", cfg, calib, true);
         }
         const run_result lumped =
@@ -209,7 +193,7 @@ TEST_CASE("a lumped percentile it cannot decide is observed again unlumped, with
                                               sample(sym ? 720 : 960, 1.0f, 8)};
     run_result exact;
     {
-      const env_var off("QUARK_CALIB_LUMP", "0");
+      const scoped_env off("QUARK_CALIB_LUMP", "0");
       exact = quantize(dir / "lump.onnx", dir / "exact.onnx", cfg, calib, true);
     }
     const run_result again = quantize(dir / "lump.onnx", dir / "again.onnx", cfg, calib, true);

@@ -67,11 +67,6 @@ namespace {
   return b.build();
 }
 
-std::string file_bytes(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
 /// Quantizes the model with `cfg` on 3 random samples (the ranges grow between them), observing
 /// every requested tensor when `all`; returns the written bytes.
 std::string quantize(const fs::path& in, const qo::qconfig& cfg, const std::string& tag, bool all,

@@ -17,6 +17,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <random>
 #include <string>
 #include <string_view>
@@ -34,6 +35,44 @@
 #include <unistd.h>
 
 namespace quark::test {
+
+/// The bytes of a file ("" when it cannot be read).
+inline std::string file_bytes(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+/// Checks that two quantizations reported the same tensors with the same calibrated ranges and
+/// scales (an oracle run against another path to the same numbers); returns how many of them
+/// had a real range (rmax > rmin), so a caller can require that the comparison covered some.
+inline std::size_t check_same_ranges(const quark::onnx::quantize_report& want,
+                                     const quark::onnx::quantize_report& got) {
+  REQUIRE(want.tensors.size() == got.tensors.size());
+  std::size_t calibrated = 0;
+  for (std::size_t i = 0; i < want.tensors.size(); ++i) {
+    const auto& a = want.tensors[i];
+    const auto& b = got.tensors[i];
+    CAPTURE(a.name);
+    CHECK(a.name == b.name);
+    CHECK(a.rmin == b.rmin);
+    CHECK(a.rmax == b.rmax);
+    CHECK(a.scale == b.scale);
+    calibrated += a.rmax > a.rmin ? 1u : 0u;
+  }
+  return calibrated;
+}
+
+/// Sets an environment variable for one scope (the QUARK_CALIB_* switches the oracle runs use).
+class scoped_env {
+ public:
+  scoped_env(const char* name, const char* value) : name_(name) { ::setenv(name, value, 1); }
+  ~scoped_env() { ::unsetenv(name_); }
+  scoped_env(const scoped_env&) = delete;
+  scoped_env& operator=(const scoped_env&) = delete;
+
+ private:
+  const char* name_;
+};
 
 /// A fresh directory for this test process: $QUARK_BINARY_DIR (or the system temp dir) / the test
 /// executable's name / the process id. Created on first use; never removed (ctest runs every

@@ -11,7 +11,9 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <limits>
+#include <optional>
 #include <span>
 #include <string>
 #include <type_traits>
@@ -55,6 +57,30 @@ struct histogram_options {
   double lump_percentile = 0.0;
   double lump_tail_share = 0.01;
   std::size_t lump_min_values = std::size_t{1} << 14;
+  /// `signed_extend` mode without lumping: when > 0, the observer keeps its last batch for the
+  /// histograms derived from it (observe_mapped): the batch's counts and every value its kernel
+  /// flagged, with its bin, where any value within `derive_margin` bins of an edge is flagged.
+  /// The counts are the same; the kernel takes the exact path for a few more values. 0 (the
+  /// default): nothing is kept.
+  double derive_margin = 0.0;
+};
+
+/// What observe_mapped works out from the edges of a source and a derived histogram, kept
+/// between batches (recomputed when either histogram's edges change).
+struct histogram_map {
+  double x_lo = 0.0;
+  double x_hi = 0.0;
+  double y_lo = 0.0;
+  double y_hi = 0.0;
+  std::size_t x_bins = 0;
+  std::size_t y_bins = 0;
+  bool valid = false;
+  /// The derived bin of the source bin's values that were not flagged.
+  std::vector<std::int32_t> to;
+  /// The smallest float at or above each derived edge, +Inf for the last: a derived value v
+  /// lies in bin j exactly when y_floor[j] <= v < y_floor[j + 1] (the last bin is closed, and
+  /// holds every value up to the range's end).
+  std::vector<float> y_floor;
 };
 
 /// The statistic of a histogram observer: edges (size n + 1), counts (size n), the signed
@@ -109,6 +135,7 @@ class histogram_pieces {
     detail::minmax_partial extrema;     ///< raw min, max (NaN excluded), NaN count
     float abs_min = std::numeric_limits<float>::infinity();  ///< first |x| batch only
     std::size_t size = 0;
+    detail::flag_log log;  ///< histogram_options::derive_margin: the part's flagged values
   };
   histogram_pieces(std::size_t n, bool extrema_first) : pieces_(n), extrema_first_(extrema_first) {}
 
@@ -139,6 +166,13 @@ class histogram_observer {
     if (opt_.num_bins == 0 || opt_.num_bins > hard_max_bins) {
       detail::throw_config("quark.calib.bad_option", "NumBins must lie in [1, 2^30]");
     }
+    if (!(opt_.derive_margin >= 0.0 && opt_.derive_margin < 0.01) ||
+        (opt_.derive_margin > 0.0 &&
+         (opt_.mode != histogram_mode::signed_extend || opt_.lump_percentile > 0.0))) {
+      detail::throw_config("quark.calib.bad_option",
+                           "derive_margin must lie in [0, 0.01), and be 0 unless the mode is "
+                           "signed_extend without lumping");
+    }
     if (!(opt_.lump_percentile >= 0.0 && opt_.lump_percentile <= 100.0) ||
         !(opt_.lump_tail_share > 0.0 && opt_.lump_tail_share <= 1.0)) {
       detail::throw_config("quark.calib.bad_option",
@@ -161,11 +195,13 @@ class histogram_observer {
     data_.threshold = 0.0;
     data_.lump_begin = 0;
     data_.lump_end = 0;
+    kept_.usable = false;
   }
 
   /// Bins one batch. Throws "quark.calib.infinite_input" for +-Inf under reject_inf.
   /// Once the range is set, a batch that does not grow it is read from memory once.
   void observe(std::span<const float> x) {
+    kept_.usable = false;
     if (!data_.counts.empty()) {
       // 1. Optimistic pass: count on the current edges (kept if the range does not grow).
       detail::minmax_partial p;
@@ -175,7 +211,7 @@ class histogram_observer {
       const batch_extrema b = summarize(x.size(), p);
       account(b, x.size());
       grow(b, x);
-      bin_into(x, data_.counts);
+      bin_kept(x);
       maybe_lump();
       return;
     }
@@ -187,7 +223,7 @@ class histogram_observer {
     }
     account(b, x.size());
     grow(b, x);
-    bin_into(x, data_.counts);
+    bin_kept(x);
     maybe_lump();
   }
 
@@ -196,6 +232,7 @@ class histogram_observer {
   /// `extrema` receives the batch's raw min, max (NaN excluded) and NaN count, which is all the
   /// growth of observe(x) depends on (after a first batch). One pass over `x`.
   [[nodiscard]] bool observe_within(std::span<const float> x, detail::minmax_partial& extrema) {
+    kept_.usable = false;
     if (data_.counts.empty()) {
       extrema = detail::minmax_reduce(x);
       return false;
@@ -205,11 +242,22 @@ class histogram_observer {
       // Count into the thread's 32-bit tables, folded only if the range does not grow.
       detail::count_tables& tables = detail::thread_count_tables();
       const detail::count_tables_guard guard(tables);  // drops the tables unless folded
-      extrema = count_into(x, tables);
+      detail::flag_log log(derives() ? flag_log_capacity : 0);
+      extrema = count_into(x, tables, derives() ? &log : nullptr);
       b = summarize(x.size(), extrema);
       if (b.valid != 0 && !would_grow(b)) {
         account(b, x.size());
-        tables.fold_into(data_.counts);
+        if (derives()) {
+          kept_.counts.assign(data_.counts.size(), 0);
+          tables.fold_into(kept_.counts);
+          for (std::size_t i = 0; i < kept_.counts.size(); ++i)
+            data_.counts[i] += kept_.counts[i];
+          kept_.values.assign(log.values.begin(), log.values.end());
+          kept_.bins.assign(log.bins.begin(), log.bins.end());
+          keep(extrema, x.size(), !log.overflow);
+        } else {
+          tables.fold_into(data_.counts);
+        }
         maybe_lump();
         return true;
       }
@@ -255,7 +303,12 @@ class histogram_observer {
   /// only and phase 2 bin once on the final edges: cheaper for a batch expected to grow a signed
   /// histogram (the first batch is always observed so).
   [[nodiscard]] histogram_pieces begin_pieces(std::size_t parts, bool extrema_first = false) const {
-    return histogram_pieces(parts, extrema_first || data_.counts.empty());
+    histogram_pieces b(parts, extrema_first || data_.counts.empty());
+    if (derives()) {
+      for (histogram_pieces::piece& p : b.pieces_)
+        p.log = detail::flag_log(flag_log_capacity);
+    }
+    return b;
   }
 
   /// Phase 1 of part `k` (see begin_pieces).
@@ -276,7 +329,7 @@ class histogram_observer {
     }
     if (p.counts.empty())
       p.counts.assign(data_.counts.size(), 0);
-    count_parts(std::forward<Next>(next), p);
+    count_parts(std::forward<Next>(next), p, derives() ? &p.log : nullptr);
   }
 
   /// Grows the range as observe(batch) would, from the extrema of every part; returns whether
@@ -339,7 +392,8 @@ class histogram_observer {
       case histogram_pieces::action::bin: {
         histogram_pieces::piece q;
         q.counts = std::move(p.counts);
-        count_parts(std::forward<Next>(next), q);
+        p.log.clear();
+        count_parts(std::forward<Next>(next), q, derives() ? &p.log : nullptr);
         p.counts = std::move(q.counts);
         return;
       }
@@ -367,6 +421,142 @@ class histogram_observer {
         data_.counts[i] += p.counts[i];
     }
     maybe_lump();
+    kept_.usable = false;
+    if (derives()) {
+      // The batch, for the histograms derived from this one: usable when it kept the edges.
+      kept_.counts.assign(data_.counts.size(), 0);
+      kept_.values.clear();
+      kept_.bins.clear();
+      detail::minmax_partial all;
+      std::size_t size = 0;
+      bool whole = true;
+      for (histogram_pieces::piece& p : b.pieces_) {
+        merge_extrema(all, p.extrema);
+        size += p.size;
+        whole = whole && !p.log.overflow && !p.counts.empty();
+        for (std::size_t i = 0; i < p.counts.size(); ++i)
+          kept_.counts[i] += p.counts[i];
+        // Only the entries used (a part's log reserves room for many more), and the part's
+        // room freed now.
+        kept_.values.insert(kept_.values.end(), p.log.values.begin(), p.log.values.end());
+        kept_.bins.insert(kept_.bins.end(), p.log.bins.begin(), p.log.bins.end());
+        p.log = detail::flag_log();
+      }
+      keep(all, size, whole);
+    }
+  }
+
+  /// Observes the batch that `f` makes of the last batch of `x`, without reading it: `f` must be
+  /// monotone (non-decreasing or non-increasing) on floats and give exactly the values the
+  /// derived tensor holds (y[i] = f(x[i]), e.g. x * c, x + c, x / c in float arithmetic, and
+  /// their compositions). The state afterwards is that of observe(y) when this returns true; it
+  /// returns false, the state unchanged, when it cannot be sure (observe y instead):
+  /// - both histograms `signed_extend` without lumping, `x` with a derive_margin, and x's last
+  ///   batch observed whole, without NaN or +-Inf, its flagged values all logged;
+  /// - y's extrema (f of x's) finite and not zero (the sign of a zero extremum is not f's to
+  ///   tell); y's range grows to them as observe(y) would grow it;
+  /// - every value of an x bin that the kernel could leave unflagged (more than 0.9 margin
+  ///   from its edges) lands in one y bin (checked at the ends of that stretch, f being
+  ///   monotone), and so do +0 and -0 (counted apart by the kernels).
+  /// Then y's counts are x's, each bin moved to its y bin, corrected by the flagged values of
+  /// x (each one's y bin computed exactly). `map` keeps the bin map between batches. Each batch
+  /// of x is to be derived once: a second call adds it again.
+  template <class F>
+  [[nodiscard]] bool observe_mapped(const histogram_observer& x, F&& f, histogram_map& map) {
+    constexpr auto T = detail::bin_transform::identity;
+    const kept_batch& k = x.kept_;
+    if (opt_.mode != histogram_mode::signed_extend ||
+        x.opt_.mode != histogram_mode::signed_extend || !(x.opt_.derive_margin > 0.0) ||
+        opt_.lump_percentile > 0.0 || data_.lump_end != 0 || !k.usable || k.size == 0 ||
+        k.extrema.nan_count != 0 || !std::isfinite(k.extrema.min) ||
+        !std::isfinite(k.extrema.max) || k.counts.size() + 1 != x.data_.edges.size())
+      return false;
+    // Every value of x and y is finite (f of finite extrema, monotone): the non-finite policies
+    // (reject_inf, to_finite) bin them alike.
+    const float a = f(k.extrema.min);
+    const float c = f(k.extrema.max);
+    if (!std::isfinite(a) || !std::isfinite(c) || a == 0.0f || c == 0.0f)
+      return false;
+    const batch_extrema e{a < c ? a : c, a < c ? c : a, k.size};
+    // observe(y) grows the range to the batch's extrema first (and only from them); undone if
+    // the batch cannot be derived.
+    std::optional<histogram_data> before;
+    if (data_.counts.empty() || would_grow(e)) {
+      before.emplace(data_);
+      try {
+        grow_to(e, 0.0f);
+      } catch (const std::exception&) {  // too many bins, or no memory for them
+        data_ = std::move(*before);
+        return false;  // observe(y) reports it, naming y
+      }
+    }
+    auto decline = [&] {
+      if (before)
+        data_ = std::move(*before);
+      return false;
+    };
+    const std::vector<double>& ex = x.data_.edges;
+    const std::vector<double>& ey = data_.edges;
+    const detail::bin_setup<T> ys(ey);
+    const auto sink = ys.sink();
+    const std::size_t nx = ex.size() - 1;
+    if (!map.valid || map.x_lo != ex.front() || map.x_hi != ex.back() || map.x_bins != nx ||
+        map.y_lo != ey.front() || map.y_hi != ey.back() || map.y_bins != ey.size() - 1) {
+      map.valid = false;
+      map.to.assign(nx, 0);
+      const double d =
+          0.9 * x.opt_.derive_margin * (ex.back() - ex.front()) / static_cast<double>(nx);
+      for (std::size_t b = 0; b < nx; ++b) {
+        const float lo = detail::float_at_least(ex[b] + d);
+        const float hi = -detail::float_at_least(-(ex[b + 1] - d));
+        if (!(lo <= hi))
+          continue;  // every value of the bin is flagged
+        const std::int32_t yl = ys.exact_bin(f(lo));
+        if (yl == sink || ys.exact_bin(f(hi)) != yl)
+          return decline();
+        map.to[b] = yl;
+      }
+      if (ex.front() <= 0.0 && ex.back() >= 0.0) {
+        const detail::bin_setup<T> xs(ex);
+        const std::int32_t z = map.to[static_cast<std::size_t>(xs.exact_bin(0.0f))];
+        if (ys.exact_bin(f(0.0f)) != z || ys.exact_bin(f(-0.0f)) != z)
+          return decline();
+      }
+      map.y_floor.resize(ey.size());
+      for (std::size_t j = 0; j + 1 < ey.size(); ++j)
+        map.y_floor[j] = detail::float_at_least(ey[j]);
+      map.y_floor.back() = std::numeric_limits<float>::infinity();
+      map.x_lo = ex.front();
+      map.x_hi = ex.back();
+      map.x_bins = nx;
+      map.y_lo = ey.front();
+      map.y_hi = ey.back();
+      map.y_bins = ey.size() - 1;
+      map.valid = true;
+    }
+    std::vector<std::uint64_t> add(data_.counts.size(), 0);
+    for (std::size_t b = 0; b < nx; ++b)
+      add[static_cast<std::size_t>(map.to[b])] += k.counts[b];
+    // Unsigned sums are exact modulo 2^64: a bin may dip below zero on the way.
+    for (std::size_t i = 0; i < k.values.size(); ++i) {
+      const auto bx = static_cast<std::size_t>(k.bins[i]);
+      if (bx >= nx)
+        return decline();  // cannot happen with no NaN and x's range covering its batch
+      const float v = f(k.values[i]);
+      const auto to = static_cast<std::size_t>(map.to[bx]);
+      if (v >= map.y_floor[to] && v < map.y_floor[to + 1])
+        continue;  // in the bin its x bin maps to (most flagged values)
+      const std::int32_t by = ys.exact_bin(v);
+      if (by == sink)
+        return decline();
+      --add[to];
+      ++add[static_cast<std::size_t>(by)];
+    }
+    account(e, k.size);
+    for (std::size_t i = 0; i < add.size(); ++i)
+      data_.counts[i] += add[i];
+    kept_.usable = false;
+    return true;
   }
 
   /// Adds another observer's histogram. Exact (counts add) when both have the same edges, which
@@ -374,6 +564,7 @@ class histogram_observer {
   /// with its own rule to cover the other's range and each of the other's bins is added to the
   /// bin holding its centre (approximate by up to one bin).
   void merge(const histogram_observer& other) {
+    kept_.usable = false;
     const histogram_data& o = other.data_;
     if (o.mode != data_.mode) {
       detail::throw_invalid("quark.calib.merge_mismatch", "histograms of different modes");
@@ -430,6 +621,26 @@ class histogram_observer {
   }
 
  private:
+  /// The last batch, for observe_mapped (histogram_options::derive_margin).
+  struct kept_batch {
+    std::vector<std::uint64_t> counts;
+    std::vector<float> values;       ///< the flagged values of the batch
+    std::vector<std::int32_t> bins;  ///< and their bins
+    detail::minmax_partial extrema;
+    std::size_t size = 0;
+    bool usable = false;
+  };
+  /// Flagged values one log holds (then the batch is not kept): about 2e-3 of the values are
+  /// flagged with a 2048-bin histogram and the default margin.
+  static constexpr std::size_t flag_log_capacity = std::size_t{1} << 14;
+
+  [[nodiscard]] bool derives() const noexcept { return opt_.derive_margin > 0.0; }
+  void keep(const detail::minmax_partial& extrema, std::size_t size, bool usable) noexcept {
+    kept_.extrema = extrema;
+    kept_.size = size;
+    kept_.usable = usable;
+  }
+
   /// Extrema of a batch after the non-finite policy; `valid` values enter the histogram.
   struct batch_extrema {
     float min;
@@ -533,10 +744,10 @@ class histogram_observer {
   /// kernel's setup made once) and folds them into p.counts once (or whenever the 32-bit entries
   /// could overflow).
   template <class Next>
-  void count_parts(Next&& next, histogram_pieces::piece& p) const {
+  void count_parts(Next&& next, histogram_pieces::piece& p, detail::flag_log* log = nullptr) const {
     with_transform([&](auto t) {
       constexpr detail::bin_transform T = decltype(t)::value;
-      const detail::bin_setup<T> setup = make_setup<T>();
+      const detail::bin_setup<T> setup = make_setup<T>(log);
       detail::count_tables& tables = detail::thread_count_tables();
       const detail::count_tables_guard guard(tables);  // zero again even if a kernel throws
       std::size_t pending = 0;
@@ -623,10 +834,12 @@ class histogram_observer {
 
   /// The kernel's setup for the current edges, lumping as data_ says.
   template <detail::bin_transform T>
-  [[nodiscard]] detail::bin_setup<T> make_setup() const noexcept {
+  [[nodiscard]] detail::bin_setup<T> make_setup(detail::flag_log* log = nullptr) const noexcept {
     detail::bin_setup<T> s(data_.edges);
     if (T != detail::bin_transform::to_finite && data_.lump_end != 0)
       s.lump(data_.lump_begin, data_.lump_end);
+    if (log != nullptr)
+      s.watch(opt_.derive_margin, log);
     return s;
   }
 
@@ -664,22 +877,40 @@ class histogram_observer {
     }
   }
 
-  detail::minmax_partial count_into(std::span<const float> x, detail::count_tables& t) const {
+  detail::minmax_partial count_into(std::span<const float> x, detail::count_tables& t,
+                                    detail::flag_log* log = nullptr) const {
     detail::minmax_partial ext;
     with_transform([&](auto tr) {
       constexpr detail::bin_transform T = decltype(tr)::value;
-      ext = detail::histogram_count<T>(x, make_setup<T>(), t);
+      ext = detail::histogram_count<T>(x, make_setup<T>(log), t);
     });
     return ext;
   }
 
-  detail::minmax_partial bin_into(std::span<const float> x, std::span<std::uint64_t> counts) const {
+  detail::minmax_partial bin_into(std::span<const float> x, std::span<std::uint64_t> counts,
+                                  detail::flag_log* log = nullptr) const {
     detail::minmax_partial ext;
     with_transform([&](auto tr) {
       constexpr detail::bin_transform T = decltype(tr)::value;
-      ext = detail::histogram_add<T>(x, make_setup<T>(), counts);
+      ext = detail::histogram_add<T>(x, make_setup<T>(log), counts);
     });
     return ext;
+  }
+
+  /// bin_into(x, counts), the batch kept for derived histograms when derives().
+  void bin_kept(std::span<const float> x) {
+    if (!derives()) {
+      bin_into(x, data_.counts);
+      return;
+    }
+    detail::flag_log log(flag_log_capacity);
+    kept_.counts.assign(data_.counts.size(), 0);
+    const detail::minmax_partial ext = bin_into(x, kept_.counts, &log);
+    for (std::size_t i = 0; i < kept_.counts.size(); ++i)
+      data_.counts[i] += kept_.counts[i];
+    kept_.values.assign(log.values.begin(), log.values.end());
+    kept_.bins.assign(log.bins.begin(), log.bins.end());
+    keep(ext, x.size(), !log.overflow);
   }
 
   static constexpr std::size_t hard_max_bins = std::size_t{1} << 30;  // 32-bit bin indices
@@ -819,6 +1050,7 @@ class histogram_observer {
 
   histogram_options opt_;
   histogram_data data_;
+  kept_batch kept_;
 };
 
 }  // namespace quark

@@ -106,6 +106,58 @@ calib_method to_calib_method(act_method m) {
   return calib_method::minmax;
 }
 
+/// A value an element-wise node makes from another one and a scalar constant, as a float map
+/// y = f(x): one float operation per node, in the nodes' order (calib_params::derive). Each
+/// step is monotone on floats, so the chain is.
+struct float_chain {
+  enum class op : std::uint8_t { mul, add, sub, rsub, div };
+  struct step {
+    op o;
+    float c;
+  };
+  std::vector<step> steps;
+  float operator()(float v) const noexcept {
+    for (const step& s : steps) {
+      switch (s.o) {
+        case op::mul:
+          v = v * s.c;
+          break;
+        case op::add:
+          v = v + s.c;
+          break;
+        case op::sub:
+          v = v - s.c;
+          break;
+        case op::rsub:
+          v = s.c - v;
+          break;
+        case op::div:
+          v = v / s.c;
+          break;
+      }
+    }
+    return v;
+  }
+};
+
+struct slot;
+
+/// calib_params::derive: what links a derived value to its root (the observed value its chain
+/// starts from), and a root to its derived values. Guarded by calibrate's derive mutex.
+struct derive_state {
+  static constexpr std::size_t none = std::numeric_limits<std::size_t>::max();
+  // A derived value:
+  slot* root = nullptr;
+  float_chain f;
+  histogram_map map;
+  std::size_t claimed = none;  ///< the sample whose batch is taken: derived, or observed as usual
+  bool derived = false;        ///< whether that batch was derived
+  // A root:
+  std::vector<slot*> dependents;
+  std::size_t done = none;  ///< the last sample whose batch it completed
+  std::size_t last_size = 0;
+};
+
 /// The observers of one tensor. Methods whose first pass is one histogram (Percentile, Entropy,
 /// LayerwisePercentile, pof2 MinMSE "All" with bins) keep the histogram_observer here and give
 /// its statistic to the header calibrator of the method, so a large value can be binned on
@@ -133,6 +185,8 @@ struct slot {
     chunk_sink sink;
   };
   std::shared_ptr<streamed> stream;
+  /// calib_params::derive: set on a derived value and on a root (shared: the slot stays movable).
+  std::shared_ptr<derive_state> derive;
 
   [[nodiscard]] bool minmax_family() const noexcept {
     return (opt.method == calib_method::minmax || opt.method == calib_method::pof2_non_overflow) &&
@@ -403,6 +457,109 @@ void observe_first(slot& s, std::span<const float> x, const runtime* rt, std::si
   s.cal->observe(x);
 }
 
+/// Margin, in bins, within which a root's kernel flags (and logs) values for its derived
+/// histograms (histogram_options::derive_margin): wide enough for the rounding of chains of a
+/// few float operations (a y edge's preimage lies within it of an x edge), narrow enough that
+/// few more values take the kernel's exact path.
+constexpr double derive_margin = 1e-3;
+
+/// Whether a slot's histogram can be a root or a derived one (histogram_observer::observe_mapped).
+bool derivable(const slot& s) {
+  return s.hist && !s.cal && s.hist->options().mode == histogram_mode::signed_extend &&
+         !(s.hist->options().lump_percentile > 0.0) && !s.needs_second_pass();
+}
+
+/// calib_params::derive: links each value an element-wise node (Mul, Add, Sub, or Div by the
+/// constant) makes from a float value and a one-element float constant to the observed value
+/// its chain of such nodes starts from (intermediate values of a chain need no slot), when both
+/// have histograms observe_mapped can use. The roots' histograms get the derive margin. Returns
+/// the number of derived values.
+std::size_t plan_derived(const model& m, std::unordered_map<std::string, slot>& slots) {
+  std::unordered_map<std::string, float> scalars;  // one-element float constants
+  auto scalar_of = [&](const tensor& t, const std::string& name) {
+    if (t.type() == dtype_id::float32 && t.size() == 1)
+      scalars.emplace(name, t.data<float>()[0]);
+  };
+  for (const std::string& name : m.initializer_names())
+    scalar_of(m.initializer(name), name);
+  const std::vector<node_info> nodes = m.nodes();
+  for (const node_info& n : nodes) {
+    if (n.op_type != "Constant" || !n.domain.empty() || n.outputs.size() != 1)
+      continue;
+    for (const attribute& a : n.attributes) {
+      if (a.name == "value" && std::holds_alternative<tensor>(a.value)) {
+        scalar_of(std::get<tensor>(a.value), n.outputs[0]);
+      } else if (a.name == "value_float" && std::holds_alternative<float>(a.value)) {
+        scalars.emplace(n.outputs[0], std::get<float>(a.value));
+      }
+    }
+  }
+  auto usable = [&](const std::string& name) -> slot* {
+    auto it = slots.find(name);
+    return it != slots.end() && derivable(it->second) ? &it->second : nullptr;
+  };
+  struct chain {
+    slot* root;
+    float_chain f;
+  };
+  std::unordered_map<std::string, chain> chains;  // value -> its root and map
+  std::size_t derived = 0;
+  for (const node_info& n : nodes) {
+    if (!n.domain.empty() || n.inputs.size() != 2 || n.outputs.size() != 1)
+      continue;
+    using op = float_chain::op;
+    const auto c0 = scalars.find(n.inputs[0]);
+    const auto c1 = scalars.find(n.inputs[1]);
+    if ((c0 == scalars.end()) == (c1 == scalars.end()))
+      continue;  // not exactly one scalar constant
+    const bool const_first = c0 != scalars.end();
+    const float c = const_first ? c0->second : c1->second;
+    const std::string& x = const_first ? n.inputs[1] : n.inputs[0];
+    op o = op::mul;
+    if (n.op_type == "Mul" && c != 0.0f) {
+      o = op::mul;
+    } else if (n.op_type == "Add") {
+      o = op::add;
+    } else if (n.op_type == "Sub") {
+      o = const_first ? op::rsub : op::sub;
+    } else if (n.op_type == "Div" && !const_first && c != 0.0f) {
+      o = op::div;
+    } else {
+      continue;
+    }
+    if (!std::isfinite(c))
+      continue;
+    chain ch;
+    if (auto it = chains.find(x); it != chains.end()) {
+      ch = it->second;
+    } else if (slot* r = usable(x)) {
+      ch.root = r;
+    } else {
+      continue;
+    }
+    ch.f.steps.push_back({o, c});
+    const std::string& y = n.outputs[0];
+    if (slot* ys = usable(y); ys != nullptr && ys != ch.root) {
+      ys->derive = std::make_shared<derive_state>();
+      ys->derive->root = ch.root;
+      ys->derive->f = ch.f;
+      if (!ch.root->derive)
+        ch.root->derive = std::make_shared<derive_state>();
+      ch.root->derive->dependents.push_back(ys);
+      ++derived;
+    }
+    chains.insert_or_assign(y, std::move(ch));
+  }
+  for (auto& [name, sl] : slots) {
+    if (sl.derive && !sl.derive->dependents.empty()) {
+      histogram_options o = sl.hist->options();
+      o.derive_margin = derive_margin;
+      sl.hist.emplace(o);
+    }
+  }
+  return derived;
+}
+
 void begin_second(slot& s) {
   if (s.opt.method == calib_method::layerwise_percentile) {
     s.cands = layerwise_percentile_calibrator{s.opt.percentile_candidates, s.opt.metric}.candidates(
@@ -525,6 +682,14 @@ class background_observer {
       error_seq_ = no_error;
       std::rethrow_exception(std::exchange(error_, nullptr));
     }
+  }
+
+  /// Until no value of slot `s` waits in the queue or is being observed: runs the queued jobs on
+  /// the calling thread as well (drain) when one is.
+  void settle(const slot& s) {
+    std::unique_lock lock(m_);
+    if (s.queued)
+      drain(lock);
   }
 
   /// Drops the queued jobs and waits for the running ones (the values they read may be the
@@ -655,7 +820,8 @@ std::size_t for_each_sample(const runtime& rt, calibration_data_reader& reader,
                             const std::vector<input_signature>& inputs,
                             const std::function<void(std::string_view, const tensor&)>& on_first,
                             const std::function<void(std::size_t)>& on_sample,
-                            background_observer* bg, Fn&& fn, const chunk_request& chunks = {}) {
+                            background_observer* bg, Fn&& fn, const chunk_request& chunks = {},
+                            const std::function<bool(slot&)>& skip = {}) {
   std::vector<std::pair<std::string, slot*>> order;
   std::size_t samples = 0;
   // On an error the background jobs stop before the sample (maybe read by one) goes away.
@@ -692,6 +858,8 @@ std::size_t for_each_sample(const runtime& rt, calibration_data_reader& reader,
       ++k;
       if (s == nullptr || s->dropped || t.type() != dtype_id::float32)
         return;
+      if (skip && skip(*s))
+        return;  // derived from another value's batch (calib_params::derive)
       // A sink was offered for this value (calib_params::fuse): if its kernel streamed nothing,
       // the value is observed as usual; else the caller completes the batch at once (never
       // queued; in the background observer's order, so an error of a value still queued
@@ -846,6 +1014,7 @@ calib_output calibrate(const model& m, const std::map<std::string, calib_request
   const bool lump = params.lump && !params.keep_histograms && reader.can_rewind();
   for (const auto& [name, r] : requests)
     slots.emplace(name, make_slot(name, r, params, lump));
+  const std::size_t derived_values = params.derive ? plan_derived(m, slots) : 0;
   const std::size_t total = params.max_samples ? *params.max_samples : reader.size().value_or(0);
   // The time of each phase goes to stderr (docs/bench/quantizer.md).
   using clock = std::chrono::steady_clock;
@@ -857,21 +1026,67 @@ calib_output calibrate(const model& m, const std::map<std::string, calib_request
   std::size_t dropped = 0;
   growth_counts growth;
   growth.timed = profile;
+  // calib_params::derive. A derived value's batch of a sample is taken once, under derive_mx:
+  // derived when its root completes its batch (try_derive), or claimed to be observed as usual
+  // when the value comes first (its root still queued, its batch not derivable, or its root not
+  // observed in this sample). sample_no is the sample being run.
+  std::mutex derive_mx;
+  std::atomic<std::size_t> sample_no{0};
+  std::atomic<std::size_t> derived_batches{0};
+  auto try_derive = [&](slot& y, std::size_t now) {
+    // A slot dropped after the first sample was made again without its derive state.
+    if (y.dropped || !y.derive || y.derive->root->dropped || !y.derive->root->derive)
+      return;
+    derive_state& d = *y.derive;
+    const derive_state& r = *d.root->derive;
+    if (d.claimed == now || r.done != now)
+      return;
+    if (y.hist->observe_mapped(*d.root->hist, d.f, d.map)) {
+      d.claimed = now;
+      d.derived = true;
+      y.seen += r.last_size;
+      ++y.batches;
+      ++derived_batches;
+    }
+  };
+  // True when the value's batch of this sample was derived; else it is claimed for observing.
+  auto claim = [&](slot& y) {
+    const std::lock_guard lock(derive_mx);
+    derive_state& d = *y.derive;
+    const std::size_t now = sample_no.load();
+    if (d.claimed == now)
+      return d.derived;
+    d.claimed = now;
+    d.derived = false;
+    return false;
+  };
+  auto root_done = [&](slot& r, std::size_t size) {
+    const std::lock_guard lock(derive_mx);
+    const std::size_t now = sample_no.load();
+    r.derive->done = now;
+    r.derive->last_size = size;
+    for (slot* y : r.derive->dependents)
+      try_derive(*y, now);
+  };
   // Background observation: the first pass's jobs bin on their own thread (observe_first with no
   // runtime); in place, large values are binned on the runtime's threads between two nodes.
   auto first_pass = [&](slot& s, std::span<const float> x, bool on_caller) {
     try {
+      if (s.derive && s.derive->root && claim(s))
+        return;  // derived from its root's batch
+      bool done = false;
       if (s.stream && s.stream->pieces) {
         // Streamed by its kernel (always on the caller: for_each_sample does not queue it).
         // A kernel that streamed only part of the value (none does) falls back to observing it.
-        const bool whole = s.stream->values.load() == x.size();
-        if (whole)
+        done = s.stream->values.load() == x.size();
+        if (done)
           finish_streamed(s, x, rt, growth);
         s.stream->pieces.reset();
-        if (whole)
-          return;
       }
-      observe_first(s, x, on_caller ? &rt : nullptr, params.parallel_min_elements, growth);
+      if (!done)
+        observe_first(s, x, on_caller ? &rt : nullptr, params.parallel_min_elements, growth);
+      if (s.derive && !s.derive->dependents.empty())
+        root_done(s, x.size());
     } catch (const frontend_error&) {
       throw;
     } catch (const quark::error& e) {
@@ -900,6 +1115,13 @@ calib_output calibrate(const model& m, const std::map<std::string, calib_request
       slot& s = it->second;
       if (s.dropped || (bg1 && bg1->holds(s)) || !s.hist)
         return nullptr;
+      if (s.derive && s.derive->root) {
+        // Its root completes first (its batch may give this one's), then the batch is taken.
+        if (bg1)
+          bg1->settle(*s.derive->root);
+        if (claim(s))
+          return nullptr;
+      }
       if (!s.stream) {
         s.stream = std::make_shared<slot::streamed>();
         histogram_observer* h = &*s.hist;
@@ -930,6 +1152,7 @@ calib_output calibrate(const model& m, const std::map<std::string, calib_request
         f.shape = t.shape();
       },
       [&](std::size_t done) {
+        sample_no.store(done);
         if (done == 1 && params.after_first_sample) {
           for (const std::string& name : params.after_first_sample(out.tensors)) {
             auto it = slots.find(name);
@@ -950,7 +1173,15 @@ calib_output calibrate(const model& m, const std::map<std::string, calib_request
         if (profile)
           observe_s += since(t);
       },
-      streams);
+      streams,
+      [&](slot& s) {
+        if (!s.derive || !s.derive->root)
+          return false;
+        if (bg1)
+          bg1->settle(*s.derive->root);
+        const std::lock_guard lock(derive_mx);
+        return s.derive->claimed == sample_no.load() && s.derive->derived;
+      });
   const double first_s = since(t_first);
   const bool backgrounded = bg1.has_value();
   const std::array<double, 3> bg_profile = bg1 ? bg1->profile() : std::array<double, 3>{};
@@ -1006,6 +1237,12 @@ calib_output calibrate(const model& m, const std::map<std::string, calib_request
                  out.samples, slots.size() - dropped, slots.size(), first_s, observe_s, second_s,
                  since(t_results), growth.rebinned.load(), growth.tail.load(),
                  growth.extrema_first.load(), growth.extrema_first_grew.load(), lumped, redone);
+    if (params.derive) {
+      std::fprintf(stderr,
+                   "calibration profile: %zu values derived from another one's batch where "
+                   "exact: %zu batches derived\n",
+                   derived_values, derived_batches.load());
+    }
     std::string busy;
     for (const double b : growth.busy_s) {
       char buf[32];

@@ -93,6 +93,13 @@ struct calib_params {
   /// Only with a reader that can_rewind(), and not with keep_histograms (the saved histograms
   /// are whole). QUARK_CALIB_LUMP=0 turns it off.
   bool lump = true;
+  /// Power-of-two MinMSE histograms of a value that an element-wise node makes from another
+  /// observed value and a scalar constant (x * c, x + c, x - c, c - x, x / c, and chains of
+  /// them) are derived from that value's batch without reading the output
+  /// (histogram_observer::observe_mapped): the same counts, and such a value no longer needs to
+  /// be binned. A batch that cannot be derived exactly is observed as usual.
+  /// QUARK_CALIB_DERIVE=0 turns it off.
+  bool derive = true;
   std::optional<std::size_t> max_samples;
   /// SaveTensorHistFig: copy each histogram method's histogram into tensor_facts.
   bool keep_histograms = false;

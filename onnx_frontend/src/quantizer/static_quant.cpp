@@ -1321,6 +1321,10 @@ void static_quantizer::calibrate() {
   // comparison and measurement).
   if (const char* l = std::getenv("QUARK_CALIB_LUMP"); l != nullptr && std::string_view(l) == "0")
     cp.lump = false;
+  // QUARK_CALIB_DERIVE=0: bin every histogram from its own values (the same statistics and
+  // bytes; for comparison and measurement).
+  if (const char* d = std::getenv("QUARK_CALIB_DERIVE"); d != nullptr && std::string_view(d) == "0")
+    cp.derive = false;
   try {
     cal_ = qz::calibrate(m_, requests_, reader_, cp);
   } catch (const frontend_error& e) {

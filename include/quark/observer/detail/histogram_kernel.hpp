@@ -248,6 +248,34 @@ enum class kernel_path : std::uint8_t { portable, avx512, avx2, automatic };
 /// Values per block of the binning kernels.
 inline constexpr std::size_t histogram_block = 1024;
 
+/// The values a binning kernel flagged (bin_setup::watch), each with its exact bin, up to a
+/// fixed capacity reserved in advance: a full log drops later values and says so (`overflow`),
+/// so adding never allocates. A derived histogram (histogram_observer::observe_mapped) corrects
+/// its counts with them.
+struct flag_log {
+  std::vector<float> values;
+  std::vector<std::int32_t> bins;
+  bool overflow = false;
+
+  explicit flag_log(std::size_t capacity = 0) {
+    values.reserve(capacity);
+    bins.reserve(capacity);
+  }
+  void add(float v, std::int32_t bin) noexcept {
+    if (values.size() < values.capacity() && bins.size() < bins.capacity()) {
+      values.push_back(v);  // within the reserved capacity: no allocation, no throw
+      bins.push_back(bin);
+    } else {
+      overflow = true;
+    }
+  }
+  void clear() noexcept {
+    values.clear();
+    bins.clear();
+    overflow = false;
+  }
+};
+
 /// What every binning form derives from the edges: the uniform position formula, its
 /// tolerances (double and float), and the exact rule for flagged values.
 template <bin_transform T>
@@ -303,10 +331,29 @@ struct bin_setup {
     lump_hi = float_at_least(e[end]);
   }
 
+  /// Flagged values go to `log` (with their bins), and a value is flagged also when its
+  /// position lies within `margin` bins of an edge (more than the formulas' own error): so every
+  /// value within `margin` bins of an edge is logged, and the forms keep no memo of the last
+  /// flagged value (a memo hit would bypass the log). Not with lumping.
+  flag_log* log = nullptr;
+  void watch(double margin, flag_log* to) noexcept {
+    tol_d += margin;
+    tol_f += margin;
+    log = to;
+  }
+  [[nodiscard]] bool memo_allowed() const noexcept { return log == nullptr; }
+
   [[nodiscard]] std::int32_t sink() const noexcept { return static_cast<std::int32_t>(n); }
 
-  /// Exact bin of a value against the stored edges (numpy's rule), or the sink.
+  /// Exact bin of a value against the stored edges (numpy's rule), or the sink; logged when
+  /// watched.
   [[nodiscard]] std::int32_t exact(float raw) const noexcept {
+    const std::int32_t i = exact_bin(raw);
+    if (log != nullptr)
+      log->add(raw, i);
+    return i;
+  }
+  [[nodiscard]] std::int32_t exact_bin(float raw) const noexcept {
     const double v = bin_value<T>(raw);
     if (!((v >= lo) & (v <= hi)))
       return sink();  // outside, or NaN
@@ -365,9 +412,12 @@ QUARK_ALWAYS_INLINE void positions_portable(const bin_setup<T>& s, const float* 
   auto exact = [&s, &memo_v, &memo_i](float raw) {
     if (raw == memo_v)
       return memo_i;
-    memo_i = s.exact(raw);
-    memo_v = raw;
-    return memo_i;
+    const std::int32_t bin = s.exact(raw);
+    if (s.memo_allowed()) {
+      memo_i = bin;
+      memo_v = raw;
+    }
+    return bin;
   };
   for (std::size_t j = 0; j < block / sub; ++j) {
     if (sub_any[j] == 0)
@@ -603,7 +653,7 @@ QUARK_OBSERVER_TARGET_AVX512 QUARK_ALWAYS_INLINE std::size_t bin_block_avx512(
         nans += static_cast<std::uint64_t>(r != r);
         const std::int32_t bin = s.exact(r);
         lanes[j] = bin;
-        if (r == r) {
+        if (r == r && s.memo_allowed()) {
           memo_v = _mm512_set1_ps(r);
           memo_i = _mm512_set1_epi32(bin);
         }
@@ -680,7 +730,7 @@ QUARK_OBSERVER_TARGET_AVX512 minmax_partial histogram_count_avx512(std::span<con
   }
   pending.flush();
   if (zeros != 0)
-    t0[s.exact(0.0f)] += static_cast<std::uint32_t>(zeros);
+    t0[s.exact_bin(0.0f)] += static_cast<std::uint32_t>(zeros);
   return ext;
 }
 
@@ -839,7 +889,7 @@ QUARK_OBSERVER_TARGET_AVX2 QUARK_ALWAYS_INLINE std::size_t bin_block_avx2(
         nans += static_cast<std::uint64_t>(r != r);
         const std::int32_t bin = s.exact(r);
         lanes[j] = bin;
-        if (r == r) {
+        if (r == r && s.memo_allowed()) {
           memo_v = _mm256_set1_ps(r);
           memo_i = _mm256_set1_epi32(bin);
         }
@@ -925,7 +975,7 @@ QUARK_OBSERVER_TARGET_AVX2 minmax_partial histogram_count_avx2(std::span<const f
   }
   pending.flush();
   if (zeros != 0)
-    t0[s.exact(0.0f)] += static_cast<std::uint32_t>(zeros);
+    t0[s.exact_bin(0.0f)] += static_cast<std::uint32_t>(zeros);
   return ext;
 }
 

@@ -421,15 +421,14 @@ TEST_CASE("lumped kernel: bins outside the lumped ones follow numpy's rule, thos
 
 namespace {
 
-/// The flagged-value log of a watched setup (bin_setup::watch) against the oracle: the counts
+/// The flagged-value log of a watched setup (watched_setup) against the oracle: the counts
 /// are unchanged; every logged value has its exact bin; and every finite nonzero value within
 /// `margin` bins of an edge is logged (zeros are counted apart by the vector forms).
 template <kernel_path P>
 void check_watched(const std::vector<double>& e, std::span<const float> x, double margin) {
   constexpr auto T = bin_transform::identity;
-  quark::detail::bin_setup<T> s(e);
   quark::detail::flag_log log(x.size() + 16);
-  s.watch(margin, &log);
+  const quark::detail::watched_setup<T> s(quark::detail::bin_setup<T>(e), margin, &log);
   quark::detail::count_tables& tables = quark::detail::thread_count_tables();
   std::vector<std::uint64_t> c(e.size() - 1, 0);
   (void)quark::detail::histogram_count<T, P>(x, s, tables);

@@ -745,9 +745,8 @@ class histogram_observer {
   /// could overflow).
   template <class Next>
   void count_parts(Next&& next, histogram_pieces::piece& p, detail::flag_log* log = nullptr) const {
-    with_transform([&](auto t) {
+    with_setup(log, [&](auto t, const auto& setup) {
       constexpr detail::bin_transform T = decltype(t)::value;
-      const detail::bin_setup<T> setup = make_setup<T>(log);
       detail::count_tables& tables = detail::thread_count_tables();
       const detail::count_tables_guard guard(tables);  // zero again even if a kernel throws
       std::size_t pending = 0;
@@ -834,13 +833,28 @@ class histogram_observer {
 
   /// The kernel's setup for the current edges, lumping as data_ says.
   template <detail::bin_transform T>
-  [[nodiscard]] detail::bin_setup<T> make_setup(detail::flag_log* log = nullptr) const noexcept {
+  [[nodiscard]] detail::bin_setup<T> make_setup() const noexcept {
     detail::bin_setup<T> s(data_.edges);
     if (T != detail::bin_transform::to_finite && data_.lump_end != 0)
       s.lump(data_.lump_begin, data_.lump_end);
-    if (log != nullptr)
-      s.watch(opt_.derive_margin, log);
     return s;
+  }
+
+  /// Calls fn(t, setup) with the kernel's bin transform of this histogram as a
+  /// std::integral_constant and the setup for the current edges: a watched one logging into
+  /// `log` (derive_margin) when `log` is set (signed histograms only), else the plain one.
+  template <class Fn>
+  void with_setup(detail::flag_log* log, Fn&& fn) const {
+    with_transform([&](auto t) {
+      constexpr detail::bin_transform T = decltype(t)::value;
+      if constexpr (T != detail::bin_transform::absolute) {
+        if (log != nullptr) {
+          fn(t, detail::watched_setup<T>(make_setup<T>(), opt_.derive_margin, log));
+          return;
+        }
+      }
+      fn(t, make_setup<T>());
+    });
   }
 
   /// Starts lumping (histogram_options::lump_percentile) once the counts allow it: the lumped
@@ -880,9 +894,8 @@ class histogram_observer {
   detail::minmax_partial count_into(std::span<const float> x, detail::count_tables& t,
                                     detail::flag_log* log = nullptr) const {
     detail::minmax_partial ext;
-    with_transform([&](auto tr) {
-      constexpr detail::bin_transform T = decltype(tr)::value;
-      ext = detail::histogram_count<T>(x, make_setup<T>(log), t);
+    with_setup(log, [&](auto tr, const auto& setup) {
+      ext = detail::histogram_count<decltype(tr)::value>(x, setup, t);
     });
     return ext;
   }
@@ -890,9 +903,8 @@ class histogram_observer {
   detail::minmax_partial bin_into(std::span<const float> x, std::span<std::uint64_t> counts,
                                   detail::flag_log* log = nullptr) const {
     detail::minmax_partial ext;
-    with_transform([&](auto tr) {
-      constexpr detail::bin_transform T = decltype(tr)::value;
-      ext = detail::histogram_add<T>(x, make_setup<T>(log), counts);
+    with_setup(log, [&](auto tr, const auto& setup) {
+      ext = detail::histogram_add<decltype(tr)::value>(x, setup, counts);
     });
     return ext;
   }

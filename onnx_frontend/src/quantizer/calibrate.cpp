@@ -461,7 +461,7 @@ void observe_first(slot& s, std::span<const float> x, const runtime* rt, std::si
 /// histograms (histogram_options::derive_margin): wide enough for the rounding of chains of a
 /// few float operations (a y edge's preimage lies within it of an x edge), narrow enough that
 /// few more values take the kernel's exact path.
-constexpr double derive_margin = 1e-3;
+constexpr double derive_margin = 3e-4;
 
 /// Whether a slot's histogram can be a root or a derived one (histogram_observer::observe_mapped).
 bool derivable(const slot& s) {
@@ -654,13 +654,16 @@ class background_observer {
   /// Observes `v` (a float32 value) by slot `s`: queued if it fits in the budget, else (or with
   /// `now`: a value its kernel streamed) at once on the calling thread. Either way its error
   /// is reported only if no value produced before it failed.
-  void push(slot& s, std::shared_ptr<const tensor> v, bool now = false) {
+  /// `after_root`: a derived value whose root is queued (calib_params::derive) is queued behind
+  /// it whatever the budget, and not counted in it: its job will most likely find its batch
+  /// derived and only let the value go. (At most the derived values of the queued roots wait so.)
+  void push(slot& s, std::shared_ptr<const tensor> v, bool now = false, bool after_root = false) {
     std::unique_lock lock(m_);
     if (s.queued)
       drain(lock);  // a second value of one slot in a sample (If branches): keep the order
-    job j{&s, std::move(v), next_seq_++};
-    const std::size_t bytes = j.v->byte_size();
-    if (now || held_bytes_ + bytes > max_bytes_) {
+    job j{&s, std::move(v), next_seq_++, !after_root};
+    const std::size_t bytes = j.counted ? j.v->byte_size() : 0;
+    if (now || (j.counted && held_bytes_ + bytes > max_bytes_)) {
       held_bytes_ += bytes;
       ++running_;
       run(lock, j, true);
@@ -684,21 +687,13 @@ class background_observer {
     }
   }
 
-  /// Until no value of slot `s` waits in the queue or is being observed: runs the queued jobs on
-  /// the calling thread as well (drain) when one is.
-  void settle(const slot& s) {
-    std::unique_lock lock(m_);
-    if (s.queued)
-      drain(lock);
-  }
-
   /// Drops the queued jobs and waits for the running ones (the values they read may be the
   /// caller's feeds, about to go away).
   void cancel() noexcept {
     std::unique_lock lock(m_);
     for (job& j : jobs_) {
       j.s->queued = false;
-      held_bytes_ -= j.v->byte_size();
+      held_bytes_ -= j.counted ? j.v->byte_size() : 0;
     }
     jobs_.clear();
     idle_.wait(lock, [&] { return running_ == 0; });
@@ -723,6 +718,7 @@ class background_observer {
     slot* s;
     std::shared_ptr<const tensor> v;
     std::size_t seq;  ///< production order within the calibration pass
+    bool counted;     ///< its bytes are counted in held_bytes_ (push: after_root)
   };
   using clock = std::chrono::steady_clock;
   static constexpr std::size_t no_error = std::numeric_limits<std::size_t>::max();
@@ -758,7 +754,7 @@ class background_observer {
         err = std::current_exception();
       }
     }
-    const std::size_t bytes = j.v->byte_size();
+    const std::size_t bytes = j.counted ? j.v->byte_size() : 0;
     j.v.reset();  // the value's last holder frees it here, outside the lock
     const double took = timed_ ? seconds_since(t) : 0.0;
     lock.lock();
@@ -821,7 +817,7 @@ std::size_t for_each_sample(const runtime& rt, calibration_data_reader& reader,
                             const std::function<void(std::string_view, const tensor&)>& on_first,
                             const std::function<void(std::size_t)>& on_sample,
                             background_observer* bg, Fn&& fn, const chunk_request& chunks = {},
-                            const std::function<bool(slot&)>& skip = {}) {
+                            const std::function<int(slot&)>& skip = {}) {
   std::vector<std::pair<std::string, slot*>> order;
   std::size_t samples = 0;
   // On an error the background jobs stop before the sample (maybe read by one) goes away.
@@ -858,8 +854,10 @@ std::size_t for_each_sample(const runtime& rt, calibration_data_reader& reader,
       ++k;
       if (s == nullptr || s->dropped || t.type() != dtype_id::float32)
         return;
-      if (skip && skip(*s))
-        return;  // derived from another value's batch (calib_params::derive)
+      // calib_params::derive: 1, derived from its root's batch; 2, queued behind its root.
+      const int derive = skip ? skip(*s) : 0;
+      if (derive == 1)
+        return;
       // A sink was offered for this value (calib_params::fuse): if its kernel streamed nothing,
       // the value is observed as usual; else the caller completes the batch at once (never
       // queued; in the background observer's order, so an error of a value still queued
@@ -868,7 +866,7 @@ std::size_t for_each_sample(const runtime& rt, calibration_data_reader& reader,
       if (streamed && s->stream->values.load(std::memory_order_relaxed) == 0)
         s->stream->pieces.reset();
       if (bg) {
-        bg->push(*s, std::move(value), streamed && s->stream->pieces);
+        bg->push(*s, std::move(value), streamed && s->stream->pieces, derive == 2);
       } else {
         fn(*s, t.data<float>());
       }
@@ -1116,9 +1114,10 @@ calib_output calibrate(const model& m, const std::map<std::string, calib_request
       if (s.dropped || (bg1 && bg1->holds(s)) || !s.hist)
         return nullptr;
       if (s.derive && s.derive->root) {
-        // Its root completes first (its batch may give this one's), then the batch is taken.
-        if (bg1)
-          bg1->settle(*s.derive->root);
+        // Its root still queued: the value is queued behind it (for_each_sample), not streamed.
+        // Else its batch was derived when the root completed, or is taken here.
+        if (bg1 && bg1->holds(*s.derive->root))
+          return nullptr;
         if (claim(s))
           return nullptr;
       }
@@ -1176,11 +1175,11 @@ calib_output calibrate(const model& m, const std::map<std::string, calib_request
       streams,
       [&](slot& s) {
         if (!s.derive || !s.derive->root)
-          return false;
-        if (bg1)
-          bg1->settle(*s.derive->root);
+          return 0;
+        if (bg1 && bg1->holds(*s.derive->root))
+          return 2;
         const std::lock_guard lock(derive_mx);
-        return s.derive->claimed == sample_no.load() && s.derive->derived;
+        return s.derive->claimed == sample_no.load() && s.derive->derived ? 1 : 0;
       });
   const double first_s = since(t_first);
   const bool backgrounded = bg1.has_value();

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -248,7 +249,7 @@ enum class kernel_path : std::uint8_t { portable, avx512, avx2, automatic };
 /// Values per block of the binning kernels.
 inline constexpr std::size_t histogram_block = 1024;
 
-/// The values a binning kernel flagged (bin_setup::watch), each with its exact bin, up to a
+/// The values a binning kernel flagged (watched_setup), each with its exact bin, up to a
 /// fixed capacity reserved in advance: a full log drops later values and says so (`overflow`),
 /// so adding never allocates. A derived histogram (histogram_observer::observe_mapped) corrects
 /// its counts with them.
@@ -331,28 +332,13 @@ struct bin_setup {
     lump_hi = float_at_least(e[end]);
   }
 
-  /// Flagged values go to `log` (with their bins), and a value is flagged also when its
-  /// position lies within `margin` bins of an edge (more than the formulas' own error): so every
-  /// value within `margin` bins of an edge is logged, and the forms keep no memo of the last
-  /// flagged value (a memo hit would bypass the log). Not with lumping.
-  flag_log* log = nullptr;
-  void watch(double margin, flag_log* to) noexcept {
-    tol_d += margin;
-    tol_f += margin;
-    log = to;
-  }
-  [[nodiscard]] bool memo_allowed() const noexcept { return log == nullptr; }
+  /// Whether the forms log their flagged values (watched_setup).
+  static constexpr bool logs = false;
 
   [[nodiscard]] std::int32_t sink() const noexcept { return static_cast<std::int32_t>(n); }
 
-  /// Exact bin of a value against the stored edges (numpy's rule), or the sink; logged when
-  /// watched.
-  [[nodiscard]] std::int32_t exact(float raw) const noexcept {
-    const std::int32_t i = exact_bin(raw);
-    if (log != nullptr)
-      log->add(raw, i);
-    return i;
-  }
+  /// Exact bin of a value against the stored edges (numpy's rule), or the sink.
+  [[nodiscard]] std::int32_t exact(float raw) const noexcept { return exact_bin(raw); }
   [[nodiscard]] std::int32_t exact_bin(float raw) const noexcept {
     const double v = bin_value<T>(raw);
     if (!((v >= lo) & (v <= hi)))
@@ -367,6 +353,29 @@ struct bin_setup {
   }
 };
 
+/// A bin_setup whose forms log every value they flag, with its exact bin, where a value is
+/// flagged also when its position lies within `margin` bins of an edge (beyond the formulas'
+/// own error): so every value within `margin` bins of an edge is logged. The forms keep no memo
+/// of the last flagged value with it (a memo hit would bypass the log). A type of its own, so
+/// the forms compiled for bin_setup carry no logging code. Not with lumping.
+template <bin_transform T>
+struct watched_setup : bin_setup<T> {
+  static constexpr bool logs = true;
+  flag_log* log;
+
+  watched_setup(const bin_setup<T>& plain, double margin, flag_log* to) noexcept
+      : bin_setup<T>(plain), log(to) {
+    this->tol_d += margin;
+    this->tol_f += margin;
+    this->lump_end = 0;
+  }
+  [[nodiscard]] std::int32_t exact(float raw) const noexcept {
+    const std::int32_t i = this->exact_bin(raw);
+    log->add(raw, i);
+    return i;
+  }
+};
+
 /// Folds a partial min/max/NaN count into `ext`.
 QUARK_ALWAYS_INLINE void merge_partial(minmax_partial& ext, const minmax_partial& part) noexcept {
   ext.min = part.min < ext.min ? part.min : ext.min;
@@ -375,8 +384,8 @@ QUARK_ALWAYS_INLINE void merge_partial(minmax_partial& ext, const minmax_partial
 }
 
 /// A short tail (< one block): min/max, then the exact bin of every value into `t0`.
-template <bin_transform T>
-QUARK_ALWAYS_INLINE void count_tail(const bin_setup<T>& s, const float* p, std::size_t m,
+template <class Setup>
+QUARK_ALWAYS_INLINE void count_tail(const Setup& s, const float* p, std::size_t m,
                                     std::uint32_t* t0, minmax_partial& ext) noexcept {
   merge_partial(ext, minmax_reduce(std::span<const float>(p, m)));
   for (std::size_t k = 0; k < m; ++k)
@@ -386,10 +395,9 @@ QUARK_ALWAYS_INLINE void count_tail(const bin_setup<T>& s, const float* p, std::
 /// Portable positions of one full block into `idx` (float formula when its tolerance is small;
 /// the input is prefetched ahead line by line), exact bins for the flagged values, and the
 /// block's min/max folded into `ext`.
-template <bin_transform T>
-QUARK_ALWAYS_INLINE void positions_portable(const bin_setup<T>& s, const float* p,
-                                            std::size_t avail, std::int32_t* idx,
-                                            minmax_partial& ext) noexcept {
+template <bin_transform T, class Setup>
+QUARK_ALWAYS_INLINE void positions_portable(const Setup& s, const float* p, std::size_t avail,
+                                            std::int32_t* idx, minmax_partial& ext) noexcept {
   constexpr std::size_t block = histogram_block;
   constexpr std::size_t sub = 16;
   std::array<std::int32_t, block / sub> sub_any;
@@ -413,7 +421,7 @@ QUARK_ALWAYS_INLINE void positions_portable(const bin_setup<T>& s, const float* 
     if (raw == memo_v)
       return memo_i;
     const std::int32_t bin = s.exact(raw);
-    if (s.memo_allowed()) {
+    if constexpr (!Setup::logs) {
       memo_i = bin;
       memo_v = raw;
     }
@@ -442,8 +450,8 @@ QUARK_ALWAYS_INLINE void count_block(const std::int32_t* idx, std::uint32_t* t0,
 }
 
 /// The portable form of histogram_count.
-template <bin_transform T>
-minmax_partial histogram_count_portable(std::span<const float> x, const bin_setup<T>& s,
+template <bin_transform T, class Setup>
+minmax_partial histogram_count_portable(std::span<const float> x, const Setup& s,
                                         count_tables& tables) {
   constexpr std::size_t block = histogram_block;
   minmax_partial ext;
@@ -458,7 +466,7 @@ minmax_partial histogram_count_portable(std::span<const float> x, const bin_setu
       count_tail(s, p, m, t0, ext);
       continue;
     }
-    positions_portable(s, p, x.size() - b, idx.data(), ext);
+    positions_portable<T>(s, p, x.size() - b, idx.data(), ext);
     count_block(idx.data(), t0, t0 + stride, t0 + 2 * stride, t0 + 3 * stride);
   }
   return ext;
@@ -653,7 +661,7 @@ QUARK_OBSERVER_TARGET_AVX512 QUARK_ALWAYS_INLINE std::size_t bin_block_avx512(
         nans += static_cast<std::uint64_t>(r != r);
         const std::int32_t bin = s.exact(r);
         lanes[j] = bin;
-        if (r == r && s.memo_allowed()) {
+        if (r == r && !Setup::logs) {
           memo_v = _mm512_set1_ps(r);
           memo_i = _mm512_set1_epi32(bin);
         }
@@ -672,9 +680,9 @@ QUARK_OBSERVER_TARGET_AVX512 QUARK_ALWAYS_INLINE std::size_t bin_block_avx512(
 /// The AVX-512 form of histogram_count (positions in 16 lanes when the float formula applies,
 /// else the portable positions compiled for AVX-512); call it only where
 /// observer_avx512_usable().
-template <bin_transform T>
+template <bin_transform T, class Setup>
 QUARK_OBSERVER_TARGET_AVX512 minmax_partial histogram_count_avx512(std::span<const float> x,
-                                                                   const bin_setup<T>& s,
+                                                                   const Setup& s,
                                                                    count_tables& tables) {
   constexpr std::size_t block = histogram_block;
   minmax_partial ext;
@@ -724,7 +732,7 @@ QUARK_OBSERVER_TARGET_AVX512 minmax_partial histogram_count_avx512(std::span<con
       cur ^= 1u;
     } else {
       // (use_float holds for every block of a call or for none: nothing is pending here.)
-      positions_portable(s, p, x.size() - b, idx.data(), ext);
+      positions_portable<T>(s, p, x.size() - b, idx.data(), ext);
       count_block(idx.data(), t0, t0 + stride, t0 + 2 * stride, t0 + 3 * stride);
     }
   }
@@ -889,7 +897,7 @@ QUARK_OBSERVER_TARGET_AVX2 QUARK_ALWAYS_INLINE std::size_t bin_block_avx2(
         nans += static_cast<std::uint64_t>(r != r);
         const std::int32_t bin = s.exact(r);
         lanes[j] = bin;
-        if (r == r && s.memo_allowed()) {
+        if (r == r && !Setup::logs) {
           memo_v = _mm256_set1_ps(r);
           memo_i = _mm256_set1_epi32(bin);
         }
@@ -922,9 +930,9 @@ QUARK_OBSERVER_TARGET_AVX2 QUARK_ALWAYS_INLINE void fold_lanes8(__m256 mn, __m25
 /// The AVX2 form of histogram_count (histogram_count_avx512 in 8 lanes; the double formula, for
 /// edges far from 0, is the portable one compiled for AVX2); call it only where
 /// observer_avx2_usable().
-template <bin_transform T>
+template <bin_transform T, class Setup>
 QUARK_OBSERVER_TARGET_AVX2 minmax_partial histogram_count_avx2(std::span<const float> x,
-                                                               const bin_setup<T>& s,
+                                                               const Setup& s,
                                                                count_tables& tables) {
   constexpr std::size_t block = histogram_block;
   minmax_partial ext;
@@ -969,7 +977,7 @@ QUARK_OBSERVER_TARGET_AVX2 minmax_partial histogram_count_avx2(std::span<const f
       cur ^= 1u;
     } else {
       // (use_float holds for every block of a call or for none: nothing is pending here.)
-      positions_portable(s, p, x.size() - b, idx.data(), ext);
+      positions_portable<T>(s, p, x.size() - b, idx.data(), ext);
       count_block(idx.data(), t0, t0 + stride, t0 + 2 * stride, t0 + 3 * stride);
     }
   }
@@ -1050,34 +1058,36 @@ QUARK_OBSERVER_AVX512_POP
 /// edges makes it once), and returns the min/max/NaN count of the raw values, computed block by
 /// block while they are in L1 (one pass over memory). `tables.fold_into(counts)` then adds them
 /// to a histogram; `tables.clear()` drops them. Every path gives the same counts and extrema.
-template <bin_transform T, kernel_path Path = kernel_path::automatic>
-minmax_partial histogram_count(std::span<const float> x, const bin_setup<T>& s,
-                               count_tables& tables) {
-  static_assert((Path != kernel_path::avx512 && Path != kernel_path::avx2) || QUARK_OBSERVER_AVX512,
-                "the AVX-512 and AVX2 paths are compiled for x86 with GCC or Clang only");
-  constexpr bool lumps = T != bin_transform::to_finite;
+template <bin_transform T, kernel_path Path = kernel_path::automatic, class Setup>
+  requires std::derived_from<Setup, bin_setup<T>> minmax_partial
+  histogram_count(std::span<const float> x, const Setup& s, count_tables& tables) {
+    static_assert(
+        (Path != kernel_path::avx512 && Path != kernel_path::avx2) || QUARK_OBSERVER_AVX512,
+        "the AVX-512 and AVX2 paths are compiled for x86 with GCC or Clang only");
+    constexpr bool lumps = T != bin_transform::to_finite && !Setup::logs;
 #if QUARK_OBSERVER_AVX512
-  if (Path == kernel_path::avx512 || (Path == kernel_path::automatic && observer_avx512_usable())) {
-    if constexpr (lumps) {
-      if (s.lump_end != 0)
-        return histogram_count_lumped_avx512<T>(x, s, tables);
+    if (Path == kernel_path::avx512 ||
+        (Path == kernel_path::automatic && observer_avx512_usable())) {
+      if constexpr (lumps) {
+        if (s.lump_end != 0)
+          return histogram_count_lumped_avx512<T>(x, s, tables);
+      }
+      return histogram_count_avx512<T>(x, s, tables);
     }
-    return histogram_count_avx512<T>(x, s, tables);
-  }
-  if (Path == kernel_path::avx2 || (Path == kernel_path::automatic && observer_avx2_usable())) {
-    if constexpr (lumps) {
-      if (s.lump_end != 0)
-        return histogram_count_lumped_avx2<T>(x, s, tables);
+    if (Path == kernel_path::avx2 || (Path == kernel_path::automatic && observer_avx2_usable())) {
+      if constexpr (lumps) {
+        if (s.lump_end != 0)
+          return histogram_count_lumped_avx2<T>(x, s, tables);
+      }
+      return histogram_count_avx2<T>(x, s, tables);
     }
-    return histogram_count_avx2<T>(x, s, tables);
-  }
 #endif
-  if constexpr (lumps) {
-    if (s.lump_end != 0)
-      return histogram_count_lumped_portable<T>(x, s, tables);
+    if constexpr (lumps) {
+      if (s.lump_end != 0)
+        return histogram_count_lumped_portable<T>(x, s, tables);
+    }
+    return histogram_count_portable<T>(x, s, tables);
   }
-  return histogram_count_portable<T>(x, s, tables);
-}
 
 /// histogram_count for the bins of `edges`.
 template <bin_transform T, kernel_path Path = kernel_path::automatic>
@@ -1088,22 +1098,22 @@ minmax_partial histogram_count(std::span<const float> x, std::span<const double>
 
 /// Adds the values of `x` to `counts` (size s.n) and returns the min/max/NaN count of the raw
 /// values (histogram_count, then fold, per chunk of histogram_max_chunk values).
-template <bin_transform T, kernel_path Path = kernel_path::automatic>
-minmax_partial histogram_add(std::span<const float> x, const bin_setup<T>& s,
-                             std::span<std::uint64_t> counts) {
-  count_tables& tables = thread_count_tables();
-  const count_tables_guard guard(tables);
-  minmax_partial ext;
-  for (std::size_t done = 0; done < x.size(); done += histogram_max_chunk) {
-    const std::size_t m = std::min(histogram_max_chunk, x.size() - done);
-    const minmax_partial part = histogram_count<T, Path>(x.subspan(done, m), s, tables);
-    ext.min = part.min < ext.min ? part.min : ext.min;
-    ext.max = part.max > ext.max ? part.max : ext.max;
-    ext.nan_count += part.nan_count;
-    tables.fold_into(counts);
+template <bin_transform T, kernel_path Path = kernel_path::automatic, class Setup>
+  requires std::derived_from<Setup, bin_setup<T>> minmax_partial
+  histogram_add(std::span<const float> x, const Setup& s, std::span<std::uint64_t> counts) {
+    count_tables& tables = thread_count_tables();
+    const count_tables_guard guard(tables);
+    minmax_partial ext;
+    for (std::size_t done = 0; done < x.size(); done += histogram_max_chunk) {
+      const std::size_t m = std::min(histogram_max_chunk, x.size() - done);
+      const minmax_partial part = histogram_count<T, Path>(x.subspan(done, m), s, tables);
+      ext.min = part.min < ext.min ? part.min : ext.min;
+      ext.max = part.max > ext.max ? part.max : ext.max;
+      ext.nan_count += part.nan_count;
+      tables.fold_into(counts);
+    }
+    return ext;
   }
-  return ext;
-}
 
 /// histogram_add for the bins of `edges`.
 template <bin_transform T, kernel_path Path = kernel_path::automatic>

@@ -22,11 +22,14 @@
 
 #include <quark/observer/histogram_observer.hpp>
 
+#include "support/checks.hpp"
+
 using quark::histogram_data;
 using quark::histogram_map;
 using quark::histogram_mode;
 using quark::histogram_observer;
 using quark::histogram_options;
+using quark::test::error_id;
 
 namespace {
 
@@ -218,13 +221,36 @@ TEST_CASE("observe_mapped declines what it cannot be sure of, the state unchange
   CHECK(y.stats() == y_ref.stats());
 }
 
+TEST_CASE("a growth observe(y) would refuse is declined, and observe(y) names it") {
+  // y allows no growth beyond its first batch's 2048 bins: f of a wider batch of x needs more.
+  std::mt19937 g(5);
+  const auto f = [](float v) { return v * 0.5f; };
+  histogram_observer x(extend_options(1e-3));
+  histogram_options yo = extend_options(0.0);
+  yo.max_bins = 2048;
+  histogram_observer y(yo);
+  histogram_map map;
+  x.observe(batch(5000, 1.0f, {}, g));
+  REQUIRE(y.observe_mapped(x, f, map));
+  const histogram_data before = y.stats();
+  const std::vector<float> wide = batch(5000, 3.0f, {}, g);
+  x.observe(wide);
+  CHECK_FALSE(y.observe_mapped(x, f, map));
+  CHECK(y.stats() == before);
+  std::vector<float> mapped(wide.size());
+  for (std::size_t j = 0; j < wide.size(); ++j)
+    mapped[j] = f(wide[j]);
+  CHECK(error_id([&] { y.observe(mapped); }) == "quark.calib.histogram_too_large");
+}
+
 TEST_CASE("derive_margin is checked") {
-  CHECK_THROWS(histogram_observer(
-      histogram_options{.mode = histogram_mode::absolute, .derive_margin = 1e-4}));
-  CHECK_THROWS(histogram_observer(
-      histogram_options{.mode = histogram_mode::signed_extend, .derive_margin = 0.5}));
-  CHECK_THROWS(histogram_observer(
-      histogram_options{.mode = histogram_mode::signed_extend, .derive_margin = -1.0}));
-  CHECK_NOTHROW(histogram_observer(
-      histogram_options{.mode = histogram_mode::signed_extend, .derive_margin = 1e-4}));
+  const std::string id = "quark.calib.bad_option";
+  auto make = [](histogram_options o) { return [o] { histogram_observer h(o); }; };
+  CHECK(error_id(make({.mode = histogram_mode::absolute, .derive_margin = 1e-4})) == id);
+  CHECK(error_id(make({.mode = histogram_mode::signed_extend, .derive_margin = 0.5})) == id);
+  CHECK(error_id(make({.mode = histogram_mode::signed_extend, .derive_margin = -1.0})) == id);
+  CHECK(error_id(make({.mode = histogram_mode::signed_extend,
+                       .lump_percentile = 99.9,
+                       .derive_margin = 1e-4})) == id);
+  CHECK(error_id(make({.mode = histogram_mode::signed_extend, .derive_margin = 1e-4})) == "none");
 }

@@ -142,6 +142,13 @@ struct float_chain {
 
 struct slot;
 
+/// What for_each_sample does with a value (calib_params::derive).
+enum class derive_route : std::uint8_t {
+  observe,      ///< as usual
+  derived,      ///< nothing: its batch was derived from its root's
+  behind_root,  ///< queued behind its root, which still waits in the background queue
+};
+
 /// calib_params::derive: what links a derived value to its root (the observed value its chain
 /// starts from), and a root to its derived values. Guarded by calibrate's derive mutex.
 struct derive_state {
@@ -817,7 +824,7 @@ std::size_t for_each_sample(const runtime& rt, calibration_data_reader& reader,
                             const std::function<void(std::string_view, const tensor&)>& on_first,
                             const std::function<void(std::size_t)>& on_sample,
                             background_observer* bg, Fn&& fn, const chunk_request& chunks = {},
-                            const std::function<int(slot&)>& skip = {}) {
+                            const std::function<derive_route(slot&)>& route = {}) {
   std::vector<std::pair<std::string, slot*>> order;
   std::size_t samples = 0;
   // On an error the background jobs stop before the sample (maybe read by one) goes away.
@@ -854,9 +861,8 @@ std::size_t for_each_sample(const runtime& rt, calibration_data_reader& reader,
       ++k;
       if (s == nullptr || s->dropped || t.type() != dtype_id::float32)
         return;
-      // calib_params::derive: 1, derived from its root's batch; 2, queued behind its root.
-      const int derive = skip ? skip(*s) : 0;
-      if (derive == 1)
+      const derive_route way = route ? route(*s) : derive_route::observe;
+      if (way == derive_route::derived)
         return;
       // A sink was offered for this value (calib_params::fuse): if its kernel streamed nothing,
       // the value is observed as usual; else the caller completes the batch at once (never
@@ -866,7 +872,8 @@ std::size_t for_each_sample(const runtime& rt, calibration_data_reader& reader,
       if (streamed && s->stream->values.load(std::memory_order_relaxed) == 0)
         s->stream->pieces.reset();
       if (bg) {
-        bg->push(*s, std::move(value), streamed && s->stream->pieces, derive == 2);
+        bg->push(*s, std::move(value), streamed && s->stream->pieces,
+                 way == derive_route::behind_root);
       } else {
         fn(*s, t.data<float>());
       }
@@ -1026,8 +1033,9 @@ calib_output calibrate(const model& m, const std::map<std::string, calib_request
   growth.timed = profile;
   // calib_params::derive. A derived value's batch of a sample is taken once, under derive_mx:
   // derived when its root completes its batch (try_derive), or claimed to be observed as usual
-  // when the value comes first (its root still queued, its batch not derivable, or its root not
-  // observed in this sample). sample_no is the sample being run.
+  // when the value's own observation comes first (its batch not derivable, its root not observed
+  // in this sample, or its job run while its root's job still runs on the other thread; a value
+  // whose root is still queued is queued behind it). sample_no is the sample being run.
   std::mutex derive_mx;
   std::atomic<std::size_t> sample_no{0};
   std::atomic<std::size_t> derived_batches{0};
@@ -1175,11 +1183,12 @@ calib_output calibrate(const model& m, const std::map<std::string, calib_request
       streams,
       [&](slot& s) {
         if (!s.derive || !s.derive->root)
-          return 0;
+          return derive_route::observe;
         if (bg1 && bg1->holds(*s.derive->root))
-          return 2;
+          return derive_route::behind_root;
         const std::lock_guard lock(derive_mx);
-        return s.derive->claimed == sample_no.load() && s.derive->derived ? 1 : 0;
+        return s.derive->claimed == sample_no.load() && s.derive->derived ? derive_route::derived
+                                                                          : derive_route::observe;
       });
   const double first_s = since(t_first);
   const bool backgrounded = bg1.has_value();

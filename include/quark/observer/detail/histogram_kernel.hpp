@@ -1058,36 +1058,34 @@ QUARK_OBSERVER_AVX512_POP
 /// edges makes it once), and returns the min/max/NaN count of the raw values, computed block by
 /// block while they are in L1 (one pass over memory). `tables.fold_into(counts)` then adds them
 /// to a histogram; `tables.clear()` drops them. Every path gives the same counts and extrema.
-template <bin_transform T, kernel_path Path = kernel_path::automatic, class Setup>
-  requires std::derived_from<Setup, bin_setup<T>> minmax_partial
-  histogram_count(std::span<const float> x, const Setup& s, count_tables& tables) {
-    static_assert(
-        (Path != kernel_path::avx512 && Path != kernel_path::avx2) || QUARK_OBSERVER_AVX512,
-        "the AVX-512 and AVX2 paths are compiled for x86 with GCC or Clang only");
-    constexpr bool lumps = T != bin_transform::to_finite && !Setup::logs;
+template <bin_transform T, kernel_path Path = kernel_path::automatic,
+          std::derived_from<bin_setup<T>> Setup>
+minmax_partial histogram_count(std::span<const float> x, const Setup& s, count_tables& tables) {
+  static_assert((Path != kernel_path::avx512 && Path != kernel_path::avx2) || QUARK_OBSERVER_AVX512,
+                "the AVX-512 and AVX2 paths are compiled for x86 with GCC or Clang only");
+  constexpr bool lumps = T != bin_transform::to_finite && !Setup::logs;
 #if QUARK_OBSERVER_AVX512
-    if (Path == kernel_path::avx512 ||
-        (Path == kernel_path::automatic && observer_avx512_usable())) {
-      if constexpr (lumps) {
-        if (s.lump_end != 0)
-          return histogram_count_lumped_avx512<T>(x, s, tables);
-      }
-      return histogram_count_avx512<T>(x, s, tables);
-    }
-    if (Path == kernel_path::avx2 || (Path == kernel_path::automatic && observer_avx2_usable())) {
-      if constexpr (lumps) {
-        if (s.lump_end != 0)
-          return histogram_count_lumped_avx2<T>(x, s, tables);
-      }
-      return histogram_count_avx2<T>(x, s, tables);
-    }
-#endif
+  if (Path == kernel_path::avx512 || (Path == kernel_path::automatic && observer_avx512_usable())) {
     if constexpr (lumps) {
       if (s.lump_end != 0)
-        return histogram_count_lumped_portable<T>(x, s, tables);
+        return histogram_count_lumped_avx512<T>(x, s, tables);
     }
-    return histogram_count_portable<T>(x, s, tables);
+    return histogram_count_avx512<T>(x, s, tables);
   }
+  if (Path == kernel_path::avx2 || (Path == kernel_path::automatic && observer_avx2_usable())) {
+    if constexpr (lumps) {
+      if (s.lump_end != 0)
+        return histogram_count_lumped_avx2<T>(x, s, tables);
+    }
+    return histogram_count_avx2<T>(x, s, tables);
+  }
+#endif
+  if constexpr (lumps) {
+    if (s.lump_end != 0)
+      return histogram_count_lumped_portable<T>(x, s, tables);
+  }
+  return histogram_count_portable<T>(x, s, tables);
+}
 
 /// histogram_count for the bins of `edges`.
 template <bin_transform T, kernel_path Path = kernel_path::automatic>
@@ -1098,22 +1096,23 @@ minmax_partial histogram_count(std::span<const float> x, std::span<const double>
 
 /// Adds the values of `x` to `counts` (size s.n) and returns the min/max/NaN count of the raw
 /// values (histogram_count, then fold, per chunk of histogram_max_chunk values).
-template <bin_transform T, kernel_path Path = kernel_path::automatic, class Setup>
-  requires std::derived_from<Setup, bin_setup<T>> minmax_partial
-  histogram_add(std::span<const float> x, const Setup& s, std::span<std::uint64_t> counts) {
-    count_tables& tables = thread_count_tables();
-    const count_tables_guard guard(tables);
-    minmax_partial ext;
-    for (std::size_t done = 0; done < x.size(); done += histogram_max_chunk) {
-      const std::size_t m = std::min(histogram_max_chunk, x.size() - done);
-      const minmax_partial part = histogram_count<T, Path>(x.subspan(done, m), s, tables);
-      ext.min = part.min < ext.min ? part.min : ext.min;
-      ext.max = part.max > ext.max ? part.max : ext.max;
-      ext.nan_count += part.nan_count;
-      tables.fold_into(counts);
-    }
-    return ext;
+template <bin_transform T, kernel_path Path = kernel_path::automatic,
+          std::derived_from<bin_setup<T>> Setup>
+minmax_partial histogram_add(std::span<const float> x, const Setup& s,
+                             std::span<std::uint64_t> counts) {
+  count_tables& tables = thread_count_tables();
+  const count_tables_guard guard(tables);
+  minmax_partial ext;
+  for (std::size_t done = 0; done < x.size(); done += histogram_max_chunk) {
+    const std::size_t m = std::min(histogram_max_chunk, x.size() - done);
+    const minmax_partial part = histogram_count<T, Path>(x.subspan(done, m), s, tables);
+    ext.min = part.min < ext.min ? part.min : ext.min;
+    ext.max = part.max > ext.max ? part.max : ext.max;
+    ext.nan_count += part.nan_count;
+    tables.fold_into(counts);
   }
+  return ext;
+}
 
 /// histogram_add for the bins of `edges`.
 template <bin_transform T, kernel_path Path = kernel_path::automatic>

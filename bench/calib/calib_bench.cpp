@@ -346,6 +346,41 @@ void BM_float_minmse_search_2048(benchmark::State& state) {
     benchmark::DoNotOptimize(quark::float_minmse_hist_calibrator{}(h));
 }
 
+// Float-scale MinMSE on a weight (WeightCalibrateMethod MinMSE, quark-spec §4.8); items are
+// the weight's values (compare with BM_memcpy on the same Arg). Percentile scores four
+// percentile ranges, All every window of 2048 bins' centres from half of them to all (1024
+// scores, each over every value). BM_float_minmse_weights_all_scalar runs the same windows with
+// the plain per-value loop the error had before session 45 (one fake_quant and one double square
+// per value), kept as the measured "before"; the results are bit-identical.
+template <quark::minmse_float_mode M>
+void BM_float_minmse_weights(benchmark::State& state) {
+  const auto x = data(state);
+  for (auto _ : state)
+    benchmark::DoNotOptimize(quark::float_minmse_calibrator{.mode = M}(x));
+  report(state, x.size());
+}
+
+void BM_float_minmse_weights_all_scalar(benchmark::State& state) {
+  const auto x = data(state);
+  for (auto _ : state) {
+    quark::histogram_observer h{{.mode = quark::histogram_mode::signed_extend,
+                                 .num_bins = std::min<std::size_t>(2048, x.size())}};
+    h.observe(x);
+    benchmark::DoNotOptimize(quark::detail::minmse_windows(
+        h.stats(), {-127, 127}, quark::range_symmetry::symmetric,
+        [&](const quark::histogram_data&, float s, float zp, float lo, float hi) {
+          double acc = 0.0;
+          for (const float v : x) {
+            const double d = static_cast<double>(quark::detail::fake_quant(v, s, zp, lo, hi)) -
+                             static_cast<double>(v);
+            acc += d * d;
+          }
+          return acc / static_cast<double>(x.size());
+        }));
+  }
+  report(state, x.size());
+}
+
 void BM_minifloat_minmse_search_2048(benchmark::State& state) {
   const auto& h = hist_2048(quark::histogram_mode::signed_extend);
   for (auto _ : state)
@@ -413,3 +448,14 @@ BENCHMARK(BM_pof2_minmse_weights)->Arg(kSmall)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_pof2_minmse_weights_scalar)->Arg(kSmall)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_float_minmse_search_2048)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_minifloat_minmse_search_2048)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_float_minmse_weights<quark::minmse_float_mode::percentile>)
+    ->Arg(kTiny)
+    ->Arg(kSmall)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_float_minmse_weights<quark::minmse_float_mode::hist_center>)
+    ->Arg(kTiny)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_float_minmse_weights<quark::minmse_float_mode::all>)
+    ->Arg(kTiny)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_float_minmse_weights_all_scalar)->Arg(kTiny)->Unit(benchmark::kMillisecond);

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <span>
 #include <vector>
 
 #include <doctest/doctest.h>
@@ -13,6 +14,7 @@
 #include <quark/calib/pof2_calibrator.hpp>
 #include <quark/calib/to_qparams.hpp>
 #include <quark/dtype/formats.hpp>
+#include <quark/observer/histogram_observer.hpp>
 #include <quark/quant/fake_quant.hpp>
 
 #include "calib/reference_data.hpp"
@@ -142,12 +144,12 @@ TEST_CASE("round_even: round half to even, as nearbyint in the default rounding 
   CHECK(quark::detail::round_even(0x1.fffffep22f) == 0x1p23f);  // 8388607.5: to the even 2^23
 }
 
-TEST_CASE("pof2_errors: x - fq(x) of each value, equal to quant/fake_quant's") {
-  // The power-of-two searches' error kernel (8 lanes where it vectorises, the scalar formula on
-  // a tail and on grids over 2^24 wide) against the independent per-tensor fake quantizer, on
-  // normal data with outliers, values on and between grid steps, +-0, +-Inf and NaN (taken
-  // through nan_to_num first), for scales around the data's, zero points inside the grid and
-  // lengths that leave a tail.
+TEST_CASE("fq_errors: x - fq(x) of each value, equal to quant/fake_quant's") {
+  // The MinMSE searches' error kernel (8 lanes where it vectorises, the scalar formula on a tail
+  // and on grids over 2^24 wide) against the independent per-tensor fake quantizer, on normal
+  // data with outliers, values on and between grid steps, +-0, +-Inf and NaN (taken through
+  // nan_to_num first), for power-of-two scales around the data's and float scales between them
+  // (the float MinMSE windows), zero points inside the grid and lengths that leave a tail.
   std::vector<float> x = quark_test::lcg_data(1003, 11, 0.4, 0.0);
   for (float v :
        {0.0f, -0.0f, 1e30f, -1e30f, 0.375f, -0.375f, 0.125f, -0.625f, 3.0e38f,
@@ -158,14 +160,13 @@ TEST_CASE("pof2_errors: x - fq(x) of each value, equal to quant/fake_quant's") {
     std::int64_t qmin, qmax, zp;
   };
   std::size_t mismatches = 0, compared = 0;
-  auto run = [&]<class T>(const grid_case g, int pos) {
-    const float s = std::ldexp(1.0f, -pos);
+  auto run = [&]<class T>(const grid_case g, int pos, float factor) {
+    const float s = std::ldexp(1.0f, -pos) * factor;
     const quark::fake_quant<T> fq(s, static_cast<T>(g.zp), g.qmin, g.qmax);
     for (std::size_t m : {x.size(), std::size_t{7}, std::size_t{9}}) {
       std::vector<double> err(m);
-      quark::detail::pof2_errors(x.data(), m, s, static_cast<float>(g.zp),
-                                 static_cast<float>(g.qmin), static_cast<float>(g.qmax),
-                                 err.data());
+      quark::detail::fq_errors(x.data(), m, s, static_cast<float>(g.zp), static_cast<float>(g.qmin),
+                               static_cast<float>(g.qmax), err.data());
       for (std::size_t k = 0; k < m; ++k) {
         const float v = quark::detail::to_finite(x[k]);
         const double want = static_cast<double>(v) - static_cast<double>(fq(v));
@@ -176,13 +177,93 @@ TEST_CASE("pof2_errors: x - fq(x) of each value, equal to quant/fake_quant's") {
     }
   };
   for (int pos = -2; pos <= 12; ++pos) {
-    run.template operator()<std::int8_t>({-127, 127, 0}, pos);
-    run.template operator()<std::int8_t>({-128, 127, -109}, pos);
-    run.template operator()<std::uint8_t>({0, 255, 128}, pos);
-    run.template operator()<std::uint8_t>({0, 255, 3}, pos);
-    run.template operator()<std::int16_t>({-32767, 32767, 0}, pos);
-    run.template operator()<std::int32_t>({-2147483647, 2147483647, 0}, pos);  // scalar path
+    for (const float factor : {1.0f, 0.7312189f, 1.3f, 1.0000001f}) {
+      run.template operator()<std::int8_t>({-127, 127, 0}, pos, factor);
+      run.template operator()<std::int8_t>({-128, 127, -109}, pos, factor);
+      run.template operator()<std::uint8_t>({0, 255, 128}, pos, factor);
+      run.template operator()<std::uint8_t>({0, 255, 3}, pos, factor);
+      run.template operator()<std::int16_t>({-32767, 32767, 0}, pos, factor);
+      run.template operator()<std::int32_t>({-2147483647, 2147483647, 0}, pos,
+                                            factor);  // scalar path
+    }
   }
-  CHECK(compared == 15 * 6 * (x.size() + 16));
+  CHECK(compared == 15 * 4 * 6 * (x.size() + 16));
+  CHECK(mismatches == 0);
+}
+
+TEST_CASE("fq_mse: the mean of one sequential loop's squared errors, bit for bit") {
+  // The float MinMSE error (blocks of fq_errors, then the squares summed in element order)
+  // against the plain loop over the independent per-tensor fake quantizer, for lengths around
+  // the block of 256 and float scales on the grids the weight searches use.
+  std::vector<float> all = quark_test::lcg_data(2000, 29, 0.8, 0.0);
+  for (float v : {0.0f, -0.0f, 40.0f, -40.0f, 0.375f, std::numeric_limits<float>::denorm_min()})
+    all.push_back(v);
+  std::size_t mismatches = 0, compared = 0;
+  auto run = [&]<class T>(std::int64_t qmin, std::int64_t qmax, std::int64_t zp, float s) {
+    const quark::fake_quant<T> fq(s, static_cast<T>(zp), qmin, qmax);
+    for (const std::size_t n : {std::size_t{1}, std::size_t{7}, std::size_t{255}, std::size_t{256},
+                                std::size_t{257}, std::size_t{513}, all.size()}) {
+      const std::span<const float> x(all.data() + (all.size() - n), n);
+      double acc = 0.0;
+      for (const float v : x) {
+        const double d = static_cast<double>(fq(v)) - static_cast<double>(v);
+        acc += d * d;
+      }
+      const double want = acc / static_cast<double>(n);
+      const double got = quark::detail::fq_mse(x, s, static_cast<float>(zp),
+                                               static_cast<float>(qmin), static_cast<float>(qmax));
+      mismatches +=
+          std::bit_cast<std::uint64_t>(got) == std::bit_cast<std::uint64_t>(want) ? 0u : 1u;
+      ++compared;
+    }
+  };
+  for (const float s : {0.0031f, 0.0173f, 0.125f, 0.31f, 2.7f}) {
+    run.template operator()<std::int8_t>(-127, 127, 0, s);
+    run.template operator()<std::int8_t>(-128, 127, 5, s);
+    run.template operator()<std::uint8_t>(0, 255, 131, s);
+    run.template operator()<std::int16_t>(-32767, 32767, 0, s);
+  }
+  CHECK(compared == 5 * 4 * 7);
+  CHECK(mismatches == 0);
+}
+
+TEST_CASE("hist_center_error: one plain loop over the bins, bit for bit") {
+  // HistCenter's count-weighted error of the float32 bin centres against the plain loop over
+  // the independent fake quantizer, on histograms of 2048, 257 and 3 bins and one whose range
+  // grew (appended bins), for float scales on int8 / uint8 grids.
+  std::vector<quark::histogram_data> hists;
+  for (const std::size_t bins : {std::size_t{2048}, std::size_t{257}, std::size_t{3}}) {
+    quark::histogram_observer h{{.mode = quark::histogram_mode::signed_extend, .num_bins = bins}};
+    h.observe(quark_test::lcg_data(5000, 31, 1.1, 0.2));
+    hists.push_back(h.stats());
+    if (bins == 2048) {
+      h.observe(quark_test::lcg_data(500, 37, 6.0, 0.0));  // grows the range
+      hists.push_back(h.stats());
+    }
+  }
+  std::size_t mismatches = 0, compared = 0;
+  auto run = [&]<class T>(const quark::histogram_data& d, std::int64_t qmin, std::int64_t qmax,
+                          std::int64_t zp, float s) {
+    const quark::fake_quant<T> fq(s, static_cast<T>(zp), qmin, qmax);
+    double acc = 0.0;
+    for (std::size_t i = 0; i < d.counts.size(); ++i) {
+      const auto c = static_cast<float>((d.edges[i] + d.edges[i + 1]) / 2.0);
+      const double e = static_cast<double>(fq(c)) - static_cast<double>(c);
+      acc += static_cast<double>(d.counts[i]) * e * e;
+    }
+    const double want = acc / static_cast<double>(d.counts.size());
+    const double got = quark::detail::hist_center_error(
+        d, s, static_cast<float>(zp), static_cast<float>(qmin), static_cast<float>(qmax));
+    mismatches += std::bit_cast<std::uint64_t>(got) == std::bit_cast<std::uint64_t>(want) ? 0u : 1u;
+    ++compared;
+  };
+  for (const quark::histogram_data& d : hists) {
+    for (const float s : {0.0047f, 0.021f, 0.09f, 1.7f}) {
+      run.template operator()<std::int8_t>(d, -127, 127, 0, s);
+      run.template operator()<std::uint8_t>(d, 0, 255, 117, s);
+    }
+  }
+  CHECK(hists.front().counts.size() < hists[1].counts.size());
+  CHECK(compared == 4 * 4 * 2);
   CHECK(mismatches == 0);
 }

@@ -15,7 +15,6 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <limits>
 #include <map>
 #include <span>
@@ -34,11 +33,6 @@ enum class pof2_minmse_mode : std::uint8_t { all, most_common };
 namespace detail {
 inline constexpr int pof2_candidates = 5;
 
-inline float to_finite(float v) noexcept {
-  constexpr float big = std::numeric_limits<float>::max();
-  return v != v ? 0.0f : (v > big ? big : (v < -big ? -big : v));
-}
-
 /// Position and zero point of the min/max scale for [lo, hi] on `g`.
 struct pof2_start {
   int pos = 0;
@@ -54,56 +48,8 @@ inline float candidate_scale(int pos, int i) noexcept {
   return std::ldexp(1.0f, -(pos + i - 1));
 }
 
-/// err[k] = v - fq(v) in double for v = to_finite(p[k]), k < m, with fq fake_quant on the
-/// grid: the same numbers as the scalar formula. Where the compiler has vector extensions and the
-/// grid is at most 2^24 wide, 8 lanes at a time: x / s is clamped to one step beyond the grid
-/// before rounding (the result clamps to the same end either way), which keeps it in int32
-/// range, so the floor is a truncation and half-to-even reads the parity of an integer.
-inline void pof2_errors(const float* p, std::size_t m, float s, float zp, float qmin, float qmax,
-                        double* err) noexcept {
-  std::size_t k = 0;
-#if defined(__GNUC__)
-  constexpr float wide = 0x1p24f;
-  if (qmax - zp + 1.0f < wide && qmin - zp - 1.0f > -wide) {
-    constexpr std::size_t lanes = 8;
-    using vf = float __attribute__((vector_size(lanes * sizeof(float))));
-    using vi = std::int32_t __attribute__((vector_size(lanes * sizeof(std::int32_t))));
-    using vd = double __attribute__((vector_size(lanes * sizeof(double))));
-    constexpr float big = std::numeric_limits<float>::max();
-    const float lo = qmin - zp - 1.0f;  // integers: exact
-    const float hi = qmax - zp + 1.0f;
-    const vf zero{};
-    for (; k + lanes <= m; k += lanes) {
-      vf v;
-      std::memcpy(&v, p + k, sizeof(v));
-      v = v == v ? v : zero;  // nan_to_num
-      v = v > big ? big : v;
-      v = v < -big ? -big : v;
-      vf q = v / s;
-      q = q < lo ? lo : q;
-      q = q > hi ? hi : q;
-      const vi t = __builtin_convertvector(q, vi);             // toward zero
-      const vi fl = t + (__builtin_convertvector(t, vf) > q);  // floor (true is -1)
-      const vf d = q - __builtin_convertvector(fl, vf);        // exact, in [0, 1)
-      const vi odd = -(fl & 1);
-      const vi up = (d > 0.5f) | ((d == 0.5f) & odd);
-      vf r = __builtin_convertvector(fl - up, vf) + zp;  // round half to even, + zp
-      r = r < qmin ? qmin : r;
-      r = r > qmax ? qmax : r;
-      const vf dq = (r - zp) * s;
-      const vd e = __builtin_convertvector(v, vd) - __builtin_convertvector(dq, vd);
-      std::memcpy(err + k, &e, sizeof(e));
-    }
-  }
-#endif
-  for (; k < m; ++k) {
-    const float v = to_finite(p[k]);
-    err[k] = static_cast<double>(v) - static_cast<double>(fake_quant(v, s, zp, qmin, qmax));
-  }
-}
-
 /// Adds sum (x - fq(x))^2 of every candidate. Blocks of the input get the errors of all
-/// five candidates (pof2_errors), then each candidate's sum runs over its block in
+/// five candidates (fq_errors), then each candidate's sum runs over its block in
 /// element order, so the sums are those of one plain sequential loop per candidate.
 inline void pof2_sse(std::span<const float> x, pof2_start st, int_grid g,
                      std::array<double, pof2_candidates>& sse) noexcept {
@@ -116,7 +62,7 @@ inline void pof2_sse(std::span<const float> x, pof2_start st, int_grid g,
   for (std::size_t b = 0; b < x.size(); b += block) {
     const std::size_t m = std::min(block, x.size() - b);
     for (int i = 0; i < pof2_candidates; ++i) {
-      pof2_errors(x.data() + b, m, candidate_scale(st.pos, i), zp, qmin, qmax, err.data());
+      fq_errors(x.data() + b, m, candidate_scale(st.pos, i), zp, qmin, qmax, err.data());
       double a = acc[static_cast<std::size_t>(i)];
       for (std::size_t k = 0; k < m; ++k)
         a += err[k] * err[k];
@@ -183,8 +129,8 @@ struct pof2_minmse_calibrator {
     std::vector<double> err(h.bins());
     std::array<double, detail::pof2_candidates> cost{};
     for (int i = 0; i < detail::pof2_candidates; ++i) {
-      detail::pof2_errors(centre.data(), centre.size(), detail::candidate_scale(st.pos, i), zp,
-                          qmin, qmax, err.data());
+      detail::fq_errors(centre.data(), centre.size(), detail::candidate_scale(st.pos, i), zp, qmin,
+                        qmax, err.data());
       double acc = 0.0;
       for (std::size_t b = 0; b < h.bins(); ++b) {
         if (h.counts[b] != 0)

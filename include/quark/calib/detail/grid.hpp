@@ -8,7 +8,9 @@
 #pragma once
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 
 #include <quark/calib/calib_result.hpp>
@@ -74,6 +76,60 @@ inline float fake_quant(float x, float s, float zp, float qmin, float qmax) noex
   float q = round_even(x / s) + zp;
   q = q < qmin ? qmin : (q > qmax ? qmax : q);
   return (q - zp) * s;
+}
+
+/// NaN to 0, +-Inf to +-FLT_MAX (numpy.nan_to_num on float32).
+inline float to_finite(float v) noexcept {
+  constexpr float big = std::numeric_limits<float>::max();
+  return v != v ? 0.0f : (v > big ? big : (v < -big ? -big : v));
+}
+
+/// err[k] = v - fq(v) in double for v = to_finite(p[k]), k < m, with fq fake_quant on the
+/// grid (any float scale s): the same numbers as the scalar formula. Where the compiler has vector
+/// extensions and the grid is at most 2^24 wide, 8 lanes at a time: x / s is clamped to one step
+/// beyond the grid before rounding (the result clamps to the same end either way), which keeps it
+/// in int32 range, so the floor is a truncation and half-to-even reads the parity of an integer.
+inline void fq_errors(const float* p, std::size_t m, float s, float zp, float qmin, float qmax,
+                      double* err) noexcept {
+  std::size_t k = 0;
+#if defined(__GNUC__)
+  constexpr float wide = 0x1p24f;
+  if (qmax - zp + 1.0f < wide && qmin - zp - 1.0f > -wide) {
+    constexpr std::size_t lanes = 8;
+    using vf = float __attribute__((vector_size(lanes * sizeof(float))));
+    using vi = std::int32_t __attribute__((vector_size(lanes * sizeof(std::int32_t))));
+    using vd = double __attribute__((vector_size(lanes * sizeof(double))));
+    constexpr float big = std::numeric_limits<float>::max();
+    const float lo = qmin - zp - 1.0f;  // integers: exact
+    const float hi = qmax - zp + 1.0f;
+    const vf zero{};
+    for (; k + lanes <= m; k += lanes) {
+      vf v;
+      std::memcpy(&v, p + k, sizeof(v));
+      v = v == v ? v : zero;  // nan_to_num
+      v = v > big ? big : v;
+      v = v < -big ? -big : v;
+      vf q = v / s;
+      q = q < lo ? lo : q;
+      q = q > hi ? hi : q;
+      const vi t = __builtin_convertvector(q, vi);             // toward zero
+      const vi fl = t + (__builtin_convertvector(t, vf) > q);  // floor (true is -1)
+      const vf d = q - __builtin_convertvector(fl, vf);        // exact, in [0, 1)
+      const vi odd = -(fl & 1);
+      const vi up = (d > 0.5f) | ((d == 0.5f) & odd);
+      vf r = __builtin_convertvector(fl - up, vf) + zp;  // round half to even, + zp
+      r = r < qmin ? qmin : r;
+      r = r > qmax ? qmax : r;
+      const vf dq = (r - zp) * s;
+      const vd e = __builtin_convertvector(v, vd) - __builtin_convertvector(dq, vd);
+      std::memcpy(err + k, &e, sizeof(e));
+    }
+  }
+#endif
+  for (; k < m; ++k) {
+    const float v = to_finite(p[k]);
+    err[k] = static_cast<double>(v) - static_cast<double>(fake_quant(v, s, zp, qmin, qmax));
+  }
 }
 
 }  // namespace quark::detail

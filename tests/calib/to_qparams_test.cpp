@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: MIT
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -254,8 +255,13 @@ TEST_CASE("hist_center_error: one plain loop over the bins, bit for bit") {
     const double want = acc / static_cast<double>(d.counts.size());
     const double got = quark::detail::hist_center_error(
         d, s, static_cast<float>(zp), static_cast<float>(qmin), static_cast<float>(qmax));
+    const double got_once = quark::detail::hist_center_error(
+        d, quark::detail::float_bin_centres(d.edges), s, static_cast<float>(zp),
+        static_cast<float>(qmin), static_cast<float>(qmax));
     mismatches += std::bit_cast<std::uint64_t>(got) == std::bit_cast<std::uint64_t>(want) ? 0u : 1u;
-    ++compared;
+    mismatches +=
+        std::bit_cast<std::uint64_t>(got_once) == std::bit_cast<std::uint64_t>(want) ? 0u : 1u;
+    compared += 2;
   };
   for (const quark::histogram_data& d : hists) {
     for (const float s : {0.0047f, 0.021f, 0.09f, 1.7f}) {
@@ -264,6 +270,32 @@ TEST_CASE("hist_center_error: one plain loop over the bins, bit for bit") {
     }
   }
   CHECK(hists.front().counts.size() < hists[1].counts.size());
-  CHECK(compared == 4 * 4 * 2);
+  CHECK(compared == 4 * 4 * 2 * 2);
   CHECK(mismatches == 0);
+  // The whole HistCenter search (centres computed once) chooses what the plain loop chooses.
+  for (const quark::histogram_data& d : hists) {
+    for (const quark::int_grid g : {quark::int_grid{-127, 127}, quark::int_grid{0, 255}}) {
+      const auto sym =
+          g.qmin == 0 ? quark::range_symmetry::asymmetric : quark::range_symmetry::symmetric;
+      const quark::calibrated_range got = quark::detail::hist_center_windows(d, g, sym);
+      const quark::calibrated_range want = quark::detail::minmse_windows(
+          d, g, sym, [](const quark::histogram_data& h, float s, float zp, float qmin, float qmax) {
+            double acc = 0.0;
+            for (std::size_t i = 0; i < h.counts.size(); ++i) {
+              const auto c = static_cast<float>((h.edges[i] + h.edges[i + 1]) / 2.0);
+              float q = std::nearbyint(c / s) + zp;
+              q = std::clamp(q, qmin, qmax);
+              const double e = static_cast<double>((q - zp) * s) - static_cast<double>(c);
+              acc += static_cast<double>(h.counts[i]) * e * e;
+            }
+            return acc / static_cast<double>(h.counts.size());
+          });
+      REQUIRE(got.scale.has_value());
+      REQUIRE(want.scale.has_value());
+      CHECK(*got.scale == *want.scale);
+      CHECK(got.zero_point == want.zero_point);
+      CHECK(got.min == want.min);
+      CHECK(got.max == want.max);
+    }
+  }
 }

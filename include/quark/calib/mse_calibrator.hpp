@@ -54,25 +54,29 @@ inline double fq_mse(std::span<const float> x, float s, float zp, float qmin, fl
   return acc / static_cast<double>(x.size());
 }
 
-/// Count-weighted squared fake-quantization error of the float32 bin centres, over the bins
-/// (Quark's HistCenter error). Blocks of centres go through fq_errors; the terms count * e * e
-/// are summed in bin order, as one plain loop over the bins would.
-inline double hist_center_error(const histogram_data& d, float s, float zp, float qmin,
-                                float qmax) noexcept {
+/// Count-weighted squared fake-quantization error of the float32 bin centres `centre`
+/// (float_bin_centres of d.edges, computed once per search), over the bins (Quark's HistCenter
+/// error). Blocks of centres go through fq_errors; the terms count * e * e are summed in bin
+/// order, as one plain loop over the bins would.
+inline double hist_center_error(const histogram_data& d, std::span<const float> centre, float s,
+                                float zp, float qmin, float qmax) noexcept {
   constexpr std::size_t block = 256;
-  std::array<float, block> centre;
   std::array<double, block> e;
   const std::size_t bins = d.counts.size();
   double err = 0.0;
   for (std::size_t b = 0; b < bins; b += block) {
     const std::size_t m = std::min(block, bins - b);
-    for (std::size_t k = 0; k < m; ++k)
-      centre[k] = static_cast<float>((d.edges[b + k] + d.edges[b + k + 1]) / 2.0);
-    fq_errors(centre.data(), m, s, zp, qmin, qmax, e.data());
+    fq_errors(centre.data() + b, m, s, zp, qmin, qmax, e.data());
     for (std::size_t k = 0; k < m; ++k)
       err += static_cast<double>(d.counts[b + k]) * e[k] * e[k];
   }
   return err / static_cast<double>(bins);
+}
+
+/// hist_center_error with the centres computed here.
+inline double hist_center_error(const histogram_data& d, float s, float zp, float qmin,
+                                float qmax) {
+  return hist_center_error(d, float_bin_centres(d.edges), s, zp, qmin, qmax);
 }
 
 /// The HistCenter / All windows: for k = B/2 .. B-1 the window (c[left], c[right]) of the bin
@@ -123,6 +127,15 @@ calibrated_range minmse_windows(const histogram_data& d, int_grid grid, range_sy
   return minmse_windows_by(
       d, [&](double lo, double hi) { return scale_zp(lo, hi, grid, symmetry); },
       [&](float s, float zp) { return error(d, s, zp, qmin, qmax); });
+}
+/// The windows scored by HistCenter's error, the bin centres computed once for all of them.
+inline calibrated_range hist_center_windows(const histogram_data& d, int_grid grid,
+                                            range_symmetry symmetry) {
+  const std::vector<float> centre = float_bin_centres(d.edges);
+  return minmse_windows(d, grid, symmetry,
+                        [&](const histogram_data& h, float s, float zp, float qmin, float qmax) {
+                          return hist_center_error(h, centre, s, zp, qmin, qmax);
+                        });
 }
 }  // namespace detail
 
@@ -191,7 +204,7 @@ struct float_minmse_calibrator {
     histogram_observer h{{.mode = histogram_mode::signed_extend, .num_bins = bins}};
     h.observe(w);
     if (mode == minmse_float_mode::hist_center)
-      return detail::minmse_windows(h.stats(), grid, symmetry, detail::hist_center_error);
+      return detail::hist_center_windows(h.stats(), grid, symmetry);
     return detail::minmse_windows(h.stats(), grid, symmetry,
                                   [&](const histogram_data&, float s, float zp, float lo,
                                       float hi) { return detail::fq_mse(w, s, zp, lo, hi); });
@@ -219,7 +232,7 @@ struct float_minmse_hist_calibrator {
   [[nodiscard]] calibrated_range operator()(const histogram_data& h) const {
     if (h.empty() || h.edges.size() != h.counts.size() + 1)
       detail::throw_invalid("quark.calib.empty_input", "float MinMSE: the histogram saw no value");
-    return detail::minmse_windows(h, grid, symmetry, detail::hist_center_error);
+    return detail::hist_center_windows(h, grid, symmetry);
   }
 };
 

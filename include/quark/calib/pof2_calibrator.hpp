@@ -123,9 +123,7 @@ struct pof2_minmse_calibrator {
     const float zp = static_cast<float>(st.zp);
     const float qmin = static_cast<float>(grid.qmin);
     const float qmax = static_cast<float>(grid.qmax);
-    std::vector<float> centre(h.bins());
-    for (std::size_t b = 0; b < h.bins(); ++b)
-      centre[b] = static_cast<float>((h.edges[b] + h.edges[b + 1]) / 2.0);
+    const std::vector<float> centre = detail::float_bin_centres(h.edges);
     std::vector<double> err(h.bins());
     std::array<double, detail::pof2_candidates> cost{};
     for (int i = 0; i < detail::pof2_candidates; ++i) {

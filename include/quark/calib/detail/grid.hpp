@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <span>
+#include <vector>
 
 #include <quark/calib/calib_result.hpp>
 #include <quark/config.hpp>
@@ -76,6 +78,15 @@ inline float fake_quant(float x, float s, float zp, float qmin, float qmax) noex
   float q = round_even(x / s) + zp;
   q = q < qmin ? qmin : (q > qmax ? qmax : q);
   return (q - zp) * s;
+}
+
+/// The float32 centres of the bins of `edges` (edges.size() - 1 of them): (e[i] + e[i+1]) / 2 in
+/// double, then rounded to float, as the MinMSE searches score them.
+inline std::vector<float> float_bin_centres(std::span<const double> edges) {
+  std::vector<float> c(edges.empty() ? 0 : edges.size() - 1);
+  for (std::size_t i = 0; i < c.size(); ++i)
+    c[i] = static_cast<float>((edges[i] + edges[i + 1]) / 2.0);
+  return c;
 }
 
 /// NaN to 0, +-Inf to +-FLT_MAX (numpy.nan_to_num on float32).

@@ -199,15 +199,20 @@ TEST_CASE("PaddleOCR v4 det and cls: dynamic quantization (UINT8_DYNAMIC_QUANT) 
   qo::qconfig per_channel = per_tensor;
   per_channel.global_config.weight = qo::make_spec(qo::spec_name::int8);
   per_channel.global_config.weight->quant_granularity = qo::granularity::channel;
+  // Under the sanitizers (sanitized_build) cls and rec run with per-tensor weights and det with
+  // per-channel ones: both weight forms, ConvInteger and MatMulInteger, in half the runs.
+  const bool all = !sanitized_build;
   qo::quantize_report r;
   const double cls = cosine_in_ort("ch_ppocr_mobile_v2.0_cls_infer.onnx", per_tensor, "dyn",
                                    {1, 3, 48, 192}, false, 2, &r);
   CHECK(r.op_types.at("Conv").quantized == 53);
   CHECK(r.op_types.at("Conv").kept_float == 0);
-  const double cls_pc = cosine_in_ort("ch_ppocr_mobile_v2.0_cls_infer.onnx", per_channel, "dyn_pc",
-                                      {1, 3, 48, 192}, false);
+  const double cls_pc = all ? cosine_in_ort("ch_ppocr_mobile_v2.0_cls_infer.onnx", per_channel,
+                                            "dyn_pc", {1, 3, 48, 192}, false)
+                            : 1.0;
   const double det =
-      cosine_in_ort("ch_PP-OCRv4_det_infer.onnx", per_tensor, "dyn", {1, 3, 160, 160}, false);
+      all ? cosine_in_ort("ch_PP-OCRv4_det_infer.onnx", per_tensor, "dyn", {1, 3, 160, 160}, false)
+          : 1.0;
   const double det_pc =
       cosine_in_ort("ch_PP-OCRv4_det_infer.onnx", per_channel, "dyn_pc", {1, 3, 160, 160}, false);
   // The recogniser (SVTR neck: 13 MatMul beside 38 Conv), on text lines at 48x320; output 0 is
@@ -216,11 +221,13 @@ TEST_CASE("PaddleOCR v4 det and cls: dynamic quantization (UINT8_DYNAMIC_QUANT) 
       cosine_in_ort("ch_PP-OCRv4_rec_infer.onnx", per_tensor, "dyn", {1, 3, 48, 320}, false, 2, &r);
   CHECK(r.op_types.at("MatMul").quantized == 9);   // the weight products
   CHECK(r.op_types.at("MatMul").kept_float == 4);  // attention's two activations (MatMulConstBOnly)
-  const double rec_pc =
-      cosine_in_ort("ch_PP-OCRv4_rec_infer.onnx", per_channel, "dyn_pc", {1, 3, 48, 320}, false);
+  const double rec_pc = all ? cosine_in_ort("ch_PP-OCRv4_rec_infer.onnx", per_channel, "dyn_pc",
+                                            {1, 3, 48, 320}, false)
+                            : 1.0;
   MESSAGE("dynamic: cls " << cls << " (per channel " << cls_pc << "), det " << det
                           << " (per channel " << det_pc << "), rec " << rec << " (per channel "
-                          << rec_pc << ")");
+                          << rec_pc << ")"
+                          << std::string(all ? "" : "; 1 = not run under the sanitizers"));
   // Measured 2026-11-27 (docs/bench/quantizer.md, "Dynamic quantization"): cls 0.933 (one
   // image at 0.35: the float classifier is unsure there), per channel 0.9989; det 0.971, per
   // channel 0.9855, above every static int8 preset on det (best 0.9837). Floors with a margin:

@@ -817,6 +817,49 @@ TEST_CASE("bad inputs: clear errors and no output file") {
       }
     }
   }
+  SUBCASE("random data on dynamic dims a pooling window outgrows: the error says why") {
+    // x [?, 2, ?, ?] -> MaxPool 3x3 (no padding). Random data puts 1 in each dynamic dim, so
+    // the 3x3 window cannot fit a 1x1 input: the runtime's error names the MaxPool, and
+    // calibration adds the sample, its shapes and the missing RandomDataReaderInputShape. A
+    // 2x2 shape still fails, but has no 1 past the batch, so no such hint; 3x3 quantizes.
+    model_builder b(13);
+    b.input("x", onnx_type::float32, {-1, 2, -1, -1});
+    b.node("MaxPool", {"x"}, {"y"}, {attr_ints("kernel_shape", {3, 3})});
+    b.output("y", onnx_type::float32);
+    const fs::path dyn = dir / "dynamic_pool.onnx";
+    save_proto(b.build(), dyn);
+    qo::qconfig q = qo::get_default_config("A8W8");
+    q.extra_options.set("UseRandomData", true);
+    const auto with_shape = [&](long long h, long long w) {
+      qo::qconfig c = q;
+      c.extra_options.set(
+          "RandomDataReaderInputShape",
+          qo::option_value::object().set("x", qo::option_value::array({1, 2, h, w})));
+      return c;
+    };
+    const auto text_of = [&](const qo::qconfig& c) {
+      return error_text([&] {
+        const auto reader = qo::default_reader(dyn, c);
+        qo::quantize_model(dyn, out, c, *reader);
+      });
+    };
+    const std::string unset = text_of(q);
+    CAPTURE(unset);
+    CHECK(unset.rfind("quark.onnx.shape: ", 0) == 0);
+    CHECK(unset.find("MaxPool") != std::string::npos);
+    CHECK(unset.find("(calibration sample 0, inputs 'x' [1x2x1x1]; the model leaves dims of 'x' "
+                     "dynamic ([?x2x?x?])") != std::string::npos);
+    CHECK(unset.find("RandomDataReaderInputShape") != std::string::npos);
+    const std::string small = text_of(with_shape(2, 2));
+    CAPTURE(small);
+    CHECK(small.find("(calibration sample 0, inputs 'x' [1x2x2x2])") != std::string::npos);
+    CHECK(small.find("RandomDataReaderInputShape") == std::string::npos);
+    const fs::path fits = dir / "dynamic_pool_q.onnx";
+    const qo::qconfig c = with_shape(3, 3);
+    const auto reader = qo::default_reader(dyn, c);
+    CHECK_NOTHROW(qo::quantize_model(dyn, fits, c, *reader));
+    CHECK(fs::exists(fits));
+  }
   SUBCASE("unknown config key") {
     CHECK(error_id([] {
             (void)qo::config_from_json(R"({"extra_options": {"Int32Bais": false}})");

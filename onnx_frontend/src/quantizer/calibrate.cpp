@@ -812,6 +812,40 @@ class background_observer {
   std::thread worker_;  ///< last: starts once everything above is initialised
 };
 
+/// What a runtime error during calibration is told about the sample it ran on: its index, its
+/// input shapes and, where a dim the model leaves dynamic is 1 in the sample, that random data
+/// puts 1 there unless given a shape. (A model whose pooling window outgrows such an input used
+/// to fail with only the pooling node named.)
+std::string sample_context(const calib_sample& smp, const std::vector<input_signature>& inputs,
+                           std::size_t index) {
+  const auto dims = [](const shape_t& s) {
+    std::string out = "[";
+    for (std::size_t i = 0; i < s.size(); ++i)
+      out += (i ? "x" : "") + (s[i] < 0 ? std::string("?") : std::to_string(s[i]));
+    return out + "]";
+  };
+  std::string ins, hint;
+  for (const auto& in : inputs) {
+    const auto it = smp.find(in.name);
+    if (it == smp.end())
+      continue;
+    const shape_t& s = it->second.shape();
+    ins += (ins.empty() ? "" : ", ") + ("'" + in.name + "' ") + dims(s);
+    bool ones = false;
+    // A batch of 1 is the norm: the first dim counts only in a rank-1 input.
+    for (std::size_t d = s.size() > 1 ? 1 : 0; d < s.size() && d < in.shape.size(); ++d)
+      ones = ones || (in.shape[d] < 0 && s[d] == 1);
+    if (ones && hint.empty()) {
+      hint =
+          "; the model leaves dims of '" + in.name + "' dynamic (" + dims(in.shape) +
+          ") and this sample has 1 in one past the batch, as random data does unless its shape is "
+          "given (RandomDataReaderInputShape, quark_quantize --shape " +
+          in.name + ":...)";
+    }
+  }
+  return " (calibration sample " + std::to_string(index) + ", inputs " + ins + hint + ")";
+}
+
 /// Runs every sample of `reader` (at most `limit`) through `rt`, calling fn(slot, values) for
 /// each observed float value, in place or (`bg` not null) as a job of the background observer,
 /// which then runs fn. Lookups follow the runtime's fixed production order, so a value is found
@@ -878,7 +912,11 @@ std::size_t for_each_sample(const runtime& rt, calibration_data_reader& reader,
         fn(*s, t.data<float>());
       }
     };
-    rt.run(*smp, observe, chunks);
+    try {
+      rt.run(*smp, observe, chunks);
+    } catch (const frontend_error& e) {
+      throw frontend_error(e.id(), e.message() + sample_context(*smp, inputs, samples));
+    }
     if (bg)
       bg->finish();
     ++samples;

@@ -1,9 +1,13 @@
 // SPDX-License-Identifier: MIT
 // Calibration data readers: .npy round trip, folder layouts, random data and sample checks.
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <random>
 #include <set>
+#include <string>
+#include <utility>
 
 #include <doctest/doctest.h>
 
@@ -327,4 +331,55 @@ TEST_CASE("check_sample names the culprit input") {
   CHECK(error_id([&] { check_sample(unknown, ins, 0); }) == "quark.calib_data.input");
   calib_sample missing;
   CHECK(error_id([&] { check_sample(missing, ins, 0); }) == "quark.calib_data.input");
+}
+
+TEST_CASE("check_sample refuses NaN / Inf inputs, naming the element") {
+  // Element 13 of a [1, 7, 4] ramp sits at [0, 3, 1] (13 = 3 * 4 + 1).
+  const auto message = [](const calib_sample& s, const std::vector<input_signature>& ins) {
+    return quark::test::error_text([&] { check_sample(s, ins, 2); });
+  };
+  const std::vector<input_signature> f32{{"x", quark::dtype_id::float32, {1, -1, 4}}};
+  for (const auto& vt :
+       {std::pair<float, std::string>{std::numeric_limits<float>::quiet_NaN(), "NaN"},
+        {std::numeric_limits<float>::infinity(), "+Inf"},
+        {-std::numeric_limits<float>::infinity(), "-Inf"}}) {
+    const float value = vt.first;
+    const std::string& text = vt.second;  // Clang 14 cannot capture a structured binding
+    CAPTURE(text);
+    calib_sample s{{"x", ramp({1, 7, 4})}};
+    s.at("x").data<float>()[13] = value;
+    s.at("x").data<float>()[20] = value;
+    CHECK(message(s, f32) == "quark.calib_data.non_finite: calibration sample 2: input 'x' holds " +
+                                 text +
+                                 " at element 13 [0, 3, 1] (2 non-finite values in all); "
+                                 "calibration and evaluation data must be finite");
+  }
+  // The largest finite values pass: float32's, and a float64 one past float32's range.
+  calib_sample big{{"x", ramp({1, 7, 4})}};
+  big.at("x").data<float>()[0] = std::numeric_limits<float>::max();
+  CHECK_NOTHROW(check_sample(big, f32, 0));
+  const std::vector<input_signature> f64{{"d", quark::dtype_id::float64, {3}}};
+  tensor d(quark::dtype_id::float64, {3});
+  d.data<double>()[0] = 1e300;
+  CHECK_NOTHROW(check_sample({{"d", d}}, f64, 0));
+  d.data<double>()[2] = -std::numeric_limits<double>::infinity();
+  CHECK(message({{"d", d}}, f64) ==
+        "quark.calib_data.non_finite: calibration sample 2: input 'd' holds -Inf at element 2 [2] "
+        "(1 non-finite value in all); calibration and evaluation data must be finite");
+  // float16: 0x7e00 is a NaN, 0x7c00 +Inf (IEEE binary16).
+  const std::vector<input_signature> f16{{"h", quark::dtype_id::float16, {2, 2}}};
+  for (const auto& bt :
+       {std::pair<std::uint16_t, std::string>{0x7e00, "NaN"}, {std::uint16_t{0x7c00}, "+Inf"}}) {
+    const std::uint16_t bits = bt.first;
+    const std::string& text = bt.second;
+    tensor h(quark::dtype_id::float16, {2, 2});
+    std::memcpy(h.bytes().data() + 3 * sizeof(std::uint16_t), &bits, sizeof bits);
+    CHECK(message({{"h", h}}, f16) ==
+          "quark.calib_data.non_finite: calibration sample 2: input 'h' holds " + text +
+              " at element 3 [1, 1] (1 non-finite value in all); calibration and evaluation data "
+              "must be finite");
+  }
+  // Integer inputs have no such values.
+  const std::vector<input_signature> i64{{"ids", quark::dtype_id::int64, {2}}};
+  CHECK_NOTHROW(check_sample({{"ids", tensor(quark::dtype_id::int64, {2})}}, i64, 0));
 }

@@ -469,6 +469,71 @@ std::optional<calib_sample> random_reader::next() {
   return s;
 }
 
+namespace {
+
+/// The first NaN / +-Inf of a floating-point tensor (its flat index and text) and how many there
+/// are; count 0 when every element is finite (or the type has no such values).
+struct non_finite_scan {
+  std::size_t count = 0;
+  std::size_t first = 0;
+  std::string what;
+};
+
+non_finite_scan scan_non_finite(const tensor& t) {
+  non_finite_scan r;
+  const auto scan = [&r](auto values) {
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      const auto v = static_cast<double>(static_cast<float>(values[i]));
+      if (std::isfinite(v))
+        continue;
+      if (r.count++ == 0) {
+        r.first = i;
+        r.what = std::isnan(v) ? "NaN" : v > 0 ? "+Inf" : "-Inf";
+      }
+    }
+  };
+  switch (t.type()) {
+    case dtype_id::float32:
+      scan(t.data<float>());
+      break;
+    case dtype_id::float64:
+      // static_cast<float> would turn a finite double past FLT_MAX into Inf: scan as double.
+      for (std::size_t i = 0; const double v : t.data<double>()) {
+        if (!std::isfinite(v) && r.count++ == 0) {
+          r.first = i;
+          r.what = std::isnan(v) ? "NaN" : v > 0 ? "+Inf" : "-Inf";
+        }
+        ++i;
+      }
+      break;
+    case dtype_id::float16:
+      scan(t.data<quark::float16>());
+      break;
+    case dtype_id::bfloat16:
+      scan(t.data<quark::bfloat16>());
+      break;
+    default:
+      break;
+  }
+  return r;
+}
+
+/// "[0, 1, 2, 3]": the position of flat element `i` in a C-order tensor of `shape`.
+std::string position_str(std::size_t i, const shape_t& shape) {
+  std::vector<std::size_t> pos(shape.size());
+  for (std::size_t d = shape.size(); d-- > 0;) {
+    const auto n = static_cast<std::size_t>(shape[d]);
+    pos[d] = n ? i % n : 0;
+    i = n ? i / n : 0;
+  }
+  std::string out = "[";
+  for (std::size_t d = 0; d < pos.size(); ++d)
+    out += (d ? ", " : "") + std::to_string(pos[d]);
+  return out + "]";
+}
+
+}  // namespace
+
 void check_sample(const calib_sample& s, const std::vector<input_signature>& inputs,
                   std::size_t index, std::string_view what) {
   const std::string where = std::string(what) + " " + std::to_string(index);
@@ -506,6 +571,20 @@ void check_sample(const calib_sample& s, const std::vector<input_signature>& inp
     if (!s.contains(in.name)) {
       fail("quark.calib_data.input", where + " does not feed input '" + in.name + "'");
     }
+  }
+  // Non-finite data would not fail by itself everywhere: the histogram observers skip NaN
+  // (numpy's rule), pof2 MinMSE reads NaN as 0 and +-Inf as +-FLT_MAX (Quark's nan_to_num), and
+  // MinMax stretches to the largest finite range: each a model calibrated on other data than
+  // given, without a word. Values the model computes keep those per-method rules.
+  for (const auto& [name, t] : s) {
+    const non_finite_scan bad = scan_non_finite(t);
+    if (bad.count == 0)
+      continue;
+    fail("quark.calib_data.non_finite",
+         where + ": input '" + name + "' holds " + bad.what + " at element " +
+             std::to_string(bad.first) + " " + position_str(bad.first, t.shape()) + " (" +
+             std::to_string(bad.count) + " non-finite value" + (bad.count == 1 ? "" : "s") +
+             " in all); calibration and evaluation data must be finite");
   }
 }
 

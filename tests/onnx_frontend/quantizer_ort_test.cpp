@@ -719,6 +719,30 @@ TEST_CASE("bad inputs: clear errors and no output file") {
           "quark.quantize.output_dir");
     CHECK_FALSE(fs::exists(dir / "missing"));
   }
+  SUBCASE("output folder a file, output a folder, output folder unwritable: before calibrating") {
+    // A reader that fails the test if it is ever read: each check comes before calibration.
+    struct untouched : qo::calibration_data_reader {
+      std::optional<qo::calib_sample> next() override {
+        FAIL("the calibration data was read");
+        return std::nullopt;
+      }
+    } r;
+    const fs::path file = dir / "a_file";
+    std::ofstream(file) << "x";
+    CHECK(error_text([&] { qo::quantize_model(fin, file / "q.onnx", cfg, r); }) ==
+          "quark.quantize.output_dir: output folder '" + file.string() + "' is not a folder");
+    const fs::path folder = dir / "a_folder.onnx";
+    fs::create_directories(folder);
+    CHECK(error_text([&] { qo::quantize_model(fin, folder, cfg, r); }) ==
+          "quark.quantize.output_dir: output '" + folder.string() +
+              "' is a folder, not a file path");
+    // procfs takes no new file (whoever runs the test, root included).
+    const std::string text = error_text([&] { qo::quantize_model(fin, "/proc/q.onnx", cfg, r); });
+    CHECK(text.rfind("quark.onnx.save: '/proc/q.onnx': cannot create a temporary file in its "
+                     "folder: ",
+                     0) == 0);
+    CHECK(fs::is_empty(folder));
+  }
   SUBCASE("input path as output") {
     qo::memory_reader r({sample_for("x", {1, 3, 8, 8}, 1)});
     CHECK(error_id([&] { qo::quantize_model(fin, fin, cfg, r); }) == "quark.quantize.same_path");

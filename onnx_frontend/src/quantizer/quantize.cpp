@@ -14,6 +14,7 @@
 
 #include <quark/onnx/quantizer.hpp>
 
+#include "io/atomic_file.hpp"
 #include "io/proto_access.hpp"
 #include "quantizer/algorithms.hpp"
 #include "quantizer/calibrate.hpp"
@@ -495,9 +496,18 @@ quantize_report quantize_model(const std::filesystem::path& model_in,
   }
   const auto dir = model_out.parent_path();
   if (!dir.empty() && !std::filesystem::is_directory(dir, ec)) {
-    throw frontend_error("quark.quantize.output_dir",
-                         "output folder '" + dir.string() + "' does not exist");
+    throw frontend_error(
+        "quark.quantize.output_dir",
+        "output folder '" + dir.string() +
+            (std::filesystem::exists(dir, ec) ? "' is not a folder" : "' does not exist"));
   }
+  if (std::filesystem::is_directory(model_out, ec)) {
+    throw frontend_error("quark.quantize.output_dir",
+                         "output '" + model_out.string() + "' is a folder, not a file path");
+  }
+  // Whether the folder takes the output's temporary file, found out now rather than after
+  // calibration (minutes on a large model); the probe removes its file.
+  { const detail::atomic_file probe(model_out); }
   model in = model::load(model_in);
   quantize_report r;
   const model q = quantize_model(std::move(in), cfg, reader, &r, run);

@@ -297,6 +297,48 @@ constexpr int onnx_int8 = 3, onnx_uint8 = 2, onnx_int16 = 5;
 
 }  // namespace
 
+TEST_CASE("names, patterns and op types that match no node are noted, each field once") {
+  // conv_model(): conv1 (Conv), relu1 (Relu), conv2 (Conv), add1 (Add), pool1 (MaxPool),
+  // sig1 (Sigmoid).
+  const auto config_notes = [](const qo::qconfig& cfg) {
+    qo::quantize_report rep;
+    (void)quantize(cfg, conv_model(), &rep);
+    std::vector<std::string> out;
+    for (const auto& n : rep.notes) {
+      if (n.rfind("config: ", 0) == 0)
+        out.push_back(n);
+    }
+    return out;
+  };
+  qo::qconfig cfg = qo::get_default_config("A8W8");
+  cfg.exclude = {qo::node_selector::parse("pool1"), qo::node_selector::parse("conv_1"),
+                 qo::node_selector::parse("^relu.*"), qo::node_selector::parse("^Conv.*")};
+  cfg.specific_layer_config = {
+      {cfg.global_config, {qo::node_selector::parse("conv2"), qo::node_selector::parse("add")}}};
+  cfg.layer_type_config = {{std::nullopt, {"Sigmoid", "Gelu"}}};
+  cfg.extra_options.set("OpTypesToQuantize",
+                        qo::option_value::array({"Conv", "Add", "MaxPool", "Sigmoid", "Conv2d"}));
+  cfg.extra_options.set("NodesToQuantize",
+                        qo::option_value::array({"conv1", "conv2", "add1", "Add1"}));
+  cfg.extra_options.set("NodesToExcludeOutputQuantization", qo::option_value::array({"add1"}));
+  const std::string after = " (names are those of the graph after SimplifyModel / OptimizeModel)";
+  CHECK(config_notes(cfg) ==
+        std::vector<std::string>{
+            "config: exclude matches no node: 'conv_1', '^Conv.*'" + after,
+            "config: specific_layer_config matches no node: 'add'" + after,
+            "config: layer_type_config names op types the model does not have: 'Gelu'",
+            "config: OpTypesToQuantize names op types the model does not have: 'Conv2d'",
+            "config: NodesToQuantize names nodes the model does not have: 'Add1'"});
+  // Every entry matching something: no note.
+  cfg.exclude = {qo::node_selector::parse("pool1"), qo::node_selector::parse("^relu.*")};
+  cfg.specific_layer_config.front().layers = {qo::node_selector::parse("conv2")};
+  cfg.layer_type_config.front().op_types = {"Sigmoid"};
+  cfg.extra_options.set("OpTypesToQuantize",
+                        qo::option_value::array({"Conv", "Add", "MaxPool", "Sigmoid"}));
+  cfg.extra_options.set("NodesToQuantize", qo::option_value::array({"conv1", "conv2", "add1"}));
+  CHECK(config_notes(cfg).empty());
+}
+
 TEST_CASE("TensorQuantOverrides: quant_type and symmetric of an activation") {
   qo::qconfig cfg = qo::get_default_config("A8W8");
   cfg.extra_options.set("TensorQuantOverrides",
@@ -1469,6 +1511,22 @@ TEST_CASE("QuantizeFP16 / UseFP32Scale: a float16 model stays float16") {
     const std::string e = error_text([&] { (void)quantize(cfg); });
     CHECK(e.find("quark.quantize.fp16") == 0);
     CHECK(e.find("needs a float16 model") != std::string::npos);
+  }
+  SUBCASE("with random data (default_reader): the same, both ways") {
+    // default_reader read the settings before quantize_model could take QuantizeFP16 / UseFP32Scale
+    // off them, and refused both as "not implemented" (quark_quantize --random --set ...).
+    qo::qconfig cfg = qo::get_default_config("A8W8");
+    cfg.extra_options.set("UseRandomData", true);
+    cfg.extra_options.set("QuantizeFP16", true);
+    cfg.extra_options.set("UseFP32Scale", false);
+    const qo::model half = to_model(fm);
+    const auto reader = qo::default_reader(half, cfg);
+    const auto qm = to_proto(qo::quantize_model(half, cfg, *reader));
+    CHECK(float_inits(qm, onnx_type::float32).empty());
+    CHECK(op_count(qm, "QuantizeLinear") > 0);
+    const std::string e =
+        error_text([&] { (void)qo::default_reader(to_model(conv_model()), cfg); });
+    CHECK(e.rfind("quark.quantize.fp16: QuantizeFP16 = true needs a float16 model", 0) == 0);
   }
 }
 

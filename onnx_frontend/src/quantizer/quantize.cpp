@@ -12,6 +12,7 @@
 #include <set>
 #include <sstream>
 
+#include <quark/onnx/config.hpp>
 #include <quark/onnx/quantizer.hpp>
 
 #include "io/atomic_file.hpp"
@@ -136,6 +137,80 @@ void limit_to_input_output_nodes(const model& m, const std::vector<node_info>& n
   };
   walk(opt.input_nodes, "InputNodes", false);
   walk(opt.output_nodes, "OutputNodes", true);
+}
+
+/// Notes for the configuration's node names, regular expressions and op types that match no
+/// node of `nodes` (the graph after the passes): a misspelt name in `exclude` or
+/// NodesToQuantize would otherwise change nothing without a word. Quark ignores them too, and
+/// a node SimplifyModel merged away can be named on purpose, so this is a note, not an error.
+/// Subgraph selectors are checked when their masks are made (quark.config.subgraph).
+std::vector<std::string> unmatched_selector_notes(const qconfig& cfg,
+                                                  const std::vector<node_info>& nodes) {
+  std::set<std::string> op_types;
+  bool bodies = false;
+  for (const auto& n : nodes) {
+    op_types.insert(n.op_type);
+    bodies = bodies || n.op_type == "If" || n.op_type == "Loop" || n.op_type == "Scan";
+  }
+  const auto quoted = [](const std::vector<std::string>& v) {
+    std::string out;
+    for (const auto& s : v)
+      out += (out.empty() ? "'" : ", '") + s + "'";
+    return out;
+  };
+  const std::string where = bodies ? " (If / Loop / Scan bodies not searched)" : std::string();
+  std::vector<std::string> notes;
+  const auto selectors = [&](const char* field, const std::vector<node_selector>& sel) {
+    std::vector<std::string> missed;
+    for (const auto& s : sel) {
+      if (s.kind() == selector_kind::subgraph)
+        continue;
+      const bool hit = std::any_of(nodes.begin(), nodes.end(),
+                                   [&](const node_info& n) { return s.matches_name(n.name); });
+      if (!hit)
+        missed.push_back(s.text());
+    }
+    if (!missed.empty()) {
+      notes.push_back(std::string("config: ") + field + " matches no node" + where + ": " +
+                      quoted(missed) +
+                      " (names are those of the graph after SimplifyModel / OptimizeModel)");
+    }
+  };
+  const auto names = [&](const char* field, const std::vector<std::string>& v, bool op_type) {
+    std::vector<std::string> missed;
+    for (const auto& s : v) {
+      const bool hit = op_type ? op_types.contains(s)
+                               : std::any_of(nodes.begin(), nodes.end(),
+                                             [&](const node_info& n) { return n.name == s; });
+      if (!hit)
+        missed.push_back(s);
+    }
+    if (!missed.empty()) {
+      notes.push_back(std::string("config: ") + field +
+                      (op_type ? " names op types" : " names nodes") + " the model does not have" +
+                      where + ": " + quoted(missed));
+    }
+  };
+  selectors("exclude", cfg.exclude);
+  std::vector<node_selector> layers;
+  for (const auto& rule : cfg.specific_layer_config)
+    layers.insert(layers.end(), rule.layers.begin(), rule.layers.end());
+  selectors("specific_layer_config", layers);
+  std::vector<std::string> rule_types;
+  for (const auto& rule : cfg.layer_type_config)
+    rule_types.insert(rule_types.end(), rule.op_types.begin(), rule.op_types.end());
+  names("layer_type_config", rule_types, true);
+  const option_map eff = cfg.effective_options();
+  for (const auto& [key, op_type] : {std::pair<const char*, bool>{"OpTypesToQuantize", true},
+                                     {"ExtraOpTypesToQuantize", true},
+                                     {"OpTypesToExcludeOutputQuantization", true},
+                                     {"NodesToQuantize", false},
+                                     {"NodesToExcludeOutputQuantization", false}}) {
+    const option_value* v = eff.find(key);
+    if (v != nullptr && !v->is_null())
+      names(key, option_cast<std::vector<std::string>>(*v, key), op_type);
+  }
+  return notes;
 }
 
 /// Quark leaves float a node reading a float initializer that is entirely +-Inf (an additive
@@ -265,6 +340,8 @@ qz::plan prepare_float_model(model& m, const qconfig& cfg, const qz::algo_option
   }
   const std::vector<node_info> nodes = m.nodes();
   qz::plan pl = plan_as_given(m, cfg);
+  for (auto& note : unmatched_selector_notes(cfg, nodes))
+    notes.push_back(std::move(note));
   keep_all_inf_readers_float(m, nodes, pl.nodes);
   if (algos.cle) {
     std::set<std::string> quantized;
@@ -460,7 +537,15 @@ std::unique_ptr<calibration_data_reader> default_reader(const std::filesystem::p
 
 std::unique_ptr<calibration_data_reader> default_reader(const model& m, const qconfig& cfg,
                                                         std::optional<std::uint64_t> seed) {
-  const qz::settings o = qz::read_settings(cfg);
+  // QuantizeFP16 / UseFP32Scale are quantize_model's to take (fp16_model.cpp): a float32 model
+  // with QuantizeFP16 = true gets its error from there, not "not implemented" from the settings.
+  const bool half = qz::float16_path(m, cfg);
+  qconfig c = cfg;
+  if (half) {
+    c.extra_options.erase("QuantizeFP16");
+    c.extra_options.erase("UseFP32Scale");
+  }
+  const qz::settings o = qz::read_settings(c);
   if (!o.use_random_data && (o.dynamic || o.matmul_nbits))
     return std::make_unique<memory_reader>(std::vector<calib_sample>{});  // needs no data
   if (!o.use_random_data) {

@@ -5,10 +5,14 @@
 //   BM_calibration_pass/N  N samples of the classifier with an observer that keeps a running
 //                      min/max per value (what a calibrator does); reports the process's peak RSS
 //                      (getrusage) before and after, so N=8 and N=64 can be compared.
+//   BM_check_sample    the checks every calibration sample passes before it runs (names, type,
+//                      shape, no NaN / Inf) on det's 1x3x640x640 float32 input, beside
+//   BM_memcpy_sample   memcpy of the same bytes: their bytes_per_second ratio is the figure.
 // ONNX Runtime's time on the same inputs comes from bench/onnx/ort_time.js.
 // Models: scripts/fetch-models.sh (${QUARK_DATA_CACHE:-<source>/.cache}/models).
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <limits>
 #include <map>
@@ -17,6 +21,7 @@
 
 #include <benchmark/benchmark.h>
 
+#include <quark/onnx/calib_data.hpp>
 #include <quark/onnx/runtime.hpp>
 
 #include "bench_data.hpp"
@@ -164,5 +169,40 @@ BENCHMARK(BM_calibration_pass)
     })
     ->Iterations(1)
     ->Unit(benchmark::kMillisecond);
+
+/// det's input, 1x3x640x640 float32 (4.9 MB) of finite values.
+tensor det_input() {
+  tensor t(quark::dtype_id::float32, {1, 3, 640, 640});
+  std::mt19937 gen(7);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  for (auto& v : t.data<float>())
+    v = u(gen);
+  return t;
+}
+
+void BM_check_sample(benchmark::State& state) {
+  const quark::onnx::calib_sample s{{"x", det_input()}};
+  const std::vector<quark::onnx::input_signature> ins{
+      {"x", quark::dtype_id::float32, {-1, 3, -1, -1}}};
+  for (auto _ : state) {
+    quark::onnx::check_sample(s, ins, 0);
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) *
+                          static_cast<std::int64_t>(s.at("x").bytes().size()));
+}
+BENCHMARK(BM_check_sample);
+
+void BM_memcpy_sample(benchmark::State& state) {
+  const tensor in = det_input();
+  tensor out(quark::dtype_id::float32, in.shape());
+  for (auto _ : state) {
+    std::memcpy(out.bytes().data(), in.bytes().data(), in.bytes().size());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) *
+                          static_cast<std::int64_t>(in.bytes().size()));
+}
+BENCHMARK(BM_memcpy_sample);
 
 }  // namespace

@@ -255,6 +255,25 @@ TEST_CASE("empty or missing folders are errors naming the folder") {
   fs::remove_all(d);
 }
 
+TEST_CASE("random reader: a note for each input whose dynamic dims past the batch become 1") {
+  // x: dynamic batch only (the norm: no note); img: dynamic H, W; ids: rank 1, dynamic;
+  // given: dynamic H, W with a shape given.
+  const random_reader r({{"x", quark::dtype_id::float32, {-1, 3}},
+                         {"img", quark::dtype_id::float32, {-1, 3, -1, -1}},
+                         {"ids", quark::dtype_id::int64, {-1}},
+                         {"given", quark::dtype_id::float32, {1, -1, -1}}},
+                        {.shapes = {{"given", {1, 5, 5}}}, .ranges = {}});
+  CHECK(r.notes() ==
+        std::vector<std::string>{
+            "calibration data: input 'img' has dynamic dims ([?x3x?x?]) and no "
+            "RandomDataReaderInputShape (quark_quantize --shape img:...): its random data is "
+            "[1x3x1x1], whose ranges seldom fit real inputs",
+            "calibration data: input 'ids' has dynamic dims ([?]) and no "
+            "RandomDataReaderInputShape (quark_quantize --shape ids:...): its random data is "
+            "[1], whose ranges seldom fit real inputs"});
+  CHECK(memory_reader({}).notes().empty());
+}
+
 TEST_CASE("random reader: seeded, shaped, in range, rewinds to the same data") {
   random_reader r({{"x", quark::dtype_id::float32, {-1, 3, 4, 4}}},
                   {.count = 2, .shapes = {{"x", {2, 3, 4, 4}}}, .ranges = {{"x", {-2.0, 2.0}}}});

@@ -903,8 +903,27 @@ TEST_CASE("bad inputs: clear errors and no output file") {
     const fs::path fits = dir / "dynamic_pool_q.onnx";
     const qo::qconfig c = with_shape(3, 3);
     const auto reader = qo::default_reader(dyn, c);
-    CHECK_NOTHROW(qo::quantize_model(dyn, fits, c, *reader));
+    qo::quantize_report rep;
+    CHECK_NOTHROW(rep = qo::quantize_model(dyn, fits, c, *reader));
     CHECK(fs::exists(fits));
+    const auto dims_note = [](const qo::quantize_report& r) {
+      return std::count_if(r.notes.begin(), r.notes.end(), [](const std::string& n) {
+        return n.rfind("calibration data: input 'x' has dynamic dims ([?x2x?x?])", 0) == 0;
+      });
+    };
+    CHECK(dims_note(rep) == 0);
+    // The same graph with a 1x1 window runs on the 1x1 default: written, with a note that
+    // the random data was [1x2x1x1].
+    model_builder b1(13);
+    b1.input("x", onnx_type::float32, {-1, 2, -1, -1});
+    b1.node("MaxPool", {"x"}, {"y"}, {attr_ints("kernel_shape", {1, 1})});
+    b1.output("y", onnx_type::float32);
+    const fs::path dyn1 = dir / "dynamic_pool1.onnx";
+    save_proto(b1.build(), dyn1);
+    const auto reader1 = qo::default_reader(dyn1, q);
+    const qo::quantize_report rep1 =
+        qo::quantize_model(dyn1, dir / "dynamic_pool1_q.onnx", q, *reader1);
+    CHECK(dims_note(rep1) == 1);
   }
   SUBCASE("unknown config key") {
     CHECK(error_id([] {

@@ -2,8 +2,10 @@
 // Calibration data readers: .npy / .npz parsing (NumPy format 1.0-3.0, little-endian, C order),
 // the folder layouts of npy_folder_reader, seeded random samples and sample validation.
 #include <algorithm>
+#include <bit>
 #include <charconv>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <random>
@@ -409,9 +411,22 @@ random_reader::random_reader(std::vector<input_signature> inputs, random_data_op
       }
       in.shape = s;
     }
-    for (auto& d : in.shape) {
-      if (d < 0)
-        d = 1;
+    const shape_t declared = in.shape;
+    bool defaulted = false;  // a dynamic dim past the batch set to 1
+    for (std::size_t d = 0; d < in.shape.size(); ++d) {
+      if (in.shape[d] < 0) {
+        in.shape[d] = 1;
+        defaulted = defaulted || d > 0 || in.shape.size() == 1;
+      }
+    }
+    if (defaulted) {
+      std::string dims = "[";
+      for (std::size_t d = 0; d < declared.size(); ++d)
+        dims += (d ? "x" : "") + (declared[d] < 0 ? std::string("?") : std::to_string(declared[d]));
+      notes_.push_back("calibration data: input '" + in.name + "' has dynamic dims (" + dims +
+                       "]) and no RandomDataReaderInputShape (quark_quantize --shape " + in.name +
+                       ":...): its random data is " + shape_str(in.shape) +
+                       ", whose ranges seldom fit real inputs");
     }
     // The runtime's element bound: a shape past it would end in std::bad_alloc (or, past
     // 2^64, a size that wrapped around).
@@ -493,9 +508,16 @@ non_finite_scan scan_non_finite(const tensor& t) {
     }
   };
   switch (t.type()) {
-    case dtype_id::float32:
-      scan(t.data<float>());
+    case dtype_id::float32: {
+      // Every sample passes here: a branch-free count of all-ones exponents (vectorised) first,
+      // the element-wise scan only when it finds one.
+      std::size_t any = 0;
+      for (const float v : t.data<float>())
+        any += (std::bit_cast<std::uint32_t>(v) & 0x7f800000u) == 0x7f800000u;
+      if (any != 0)
+        scan(t.data<float>());
       break;
+    }
     case dtype_id::float64:
       // static_cast<float> would turn a finite double past FLT_MAX into Inf: scan as double.
       for (std::size_t i = 0; const double v : t.data<double>()) {

@@ -53,6 +53,7 @@ class float32_reader final : public calibration_data_reader {
   void rewind() override { inner_.rewind(); }
   [[nodiscard]] bool can_rewind() const noexcept override { return inner_.can_rewind(); }
   std::optional<std::size_t> size() const override { return inner_.size(); }
+  std::vector<std::string> notes() const override { return inner_.notes(); }
 
  private:
   calibration_data_reader& inner_;

@@ -471,6 +471,8 @@ model quantize_float32_model(model m, const qconfig& cfg, calibration_data_reade
     if (passes.opset)
       report.notes.push_back("graph: " + qz::convert_opset_version(m, *passes.opset));
   }
+  for (auto& note : reader.notes())
+    report.notes.push_back(std::move(note));
   qz::plan pl = qz::uses_matmul_nbits(cfg)
                     ? plan_as_given(m, cfg)
                     : prepare_float_model(m, cfg, algos, report.notes, &reader);

@@ -55,6 +55,9 @@ class calibration_data_reader {
   [[nodiscard]] virtual bool can_rewind() const noexcept { return false; }
   /// Number of samples if known (for the progress bar), else nullopt.
   virtual std::optional<std::size_t> size() const { return std::nullopt; }
+  /// What the quantizer's summary should say about the data (random_reader: dynamic dims it
+  /// set to 1). None by default.
+  virtual std::vector<std::string> notes() const { return {}; }
 };
 
 /// Samples kept in memory.
@@ -115,10 +118,13 @@ class random_reader final : public calibration_data_reader {
   std::optional<std::size_t> size() const override { return options_.count; }
   /// The concrete shape used for each input.
   const std::vector<input_signature>& inputs() const noexcept { return inputs_; }
+  /// One note per input whose dynamic dims past the batch were set to 1 for want of a shape.
+  std::vector<std::string> notes() const override { return notes_; }
 
  private:
   std::vector<input_signature> inputs_;
   random_data_options options_;
+  std::vector<std::string> notes_;
   std::size_t pos_ = 0;
 };
 

@@ -868,12 +868,16 @@ TEST_CASE("bad inputs: clear errors and no output file") {
     // the 3x3 window cannot fit a 1x1 input: the runtime's error names the MaxPool, and
     // calibration adds the sample, its shapes and the missing RandomDataReaderInputShape. A
     // 2x2 shape still fails, but has no 1 past the batch, so no such hint; 3x3 quantizes.
-    model_builder b(13);
-    b.input("x", onnx_type::float32, {-1, 2, -1, -1});
-    b.node("MaxPool", {"x"}, {"y"}, {attr_ints("kernel_shape", {3, 3})});
-    b.output("y", onnx_type::float32);
-    const fs::path dyn = dir / "dynamic_pool.onnx";
-    save_proto(b.build(), dyn);
+    const auto pool_model = [&](std::int64_t k) {
+      model_builder b(13);
+      b.input("x", onnx_type::float32, {-1, 2, -1, -1});
+      b.node("MaxPool", {"x"}, {"y"}, {attr_ints("kernel_shape", {k, k})});
+      b.output("y", onnx_type::float32);
+      const fs::path p = dir / ("dynamic_pool" + std::to_string(k) + ".onnx");
+      save_proto(b.build(), p);
+      return p;
+    };
+    const fs::path dyn = pool_model(3);
     qo::qconfig q = qo::get_default_config("A8W8");
     q.extra_options.set("UseRandomData", true);
     const auto with_shape = [&](long long h, long long w) {
@@ -914,12 +918,7 @@ TEST_CASE("bad inputs: clear errors and no output file") {
     CHECK(dims_note(rep) == 0);
     // The same graph with a 1x1 window runs on the 1x1 default: written, with a note that
     // the random data was [1x2x1x1].
-    model_builder b1(13);
-    b1.input("x", onnx_type::float32, {-1, 2, -1, -1});
-    b1.node("MaxPool", {"x"}, {"y"}, {attr_ints("kernel_shape", {1, 1})});
-    b1.output("y", onnx_type::float32);
-    const fs::path dyn1 = dir / "dynamic_pool1.onnx";
-    save_proto(b1.build(), dyn1);
+    const fs::path dyn1 = pool_model(1);
     const auto reader1 = qo::default_reader(dyn1, q);
     const qo::quantize_report rep1 =
         qo::quantize_model(dyn1, dir / "dynamic_pool1_q.onnx", q, *reader1);

@@ -195,6 +195,24 @@ TEST_CASE("errors name the JSON path") {
   CHECK(config_error_of(R"({"exclude": [[["a"]]]})").find("exclude[0]") != std::string::npos);
 }
 
+TEST_CASE("a key repeated in one object is an error naming it and the object") {
+  // nlohmann (and Python's json) would keep the last copy without a word.
+  CHECK(config_error_of(R"({"extra_options": {"Percentile": 99.9, "Percentile": 99.99}})") ==
+        "quark.config.duplicate_key: key \"Percentile\" appears twice in \"extra_options\"");
+  CHECK(config_error_of(R"({"exclude": [], "exclude": ["a"]})") ==
+        "quark.config.duplicate_key: key \"exclude\" appears twice in the top level");
+  CHECK(config_error_of(R"({"specific_layer_config": [{"layers": ["a"],
+        "config": {"input_tensors": "Int16Spec", "input_tensors": "Int8Spec"}}]})") ==
+        "quark.config.duplicate_key: key \"input_tensors\" appears twice in \"config\"");
+  CHECK(config_error_of(R"({"extra_options": {"TensorQuantOverrides": {"t": [{"quant_type":
+        "QInt8", "quant_type": "QInt16"}]}}})") ==
+        "quark.config.duplicate_key: key \"quant_type\" appears twice in an entry of \"t\"");
+  // The same key in sibling objects, or again after its object closed, is no repeat.
+  CHECK_NOTHROW((void)config_from_json(R"({"global_config": {"input_tensors": "Int8Spec",
+        "weight": "Int8Spec"}, "specific_layer_config": [{"config": {"input_tensors": "Int16Spec"},
+        "layers": ["a"]}, {"config": {"input_tensors": "Int16Spec"}, "layers": ["b"]}]})"));
+}
+
 TEST_CASE("unknown keys, with suggestions") {
   auto msg = config_error_of(R"({"extra_options": {"DedicatedQDQPairs": true}})");
   CHECK(msg.find("quark.config.unknown_key: extra_options.") == 0);

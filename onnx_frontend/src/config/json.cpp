@@ -2,8 +2,11 @@
 // The JSON spelling of qconfig (docs/config.md). nlohmann/json stays in this file: the public
 // header only speaks std::string. Every error names its JSON path.
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -437,8 +440,46 @@ json write_selector(const node_selector& s) {
 
 qconfig config_from_json(std::string_view text) {
   json root;
+  // JSON leaves a repeated key to the reader (nlohmann keeps the last, as Python's json does);
+  // in a configuration it is a slip whichever copy wins, so it is an error naming the key.
+  struct level {
+    std::string name;  ///< for the message: "\"extra_options\"", "an entry of \"x\""
+    bool array = false;
+    std::set<std::string> keys;
+  };
+  std::vector<level> open;
+  std::string last_key;
+  const json::parser_callback_t no_repeats = [&](int, json::parse_event_t event, json& parsed) {
+    switch (event) {
+      case json::parse_event_t::object_start:
+        open.push_back({open.empty()        ? std::string("the top level")
+                        : open.back().array ? "an entry of \"" + open.back().name + "\""
+                                            : "\"" + last_key + "\"",
+                        false,
+                        {}});
+        break;
+      case json::parse_event_t::array_start:
+        open.push_back({last_key, true, {}});
+        break;
+      case json::parse_event_t::object_end:
+      case json::parse_event_t::array_end:
+        if (!open.empty())
+          open.pop_back();
+        break;
+      case json::parse_event_t::key:
+        last_key = parsed.get<std::string>();
+        if (!open.empty() && !open.back().keys.insert(last_key).second) {
+          throw config_error("quark.config.duplicate_key",
+                             "key \"" + last_key + "\" appears twice in " + open.back().name);
+        }
+        break;
+      case json::parse_event_t::value:
+        break;
+    }
+    return true;
+  };
   try {
-    root = json::parse(text.begin(), text.end());
+    root = json::parse(text.begin(), text.end(), no_repeats);
   } catch (const json::parse_error& e) {
     throw config_error("quark.config.json", std::string("malformed JSON: ") + e.what());
   }

@@ -673,6 +673,18 @@ TEST_CASE("raising the opset from 5 drops consumed_inputs and is_test") {
   CHECK(quark::metrics::cosine(ort_q, ours_q) >= 0.99999);
 }
 
+namespace {
+
+/// A reader that fails the test if it is ever read: for checks that must come before calibration.
+struct untouched_reader : qo::calibration_data_reader {
+  std::optional<qo::calib_sample> next() override {
+    FAIL("the calibration data was read");
+    return std::nullopt;
+  }
+};
+
+}  // namespace
+
 TEST_CASE("bad inputs: clear errors and no output file") {
   const fs::path dir = work_dir();
   const fs::path fin = dir / "float_bad.onnx";
@@ -720,13 +732,7 @@ TEST_CASE("bad inputs: clear errors and no output file") {
     CHECK_FALSE(fs::exists(dir / "missing"));
   }
   SUBCASE("output folder a file, output a folder, output folder unwritable: before calibrating") {
-    // A reader that fails the test if it is ever read: each check comes before calibration.
-    struct untouched : qo::calibration_data_reader {
-      std::optional<qo::calib_sample> next() override {
-        FAIL("the calibration data was read");
-        return std::nullopt;
-      }
-    } r;
+    untouched_reader r;  // each check comes before calibration
     const fs::path file = dir / "a_file";
     std::ofstream(file) << "x";
     CHECK(error_text([&] { qo::quantize_model(fin, file / "q.onnx", cfg, r); }) ==
@@ -742,6 +748,21 @@ TEST_CASE("bad inputs: clear errors and no output file") {
                      "folder: ",
                      0) == 0);
     CHECK(fs::is_empty(folder));
+  }
+  SUBCASE("a missing or empty evaluation folder: named as such, before calibrating") {
+    untouched_reader r;
+    const fs::path empty = dir / "empty_eval";
+    fs::create_directories(empty);
+    qo::qconfig c = cfg;
+    c.extra_options.set("EvalMetrics", true);
+    c.extra_options.set("EvalDataReader", empty.string());
+    CHECK(error_text([&] { qo::quantize_model(fin, out, c, r); }) ==
+          "quark.calib_data.empty: evaluation folder '" + empty.string() +
+              "' holds no sample (.npy files, .npz files or one sub-folder per sample)");
+    c.extra_options.set("EvalDataReader", (dir / "no_such_eval").string());
+    CHECK(error_text([&] { qo::quantize_model(fin, out, c, r); }) ==
+          "quark.calib_data.folder: evaluation folder '" + (dir / "no_such_eval").string() +
+              "' does not exist");
   }
   SUBCASE("input path as output") {
     qo::memory_reader r({sample_for("x", {1, 3, 8, 8}, 1)});

@@ -293,10 +293,12 @@ std::map<std::string, tensor> read_npz(const std::filesystem::path& file) {
   return out;
 }
 
-npy_folder_reader::npy_folder_reader(std::filesystem::path folder) : folder_(std::move(folder)) {
+npy_folder_reader::npy_folder_reader(std::filesystem::path folder, std::string_view role)
+    : folder_(std::move(folder)) {
   std::error_code ec;
   if (!fs::is_directory(folder_, ec)) {
-    fail("quark.calib_data.folder", "calibration folder '" + folder_.string() + "' does not exist");
+    fail("quark.calib_data.folder",
+         std::string(role) + " folder '" + folder_.string() + "' does not exist");
   }
   std::vector<fs::path> dirs, npz, npy;
   for (const auto& e : fs::directory_iterator(folder_)) {
@@ -320,7 +322,7 @@ npy_folder_reader::npy_folder_reader(std::filesystem::path folder) : folder_(std
   }
   std::sort(entries_.begin(), entries_.end());
   if (entries_.empty()) {
-    fail("quark.calib_data.empty", "calibration folder '" + folder_.string() +
+    fail("quark.calib_data.empty", std::string(role) + " folder '" + folder_.string() +
                                        "' holds no sample (.npy files, .npz files or one "
                                        "sub-folder per sample)");
   }

@@ -262,7 +262,7 @@ void evaluate_against_float(quantize_report& report, const settings& opt,
     if (eval_n == 0 && opt.eval_metrics.empty()) {
       report.notes.push_back("EvalDataReader is used only with EvalMetrics; no evaluation ran");
     } else {
-      eval_reader = std::make_unique<npy_folder_reader>(*opt.eval_data_dir);
+      eval_reader = std::make_unique<npy_folder_reader>(*opt.eval_data_dir, "evaluation");
       const auto ins = m.inputs();
       if (ins.size() == 1)
         eval_reader->set_single_input_name(ins.front().name);
@@ -462,6 +462,14 @@ namespace {
 model quantize_float32_model(model m, const qconfig& cfg, calibration_data_reader& reader,
                              quantize_report* report_out, const quantize_run_options& run) {
   quantize_report report;
+  // An evaluation folder that is missing or empty fails now, not after the quantization.
+  if (const option_value* e = cfg.extra_options.find("EvalDataReader"); e && e->is_string()) {
+    const option_value* m_v = cfg.extra_options.find("EvalMetrics");
+    const bool metrics = m_v != nullptr && ((m_v->is_bool() && m_v->as_bool()) ||
+                                            (m_v->is_array() && !m_v->as_array().empty()));
+    if (metrics || run.eval_samples > 0)
+      (void)npy_folder_reader(e->as_string(), "evaluation");
+  }
   const qz::algo_options algos = qz::read_algo_options(cfg);
   // UseMatMulNBits changes the MatMul weights and nothing else (no graph passes, as ONNX
   // Runtime's MatMulNBits quantizer): the plan is made on the model as given, after the opset

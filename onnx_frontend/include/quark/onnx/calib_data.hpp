@@ -81,7 +81,8 @@ class memory_reader final : public calibration_data_reader {
 /// Files are read lazily, one sample at a time. Errors ("quark.calib_data.*") name the file.
 class npy_folder_reader final : public calibration_data_reader {
  public:
-  explicit npy_folder_reader(std::filesystem::path folder);
+  /// `role` names the folder in errors ("calibration folder 'x' does not exist").
+  explicit npy_folder_reader(std::filesystem::path folder, std::string_view role = "calibration");
   std::optional<calib_sample> next() override;
   void rewind() override { pos_ = 0; }
   [[nodiscard]] bool can_rewind() const noexcept override { return true; }

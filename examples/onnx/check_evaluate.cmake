@@ -37,6 +37,26 @@ run_and_expect(quant "Files compared: 2" "Mean cos similarity: 0.9974" "Min cos 
 run_and_expect(zero "Files compared: 2" "Mean cos similarity: 0.9974"
                "cosine undefined for 1 file(s)")
 
+# Files on one side only: compared over the pairs, with a line for each side's leftovers.
+file(MAKE_DIRECTORY ${WORK}/extra)
+foreach(name a b c)
+  configure_file(${DATA}/metrics_y.npy ${WORK}/extra/${name}.npy COPYONLY)
+endforeach()
+file(REMOVE ${WORK}/extra/b.npy)
+execute_process(COMMAND ${TOOL} --baseline ${WORK}/base --quantized ${WORK}/extra
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+foreach(want "1 baseline file(s) have no quantized match" "1 quantized file(s) have no baseline match")
+  string(FIND "${err}" "${want}" at)
+  if(NOT rc EQUAL 0 OR at EQUAL -1)
+    message(FATAL_ERROR "quark_evaluate (extra): expected exit 0 and \"${want}\", got ${rc}:\n"
+                        "${out}${err}")
+  endif()
+endforeach()
+string(FIND "${out}" "Files compared: 1" at)
+if(at EQUAL -1)
+  message(FATAL_ERROR "quark_evaluate (extra): expected \"Files compared: 1\" in:\n${out}")
+endif()
+
 # Inputs without metrics: an error naming the file (and the element), exit 1.
 function(expect_error name want)
   file(REMOVE_RECURSE ${WORK}/${name})

@@ -139,6 +139,13 @@ int main(int argc, char** argv) {
     }
     if (skipped)
       std::cerr << "quark_evaluate: " << skipped << " baseline file(s) have no quantized match\n";
+    std::size_t unmatched = 0;  // the other way round: outputs with no baseline
+    for (const auto& e : fs::directory_iterator(quantized)) {
+      if (e.path().extension() == ".npy" && !names.contains(e.path().filename()))
+        ++unmatched;
+    }
+    if (unmatched)
+      std::cerr << "quark_evaluate: " << unmatched << " quantized file(s) have no baseline match\n";
     const double nan = std::numeric_limits<double>::quiet_NaN();
     std::printf("Files compared: %zu\n", cos.count + cos.undefined);
     std::printf("Mean cos similarity: %.4f\nMin cos similarity: %.4f\n", cos.mean(),

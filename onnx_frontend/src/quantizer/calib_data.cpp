@@ -2,7 +2,6 @@
 // Calibration data readers: .npy / .npz parsing (NumPy format 1.0-3.0, little-endian, C order),
 // the folder layouts of npy_folder_reader, seeded random samples and sample validation.
 #include <algorithm>
-#include <bit>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
@@ -12,8 +11,11 @@
 #include <sstream>
 #include <string_view>
 
+#include <quark/core/finite.hpp>
 #include <quark/core/saturate.hpp>
 #include <quark/onnx/calib_data.hpp>
+
+#include "quantizer/dynamic_dims.hpp"
 
 namespace quark::onnx {
 
@@ -414,19 +416,14 @@ random_reader::random_reader(std::vector<input_signature> inputs, random_data_op
       in.shape = s;
     }
     const shape_t declared = in.shape;
-    bool defaulted = false;  // a dynamic dim past the batch set to 1
-    for (std::size_t d = 0; d < in.shape.size(); ++d) {
-      if (in.shape[d] < 0) {
-        in.shape[d] = 1;
-        defaulted = defaulted || d > 0 || in.shape.size() == 1;
-      }
+    for (auto& d : in.shape) {
+      if (d < 0)
+        d = 1;
     }
-    if (defaulted) {
-      std::string dims = "[";
-      for (std::size_t d = 0; d < declared.size(); ++d)
-        dims += (d ? "x" : "") + (declared[d] < 0 ? std::string("?") : std::to_string(declared[d]));
-      notes_.push_back("calibration data: input '" + in.name + "' has dynamic dims (" + dims +
-                       "]) and no RandomDataReaderInputShape (quark_quantize --shape " + in.name +
+    if (qz::dynamic_dim_at_one(declared, in.shape)) {
+      notes_.push_back("calibration data: input '" + in.name + "' has dynamic dims (" +
+                       qz::dims_text(declared) +
+                       ") and no RandomDataReaderInputShape (quark_quantize --shape " + in.name +
                        ":...): its random data is " + shape_str(in.shape) +
                        ", whose ranges seldom fit real inputs");
     }
@@ -488,47 +485,30 @@ std::optional<calib_sample> random_reader::next() {
 
 namespace {
 
-/// The first NaN / +-Inf of a floating-point tensor (its flat index and text) and how many there
-/// are; count 0 when every element is finite (or the type has no such values).
+/// The non-finite values of a floating-point tensor: how many, the first one's index and name
+/// (count 0 when every element is finite or the type has no such values).
 struct non_finite_scan {
   std::size_t count = 0;
   std::size_t first = 0;
-  std::string what;
+  const char* what = "";
 };
 
 non_finite_scan scan_non_finite(const tensor& t) {
   non_finite_scan r;
   const auto scan = [&r](auto values) {
-    for (std::size_t i = 0; i < values.size(); ++i) {
-      const auto v = static_cast<double>(static_cast<float>(values[i]));
-      if (std::isfinite(v))
-        continue;
-      if (r.count++ == 0) {
-        r.first = i;
-        r.what = std::isnan(v) ? "NaN" : v > 0 ? "+Inf" : "-Inf";
-      }
+    // Every sample passes here: the (vectorised) count first, the search only when it finds one.
+    r.count = quark::count_non_finite(values);
+    if (r.count != 0) {
+      r.first = *quark::first_non_finite(values);
+      r.what = quark::non_finite_name(values[r.first]);
     }
   };
   switch (t.type()) {
-    case dtype_id::float32: {
-      // Every sample passes here: a branch-free count of all-ones exponents (vectorised) first,
-      // the element-wise scan only when it finds one.
-      std::size_t any = 0;
-      for (const float v : t.data<float>())
-        any += (std::bit_cast<std::uint32_t>(v) & 0x7f800000u) == 0x7f800000u;
-      if (any != 0)
-        scan(t.data<float>());
+    case dtype_id::float32:
+      scan(t.data<float>());
       break;
-    }
     case dtype_id::float64:
-      // static_cast<float> would turn a finite double past FLT_MAX into Inf: scan as double.
-      for (std::size_t i = 0; const double v : t.data<double>()) {
-        if (!std::isfinite(v) && r.count++ == 0) {
-          r.first = i;
-          r.what = std::isnan(v) ? "NaN" : v > 0 ? "+Inf" : "-Inf";
-        }
-        ++i;
-      }
+      scan(t.data<double>());
       break;
     case dtype_id::float16:
       scan(t.data<quark::float16>());
@@ -605,7 +585,7 @@ void check_sample(const calib_sample& s, const std::vector<input_signature>& inp
     if (bad.count == 0)
       continue;
     fail("quark.calib_data.non_finite",
-         where + ": input '" + name + "' holds " + bad.what + " at element " +
+         where + ": input '" + name + "' holds " + std::string(bad.what) + " at element " +
              std::to_string(bad.first) + " " + position_str(bad.first, t.shape()) + " (" +
              std::to_string(bad.count) + " non-finite value" + (bad.count == 1 ? "" : "s") +
              " in all); calibration and evaluation data must be finite");

@@ -24,6 +24,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "quantizer/dynamic_dims.hpp"
 #include "quantizer/fp16_model.hpp"
 #include "quantizer/numerics.hpp"
 #include "quantizer/range_file.hpp"
@@ -818,26 +819,16 @@ class background_observer {
 /// to fail with only the pooling node named.)
 std::string sample_context(const calib_sample& smp, const std::vector<input_signature>& inputs,
                            std::size_t index) {
-  const auto dims = [](const shape_t& s) {
-    std::string out = "[";
-    for (std::size_t i = 0; i < s.size(); ++i)
-      out += (i ? "x" : "") + (s[i] < 0 ? std::string("?") : std::to_string(s[i]));
-    return out + "]";
-  };
   std::string ins, hint;
   for (const auto& in : inputs) {
     const auto it = smp.find(in.name);
     if (it == smp.end())
       continue;
     const shape_t& s = it->second.shape();
-    ins += (ins.empty() ? "" : ", ") + ("'" + in.name + "' ") + dims(s);
-    bool ones = false;
-    // A batch of 1 is the norm: the first dim counts only in a rank-1 input.
-    for (std::size_t d = s.size() > 1 ? 1 : 0; d < s.size() && d < in.shape.size(); ++d)
-      ones = ones || (in.shape[d] < 0 && s[d] == 1);
-    if (ones && hint.empty()) {
+    ins += (ins.empty() ? "" : ", ") + ("'" + in.name + "' ") + dims_text(s);
+    if (hint.empty() && dynamic_dim_at_one(in.shape, s)) {
       hint =
-          "; the model leaves dims of '" + in.name + "' dynamic (" + dims(in.shape) +
+          "; the model leaves dims of '" + in.name + "' dynamic (" + dims_text(in.shape) +
           ") and this sample has 1 in one past the batch, as random data does unless its shape is "
           "given (RandomDataReaderInputShape, quark_quantize --shape " +
           in.name + ":...)";

@@ -15,6 +15,7 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <quark/core/finite.hpp>
 #include <quark/dtype/convert.hpp>
 #include <quark/dtype/dtype_id.hpp>
 #include <quark/dtype/visit.hpp>
@@ -112,14 +113,11 @@ inline ::onnx::NodeProto make_op(const std::string& op, const std::string& name,
 /// (io/graph_util.hpp node_label), or "" when all are finite.
 inline std::string non_finite_values(std::span<const float> v, const std::string& node,
                                      const std::string& name, const char* role) {
-  const auto bad = std::find_if(v.begin(), v.end(), [](float x) { return !std::isfinite(x); });
-  if (bad == v.end())
+  const auto bad = quark::first_non_finite(v);
+  if (!bad)
     return {};
   return std::string(role) + " '" + name + "' of " + node + " holds " +
-         (std::isnan(*bad) ? "NaN"
-          : *bad > 0.0f    ? "+Inf"
-                           : "-Inf") +
-         " at element " + std::to_string(bad - v.begin());
+         quark::non_finite_name(v[*bad]) + " at element " + std::to_string(*bad);
 }
 
 /// Adds the int attribute `name` = `v` to `n`.

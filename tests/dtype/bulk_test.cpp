@@ -87,10 +87,11 @@ std::vector<float> test_inputs(std::size_t total) {
   return x;
 }
 
-/// The scalar converter's encoding of every element of x: the reference of check_encode's passes.
+/// The bit pattern type of T (what to_bits() returns).
 template <class T>
 using code_t = decltype(T{}.to_bits());
 
+/// The scalar converter's encoding of every element of x: the reference of check_encode's passes.
 template <class T, quark::conversion_policy P>
 std::vector<code_t<T>> scalar_encodings(const std::vector<float>& x) {
   std::vector<code_t<T>> want(x.size());

@@ -260,7 +260,7 @@ std::vector<float> tie_inputs(const ref::format_def& f) {
     if (i % stride != 0 && i >= 256 && i + 256 < n)
       continue;
     const double a = g.points[i].first;
-    const double b = i + 1 < g.points.size() ? g.points[i + 1].first : g.virtual_next;
+    const double b = i + 1 < n ? g.points[i + 1].first : g.virtual_next;
     const double mid = (a + b) / 2;
     const auto fa = static_cast<float>(a);
     push_signed(v, fa, f.has_sign);

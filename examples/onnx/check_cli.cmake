@@ -12,9 +12,10 @@ file(WRITE ${WORK}/unknown_key.json "{\"extra_options\": {\"Int32Bais\": false}}
 file(COPY ${DATA}/conv.onnx DESTINATION ${WORK})
 file(SHA256 ${WORK}/conv.onnx model_hash)
 
-# expect(NAME EXIT_ZERO|EXIT_NONZERO OUT "stderr fragment" ... -- args...)
+# expect(NAME EXIT_ZERO|EXIT_NONZERO OUT [MESSAGES fragment...] [NOT_MESSAGES fragment...]
+#        ARGS args...): stderr must hold every MESSAGES fragment and none of NOT_MESSAGES.
 function(expect name want out)
-  cmake_parse_arguments(PARSE_ARGV 3 E "" "" "MESSAGES;ARGS")
+  cmake_parse_arguments(PARSE_ARGV 3 E "" "" "MESSAGES;NOT_MESSAGES;ARGS")
   execute_process(COMMAND ${TOOL} ${E_ARGS} -q RESULT_VARIABLE rc OUTPUT_VARIABLE o
                   ERROR_VARIABLE err)
   if(want STREQUAL "EXIT_ZERO")
@@ -33,6 +34,12 @@ function(expect name want out)
     string(FIND "${err}" "${m}" at)
     if(at EQUAL -1)
       message(FATAL_ERROR "${name}: expected \"${m}\" on stderr, got:\n${err}")
+    endif()
+  endforeach()
+  foreach(m IN LISTS E_NOT_MESSAGES)
+    string(FIND "${err}" "${m}" at)
+    if(NOT at EQUAL -1)
+      message(FATAL_ERROR "${name}: did not expect \"${m}\" on stderr, got:\n${err}")
     endif()
   endforeach()
 endfunction()
@@ -63,6 +70,16 @@ expect(unsupported_op EXIT_NONZERO ${out} MESSAGES "quark.onnx.unsupported_op" "
 expect(unknown_config_key EXIT_NONZERO ${out}
        MESSAGES "quark.config.unknown_key" "Int32Bais" "did you mean \"Int32Bias\""
        ARGS ${model} ${out} --config ${WORK}/unknown_key.json --random)
+# A configuration its own file makes inconsistent (found after parsing): the error names the file.
+file(WRITE ${WORK}/group0.json "{\"global_config\": {\"weight\": {\"spec\": \"Int8Spec\", \"quant_granularity\": \"Group\", \"group_size\": 0}}}")
+expect(config_file_invalid EXIT_NONZERO ${out}
+       MESSAGES "quark.config.value" "group0.json: global_config.weight:" "group_size > 0"
+       ARGS ${model} ${out} --config ${WORK}/group0.json --random)
+# One the command line makes inconsistent: the error does not blame the file.
+file(WRITE ${WORK}/sym.json "{\"global_config\": {\"input_tensors\": {\"spec\": \"Int8Spec\", \"symmetric\": true}}}")
+expect(config_cli_invalid EXIT_NONZERO ${out} MESSAGES "quark.config.conflict" "ActivationSymmetric"
+       NOT_MESSAGES "sym.json"
+       ARGS ${model} ${out} --config ${WORK}/sym.json --random --set ActivationSymmetric=false)
 expect(unknown_preset EXIT_NONZERO ${out} MESSAGES "quark.config.unknown_preset" "A8W9"
        ARGS ${model} ${out} --preset A8W9 --random)
 expect(unknown_input_name EXIT_NONZERO ${out} MESSAGES "nope"

@@ -211,11 +211,14 @@ void apply_set(qo::qconfig& cfg, const std::string& kv) {
   cfg.extra_options.set(key, *v);
 }
 
-/// The configuration: the file or preset, with the options the command line sets on top.
+/// The configuration: the file or preset, with the options the command line sets on top,
+/// validated. A validation error the file's own content causes names the file (its parse errors
+/// already do); one only the command-line options cause does not.
 qo::qconfig make_config(const cli_args& a) {
   qo::qconfig cfg = !a.config_file.empty()
                         ? qo::load_config(a.config_file)
                         : qo::get_default_config(a.preset.empty() ? "A8W8" : a.preset);
+  const qo::qconfig as_loaded = cfg;
   if (!a.shapes.empty()) {
     auto v = quark::onnx::option_value::object();
     for (const auto& s : a.shapes) {
@@ -247,6 +250,19 @@ qo::qconfig make_config(const cli_args& a) {
       throw std::runtime_error("--eval-data '" + a.eval_dir + "' is not a folder");
     cfg.extra_options.set("EvalMetrics", true);
     cfg.extra_options.set("EvalDataReader", a.eval_dir);
+  }
+  try {
+    cfg.validate();
+  } catch (const quark::config_error& e) {
+    if (a.config_file.empty())
+      throw;
+    try {
+      as_loaded.validate();
+    } catch (const quark::config_error& own) {
+      if (own.message() == e.message())
+        throw quark::config_error(e.id(), a.config_file + ": " + e.message());
+    }
+    throw;
   }
   return cfg;
 }

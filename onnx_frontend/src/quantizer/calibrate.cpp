@@ -50,6 +50,16 @@ runtime make_runtime(const std::string& bytes, const std::filesystem::path& base
       base_dir);
 }
 
+/// The error of an observer of value `name`. The calibration inputs were checked finite, so an
+/// activation holding +-Inf means the float model itself overflows on them: the message says so.
+frontend_error calibration_error(const std::string& name, const quark::error& e) {
+  std::string m = "calibrating tensor '" + name + "': " + e.message();
+  if (e.id() == "quark.calib.infinite_input")
+    m += " (the float model computes +-Inf here from finite calibration inputs: a weight or an "
+         "input far outside the range the model expects)";
+  return frontend_error(e.id(), m);
+}
+
 /// Element type of a graph input description (the runtime's or the model's value_info).
 template <class V>
 dtype_id type_of(const V& v) {
@@ -1021,7 +1031,7 @@ void collect_results(std::unordered_map<std::string, slot>& slots, const calib_p
       f.pof2_position = r.pof2_position;
       f.warnings = r.warnings;
     } catch (const quark::error& e) {
-      throw frontend_error(e.id(), "calibrating tensor '" + name + "': " + e.message());
+      throw calibration_error(name, e);
     }
   }
 }
@@ -1125,7 +1135,7 @@ calib_output calibrate(const model& m, const std::map<std::string, calib_request
     } catch (const frontend_error&) {
       throw;
     } catch (const quark::error& e) {
-      throw frontend_error(e.id(), "calibrating tensor '" + s.name + "': " + e.message());
+      throw calibration_error(s.name, e);
     }
   };
   std::optional<background_observer> bg1;

@@ -93,6 +93,22 @@ expect(range_infinite EXIT_NONZERO ${out} MESSAGES "--range 'x:0,1e999'" "bad nu
        ARGS ${model} ${out} --preset A8W8 --random --range x:0,1e999)
 expect(samples_zero EXIT_NONZERO ${out} MESSAGES "--samples: must be at least 1"
        ARGS ${model} ${out} --preset A8W8 --random --samples 0)
+# Count options take whole numbers only: CLI11 alone would read these into an unsigned option
+# wrapped around (--samples -3 became CalibDataSize -3, --eval -1 every sample).
+expect(samples_negative EXIT_NONZERO ${out} MESSAGES "--samples" "expected a whole number, got '-3'"
+       ARGS ${model} ${out} --preset A8W8 --random --samples -3)
+expect(samples_overflow EXIT_NONZERO ${out}
+       MESSAGES "--samples" "'99999999999999999999' is too large"
+       ARGS ${model} ${out} --preset A8W8 --random --samples 99999999999999999999)
+expect(eval_negative EXIT_NONZERO ${out} MESSAGES "--eval" "expected a whole number, got '-1'"
+       ARGS ${model} ${out} --preset A8W8 --random --eval -1)
+expect(eval_zero EXIT_NONZERO ${out} MESSAGES "--eval" "must be at least 1"
+       ARGS ${model} ${out} --preset A8W8 --random --eval 0)
+expect(seed_negative EXIT_NONZERO ${out} MESSAGES "--seed" "expected a whole number, got '-5'"
+       ARGS ${model} ${out} --preset A8W8 --random --seed -5)
+# A calibration "folder" that is a file is named as such.
+expect(calib_data_file EXIT_NONZERO ${out} MESSAGES "quark.calib_data.folder" "is not a folder"
+       ARGS ${model} ${out} --preset A8W8 --calib-data ${model})
 # A --tensors-json path that cannot be written fails before the model is written.
 expect(tensors_json_missing_folder EXIT_NONZERO ${out}
        MESSAGES "--tensors-json '${WORK}/missing/t.json': no folder"

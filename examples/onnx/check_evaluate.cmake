@@ -77,4 +77,14 @@ expect_error(nan "base/o.npy': element 0 is NaN" metrics_bad.npy metrics_inf.npy
 expect_error(inf "base/o.npy': element 1 is infinite" metrics_inf.npy metrics_bad.npy)
 expect_error(empty "'o.npy' is empty (shape [0,3])" metrics_empty.npy metrics_empty.npy)
 expect_error(shapes "'o.npy': shapes differ ([" metrics_x.npy metrics_bad.npy)
+# --ssim-range must be a finite L > 0 (L = 0 gave SSIM NaN, a negative L a wrong number).
+foreach(bad 0 -255 nan inf 1e400)
+  execute_process(COMMAND ${TOOL} --baseline ${WORK}/base --quantized ${WORK}/quant --ssim-range ${bad}
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  string(FIND "${err}" "--ssim-range: expected a finite number > 0, got '${bad}'" at)
+  if(rc EQUAL 0 OR at EQUAL -1)
+    message(FATAL_ERROR "quark_evaluate (--ssim-range ${bad}): expected a non-zero exit and the "
+                        "option named, got ${rc}:\n${out}${err}")
+  endif()
+endforeach()
 file(REMOVE_RECURSE ${WORK})

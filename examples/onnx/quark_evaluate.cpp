@@ -7,6 +7,7 @@
 //     quark_evaluate --baseline output_fp32 --quantized output_int8
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <limits>
@@ -80,7 +81,18 @@ int main(int argc, char** argv) {
       ->required()
       ->check(CLI::ExistingDirectory);
   app.add_option("--ssim-range", range, "SSIM dynamic range L (C1 = (0.01 L)^2, C2 = (0.03 L)^2)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(
+          [](const std::string& v) {
+            // L = 0 makes C1 = C2 = 0, and SSIM 0/0 on constant windows; a negative, NaN or
+            // infinite L gives no meaningful SSIM either.
+            char* end = nullptr;
+            const double x = std::strtod(v.c_str(), &end);
+            return end != v.c_str() && *end == '\0' && std::isfinite(x) && x > 0.0
+                       ? std::string()
+                       : "expected a finite number > 0, got '" + v + "'";
+          },
+          "finite > 0");
   app.add_flag("--per-file", per_file, "also print the metrics of every file");
   CLI11_PARSE(app, argc, argv);
   try {

@@ -3,13 +3,16 @@
 // folder of .npy/.npz samples or on seeded random data, and writes the result atomically.
 //
 //     quark_quantize det.onnx det_a8w8.onnx --preset A8W8 --random --shape x:1x3x640x640 --eval 4
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -92,6 +95,25 @@ void progress_bar(std::size_t done, std::size_t total) {
   std::fflush(stdout);
 }
 
+/// The check of a count option: decimal digits only, in [lo, hi]. (CLI11 would read "-3" or a
+/// number beyond 64 bits into an unsigned option wrapped around.) `hint` follows the message
+/// for a value below lo.
+CLI::Validator count_check(std::string hint, std::uint64_t lo = 1,
+                           std::uint64_t hi = std::numeric_limits<std::uint32_t>::max()) {
+  auto check = [=](const std::string& v) -> std::string {
+    if (v.empty() || v.find_first_not_of("0123456789") != std::string::npos)
+      return "expected a whole number, got '" + v + "'";
+    errno = 0;
+    const unsigned long long x = std::strtoull(v.c_str(), nullptr, 10);  // ERANGE beyond 64 bits
+    if (errno == ERANGE || x > hi)
+      return "'" + v + "' is too large (at most " + std::to_string(hi) + ")";
+    if (x < lo)
+      return "must be at least " + std::to_string(lo) + (hint.empty() ? "" : " (" + hint + ")");
+    return {};
+  };
+  return {check, lo > 0 ? "whole number >= " + std::to_string(lo) : "whole number"};
+}
+
 /// The command line, as parsed.
 struct cli_args {
   std::string in, out, config_file, preset, calib_dir, eval_dir, tensors_json;
@@ -118,18 +140,13 @@ void add_options(CLI::App& app, cli_args& a) {
   app.add_option("--range", a.ranges, "random data range of an input, NAME:LOW,HIGH (default 0,1)");
   app.add_option("--samples", a.samples,
                  "calibration samples to use (CalibDataSize; random: count)")
-      ->check(
-          [](const std::string& v) {
-            return v.find_first_not_of('0') == std::string::npos
-                       ? std::string("must be at least 1 (leave --samples out to use every sample)")
-                       : std::string();
-          },
-          "at least 1");
-  app.add_option("--seed", a.seed, "random data seed")->each([&a](const std::string&) {
-    a.seed_given = true;
-  });
+      ->check(count_check("leave --samples out to use every sample"));
+  app.add_option("--seed", a.seed, "random data seed")
+      ->check(count_check({}, 0, std::numeric_limits<std::uint64_t>::max()))
+      ->each([&a](const std::string&) { a.seed_given = true; });
   app.add_option("--eval", a.eval,
-                 "compare with the float model on N calibration samples and print metrics");
+                 "compare with the float model on N calibration samples and print metrics")
+      ->check(count_check("leave --eval out not to evaluate"));
   app.add_option("--eval-data", a.eval_dir,
                  "compare with the float model on the samples of this folder instead (EvalMetrics "
                  "+ EvalDataReader; --eval N limits them to N)");
@@ -141,7 +158,8 @@ void add_options(CLI::App& app, cli_args& a) {
                  "JSON (true, 0.5, [\"Conv\"], {...}; a bare word is a string) (repeatable)");
   app.add_option("--infer-only", a.infer_only,
                  "benchmark: run N plain inferences of MODEL on the calibration data, print the "
-                 "time and exit (OUT is not written)");
+                 "time and exit (OUT is not written)")
+      ->check(count_check({}));
   app.add_flag_callback(
       "--list-presets",
       [] {

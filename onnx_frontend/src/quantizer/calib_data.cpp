@@ -300,7 +300,8 @@ npy_folder_reader::npy_folder_reader(std::filesystem::path folder, std::string_v
   std::error_code ec;
   if (!fs::is_directory(folder_, ec)) {
     fail("quark.calib_data.folder",
-         std::string(role) + " folder '" + folder_.string() + "' does not exist");
+         std::string(role) + " folder '" + folder_.string() +
+             (fs::exists(folder_, ec) ? "' is not a folder" : "' does not exist"));
   }
   std::vector<fs::path> dirs, npz, npy;
   for (const auto& e : fs::directory_iterator(folder_)) {

@@ -259,6 +259,11 @@ TEST_CASE("unknown spec, bad regex, unknown algorithm, not-implemented key, bad 
       quark::not_implemented);
   msg = config_error_of(R"({"global_config": )");
   CHECK(msg.find("quark.config.json: malformed JSON") == 0);
+  // A number beyond the double range: nlohmann throws out_of_range, not parse_error (found by
+  // fuzz/config_fuzz.cpp).
+  msg = config_error_of(R"({"extra_options": {"Percentile": 1e999}})");
+  CHECK(msg.find("quark.config.json: malformed JSON") == 0);
+  CHECK(msg.find("1e999") != std::string::npos);
   msg = config_error_of("[1, 2]");
   CHECK(msg.find("quark.config.type: (root): expected an object") == 0);
 }

@@ -482,6 +482,9 @@ qconfig config_from_json(std::string_view text) {
     root = json::parse(text.begin(), text.end(), no_repeats);
   } catch (const json::parse_error& e) {
     throw config_error("quark.config.json", std::string("malformed JSON: ") + e.what());
+  } catch (const json::out_of_range& e) {
+    // A number beyond the double range (1e999): nlohmann's message quotes it.
+    throw config_error("quark.config.json", std::string("malformed JSON: ") + e.what());
   }
   if (!root.is_object())
     type_error("(root)", "an object", root);

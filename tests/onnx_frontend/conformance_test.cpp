@@ -21,6 +21,7 @@
 
 #include <quark/dtype/convert.hpp>
 #include <quark/onnx/io.hpp>
+#include <quark/onnx/model.hpp>
 #include <quark/onnx/runtime.hpp>
 
 namespace fs = std::filesystem;
@@ -352,6 +353,32 @@ TEST_CASE("ONNX backend node tests for the runtime's operators") {
   MESSAGE("ONNX node tests passed: " << passed << ", skipped with a reason: " << skips
                                      << ", operators covered: " << per_op.size());
   CHECK(passed > 0);
+}
+
+TEST_CASE("every ONNX test model passes model validation") {
+  // The ONNX test models are valid by definition: validate()'s checks (structure, the attribute
+  // names the schemas define, convolution and pooling windows) must refuse none of them. Every
+  // model of every kind, not only the runtime's operators: validation does not depend on it.
+  REQUIRE(fs::is_directory(data_root() / "node"));
+  std::size_t loaded = 0;
+  for (const auto& kind : fs::directory_iterator(data_root())) {  // node, pytorch-*, simple
+    if (!kind.is_directory())
+      continue;
+    for (const auto& e : fs::directory_iterator(kind.path())) {
+      const fs::path model = e.path() / "model.onnx";
+      if (!fs::exists(model))
+        continue;
+      try {
+        static_cast<void>(quark::onnx::model::load(model));
+        ++loaded;
+      } catch (const quark::onnx::frontend_error& err) {
+        FAIL_CHECK(kind.path().filename().string()
+                   << "/" << e.path().filename().string() << ": " << err.what());
+      }
+    }
+  }
+  MESSAGE("ONNX test models validated: " << loaded);
+  CHECK(loaded >= 1000);  // 1,072 in Debian 12's libonnx-testdata
 }
 
 TEST_CASE("every skipped test exists and is in scope") {

@@ -88,8 +88,11 @@ TEST_CASE("nodes: view, insert, rewire, rename, order") {
   g.add_output(value_info("y", 1, {2}));
   // Deliberately out of order: Relu reads t which the later Neg produces.
   g.add_node(node("Relu", {"t"}, {"y"}, "relu"));
-  g.add_node(node("Neg", {"x"}, {"t"}, "neg", {attr_int("foo", 3), attr_floats("bar", {1.5f})}));
-  auto m = qo::model::from_bytes(model(g));
+  // Attributes Neg does not define: the op is in a domain of the test's own, whose schemas
+  // validate() cannot know (an ONNX Neg with them is refused, see below).
+  g.add_node(node("Neg", {"x"}, {"t"}, "neg", {attr_int("foo", 3), attr_floats("bar", {1.5f})},
+                  "quark.test"));
+  auto m = qo::model::from_bytes(model(g, 8, {{"", 13}, {"quark.test", 1}}));
   CHECK(m.node_count() == 2);
   const auto n1 = m.node(1);
   CHECK(n1.op_type == "Neg");
@@ -148,7 +151,8 @@ TEST_CASE("constants_to_initializers converts every Constant form (PaddleOCR sty
     g.add_node(node("Constant", {}, {"c5"}, "c5", {attr_string("value_string", "hi")}));
     g.add_node(node("Add", {"x", "c0"}, {"t0"}, "add0"));
     g.add_node(node("Mul", {"t0", "c2"}, {"y"}, "mul0"));
-    auto m = qo::model::from_bytes(model(g, ir, {{"", ir == 3 ? 7 : 13}}));
+    // Opset 13 at IR 3 too: the value_float / value_int(s) / value_string forms are Constant-12's.
+    auto m = qo::model::from_bytes(model(g, ir, {{"", 13}}));
     CHECK(m.constants_to_initializers() == 6);
     CHECK(m.node_count() == 2);
     CHECK(m.node(0).name == "add0");
@@ -220,8 +224,69 @@ TEST_CASE("the libonnx reference checker is available as an extra check") {
   const auto m = qo::model::from_bytes(model(relu_graph()));
   CHECK_NOTHROW(m.run_onnx_checker());
   graph g = relu_graph();
-  g.add_node(node("Relu", {"x"}, {"z"}, "relu2", {attr_int("bogus", 1)}));
-  const auto bad = qo::model::from_bytes(model(g));  // validate() does not know op schemas
+  // validate() checks attribute names against the schemas, not input counts.
+  g.add_node(node("Relu", {"x", "x"}, {"z"}, "relu2"));
+  const auto bad = qo::model::from_bytes(model(g));
   CHECK_THROWS_WITH_AS(bad.run_onnx_checker(), doctest::Contains("quark.onnx.check: "),
                        qo::frontend_error);
+}
+
+TEST_CASE("validate refuses the attributes ONNX Runtime refuses, naming node and attribute") {
+  auto load = [](const msg& n, std::int64_t opset = 13) {
+    graph g;
+    g.add_input(value_info("x", 1, {1, 2, 8, 8}));
+    g.add_output(value_info("y", 1, {-1, -1, -1, -1}));
+    g.add_initializer(float_tensor("w", {2, 2, 3, 3}, std::vector<float>(36, 0.5f)));
+    g.add_node(n);
+    return qo::model::from_bytes(model(g, 8, {{"", opset}}));
+  };
+  // An attribute the operator does not define (ORT: "Unrecognized attribute").
+  CHECK_THROWS_WITH_AS(
+      load(node("Relu", {"x"}, {"y"}, "r", {attr_int("bogus", 1)})),
+      "quark.onnx.attribute: node 'r' (Relu) has attribute 'bogus', which Relu does not define "
+      "at opset 13",
+      qo::frontend_error);
+  // Conv's output_padding is ConvTranspose's.
+  CHECK_THROWS_WITH_AS(
+      load(node("Conv", {"x", "w"}, {"y"}, "c", {attr_ints("output_padding", {1, 1})})),
+      doctest::Contains("'output_padding', which Conv does not define"), qo::frontend_error);
+  // Window values ONNX shape inference refuses; a stride of 0 made libonnx 1.12's shape
+  // inference divide by zero (SIGFPE) before this check.
+  CHECK_THROWS_WITH_AS(
+      load(node("Conv", {"x", "w"}, {"y"}, "c", {attr_ints("strides", {0, 1})})),
+      "quark.onnx.attribute: node 'c' (Conv) attribute 'strides' holds 0: its values must be "
+      "positive",
+      qo::frontend_error);
+  CHECK_THROWS_WITH_AS(
+      load(node("MaxPool", {"x"}, {"y"}, "p",
+                {attr_ints("kernel_shape", {2, 2}), attr_ints("strides", {1, 0})})),
+      doctest::Contains("(MaxPool) attribute 'strides' holds 0"), qo::frontend_error);
+  CHECK_THROWS_WITH_AS(
+      load(node("AveragePool", {"x"}, {"y"}, "p", {attr_ints("kernel_shape", {-2, 2})})),
+      doctest::Contains("'kernel_shape' holds -2: its values must be positive"),
+      qo::frontend_error);
+  CHECK_THROWS_WITH_AS(load(node("Conv", {"x", "w"}, {"y"}, "c", {attr_ints("dilations", {1, 0})})),
+                       doctest::Contains("'dilations' holds 0"), qo::frontend_error);
+  CHECK_THROWS_WITH_AS(
+      load(node("ConvTranspose", {"x", "w"}, {"y"}, "t", {attr_ints("pads", {0, 0, -1, 0})})),
+      doctest::Contains("(ConvTranspose) attribute 'pads' holds -1: its values must be "
+                        "non-negative"),
+      qo::frontend_error);
+  CHECK_THROWS_WITH_AS(
+      load(node("ConvTranspose", {"x", "w"}, {"y"}, "t", {attr_ints("output_padding", {-1, 0})})),
+      doctest::Contains("'output_padding' holds -1"), qo::frontend_error);
+  // What stays accepted: valid windows, ONNX's internal "__" attributes, attributes a newer
+  // opset defines (QuantizeLinear-19's saturate, beyond the linked libonnx's schemas), and the
+  // schema's own version at an older opset.
+  CHECK_NOTHROW(load(node("Conv", {"x", "w"}, {"y"}, "c",
+                          {attr_ints("strides", {2, 1}), attr_ints("pads", {1, 1, 1, 1}),
+                           attr_ints("dilations", {1, 2}), attr_ints("kernel_shape", {3, 3})})));
+  CHECK_NOTHROW(load(node("Relu", {"x"}, {"y"}, "r", {attr_int("__internal", 1)})));
+  graph q;
+  q.add_input(value_info("x", 1, {4}));
+  q.add_output(value_info("y", 3, {4}));
+  q.add_initializer(float_tensor("s", {}, {0.5f}));
+  q.add_node(node("QuantizeLinear", {"x", "s"}, {"y"}, "q", {attr_int("saturate", 1)}));
+  CHECK_NOTHROW(qo::model::from_bytes(model(q, 10, {{"", 21}})));
+  CHECK_NOTHROW(load(node("Softmax", {"x"}, {"y"}, "sm", {attr_int("axis", 1)}), 11));
 }

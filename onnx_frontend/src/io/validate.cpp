@@ -7,6 +7,8 @@
 #include <queue>
 #include <unordered_map>
 
+#include <onnx/defs/schema.h>
+
 #include "io/graph_util.hpp"
 #include "io/proto_access.hpp"
 #include "io/tensor_proto.hpp"
@@ -82,10 +84,70 @@ void free_names(const ::onnx::GraphProto& g, name_set& out) {
 }
 
 void validate_graph(const ::onnx::GraphProto& g, const name_set& outer,
-                    const std::filesystem::path& base_dir, const std::string& where);
+                    const std::filesystem::path& base_dir, const std::string& where, int opset);
+
+/// The window attributes of the convolution and pooling family: ONNX shape inference and ONNX
+/// Runtime refuse a stride, dilation or kernel size below 1 and negative pads or output padding.
+/// (The shape inference of the linked libonnx 1.12 divides by a stride of 0: a crash, not an
+/// error, so this check runs before any of it.)
+void check_window_attributes(const ::onnx::NodeProto& n, std::size_t index) {
+  static const std::set<std::string, std::less<>> ops{"Conv",          "ConvInteger", "QLinearConv",
+                                                      "ConvTranspose", "DeformConv",  "MaxPool",
+                                                      "AveragePool",   "LpPool",      "MaxUnpool"};
+  if (!ops.contains(n.op_type()))
+    return;
+  for (const auto& a : n.attribute()) {
+    const std::string& name = a.name();
+    const bool positive = name == "strides" || name == "dilations" || name == "kernel_shape";
+    if (!positive && name != "pads" && name != "output_padding")
+      continue;
+    for (const auto v : a.ints()) {
+      if (v < (positive ? 1 : 0)) {
+        throw frontend_error("quark.onnx.attribute", node_label(n, index) + " attribute '" + name +
+                                                         "' holds " + std::to_string(v) +
+                                                         ": its values must be " +
+                                                         (positive ? "positive" : "non-negative"));
+      }
+    }
+  }
+}
+
+/// The newest default-domain opset the linked libonnx has schemas for (17 for Debian 12's 1.12).
+int known_opset() {
+  static const int v = [] {
+    const auto& m = ::onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map();
+    const auto it = m.find("");
+    return it == m.end() ? 0 : it->second.second;
+  }();
+  return v;
+}
+
+/// An attribute the operator's schema (at the model's opset) does not define: ONNX Runtime
+/// refuses such a model ("Unrecognized attribute"). Nodes of other domains, and opsets or
+/// operators the linked libonnx does not know, are not checked (a newer opset's schema may add
+/// attributes, as QuantizeLinear-19 added saturate).
+void check_known_attributes(const ::onnx::NodeProto& n, std::size_t index, int opset) {
+  if (opset <= 0 || opset > known_opset() || !is_default_domain(n.domain()))
+    return;
+  const ::onnx::OpSchema* schema = ::onnx::OpSchemaRegistry::Schema(n.op_type(), opset, "");
+  if (schema == nullptr)
+    return;
+  for (const auto& a : n.attribute()) {
+    // Names starting with "__" are internal to ONNX and never checked (as OpSchema::Verify).
+    if (!a.name().starts_with("__") && !schema->attributes().contains(a.name())) {
+      throw frontend_error("quark.onnx.attribute",
+                           node_label(n, index) + " has attribute '" + a.name() + "', which " +
+                               n.op_type() + " does not define at opset " + std::to_string(opset));
+    }
+  }
+}
 
 void validate_node_attributes(const ::onnx::NodeProto& n, std::size_t index, const name_set& scope,
-                              const std::filesystem::path& base_dir) {
+                              const std::filesystem::path& base_dir, int opset) {
+  if (is_default_domain(n.domain())) {
+    check_window_attributes(n, index);
+    check_known_attributes(n, index, opset);
+  }
   for (const auto& a : n.attribute()) {
     const auto kind = attribute_kind(a);
     try {
@@ -100,17 +162,18 @@ void validate_node_attributes(const ::onnx::NodeProto& n, std::size_t index, con
                            node_label(n, index) + " attribute '" + a.name() + "': " + e.message());
     }
     if (kind == A::GRAPH)
-      validate_graph(a.g(), scope, base_dir, node_label(n, index) + " body");
+      validate_graph(a.g(), scope, base_dir, node_label(n, index) + " body", opset);
     if (kind == A::GRAPHS) {
       for (const auto& sg : a.graphs()) {
-        validate_graph(sg, scope, base_dir, node_label(n, index) + " body");
+        validate_graph(sg, scope, base_dir, node_label(n, index) + " body", opset);
       }
     }
   }
 }
 
+/// `opset`: the model's default-domain opset (0 when it imports none).
 void validate_graph(const ::onnx::GraphProto& g, const name_set& outer,
-                    const std::filesystem::path& base_dir, const std::string& where) {
+                    const std::filesystem::path& base_dir, const std::string& where, int opset) {
   const std::string in = where.empty() ? std::string() : " in " + where;
   name_set inits;
   for (int i = 0; i < g.initializer_size(); ++i) {
@@ -148,7 +211,7 @@ void validate_graph(const ::onnx::GraphProto& g, const name_set& outer,
   name_set scope = outer;
   add_local_names(g, scope, true);
   for (int i = 0; i < g.node_size(); ++i) {
-    validate_node_attributes(g.node(i), static_cast<std::size_t>(i), scope, base_dir);
+    validate_node_attributes(g.node(i), static_cast<std::size_t>(i), scope, base_dir, opset);
   }
   name_set outputs;
   for (const auto& o : g.output()) {
@@ -312,8 +375,11 @@ void model::validate() const {
     graph_error("ir_version is missing or invalid (" + std::to_string(p.ir_version()) + ")");
   }
   name_set domains;
+  int opset = 0;
   for (const auto& o : p.opset_import()) {
     const std::string d = is_default_domain(o.domain()) ? std::string() : o.domain();
+    if (d.empty() && o.version() > 0 && o.version() <= 1000)
+      opset = static_cast<int>(o.version());
     if (!domains.insert(d).second) {
       graph_error("opset_import lists domain '" + (d.empty() ? std::string("ai.onnx") : d) +
                   "' twice");
@@ -329,7 +395,7 @@ void model::validate() const {
     graph_error("the model has no graph");
   if (p.ir_version() >= 3)
     check_node_domains(p.graph(), domains);
-  validate_graph(p.graph(), {}, proto_access::get(*this).base_dir, "");
+  validate_graph(p.graph(), {}, proto_access::get(*this).base_dir, "", opset);
 }
 
 std::vector<std::string> model::unsupported_ops(

@@ -177,7 +177,11 @@ class model {
   std::size_t constants_to_initializers();
   /// Structural checks: IR/opset present, every tensor well-formed (type, dims, data size,
   /// external range), unique tensor names, every node input and graph output defined, no cycles.
-  /// Throws frontend_error ("quark.onnx.tensor" / "quark.onnx.graph") naming the culprit.
+  /// And the attributes ONNX Runtime refuses at load: a name the default-domain operator's schema
+  /// does not define (at opsets the linked libonnx knows, <= 17), and convolution / pooling
+  /// windows with a stride, dilation or kernel size below 1 or negative pads / output padding.
+  /// Throws frontend_error ("quark.onnx.tensor" / "quark.onnx.graph" / "quark.onnx.attribute")
+  /// naming the culprit.
   void validate() const;
   /// Runs the ONNX reference checker of the linked libonnx (1.12 on Debian 12: IR <= 8, opset
   /// <= 17, data types <= 16) and throws frontend_error("quark.onnx.check") with its message.

@@ -248,6 +248,29 @@ TEST_CASE("folder layouts: one sub-folder per sample, loose files for one input"
   fs::remove_all(f);
 }
 
+TEST_CASE("a folder mixing layouts is an error, and hidden entries are no samples") {
+  const auto d = fresh_dir("mixed");
+  fs::create_directories(d / "s0");
+  write_npy(d / "s0" / "x.npy", ramp({1, 2}));
+  write_npy(d / "loose.npy", ramp({1, 2}));
+  // Before: the sub-folder was the only sample and loose.npy was left out without a word.
+  CHECK_THROWS_WITH_AS(npy_folder_reader{d},
+                       doctest::Contains("mixes layouts (1 sub-folder(s), 0 .npz file(s), 1 .npy "
+                                         "file(s))"),
+                       frontend_error);
+  CHECK(error_id([&] { npy_folder_reader r(d); }) == "quark.calib_data.layout");
+  // A hidden folder or file beside the samples (a notebook's checkpoints, an editor's swap file)
+  // neither counts as a sample nor makes the layout mixed.
+  fs::remove(d / "loose.npy");
+  fs::create_directories(d / ".ipynb_checkpoints");
+  write_npy(d / ".ipynb_checkpoints" / "x.npy", ramp({1, 2}));
+  write_npy(d / ".x.npy", ramp({1, 2}));
+  npy_folder_reader r(d);
+  CHECK(r.size() == 1u);
+  CHECK(r.next()->at("x").shape() == shape_t{1, 2});
+  fs::remove_all(d);
+}
+
 TEST_CASE("empty or missing folders are errors naming the folder") {
   const auto d = fresh_dir("empty");
   CHECK(error_id([&] { npy_folder_reader r(d); }) == "quark.calib_data.empty");

@@ -305,6 +305,9 @@ npy_folder_reader::npy_folder_reader(std::filesystem::path folder, std::string_v
   }
   std::vector<fs::path> dirs, npz, npy;
   for (const auto& e : fs::directory_iterator(folder_)) {
+    // Hidden entries (.ipynb_checkpoints, .DS_Store, an editor's .x.npy.swp) are no samples.
+    if (e.path().filename().string().starts_with('.'))
+      continue;
     if (e.is_directory()) {
       dirs.push_back(e.path());
     } else if (e.path().extension() == ".npz") {
@@ -312,6 +315,16 @@ npy_folder_reader::npy_folder_reader(std::filesystem::path folder, std::string_v
     } else if (e.path().extension() == ".npy") {
       npy.push_back(e.path());
     }
+  }
+  // One layout per folder: taking the sub-folders and leaving loose files out (or the other
+  // way round) would calibrate on part of what the user gave without a word.
+  if ((dirs.empty() ? 0 : 1) + (npz.empty() ? 0 : 1) + (npy.empty() ? 0 : 1) > 1) {
+    fail("quark.calib_data.layout",
+         std::string(role) + " folder '" + folder_.string() + "' mixes layouts (" +
+             std::to_string(dirs.size()) + " sub-folder(s), " + std::to_string(npz.size()) +
+             " .npz file(s), " + std::to_string(npy.size()) +
+             " .npy file(s)): use one sub-folder per sample, one .npz per sample, or loose .npy "
+             "files for a model with one input");
   }
   if (!dirs.empty()) {
     layout_ = layout::sample_dirs;

@@ -74,11 +74,13 @@ class memory_reader final : public calibration_data_reader {
   std::size_t pos_ = 0;
 };
 
-/// A folder of NumPy files, in one of three layouts (checked in this order):
+/// A folder of NumPy files, in one of three layouts:
 ///  1. one sub-folder per sample holding `<input name>.npy` per input (sorted by folder name);
 ///  2. one `.npz` per sample whose members are named after the inputs (stored, not compressed);
 ///  3. `.npy` files directly in the folder, one per sample, for a model with a single input.
-/// Files are read lazily, one sample at a time. Errors ("quark.calib_data.*") name the file.
+/// A folder mixing them is "quark.calib_data.layout"; hidden entries (names starting with '.')
+/// are skipped. Files are read lazily, one sample at a time. Errors ("quark.calib_data.*") name
+/// the file.
 class npy_folder_reader final : public calibration_data_reader {
  public:
   /// `role` names the folder in errors ("calibration folder 'x' does not exist").

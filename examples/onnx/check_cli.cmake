@@ -106,6 +106,8 @@ expect(eval_zero EXIT_NONZERO ${out} MESSAGES "--eval" "must be at least 1"
        ARGS ${model} ${out} --preset A8W8 --random --eval 0)
 expect(seed_negative EXIT_NONZERO ${out} MESSAGES "--seed" "expected a whole number, got '-5'"
        ARGS ${model} ${out} --preset A8W8 --random --seed -5)
+expect(infer_only_zero EXIT_NONZERO ${out} MESSAGES "--infer-only" "must be at least 1"
+       ARGS ${model} ${out} --preset A8W8 --random --infer-only 0)
 # A calibration "folder" that is a file is named as such.
 expect(calib_data_file EXIT_NONZERO ${out} MESSAGES "quark.calib_data.folder" "is not a folder"
        ARGS ${model} ${out} --preset A8W8 --calib-data ${model})

@@ -236,7 +236,6 @@ qo::qconfig make_config(const cli_args& a) {
   qo::qconfig cfg = !a.config_file.empty()
                         ? qo::load_config(a.config_file)
                         : qo::get_default_config(a.preset.empty() ? "A8W8" : a.preset);
-  const qo::qconfig as_loaded = cfg;
   if (!a.shapes.empty()) {
     auto v = quark::onnx::option_value::object();
     for (const auto& s : a.shapes) {
@@ -275,7 +274,7 @@ qo::qconfig make_config(const cli_args& a) {
     if (a.config_file.empty())
       throw;
     try {
-      as_loaded.validate();
+      qo::load_config(a.config_file).validate();  // the file alone (read again: errors only)
     } catch (const quark::config_error& own) {
       if (own.message() == e.message())
         throw quark::config_error(e.id(), a.config_file + ": " + e.message());

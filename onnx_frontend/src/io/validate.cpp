@@ -123,11 +123,11 @@ int known_opset() {
 }
 
 /// An attribute the operator's schema (at the model's opset) does not define: ONNX Runtime
-/// refuses such a model ("Unrecognized attribute"). Nodes of other domains, and opsets or
-/// operators the linked libonnx does not know, are not checked (a newer opset's schema may add
-/// attributes, as QuantizeLinear-19 added saturate).
+/// refuses such a model ("Unrecognized attribute"). Opsets or operators the linked libonnx does
+/// not know are not checked (a newer opset's schema may add
+/// attributes, as QuantizeLinear-19 added saturate). `n` is a default-domain node.
 void check_known_attributes(const ::onnx::NodeProto& n, std::size_t index, int opset) {
-  if (opset <= 0 || opset > known_opset() || !is_default_domain(n.domain()))
+  if (opset <= 0 || opset > known_opset())
     return;
   const ::onnx::OpSchema* schema = ::onnx::OpSchemaRegistry::Schema(n.op_type(), opset, "");
   if (schema == nullptr)

@@ -323,3 +323,26 @@ TEST_CASE("selectors") {
   CHECK_THROWS_AS(node_selector::parse(""), quark::config_error);
   CHECK_THROWS_AS(node_selector::from_subgraph({{"a"}, {}}), quark::config_error);
 }
+
+TEST_CASE(
+    "regex selectors on very long node names neither overflow the stack nor backtrack "
+    "exponentially") {
+  // A backtracking matcher recursed once per character: "^.*b" on 100,000 characters crashed
+  // with SIGSEGV (libstdc++ 12), and "^(a+)+b" on 40 characters would run for days.
+  const std::string long_name(200000, 'a');
+  CHECK(!node_selector::parse("^.*b").matches_name(long_name));
+  CHECK(node_selector::parse("^(a|b)*$").matches_name(long_name));
+  CHECK(node_selector::parse("^.*a$").matches_name(long_name));
+  CHECK(!node_selector::parse("^(a+)+b").matches_name(std::string(40, 'a')));
+  CHECK(node_selector::parse("^/layer0/.*").matches_name("/layer0/" + long_name));
+  // Back-references keep the backtracking matcher, on names of up to 1,000 characters.
+  const auto backref = node_selector::parse("^/(\\w+)/\\1/.*");
+  CHECK(backref.matches_name("/conv/conv/Relu"));
+  CHECK(!backref.matches_name("/conv/relu/Relu"));
+  CHECK(backref.matches_name("/a/a/" + std::string(990, 'x')));
+  CHECK_THROWS_WITH_AS(
+      backref.matches_name("/a/a/" + long_name),
+      doctest::Contains("quark.config.regex: regular expression \"^/(\\w+)/\\1/.*\" "
+                        "needs the backtracking matcher"),
+      quark::config_error);
+}

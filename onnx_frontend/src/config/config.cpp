@@ -10,6 +10,27 @@ namespace quark::onnx {
 
 // ---- node_selector ---------------------------------------------------------------------------
 
+namespace {
+
+// std::regex matches by backtracking, recursing once per character or more: a pattern such as
+// "^.*b" overflowed the stack on a node name of 100,000 characters (libstdc++ 12), and nested
+// repetitions ("^(a+)+b") take exponential time. libstdc++'s __polynomial flag selects its
+// breadth-first matcher instead (stack depth bounded by the pattern, time polynomial); it
+// refuses back-references, which keep the backtracking matcher with a bound on the name length.
+#if defined(__GLIBCXX__)
+constexpr std::regex::flag_type linear_matcher = std::regex_constants::__polynomial;
+#else
+constexpr std::regex::flag_type linear_matcher = {};
+#endif
+/// The longest node name the backtracking matcher is given (it recursed fine to 10,000).
+constexpr std::size_t backtracking_name_limit = 1000;
+
+bool backtracks(const std::regex& r) {
+  return linear_matcher == std::regex::flag_type{} || (r.flags() & linear_matcher) == 0;
+}
+
+}  // namespace
+
 node_selector node_selector::parse(std::string_view s) {
   node_selector sel;
   sel.text_ = std::string(s);
@@ -19,7 +40,14 @@ node_selector node_selector::parse(std::string_view s) {
   if (s.front() == '^') {
     sel.kind_ = selector_kind::regex;
     try {
-      sel.regex_ = std::make_shared<const std::regex>(sel.text_, std::regex::ECMAScript);
+      try {
+        sel.regex_ =
+            std::make_shared<const std::regex>(sel.text_, std::regex::ECMAScript | linear_matcher);
+      } catch (const std::regex_error& e) {
+        if (e.code() != std::regex_constants::error_complexity)
+          throw;
+        sel.regex_ = std::make_shared<const std::regex>(sel.text_, std::regex::ECMAScript);
+      }
     } catch (const std::regex_error& e) {
       throw config_error("quark.config.regex",
                          "invalid regular expression \"" + sel.text_ + "\": " + e.what());
@@ -46,6 +74,15 @@ bool node_selector::matches_name(std::string_view node_name) const {
     case selector_kind::name:
       return node_name == text_;
     case selector_kind::regex:
+      if (node_name.size() > backtracking_name_limit && backtracks(*regex_)) {
+        throw config_error("quark.config.regex",
+                           "regular expression \"" + text_ +
+                               "\" needs the backtracking matcher (a back-reference), which "
+                               "takes node names of at most " +
+                               std::to_string(backtracking_name_limit) + " characters; node '" +
+                               std::string(node_name.substr(0, 64)) + "...' has " +
+                               std::to_string(node_name.size()));
+      }
       return std::regex_search(node_name.begin(), node_name.end(), *regex_);
     case selector_kind::subgraph:
       return false;

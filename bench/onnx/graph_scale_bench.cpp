@@ -14,7 +14,6 @@
 #include <vector>
 
 #include <benchmark/benchmark.h>
-
 #include <onnx/onnx_pb.h>
 
 #include <quark/onnx/calib_data.hpp>
@@ -39,7 +38,8 @@ void add_tensor_input(::onnx::GraphProto& g, const std::string& name) {
 
 /// A float initializer holding `values`.
 void add_float_initializer(::onnx::GraphProto& g, const std::string& name,
-                           const std::vector<std::int64_t>& dims, const std::vector<float>& values) {
+                           const std::vector<std::int64_t>& dims,
+                           const std::vector<float>& values) {
   auto* t = g.add_initializer();
   t->set_name(name);
   t->set_data_type(::onnx::TensorProto::FLOAT);
@@ -108,8 +108,7 @@ void BM_quantize_chain(benchmark::State& state, chain_kind kind, const char* pre
 }
 
 void BM_memcpy_model(benchmark::State& state) {
-  const std::string bytes =
-      chain_model(chain_kind::relu, static_cast<std::size_t>(state.range(0)));
+  const std::string bytes = chain_model(chain_kind::relu, static_cast<std::size_t>(state.range(0)));
   std::vector<char> dst(bytes.size());
   for (auto _ : state) {
     std::memcpy(dst.data(), bytes.data(), bytes.size());

@@ -1,6 +1,12 @@
 // SPDX-License-Identifier: MIT
 // quark::onnx::model: versions, graph inputs/outputs, initializers, node editing, the Constant
 // pass, the op check, and models beyond protobuf's default 64 MB parse limit.
+#include <algorithm>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
 #include <doctest/doctest.h>
 
 #include <quark/onnx/model.hpp>
@@ -289,4 +295,94 @@ TEST_CASE("validate refuses the attributes ONNX Runtime refuses, naming node and
   q.add_node(node("QuantizeLinear", {"x", "s"}, {"y"}, "q", {attr_int("saturate", 1)}));
   CHECK_NOTHROW(qo::model::from_bytes(model(q, 10, {{"", 21}})));
   CHECK_NOTHROW(load(node("Softmax", {"x"}, {"y"}, "sm", {attr_int("axis", 1)}), 11));
+}
+
+TEST_CASE("initializer lookups by name stay right through every kind of edit (random sequences)") {
+  // The model indexes its initializers by name (a scan per lookup made quantizing N nodes take
+  // O(N^2)). Oracles: initializer_names(), which lists the protobuf in order without the index,
+  // and the values the test itself last stored under each name. Edits: set (new and existing
+  // names), remove, rename_edge, Constant nodes converted, copies and assignments of the model.
+  for (const std::int64_t ir : {8, 3}) {
+    CAPTURE(ir);
+    std::mt19937 rng(static_cast<std::uint32_t>(ir));
+    graph g;
+    g.add_input(value_info("x", 1, {2}));
+    g.add_output(value_info("y", 1, {2}));
+    g.add_node(node("Relu", {"x"}, {"y"}, "relu"));
+    auto m = qo::model::from_bytes(model(g, ir));
+    std::map<std::string, float> want;  // name -> first element of its value
+    auto pick = [&](int n) { return std::uniform_int_distribution<int>(0, n - 1)(rng); };
+    auto name = [&] { return "w" + std::to_string(pick(40)); };
+    auto check_all = [&](const qo::model& x, const std::map<std::string, float>& w, int step) {
+      CAPTURE(step);
+      const auto names = x.initializer_names();
+      REQUIRE(names.size() == w.size());
+      for (int k = 0; k < 40; ++k) {
+        for (const std::string& n : {"w" + std::to_string(k), "v" + std::to_string(k)}) {
+          const bool listed = std::find(names.begin(), names.end(), n) != names.end();
+          REQUIRE(listed == w.contains(n));
+          REQUIRE(x.has_initializer(n) == listed);
+          if (listed)
+            REQUIRE(x.initializer(n).data<float>()[0] == w.at(n));
+        }
+      }
+      CHECK(x.inputs().size() == 1);  // initializers listed as inputs at IR 3 stay hidden
+    };
+    for (int step = 0; step < 400; ++step) {
+      const auto v = static_cast<float>(step);
+      switch (pick(6)) {
+        case 0:
+        case 1: {
+          const std::string n = name();
+          m.set_initializer(n, qo::tensor::from_floats({2}, std::vector<float>{v, -v}));
+          want[n] = v;
+          break;
+        }
+        case 2: {
+          const std::string n = name();
+          CHECK(m.remove_initializer(n) == (want.erase(n) == 1));
+          break;
+        }
+        case 3: {  // rename in place: "wK" -> "vK" when "vK" is free
+          const std::string from = name();
+          const std::string to = "v" + from.substr(1);
+          if (want.contains(from) && !want.contains(to)) {
+            CHECK(m.rename_edge(from, to) >= 1);
+            CHECK(m.has_initializer(to));  // asked first: no lookup of `from` re-indexes before
+            want[to] = want[from];
+            want.erase(from);
+          }
+          break;
+        }
+        case 4: {  // a copy, edited, must not disturb the original (nor the original the copy)
+          qo::model c = m;
+          auto cw = want;
+          const std::string n = name();
+          c.remove_initializer(n);
+          cw.erase(n);
+          m.set_initializer("v39", qo::tensor::from_floats({2}, std::vector<float>{v, -v}));
+          want["v39"] = v;
+          check_all(c, cw, step);
+          if (pick(2) == 0) {
+            m = c;
+            want = cw;
+          }
+          break;
+        }
+        case 5: {  // a Constant node becomes an initializer
+          const std::string n = name();
+          if (!want.contains(n)) {
+            m.insert_node(0, {.name = "const_" + n,
+                              .op_type = "Constant",
+                              .outputs = {n},
+                              .attributes = {{"value_floats", std::vector<float>{v, -v}}}});
+            CHECK(m.constants_to_initializers() == 1);
+            want[n] = v;
+          }
+          break;
+        }
+      }
+      check_all(m, want, step);
+    }
+  }
 }

@@ -503,7 +503,7 @@ std::vector<value_info> model::inputs() const {
   const auto& g = impl_->proto.graph();
   std::vector<value_info> out;
   for (const auto& v : g.input()) {
-    if (find_initializer(g, v.name()) < 0)
+    if (impl_->inits.find(g, v.name()) < 0)
       out.push_back(to_value_info(v));
   }
   return out;
@@ -524,11 +524,11 @@ std::vector<std::string> model::initializer_names() const {
 }
 
 bool model::has_initializer(std::string_view name) const {
-  return find_initializer(impl_->proto.graph(), name) >= 0;
+  return impl_->inits.find(impl_->proto.graph(), name) >= 0;
 }
 
 tensor model::initializer(std::string_view name) const {
-  const int i = find_initializer(impl_->proto.graph(), name);
+  const int i = impl_->inits.find(impl_->proto.graph(), name);
   if (i < 0)
     graph_error("no initializer named '" + std::string(name) + "'");
   return read_tensor(impl_->proto.graph().initializer(i), impl_->base_dir);
@@ -537,19 +537,16 @@ tensor model::initializer(std::string_view name) const {
 void model::set_initializer(std::string_view name, const tensor& value) {
   if (name.empty())
     graph_error("set_initializer: empty name");
-  auto* g = impl_->proto.mutable_graph();
-  const int i = find_initializer(*g, name);
-  ::onnx::TensorProto* t = i >= 0 ? g->mutable_initializer(i) : g->add_initializer();
-  t->set_name(std::string(name));
-  write_tensor(value, *t);
+  ::onnx::TensorProto& t = impl_->inits.get_or_add(*impl_->proto.mutable_graph(), name);
+  write_tensor(value, t);
 }
 
 bool model::remove_initializer(std::string_view name) {
   auto* g = impl_->proto.mutable_graph();
-  const int i = find_initializer(*g, name);
+  const int i = impl_->inits.find(*g, name);
   if (i < 0)
     return false;
-  g->mutable_initializer()->DeleteSubrange(i, 1);
+  g->mutable_initializer()->DeleteSubrange(i, 1);  // (the index sees the new length)
   if (impl_->proto.ir_version() < 4) {
     for (int k = 0; k < g->input_size(); ++k) {
       if (g->input(k).name() == name) {
@@ -692,6 +689,7 @@ std::size_t model::rename_edge(std::string_view from, std::string_view to) {
     fix(v.mutable_name());
   for (auto& t : *g->mutable_initializer())
     fix(t.mutable_name());
+  impl_->inits.clear();  // initializers renamed in place
   return count;
 }
 
@@ -776,7 +774,7 @@ std::size_t model::constants_to_initializers() {
       continue;
     }
     const std::string& out_name = n.output(0);
-    if (find_initializer(*g, out_name) >= 0) {
+    if (impl_->inits.find(*g, out_name) >= 0) {
       graph_error("Constant node '" + n.name() + "' output '" + out_name +
                   "' duplicates an initializer name");
     }
@@ -791,7 +789,7 @@ std::size_t model::constants_to_initializers() {
       for (auto d : t.dims())
         shape->add_dim()->set_dim_value(d);
     }
-    *g->add_initializer() = std::move(t);
+    impl_->inits.add(*g, std::move(t));
     ++converted;
   }
   while (nodes->size() > keep)

@@ -280,6 +280,107 @@ std::set<std::string> node_implicit_inputs(const ::onnx::NodeProto& n) {
   return out;
 }
 
+value_users::value_users(const ::onnx::GraphProto& g) {
+  for (int i = 0; i < g.node_size(); ++i) {
+    const ::onnx::NodeProto& n = g.node(i);
+    const auto k = static_cast<std::size_t>(i);
+    for (const auto& o : n.output()) {
+      if (!o.empty())
+        producer_.try_emplace(o, k);
+    }
+    auto read = [&](const std::string& x) {
+      auto& readers = consumers_[x];
+      if (readers.empty() || readers.back() != k)
+        readers.push_back(k);
+    };
+    for (const auto& x : n.input()) {
+      if (!x.empty())
+        read(x);
+    }
+    if (n.attribute_size() > 0) {
+      for (const auto& x : node_implicit_inputs(n))
+        read(x);
+    }
+  }
+}
+
+std::optional<std::size_t> value_users::producer(std::string_view name) const {
+  auto it = producer_.find(name);
+  return it == producer_.end() ? std::nullopt : std::optional<std::size_t>(it->second);
+}
+
+const std::vector<std::size_t>& value_users::consumers(std::string_view name) const {
+  static const std::vector<std::size_t> none;
+  auto it = consumers_.find(name);
+  return it == consumers_.end() ? none : it->second;
+}
+
+void initializer_index::rebuild(const ::onnx::GraphProto& g) {
+  index_.clear();
+  size_ = g.initializer_size();
+  for (int i = 0; i < size_; ++i)
+    index_.try_emplace(g.initializer(i).name(), i);  // the first, as find_initializer
+}
+
+int initializer_index::find(const ::onnx::GraphProto& g, std::string_view name) {
+  if (g.initializer_size() != size_)
+    rebuild(g);
+  auto it = index_.find(name);
+  if (it != index_.end() && g.initializer(it->second).name() != name) {
+    rebuild(g);  // an initializer renamed or moved
+    it = index_.find(name);
+  }
+  return it == index_.end() ? -1 : it->second;
+}
+
+::onnx::TensorProto& initializer_index::get_or_add(::onnx::GraphProto& g, std::string_view name) {
+  if (const int i = find(g, name); i >= 0)
+    return *g.mutable_initializer(i);
+  ::onnx::TensorProto& t = *g.add_initializer();
+  t.set_name(std::string(name));
+  index_.try_emplace(std::string(name), size_++);
+  return t;
+}
+
+void initializer_index::add(::onnx::GraphProto& g, ::onnx::TensorProto&& t) {
+  if (g.initializer_size() != size_)
+    rebuild(g);
+  index_.try_emplace(t.name(), size_++);
+  *g.add_initializer() = std::move(t);
+}
+
+std::size_t remove_initializers(::onnx::ModelProto& p,
+                                const std::set<std::string, std::less<>>& names) {
+  auto* g = p.mutable_graph();
+  std::set<std::string, std::less<>> gone;
+  auto drop = [&](auto& list, auto name_of, const std::set<std::string, std::less<>>& which) {
+    int keep = 0;
+    for (int i = 0; i < list.size(); ++i) {
+      if (which.contains(name_of(list.Get(i)))) {
+        gone.insert(name_of(list.Get(i)));
+        continue;
+      }
+      if (keep != i)
+        list.SwapElements(keep, i);
+      ++keep;
+    }
+    const auto removed = static_cast<std::size_t>(list.size() - keep);
+    list.DeleteSubrange(keep, list.size() - keep);
+    return removed;
+  };
+  const std::size_t removed = drop(
+      *g->mutable_initializer(),
+      [](const ::onnx::TensorProto& t) -> const std::string& { return t.name(); }, names);
+  if (removed > 0 && p.ir_version() < 4) {
+    const auto initializers = std::move(gone);
+    drop(
+        *g->mutable_input(),
+        [](const ::onnx::ValueInfoProto& v) -> const std::string& { return v.name(); },
+        initializers);
+  }
+  return removed;
+}
+
 int find_initializer(const ::onnx::GraphProto& g, std::string_view name) {
   for (int i = 0; i < g.initializer_size(); ++i) {
     if (g.initializer(i).name() == name)

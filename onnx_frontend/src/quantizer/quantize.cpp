@@ -16,6 +16,7 @@
 #include <quark/onnx/quantizer.hpp>
 
 #include "io/atomic_file.hpp"
+#include "io/graph_util.hpp"
 #include "io/proto_access.hpp"
 #include "quantizer/algorithms.hpp"
 #include "quantizer/calibrate.hpp"
@@ -53,6 +54,7 @@ std::vector<bool> subgraph_mask(const model& m, const std::vector<node_info>& no
     }
     return it->second;
   };
+  const value_users users(proto(m).graph());
   std::vector<bool> fwd(nodes.size()), bwd(nodes.size());
   std::vector<std::size_t> stack;
   for (const auto& s : starts)
@@ -64,7 +66,7 @@ std::vector<bool> subgraph_mask(const model& m, const std::vector<node_info>& no
       continue;
     fwd[i] = true;
     for (const auto& o : nodes[i].outputs) {
-      for (auto c : m.consumers(o))
+      for (auto c : users.consumers(o))
         stack.push_back(c);
     }
   }
@@ -77,7 +79,7 @@ std::vector<bool> subgraph_mask(const model& m, const std::vector<node_info>& no
       continue;
     bwd[i] = true;
     for (const auto& in : nodes[i].inputs) {
-      if (auto p = m.producer(in))
+      if (auto p = users.producer(in))
         stack.push_back(*p);
     }
   }
@@ -96,18 +98,19 @@ void limit_to_input_output_nodes(const model& m, const std::vector<node_info>& n
   std::map<std::string, std::size_t> by_name;
   for (std::size_t i = 0; i < nodes.size(); ++i)
     by_name[nodes[i].name] = i;
+  const value_users users(proto(m).graph());
   auto walk = [&](const std::vector<std::string>& from, const char* key, bool down) {
     std::vector<bool> seen(nodes.size());
     std::vector<std::size_t> stack;
     auto push_next = [&](std::size_t i) {
       if (down) {
         for (const auto& o : nodes[i].outputs) {
-          for (auto c : m.consumers(o))
+          for (auto c : users.consumers(o))
             stack.push_back(c);
         }
       } else {
         for (const auto& x : nodes[i].inputs) {
-          if (auto p = m.producer(x))
+          if (auto p = users.producer(x))
             stack.push_back(*p);
         }
       }

@@ -28,6 +28,7 @@
 #include <quark/quant/bias.hpp>
 #include <quark/scale/pow2_scale.hpp>
 
+#include "io/graph_util.hpp"
 #include "io/proto_access.hpp"
 #include "quantizer/block_nodes.hpp"
 #include "quantizer/calibrate.hpp"
@@ -465,7 +466,7 @@ struct range_rule {
   std::string from;
 };
 
-std::vector<range_rule> range_rules(const model& m, const std::vector<node_info>& nodes,
+std::vector<range_rule> range_rules(const value_users& users, const std::vector<node_info>& nodes,
                                     const std::vector<std::size_t>& topo,
                                     const std::vector<bool>& node_quantized,
                                     const std::map<std::string, act_entry>& acts) {
@@ -475,7 +476,7 @@ std::vector<range_rule> range_rules(const model& m, const std::vector<node_info>
     if (!node_quantized[i] || n.outputs.empty() || n.inputs.empty())
       continue;
     // (An output in a block format, e.g. from an override, has no range to give.)
-    if ((n.op_type == "Clip" || n.op_type == "Relu") && m.consumers(n.inputs[0]).size() == 1 &&
+    if ((n.op_type == "Clip" || n.op_type == "Relu") && users.consumers(n.inputs[0]).size() == 1 &&
         acts.contains(n.inputs[0]) && acts.contains(n.outputs[0]) &&
         !acts.at(n.outputs[0]).spec.block) {
       rules.push_back({n.inputs[0], n.outputs[0]});
@@ -673,6 +674,9 @@ class static_quantizer {
   // The graph as prepared.
   const std::vector<node_info> nodes_;
   const std::vector<std::size_t> topo_;
+  /// Producers and readers of the values of the graph as prepared (m_'s nodes do not change
+  /// before rebuild_node_list).
+  const value_users users_;
   std::set<std::string> inits_;
   std::set<std::string> graph_outputs_;
   /// (producer, consumer) op types whose Q/DQ between them is removed (RemoveQDQ*).
@@ -723,6 +727,7 @@ static_quantizer::static_quantizer(model& m, const qconfig& cfg, const qz::plan&
       run_(run),
       nodes_(m.nodes()),
       topo_(m.topological_order()),
+      users_(proto(m).graph()),
       half_values_(half_precision_values(m)),
       node_quantized_(nodes_.size()) {
   for (auto& n : m_.initializer_names())
@@ -1299,7 +1304,7 @@ void static_quantizer::calibrate() {
       value_facts_ = &first;
       select_nodes();
       dropped_ = unneeded_ranges(requests_, acts_,
-                                 range_rules(m_, nodes_, topo_, node_quantized_, acts_), opt_);
+                                 range_rules(users_, nodes_, topo_, node_quantized_, acts_), opt_);
       std::set<std::string> names;
       for (const auto& [name, why] : dropped_)
         names.insert(name);
@@ -1453,7 +1458,7 @@ void static_quantizer::assign_ranges() {
   // quark-spec §3.5: a quantized Clip/Relu whose input has one consumer gives the input its
   // output range; a quantized Softmax output is [0, 1] (range_rules, the rules unneeded_ranges
   // replayed to decide what calibration keeps observing).
-  for (const range_rule& r : range_rules(m_, nodes_, topo_, node_quantized_, acts_)) {
+  for (const range_rule& r : range_rules(users_, nodes_, topo_, node_quantized_, acts_)) {
     act_entry& t = acts_.at(r.target);
     if (r.from.empty()) {
       t.rmin = 0.0f;
@@ -2291,7 +2296,7 @@ std::string static_quantizer::additional_pair(std::vector<::onnx::NodeProto>& si
 }
 
 void static_quantizer::emit_activation(const std::string& name, const act_entry& e) {
-  const std::optional<std::size_t> prod = m_.producer(name);
+  const std::optional<std::size_t> prod = users_.producer(name);
   const std::string s_name = name + "_scale";
   const std::string z_name = name + "_zero_point";
   const bool cast_form = is_fp16(e.spec.type);
@@ -2336,13 +2341,13 @@ void static_quantizer::emit_activation(const std::string& name, const act_entry&
   // The tensor the tensor's own QuantizeLinear reads (through the producer's pair if any).
   auto q_input = [&](const std::string& src) {
     return prod_spec ? additional_pair(sink, name, e, src, nodes_[*prod].name, *prod_spec,
-                                       m_.consumers(name))
+                                       users_.consumers(name))
                      : src;
   };
   if (opt_.dedicated_qdq_pair) {
     std::size_t k = 0;
     const std::string src = q_input(name);
-    for (const std::size_t c : m_.consumers(name)) {
+    for (const std::size_t c : users_.consumers(name)) {
       const std::string sfx = "_" + std::to_string(k++);
       const std::string q = name + "_QuantizeLinear_Output" + sfx;
       const std::string dq = name + "_DequantizeLinear_Output" + sfx;
@@ -2355,17 +2360,17 @@ void static_quantizer::emit_activation(const std::string& name, const act_entry&
     const std::string src = name + "_QuantizeLinear_Input";
     rename_output_[name] = src;
     emit_pair(sink, name, e, "", q_input(src), name + "_QuantizeLinear_Output", name,
-              m_.consumers(name));
-    for (const std::size_t c : m_.consumers(name)) {
+              users_.consumers(name));
+    for (const std::size_t c : users_.consumers(name)) {
       if (const auto cs = consumer_spec(c))
         rewire_node_[{c, name}] = additional_pair(sink, name, e, name, nodes_[c].name, *cs, {c});
     }
   } else {
     const std::string dq = name + "_DequantizeLinear_Output";
     emit_pair(sink, name, e, "", q_input(name), name + "_QuantizeLinear_Output", dq,
-              m_.consumers(name));
+              users_.consumers(name));
     rewire_[name] = dq;
-    for (const std::size_t c : m_.consumers(name)) {
+    for (const std::size_t c : users_.consumers(name)) {
       if (const auto cs = consumer_spec(c))
         rewire_node_[{c, name}] = additional_pair(sink, name, e, dq, nodes_[c].name, *cs, {c});
     }
@@ -2529,7 +2534,6 @@ void static_quantizer::rebuild_node_list() {
 }
 
 void static_quantizer::drop_unquantized() {
-  const ::onnx::GraphProto& g = proto(m_).graph();
   // RemoveQDQConvRelu and friends: activations whose every Q/DQ pair went are float again.
   {
     const qz::graph_pass_options passes = qz::read_pass_options(cfg_);
@@ -2549,13 +2553,7 @@ void static_quantizer::drop_unquantized() {
     });
   }
   // Float weights no node reads any more (an If / Loop / Scan body included) are dropped.
-  {
-    const qz::graph_index ix(g);
-    for (const auto& name : consts_replaced_) {
-      if (ix.uses(name) == 0)
-        m_.remove_initializer(name);
-    }
-  }
+  qz::drop_unused_initializers(m_, consts_replaced_);
 }
 
 /// Opset, IR version, FixShapes, FillAllValueInfo; then the model is checked.

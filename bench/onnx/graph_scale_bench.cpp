@@ -6,6 +6,8 @@
 //                                         Google Benchmark fits the time against N (BigO, RMS)
 //     kind relu:       Relu -> Relu -> ...            (activations only)
 //     kind conv_relu:  Conv 1x1 (weight, bias) -> Relu -> Conv -> ...   (weights and biases)
+//     kind matmul:     MatMul (constant B) -> MatMul -> ...   with the weight-only presets
+//                      UINT8_DYNAMIC_QUANT and MATMUL_NBITS (no calibration)
 //   BM_memcpy_model/N                     memcpy of the serialized model of N relu nodes
 // A quantizer linear in N keeps its "nodes_per_s" counter flat and fits BigO "N";
 // session 50 found it quadratic (20,000 Relu nodes: 26-36 s).
@@ -25,7 +27,7 @@
 
 namespace {
 
-enum class chain_kind { relu, conv_relu };
+enum class chain_kind { relu, conv_relu, matmul };
 
 void add_tensor_input(::onnx::GraphProto& g, const std::string& name) {
   auto* v = g.add_input();
@@ -73,7 +75,12 @@ std::string chain_model(chain_kind kind, std::size_t n) {
     auto* node = g.add_node();
     node->set_name("n" + std::to_string(i));
     node->add_input(prev);
-    if (kind == chain_kind::conv_relu && i % 2 == 0) {
+    if (kind == chain_kind::matmul) {
+      node->set_op_type("MatMul");
+      const float e = 0.01f * static_cast<float>(i % 3);  // [2, 2] near the identity
+      add_float_initializer(g, "w" + std::to_string(i), {2, 2}, {1.0f, e, -e, 1.0f});
+      node->add_input("w" + std::to_string(i));
+    } else if (kind == chain_kind::conv_relu && i % 2 == 0) {
       node->set_op_type("Conv");
       add_float_initializer(g, "w" + std::to_string(i), {4, 4, 1, 1}, conv_weight(i));
       add_float_initializer(g, "b" + std::to_string(i), {4}, {0.01f, -0.01f, 0.0f, 0.0f});
@@ -129,9 +136,12 @@ void sizes(benchmark::internal::Benchmark* b) {
 }
 
 void register_all() {
+  const std::vector<const char*> static_presets{"A8W8", "XINT8", "VINT8"};
+  const std::vector<const char*> weight_presets{"UINT8_DYNAMIC_QUANT", "MATMUL_NBITS"};
   for (const auto& [kind, label] :
-       {std::pair{chain_kind::relu, "relu"}, std::pair{chain_kind::conv_relu, "conv_relu"}}) {
-    for (const char* preset : {"A8W8", "XINT8", "VINT8"}) {
+       {std::pair{chain_kind::relu, "relu"}, std::pair{chain_kind::conv_relu, "conv_relu"},
+        std::pair{chain_kind::matmul, "matmul"}}) {
+    for (const char* preset : kind == chain_kind::matmul ? weight_presets : static_presets) {
       benchmark::RegisterBenchmark(
           ("BM_quantize_chain/" + std::string(label) + "/" + preset).c_str(),
           [kind = kind, preset](benchmark::State& s) { BM_quantize_chain(s, kind, preset); })

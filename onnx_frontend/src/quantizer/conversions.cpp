@@ -54,11 +54,7 @@ std::optional<clip_bounds> clip_bounds_of(const model& m, const NodeProto& n) {
 /// Removes the initializers of `candidates` that no node (nor any If / Loop / Scan body) reads
 /// and no graph output names.
 void drop_unused(model& m, const std::set<std::string>& candidates) {
-  const graph_index ix(proto(m).graph());
-  for (const auto& c : candidates) {
-    if (ix.uses(c) == 0 && m.has_initializer(c))
-      m.remove_initializer(c);
-  }
+  drop_unused_initializers(m, candidates);  // (one pass; it skips names that are no initializer)
 }
 
 struct converter {
@@ -550,7 +546,17 @@ std::set<std::string> fold_relu(model& m, std::size_t& folded) {
       return !graph_io.contains(t) && it != readers.end() && it->second.size() == 1 &&
              it->second.front() == node;
     };
-    for (int i = 0; i < g.node_size() && !changed; ++i) {
+    // One pass folds every Relu it can whose nodes no fold of this pass touched (the maps above
+    // are not updated); the others wait for the next pass. (Starting over after each fold made
+    // this quadratic in the node count.)
+    std::set<int> touched;
+    std::vector<int> dead_all;
+    std::set<std::string> stale_info;  // value_info of values that no longer exist
+    std::set<std::string> candidates;
+    auto untouched = [&](int k) { return !touched.contains(k); };
+    for (int i = 0; i < g.node_size(); ++i) {
+      if (!untouched(i))
+        continue;
       const NodeProto& r = g.node(i);
       if (!(r.domain().empty() || r.domain() == "ai.onnx") || r.output_size() != 1 ||
           r.input_size() < 1)
@@ -579,12 +585,12 @@ std::set<std::string> fold_relu(model& m, std::size_t& folded) {
         if (p)
           out_p = p;
       }
-      if (!ok || !out_p)
+      if (!ok || !out_p || !std::all_of(ry->second.begin(), ry->second.end(), untouched))
         continue;
       // The input: straight from a node, or through a Q/DQ pair with the same parameters.
       const std::string& u = r.input(0);
       auto pu = producer.find(u);
-      if (!only_reader(u, i) || pu == producer.end())
+      if (!only_reader(u, i) || pu == producer.end() || !untouched(pu->second))
         continue;
       std::vector<int> dead = {i};
       std::string src = u;  // the value whose producer will write y
@@ -593,13 +599,13 @@ std::set<std::string> fold_relu(model& m, std::size_t& folded) {
         const NodeProto& dq = g.node(src_node);
         auto pq = producer.find(dq.input(0));
         if (pq == producer.end() || !quantize_op(g.node(pq->second)) ||
-            !only_reader(dq.input(0), src_node))
+            !only_reader(dq.input(0), src_node) || !untouched(pq->second))
           continue;
         const NodeProto& q = g.node(pq->second);
         const auto in_p = params_of(m, q);
         auto pt = producer.find(q.input(0));
         if (!in_p || !(*in_p == *out_p) || pt == producer.end() ||
-            !only_reader(q.input(0), pq->second))
+            !only_reader(q.input(0), pq->second) || !untouched(pt->second))
           continue;
         dead.push_back(src_node);
         dead.push_back(pq->second);
@@ -613,23 +619,36 @@ std::set<std::string> fold_relu(model& m, std::size_t& folded) {
         if (p.output(k) == src)
           p.set_output(k, y);
       }
-      std::set<std::string> candidates;
       for (const int d : dead) {
         for (const auto& x : g.node(d).input())
           candidates.insert(x);
       }
-      std::sort(dead.begin(), dead.end());
-      for (auto it = dead.rbegin(); it != dead.rend(); ++it)
-        g.mutable_node()->DeleteSubrange(*it, 1);
-      auto* vi = g.mutable_value_info();
-      for (int k = vi->size() - 1; k >= 0; --k) {
-        if (vi->Get(k).name() == u || vi->Get(k).name() == src)
-          vi->DeleteSubrange(k, 1);
-      }
-      drop_unused(m, candidates);
+      touched.insert(dead.begin(), dead.end());
+      touched.insert(src_node);
+      touched.insert(ry->second.begin(), ry->second.end());
+      dead_all.insert(dead_all.end(), dead.begin(), dead.end());
+      stale_info.insert(u);
+      stale_info.insert(src);
       ++folded;
       changed = true;
     }
+    if (!changed)
+      break;
+    std::vector<bool> is_dead(static_cast<std::size_t>(g.node_size()));
+    for (const int d : dead_all)
+      is_dead[static_cast<std::size_t>(d)] = true;
+    compact_nodes(g, is_dead);
+    auto* vi = g.mutable_value_info();
+    int keep = 0;
+    for (int k = 0; k < vi->size(); ++k) {
+      if (stale_info.contains(vi->Get(k).name()))
+        continue;
+      if (keep != k)
+        vi->SwapElements(keep, k);
+      ++keep;
+    }
+    vi->DeleteSubrange(keep, vi->size() - keep);
+    drop_unused(m, candidates);
   }
   return gone;
 }

@@ -82,14 +82,8 @@ stored_weight quantize_weight(const tensor& w, const tspec& spec, std::int64_t a
   return out;
 }
 
-/// Index of the Constant node of `g` that writes `name`, or -1.
-int constant_node(const ::onnx::GraphProto& g, const std::string& name) {
-  for (int k = 0; k < g.node_size(); ++k) {
-    const ::onnx::NodeProto& n = g.node(k);
-    if (n.op_type() == "Constant" && n.output_size() == 1 && n.output(0) == name)
-      return k;
-  }
-  return -1;
+bool is_constant_node(const ::onnx::NodeProto& n) {
+  return n.op_type() == "Constant" && n.output_size() == 1;
 }
 
 /// The rewrite of one graph and, with EnableSubgraph, of the If / Loop / Scan bodies in it.
@@ -115,16 +109,33 @@ class rewriter {
     g.clear_node();
     for (auto& n : st.rebuilt)
       *g.add_node() = std::move(n);
-    // Float weights of this graph that nothing reads any more (bodies included) go.
+    scopes_.erase(&g);
+    // Float weights of this graph that nothing reads any more (bodies included) go, in one pass
+    // over the initializers and one over the Constant nodes.
     const graph_index after(g);
+    std::set<std::string, std::less<>> unused;
     for (const std::string& w : replaced_[&g]) {
-      if (after.uses(w) != 0)
-        continue;
-      if (const int k = find_initializer(g, w); k >= 0)
-        g.mutable_initializer()->DeleteSubrange(k, 1);
-      if (const int k = constant_node(g, w); k >= 0)
-        g.mutable_node()->DeleteSubrange(k, 1);
+      if (after.uses(w) == 0)
+        unused.insert(w);
     }
+    if (unused.empty())
+      return;
+    auto drop = [&](auto& list, auto gone) {
+      int keep = 0;
+      for (int k = 0; k < list.size(); ++k) {
+        if (gone(list.Get(k)))
+          continue;
+        if (keep != k)
+          list.SwapElements(keep, k);
+        ++keep;
+      }
+      list.DeleteSubrange(keep, list.size() - keep);
+    };
+    drop(*g.mutable_initializer(),
+         [&](const ::onnx::TensorProto& t) { return unused.contains(t.name()); });
+    drop(*g.mutable_node(), [&](const ::onnx::NodeProto& n) {
+      return is_constant_node(n) && unused.contains(n.output(0));
+    });
   }
 
   std::size_t dql_nodes() const noexcept { return dql_; }
@@ -186,29 +197,48 @@ class rewriter {
     scopes.push_back(&st.g);
     for (auto it = scopes.rbegin(); it != scopes.rend(); ++it) {
       ::onnx::GraphProto& g = **it;
-      if (const int k = find_initializer(g, name); k >= 0)
+      scope_index& ix = scope(g);
+      if (const int k = ix.inits.find(g, name); k >= 0)
         return std::make_pair(&g.initializer(k), &g);
-      if (const int k = constant_node(g, name); k >= 0) {
-        const auto* v = find_attr(g.node(k), "value");
+      // A Constant node writing it; a value another node of this graph produces hides the
+      // outer scopes' names.
+      if (auto c = ix.constants.find(name); c != ix.constants.end()) {
+        const auto* v = find_attr(g.node(c->second), "value");
         if (v == nullptr || !v->has_t())
           return std::nullopt;
         return std::make_pair(&v->t(), &g);
       }
-      // A value produced by a node of this graph hides the outer scopes' names.
-      for (const auto& n : g.node()) {
-        for (const auto& o : n.output()) {
-          if (o == name)
-            return std::nullopt;
-        }
-      }
+      if (ix.produced.contains(name))
+        return std::nullopt;
     }
     return std::nullopt;
   }
 
+  /// The names of one graph: its initializers, the values its Constant nodes write (the first
+  /// such node of each) and every value a node writes. Looking them up by scanning made the
+  /// rewrite quadratic in the node count. A graph's nodes do not change while it or a body in it
+  /// is rewritten; its entry goes once they do.
+  struct scope_index {
+    initializer_index inits;  // (checks itself: sees the initializers the rewrite adds)
+    std::map<std::string, int, std::less<>> constants;
+    std::set<std::string, std::less<>> produced;
+  };
+  scope_index& scope(const ::onnx::GraphProto& g) const {
+    auto [it, added] = scopes_.try_emplace(&g);
+    if (added) {
+      for (int k = 0; k < g.node_size(); ++k) {
+        const ::onnx::NodeProto& n = g.node(k);
+        if (is_constant_node(n))
+          it->second.constants.try_emplace(n.output(0), k);
+        for (const auto& o : n.output())
+          it->second.produced.insert(o);
+      }
+    }
+    return it->second;
+  }
+
   void add_initializer(::onnx::GraphProto& g, const std::string& name, const tensor& t) {
-    ::onnx::TensorProto* tp = g.add_initializer();
-    tp->set_name(name);
-    write_tensor(t, *tp);
+    write_tensor(t, scope(g).inits.get_or_add(g, name));  // (names_ makes every name new)
   }
 
   const dq_out& activation(const std::string& x, state& st) {
@@ -558,6 +588,7 @@ class rewriter {
   const body_planner* bodies_;
   quantize_report& report_;
   name_pool names_;
+  mutable std::map<const ::onnx::GraphProto*, scope_index> scopes_;
   std::map<const ::onnx::GraphProto*, std::set<std::string>> replaced_;
   std::size_t dql_ = 0, done_ = 0, body_left_ = 0;
   /// UseMatMulNBits: per graph, B -> the names of its stored initializers.

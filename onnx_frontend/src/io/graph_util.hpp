@@ -49,9 +49,10 @@ class value_users {
 
 /// The initializers of a graph by name, for code that looks up or adds many (a scan of the whole
 /// list per lookup made the quantizer quadratic in the node count). It checks itself: it indexes
-/// again when the list's length changed or a name found no longer matches, so additions and
-/// removals made around it through the protobuf are seen. Only an edit that renames initializers
-/// and keeps the count would go unseen: code doing that calls clear().
+/// again when the list's length changed or a name found no longer matches, so additions made
+/// around it through the protobuf are seen. Edits that can keep the length (a removal, then an
+/// addition; a rename) call clear(): model's own methods do, and so do the quantizer's helpers
+/// that remove initializers through the protobuf.
 class initializer_index {
  public:
   /// Index into g.initializer() of the first initializer named `name`, or -1.

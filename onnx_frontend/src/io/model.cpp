@@ -546,7 +546,10 @@ bool model::remove_initializer(std::string_view name) {
   const int i = impl_->inits.find(*g, name);
   if (i < 0)
     return false;
-  g->mutable_initializer()->DeleteSubrange(i, 1);  // (the index sees the new length)
+  g->mutable_initializer()->DeleteSubrange(i, 1);
+  // The index starts over: it notices a new length, but a removal followed by an addition
+  // through the protobuf would keep the length.
+  impl_->inits.clear();
   if (impl_->proto.ir_version() < 4) {
     for (int k = 0; k < g->input_size(); ++k) {
       if (g->input(k).name() == name) {

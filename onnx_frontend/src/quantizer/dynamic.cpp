@@ -133,6 +133,8 @@ class rewriter {
     };
     drop(*g.mutable_initializer(),
          [&](const ::onnx::TensorProto& t) { return unused.contains(t.name()); });
+    if (&g == &proto(m_).graph())
+      proto_access::get(m_).inits.clear();  // (see model::remove_initializer)
     drop(*g.mutable_node(), [&](const ::onnx::NodeProto& n) {
       return is_constant_node(n) && unused.contains(n.output(0));
     });

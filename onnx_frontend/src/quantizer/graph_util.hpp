@@ -87,7 +87,10 @@ inline void drop_unused_initializers(model& m, const std::set<std::string>& cand
     if (ix.uses(name) == 0)
       unused.insert(name);
   }
-  remove_initializers(proto(m), unused);  // one pass (one remove_initializer each was quadratic)
+  // One pass (one remove_initializer each was quadratic); the model's index of initializers
+  // starts over (a removal followed by as many additions would keep its length).
+  if (remove_initializers(proto(m), unused) > 0)
+    proto_access::get(m).inits.clear();
 }
 
 /// Drops the nodes of `g` marked dead, keeping the order of the others.

@@ -72,6 +72,24 @@ class initializer_index {
   int size_ = -1;
 };
 
+/// Removes the elements of a protobuf repeated field for which `gone(element)` holds, keeping
+/// the others in order, in one pass (DeleteSubrange per element is quadratic). Returns how many
+/// it removed.
+template <class List, class Pred>
+std::size_t erase_if(List& list, Pred gone) {
+  int keep = 0;
+  for (int i = 0; i < list.size(); ++i) {
+    if (gone(list.Get(i)))
+      continue;
+    if (keep != i)
+      list.SwapElements(keep, i);
+    ++keep;
+  }
+  const auto removed = static_cast<std::size_t>(list.size() - keep);
+  list.DeleteSubrange(keep, list.size() - keep);
+  return removed;
+}
+
 /// Removes the initializers of `p`'s main graph named in `names` in one pass (and, below IR
 /// version 4, their graph inputs), as model::remove_initializer does one at a time. Returns how
 /// many it removed.

@@ -353,31 +353,14 @@ std::size_t remove_initializers(::onnx::ModelProto& p,
                                 const std::set<std::string, std::less<>>& names) {
   auto* g = p.mutable_graph();
   std::set<std::string, std::less<>> gone;
-  auto drop = [&](auto& list, auto name_of, const std::set<std::string, std::less<>>& which) {
-    int keep = 0;
-    for (int i = 0; i < list.size(); ++i) {
-      if (which.contains(name_of(list.Get(i)))) {
-        gone.insert(name_of(list.Get(i)));
-        continue;
-      }
-      if (keep != i)
-        list.SwapElements(keep, i);
-      ++keep;
-    }
-    const auto removed = static_cast<std::size_t>(list.size() - keep);
-    list.DeleteSubrange(keep, list.size() - keep);
-    return removed;
-  };
-  const std::size_t removed = drop(
-      *g->mutable_initializer(),
-      [](const ::onnx::TensorProto& t) -> const std::string& { return t.name(); }, names);
-  if (removed > 0 && p.ir_version() < 4) {
-    const auto initializers = std::move(gone);
-    drop(
-        *g->mutable_input(),
-        [](const ::onnx::ValueInfoProto& v) -> const std::string& { return v.name(); },
-        initializers);
-  }
+  const std::size_t removed = erase_if(*g->mutable_initializer(), [&](const auto& t) {
+    if (!names.contains(t.name()))
+      return false;
+    gone.insert(t.name());
+    return true;
+  });
+  if (removed > 0 && p.ir_version() < 4)
+    erase_if(*g->mutable_input(), [&](const auto& v) { return gone.contains(v.name()); });
   return removed;
 }
 

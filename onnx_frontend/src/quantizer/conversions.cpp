@@ -638,16 +638,7 @@ std::set<std::string> fold_relu(model& m, std::size_t& folded) {
     for (const int d : dead_all)
       is_dead[static_cast<std::size_t>(d)] = true;
     compact_nodes(g, is_dead);
-    auto* vi = g.mutable_value_info();
-    int keep = 0;
-    for (int k = 0; k < vi->size(); ++k) {
-      if (stale_info.contains(vi->Get(k).name()))
-        continue;
-      if (keep != k)
-        vi->SwapElements(keep, k);
-      ++keep;
-    }
-    vi->DeleteSubrange(keep, vi->size() - keep);
+    erase_if(*g.mutable_value_info(), [&](const auto& v) { return stale_info.contains(v.name()); });
     drop_unused(m, candidates);
   }
   return gone;

@@ -120,22 +120,10 @@ class rewriter {
     }
     if (unused.empty())
       return;
-    auto drop = [&](auto& list, auto gone) {
-      int keep = 0;
-      for (int k = 0; k < list.size(); ++k) {
-        if (gone(list.Get(k)))
-          continue;
-        if (keep != k)
-          list.SwapElements(keep, k);
-        ++keep;
-      }
-      list.DeleteSubrange(keep, list.size() - keep);
-    };
-    drop(*g.mutable_initializer(),
-         [&](const ::onnx::TensorProto& t) { return unused.contains(t.name()); });
+    erase_if(*g.mutable_initializer(), [&](const auto& t) { return unused.contains(t.name()); });
     if (&g == &proto(m_).graph())
       proto_access::get(m_).inits.clear();  // (see model::remove_initializer)
-    drop(*g.mutable_node(), [&](const ::onnx::NodeProto& n) {
+    erase_if(*g.mutable_node(), [&](const ::onnx::NodeProto& n) {
       return is_constant_node(n) && unused.contains(n.output(0));
     });
   }

@@ -815,3 +815,76 @@ TEST_CASE("calibration observes a Loop body once per iteration and quantizes aro
   for (std::size_t i = 0; i < y.size(); ++i)
     CHECK(std::abs(y[i] - want[i]) <= 0.1f);
 }
+
+namespace {
+
+/// y = Relu(x) at the bottom of `depth` nested If nodes on one condition c: each level's
+/// then_branch holds the next level, its else_branch is Identity(x). With c true y = Relu(x),
+/// with c false y = x.
+w::msg nested_if_graph(int depth) {
+  w::graph g;
+  g.m = w::msg{};
+  g.m.bytes(2, "level0");
+  g.add_output(w::value_info("r0", FLOAT, {1, 4}));
+  g.add_node(w::node("Relu", {"x"}, {"r0"}, "relu0"));
+  for (int d = 1; d <= depth; ++d) {
+    const std::string out = "o" + std::to_string(d), alt = "e" + std::to_string(d);
+    w::graph other;
+    other.add_output(w::value_info(alt, FLOAT, {1, 4}));
+    other.add_node(w::node("Identity", {"x"}, {alt}, "id" + std::to_string(d)));
+    w::graph level;
+    level.add_output(w::value_info(out, FLOAT, {1, 4}));
+    level.add_node(
+        w::node("If", {"c"}, {out}, "if" + std::to_string(d),
+                {w::attr_graph("then_branch", g.m), w::attr_graph("else_branch", other.m)}));
+    g = level;
+  }
+  return g.m;
+}
+
+std::string nested_if_model(int depth) {
+  w::graph top = w::graph{};
+  top.m = nested_if_graph(depth);
+  top.add_input(w::value_info("x", FLOAT, {1, 4}));
+  top.add_input(w::value_info("c", BOOL, {}));
+  return w::model(top);
+}
+
+}  // namespace
+
+// protobuf parses at most 100 nested messages by default, and ONNX Runtime 1.30 keeps that limit:
+// it runs this model with 31 levels of If and refuses 32 ("Protobuf parsing failed", checked
+// with onnxruntime-node). Model: 2 messages, each If level: node, attribute, graph (3 more).
+TEST_CASE("If bodies nested 31 deep run, and 32 deep are refused at load naming the nesting") {
+  const std::string ok = nested_if_model(31);
+  const std::string deep = nested_if_model(32);
+  w::scratch_dir dir;
+  w::write_file(dir / "ok.onnx", ok);
+  w::write_file(dir / "deep.onnx", deep);
+  runtime rt(dir / "ok.onnx");
+  const auto x = f32({1, 4}, {-1, 2, -3, 4});
+  CHECK(rt.run({{"x", x}, {"c", boolean({}, {true})}}).at("o31").data<float>()[0] == 0.0f);
+  CHECK(rt.run({{"x", x}, {"c", boolean({}, {false})}}).at("o31").data<float>()[0] == -1.0f);
+  CHECK_NOTHROW(quark::onnx::model::from_bytes(ok));
+
+  const auto bytes = std::as_bytes(std::span(deep.data(), deep.size()));
+  const std::string why = "messages nested deeper than protobuf's limit of 100";
+  CHECK_THROWS_WITH_AS(quark::onnx::model::load(dir / "deep.onnx"),
+                       doctest::Contains(("deep.onnx': " + why).c_str()),
+                       quark::onnx::frontend_error);
+  CHECK_THROWS_WITH_AS(quark::onnx::model::from_bytes(deep),
+                       doctest::Contains(("<bytes>: " + why).c_str()), quark::onnx::frontend_error);
+  CHECK_THROWS_WITH_AS(runtime(dir / "deep.onnx"),
+                       doctest::Contains(("deep.onnx': " + why).c_str()),
+                       quark::onnx::frontend_error);
+  CHECK_THROWS_WITH_AS(runtime::from_bytes(bytes), doctest::Contains(why.c_str()),
+                       quark::onnx::frontend_error);
+  // Cut short, the same model is corrupt, not too deep.
+  w::write_file(dir / "cut.onnx", deep.substr(0, deep.size() - 9));
+  CHECK_THROWS_WITH_AS(
+      quark::onnx::model::load(dir / "cut.onnx"),
+      doctest::Contains("cut.onnx': not a valid ONNX protobuf (truncated or corrupt)"),
+      quark::onnx::frontend_error);
+  CHECK_THROWS_WITH_AS(runtime(dir / "cut.onnx"), doctest::Contains("(truncated or corrupt)"),
+                       quark::onnx::frontend_error);
+}

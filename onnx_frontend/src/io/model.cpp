@@ -42,6 +42,30 @@ void check_is_model(const ::onnx::ModelProto& p, const std::string& where) {
   }
 }
 
+/// protobuf's default nesting limit, 100 messages, is also the one ONNX Runtime parses with: a
+/// model nested deeper (about 32 levels of If / Loop / Scan bodies) fails to parse in both. A
+/// failed parse is tried once more under this higher limit, only to say which of the two it was.
+constexpr int default_recursion_limit = 100;
+constexpr int diagnosis_recursion_limit = 1000;
+
+bool parse_stream(google::protobuf::io::CodedInputStream& in, ::onnx::ModelProto& out, int depth) {
+  in.SetTotalBytesLimit(INT_MAX);
+  in.SetRecursionLimit(depth);
+  return out.ParseFromCodedStream(&in) && in.ConsumedEntireMessage();
+}
+
+/// The load error of a model that failed to parse; `parses_deeper`: it parses under
+/// diagnosis_recursion_limit.
+[[noreturn]] void parse_failure(const std::string& where, bool parses_deeper) {
+  if (parses_deeper) {
+    load_error(where, "messages nested deeper than protobuf's limit of " +
+                          std::to_string(default_recursion_limit) +
+                          " (subgraphs of If / Loop / Scan or functions about 32 levels deep); "
+                          "ONNX Runtime refuses such a model too, flatten the nesting");
+  }
+  load_error(where, "not a valid ONNX protobuf (truncated or corrupt)");
+}
+
 /// Parses `size` bytes into `out` with the total-bytes limit raised to protobuf's hard maximum
 /// (INT_MAX): the default limit would reject models between 64 MB and 2 GB.
 void parse_model(const char* data, std::size_t size, const std::string& where,
@@ -52,13 +76,25 @@ void parse_model(const char* data, std::size_t size, const std::string& where,
     load_error(where, "larger than protobuf's 2 GB message limit (" + std::to_string(size) +
                           " bytes); models this large must keep their weights as external data");
   }
-  google::protobuf::io::CodedInputStream in(reinterpret_cast<const std::uint8_t*>(data),
-                                            static_cast<int>(size));
-  in.SetTotalBytesLimit(INT_MAX);
-  if (!out.ParseFromCodedStream(&in) || !in.ConsumedEntireMessage()) {
-    load_error(where, "not a valid ONNX protobuf (truncated or corrupt)");
+  const auto parse = [&](::onnx::ModelProto& m, int depth) {
+    google::protobuf::io::CodedInputStream in(reinterpret_cast<const std::uint8_t*>(data),
+                                              static_cast<int>(size));
+    return parse_stream(in, m, depth);
+  };
+  if (!parse(out, default_recursion_limit)) {
+    ::onnx::ModelProto scratch;
+    parse_failure(where, parse(scratch, diagnosis_recursion_limit));
   }
   check_is_model(out, where);
+}
+
+/// Parses the whole file open at `fd` (from its start) into `out`.
+bool parse_file(int fd, ::onnx::ModelProto& out, int depth) {
+  if (::lseek(fd, 0, SEEK_SET) != 0)
+    return false;
+  google::protobuf::io::FileInputStream file(fd);
+  google::protobuf::io::CodedInputStream in(&file);
+  return parse_stream(in, out, depth) && file.GetErrno() == 0;
 }
 
 bool is_default_domain(std::string_view d) {
@@ -335,14 +371,9 @@ model model::load(const std::filesystem::path& path, const load_options& options
   model m;
   auto& state = *m.impl_;
   state.proto.Clear();
-  {
-    google::protobuf::io::FileInputStream file(fd);
-    google::protobuf::io::CodedInputStream in(&file);
-    in.SetTotalBytesLimit(INT_MAX);
-    if (!state.proto.ParseFromCodedStream(&in) || !in.ConsumedEntireMessage() ||
-        file.GetErrno() != 0) {
-      load_error(where, "not a valid ONNX protobuf (truncated or corrupt)");
-    }
+  if (!parse_file(fd, state.proto, default_recursion_limit)) {
+    ::onnx::ModelProto scratch;
+    parse_failure(where, parse_file(fd, scratch, diagnosis_recursion_limit));
   }
   check_is_model(state.proto, where);
   auto dir = path.parent_path();

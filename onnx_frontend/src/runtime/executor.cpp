@@ -6,8 +6,6 @@
 #endif
 
 #include <algorithm>
-#include <fstream>
-#include <sstream>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -206,18 +204,8 @@ std::unique_ptr<runtime::impl> runtime::impl::prepare(const ::onnx::ModelProto& 
 runtime::runtime(std::unique_ptr<impl> p) : impl_(std::move(p)) {
 }
 
-runtime::runtime(const std::filesystem::path& path, runtime_options options) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f)
-    throw frontend_error("quark.onnx.load", "cannot open '" + path.string() + "'");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  const std::string bytes = ss.str();
-  ::onnx::ModelProto m;
-  if (!m.ParseFromString(bytes)) {
-    throw frontend_error("quark.onnx.load", "'" + path.string() + "' is not a valid ModelProto");
-  }
-  impl_ = impl::prepare(m, path.parent_path(), options);
+runtime::runtime(const std::filesystem::path& path, runtime_options options)
+    : runtime(model::load(path, {.validate = false}), options) {
 }
 
 runtime::runtime(const model& m, runtime_options options)
@@ -226,12 +214,7 @@ runtime::runtime(const model& m, runtime_options options)
 
 runtime runtime::from_bytes(std::span<const std::byte> bytes, const std::filesystem::path& base_dir,
                             runtime_options options) {
-  ::onnx::ModelProto m;
-  if (bytes.size() > static_cast<std::size_t>(std::numeric_limits<int>::max()) ||
-      !m.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
-    throw frontend_error("quark.onnx.load", "bytes are not a valid ModelProto");
-  }
-  return runtime(impl::prepare(m, base_dir, options));
+  return runtime(model::from_bytes(bytes, base_dir, {.validate = false}), options);
 }
 
 runtime::runtime(runtime&&) noexcept = default;

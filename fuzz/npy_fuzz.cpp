@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // libFuzzer target for the calibration-data file readers: writes each input to a file and reads
-// it with quark::onnx::read_npy and read_npz (the .npy and stored-.npz parsers behind
+// it with quark::onnx::read_npy and read_npz (the .npy and .npz parsers, stored or deflated, behind
 // npy_folder_reader). A file that reads must hold the bytes its shape and type say, and a
 // float32 one written back with write_npy must read back to the same bytes. The only acceptable
 // failure is quark::onnx::frontend_error; anything else is a bug. Build and run: see

@@ -14,7 +14,7 @@ pkgs=(
   clang libclang-rt-14-dev clang-format lld
   libeigen3-dev libxtensor-dev doctest-dev libbenchmark-dev
   libprotobuf-dev protobuf-compiler libonnx-dev
-  nlohmann-json3-dev libcli11-dev
+  nlohmann-json3-dev libcli11-dev zlib1g-dev
   libonnx-testdata
 )
 # Node.js: keep whatever node/npm the machine has (e.g. NodeSource's nodejs, which bundles npm and

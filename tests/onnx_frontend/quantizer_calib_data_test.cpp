@@ -4,10 +4,12 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <random>
 #include <set>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <doctest/doctest.h>
 
@@ -131,9 +133,11 @@ TEST_CASE("a forged .npy shape is rejected before anything is allocated") {
   fs::remove_all(d);
 }
 
-TEST_CASE(".npz written by NumPy: members by name, compressed and cut-off archives refused") {
-  // gen_npz.py: np.savez(x=float32 [2, 3] = 0.5 * (1..6), ids=int64 [-2, 0, 7, 2^40]).
-  const auto m = read_npz(npz_fixture("two.npz"));
+namespace {
+
+/// Checks the arrays gen_npz.py stores in two.npz and compressed.npz:
+/// x = float32 [2, 3] = 0.5 * (1..6), ids = int64 [-2, 0, 7, 2^40].
+void check_two_arrays(const std::map<std::string, tensor>& m) {
   REQUIRE(m.size() == 2u);
   const tensor& x = m.at("x");
   CHECK(x.shape() == shape_t{2, 3});
@@ -141,27 +145,83 @@ TEST_CASE(".npz written by NumPy: members by name, compressed and cut-off archiv
   CHECK(std::vector<float>(x.data<float>().begin(), x.data<float>().end()) == want);
   const tensor& ids = m.at("ids");
   REQUIRE(ids.type() == quark::dtype_id::int64);
+  REQUIRE(ids.shape() == shape_t{4});
   CHECK(ids.data<std::int64_t>()[0] == -2);
+  CHECK(ids.data<std::int64_t>()[1] == 0);
+  CHECK(ids.data<std::int64_t>()[2] == 7);
   CHECK(ids.data<std::int64_t>()[3] == (std::int64_t{1} << 40));
-  CHECK(error_id([] { (void)read_npz(npz_fixture("compressed.npz")); }) == "quark.calib_data.npz");
+}
 
-  // Forged copies of two.npz. Its first local header: sizes at 18 / 22, name length at 26,
-  // extra length at 28, the name "x.npy" at 30, then a ZIP64 extra (tag 1, 16 bytes: the
-  // uncompressed, then the compressed size) at 35.
+/// A function that writes forged archive bytes to `dir`/f.npz and reads them with read_npz.
+auto forged_reader(const fs::path& dir) {
+  return [dir](const std::string& bytes) {
+    std::ofstream(dir / "f.npz", std::ios::binary) << bytes;
+    return read_npz(dir / "f.npz");
+  };
+}
+
+/// Changes 1-4 random bytes of `good` 3000 times, then cuts it at every length: each copy reads,
+/// or fails with the reader's own error naming the file; never another exception (std::bad_alloc,
+/// std::length_error) and, under the sanitizers, never a read out of bounds. Returns how many
+/// changed copies still read.
+std::size_t mutate_and_cut(const std::string& good, const fs::path& dir, unsigned seed) {
+  const auto read_forged = forged_reader(dir);
+  std::mt19937 rng(seed);
+  std::size_t read_ok = 0;
+  for (int i = 0; i < 3000; ++i) {
+    std::string b = good;
+    const int flips = 1 + static_cast<int>(rng() % 4);
+    for (int f = 0; f < flips; ++f)
+      b[rng() % b.size()] = static_cast<char>(rng() & 0xff);
+    CAPTURE(i);
+    try {
+      (void)read_forged(b);
+      ++read_ok;
+    } catch (const frontend_error& e) {
+      CHECK(e.id().starts_with("quark.calib_data."));
+    }
+  }
+  // (a cut after the first member used to return "x" alone)
+  for (std::size_t n = 0; n < good.size(); ++n) {
+    CAPTURE(n);
+    try {
+      (void)read_forged(good.substr(0, n));
+      FAIL("no error");
+    } catch (const frontend_error& e) {
+      CHECK(e.id().starts_with("quark.calib_data."));
+      CHECK(std::string(e.what()).find("f.npz") != std::string::npos);
+    }
+  }
+  return read_ok;
+}
+
+}  // namespace
+
+TEST_CASE(".npz written by NumPy: members by name, forged and cut-off archives refused") {
+  check_two_arrays(read_npz(npz_fixture("two.npz")));
+
+  // Forged copies of two.npz. Its first local header: CRC-32 at 14, sizes at 18 / 22, name
+  // length at 26, extra length at 28, the name "x.npy" at 30, then a ZIP64 extra (tag 1, 16
+  // bytes: the uncompressed, then the compressed size) at 35, the .npy (128-byte header) at 55.
   const std::string good = file_bytes(npz_fixture("two.npz"));
   REQUIRE(good.size() > 60);
   REQUIRE(good.substr(30, 5) == "x.npy");
   REQUIRE(good[35] == 1);
   const auto d = fresh_dir("npz_forged");
-  auto read_forged = [&](const std::string& bytes) {
-    std::ofstream(d / "f.npz", std::ios::binary) << bytes;
-    return read_npz(d / "f.npz");
-  };
+  const auto read_forged = forged_reader(d);
   {
-    // A compressed size of 0xffffffff sends the reader to the ZIP64 extra: the same arrays.
+    // Sizes of 0xffffffff send the reader to the ZIP64 extra, which holds those of them in
+    // order (uncompressed first): the same arrays.
     std::string b = good;
     put_le(b, 18, 0xffffffffu, 4);
-    CHECK(read_forged(b).at("x").shape() == shape_t{2, 3});
+    put_le(b, 22, 0xffffffffu, 4);
+    check_two_arrays(read_forged(b));
+    b = good;
+    put_le(b, 18, 0xffffffffu, 4);  // the compressed size alone: the extra's first field
+    check_two_arrays(read_forged(b));
+    put_le(b, 35, 7, 2);  // the extra's tag no longer 1
+    CHECK_THROWS_WITH_AS((void)read_forged(b), doctest::Contains("without a ZIP64 extra field"),
+                         frontend_error);
   }
   const std::uint64_t huge[] = {~std::uint64_t{0}, std::uint64_t{1} << 63, good.size()};
   for (const std::uint64_t csize : huge) {
@@ -169,6 +229,7 @@ TEST_CASE(".npz written by NumPy: members by name, compressed and cut-off archiv
     CAPTURE(csize);
     std::string b = good;
     put_le(b, 18, 0xffffffffu, 4);
+    put_le(b, 22, 0xffffffffu, 4);
     put_le(b, 35 + 12, csize, 8);
     CHECK(error_id([&] { (void)read_forged(b); }) == "quark.calib_data.npz");
   }
@@ -184,37 +245,109 @@ TEST_CASE(".npz written by NumPy: members by name, compressed and cut-off archiv
     put_le(b, 37, 0xfff0, 2);
     CHECK(error_id([&] { (void)read_forged(b); }) == "quark.calib_data.npz");
   }
-  // 3000 copies with 1-4 random bytes changed (headers and data alike): each reads, or fails
-  // with the reader's own error naming the file; never another exception (std::bad_alloc,
-  // std::length_error) and, under the sanitizers, never a read out of bounds.
-  std::mt19937 rng(35);
-  std::size_t read_ok = 0;
-  for (int i = 0; i < 3000; ++i) {
+  {
+    // x's second value (1.0f, bytes 187-190) changed: a well-formed archive whose data no longer
+    // matches its CRC-32. It used to read as x[1] = 1.0000001 without a word.
     std::string b = good;
-    const int flips = 1 + static_cast<int>(rng() % 4);
-    for (int f = 0; f < flips; ++f)
-      b[rng() % b.size()] = static_cast<char>(rng() & 0xff);
-    CAPTURE(i);
-    try {
-      (void)read_forged(b);
-      ++read_ok;
-    } catch (const frontend_error& e) {
-      CHECK(e.id().starts_with("quark.calib_data."));
+    b[187] = static_cast<char>(b[187] ^ 1);
+    CHECK_THROWS_WITH_AS((void)read_forged(b),
+                         doctest::Contains("member 'x.npy' is corrupt: its CRC-32 does not match"),
+                         frontend_error);
+    // Other compression methods (12: bzip2), encryption and streamed members are named.
+    b = good;
+    put_le(b, 8, 12, 2);
+    CHECK_THROWS_WITH_AS((void)read_forged(b), doctest::Contains("compression method 12"),
+                         frontend_error);
+    b = good;
+    put_le(b, 6, 1, 2);
+    CHECK_THROWS_WITH_AS((void)read_forged(b), doctest::Contains("'x.npy' is encrypted"),
+                         frontend_error);
+    b = good;
+    put_le(b, 6, 8, 2);
+    CHECK_THROWS_WITH_AS((void)read_forged(b), doctest::Contains("'x.npy' was streamed"),
+                         frontend_error);
+    // Stored, yet the two sizes differ.
+    b = good;
+    put_le(b, 22, 151, 4);
+    CHECK_THROWS_WITH_AS((void)read_forged(b), doctest::Contains("its two sizes differ"),
+                         frontend_error);
+  }
+  CHECK(mutate_and_cut(good, d, 35) > 0);  // changes in unread fields and the central directory
+  fs::remove_all(d);
+}
+
+TEST_CASE(".npz written by np.savez_compressed: deflated members, forged sizes and streams") {
+  check_two_arrays(read_npz(npz_fixture("compressed.npz")));
+  {
+    // gen_npz.py: ramp = float32 [600, 500], element i = i % 7 (1.2 MB deflated to 3 KB).
+    const auto m = read_npz(npz_fixture("ramp_compressed.npz"));
+    REQUIRE(m.size() == 1u);
+    const tensor& r = m.at("ramp");
+    REQUIRE(r.shape() == shape_t{600, 500});
+    const auto v = r.data<float>();
+    std::size_t wrong = 0;
+    for (std::size_t i = 0; i < v.size(); ++i)
+      wrong += v[i] != static_cast<float>(i % 7) ? 1u : 0u;
+    CHECK(wrong == 0u);
+  }
+  // compressed.npz's first local header: method 8 at 8, CRC-32 at 14, compressed size 90 at 18,
+  // uncompressed size 152 at 22, "x.npy" at 30, a ZIP64 extra at 35 (sizes at 39 and 47), the
+  // deflate stream at 55.
+  const std::string good = file_bytes(npz_fixture("compressed.npz"));
+  REQUIRE(good.size() > 150);
+  REQUIRE(good.substr(30, 5) == "x.npy");
+  REQUIRE(good[8] == 8);
+  const auto d = fresh_dir("npz_deflate");
+  const auto read_forged = forged_reader(d);
+  {
+    // Sizes through the ZIP64 extra: the same arrays.
+    std::string b = good;
+    put_le(b, 18, 0xffffffffu, 4);
+    put_le(b, 22, 0xffffffffu, 4);
+    check_two_arrays(read_forged(b));
+    put_le(b, 37, 8, 2);  // an extra of one field where two are needed
+    CHECK_THROWS_WITH_AS((void)read_forged(b), doctest::Contains("ZIP64 extra field is too short"),
+                         frontend_error);
+    put_le(b, 37, 16, 2);
+    // An uncompressed size deflate cannot reach from 90 bytes: refused before allocating it.
+    put_le(b, 39, std::uint64_t{1} << 60, 8);
+    CHECK_THROWS_WITH_AS((void)read_forged(b), doctest::Contains("cannot expand to the"),
+                         frontend_error);
+  }
+  {
+    // One byte more or less than the stream gives.
+    std::string b = good;
+    put_le(b, 22, 153, 4);
+    CHECK_THROWS_WITH_AS((void)read_forged(b), doctest::Contains("'x.npy' is corrupt"),
+                         frontend_error);
+    b = good;
+    put_le(b, 22, 151, 4);
+    CHECK_THROWS_WITH_AS((void)read_forged(b), doctest::Contains("'x.npy' is corrupt"),
+                         frontend_error);
+    b = good;
+    put_le(b, 22, 0, 4);
+    CHECK_THROWS_WITH_AS((void)read_forged(b), doctest::Contains("claims 0 bytes"), frontend_error);
+  }
+  {
+    // Every single bit of x's deflate stream flipped: an error each time (zlib's own checks or
+    // the CRC-32), never a wrong array.
+    for (std::size_t at = 55; at < 55 + 90; ++at) {
+      for (int bit = 0; bit < 8; ++bit) {
+        CAPTURE(at);
+        CAPTURE(bit);
+        std::string b = good;
+        b[at] = static_cast<char>(b[at] ^ (1 << bit));
+        try {
+          const auto m = read_forged(b);
+          // A flip zlib and the CRC both miss would have to leave the data intact.
+          check_two_arrays(m);
+        } catch (const frontend_error& e) {
+          CHECK(e.id() == "quark.calib_data.npz");
+        }
+      }
     }
   }
-  CHECK(read_ok > 0);  // some changes fall in array values or padding and still read
-  // Every cut of the archive is an error naming the file, never a crash or a partial read
-  // (a cut after the first member used to return "x" alone).
-  for (std::size_t n = 0; n < good.size(); ++n) {
-    CAPTURE(n);
-    try {
-      (void)read_forged(good.substr(0, n));
-      FAIL("no error");
-    } catch (const frontend_error& e) {
-      CHECK(e.id().starts_with("quark.calib_data."));
-      CHECK(std::string(e.what()).find("f.npz") != std::string::npos);
-    }
-  }
+  (void)mutate_and_cut(good, d, 36);
   fs::remove_all(d);
 }
 

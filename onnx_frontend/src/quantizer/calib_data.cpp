@@ -16,6 +16,7 @@
 #include <quark/onnx/calib_data.hpp>
 
 #include "quantizer/dynamic_dims.hpp"
+#include <zlib.h>
 
 namespace quark::onnx {
 
@@ -167,6 +168,91 @@ std::uint32_t le16(std::string_view b, std::size_t at) {
          (static_cast<std::uint32_t>(static_cast<unsigned char>(b[at + 1])) << 8);
 }
 
+/// ZIP compression methods of the members np.savez (stored) and np.savez_compressed write.
+namespace npz_member {
+inline constexpr std::uint32_t stored = 0, deflated = 8;
+}  // namespace npz_member
+
+std::uint32_t crc32_of(std::string_view bytes) {
+  uLong c = ::crc32(0L, Z_NULL, 0);
+  // zlib takes uInt lengths: feed pieces of at most 1 GB.
+  constexpr std::size_t piece = std::size_t{1} << 30;
+  for (std::size_t i = 0; i < bytes.size(); i += piece) {
+    const std::size_t n = std::min(piece, bytes.size() - i);
+    c = ::crc32(c, reinterpret_cast<const Bytef*>(bytes.data() + i), static_cast<uInt>(n));
+  }
+  return static_cast<std::uint32_t>(c);
+}
+
+/// The `usize` bytes a raw deflate stream (ZIP method 8) expands to. Deflate expands at most
+/// 1032:1, so a header claiming more than that is refused before anything is allocated.
+std::string inflate_member(std::string_view in, std::size_t usize, const std::string& member) {
+  constexpr std::size_t max_ratio = 1032;
+  if (usize / max_ratio > in.size()) {
+    fail("quark.calib_data.npz", member + " is corrupt: " + std::to_string(in.size()) +
+                                     " deflated bytes cannot expand to the " +
+                                     std::to_string(usize) + " its header claims");
+  }
+  if (usize == 0)
+    fail("quark.calib_data.npz", member + " is corrupt: its header claims 0 bytes");
+  std::string out;
+  try {
+    out.resize(usize);
+  } catch (const std::exception&) {  // std::bad_alloc, std::length_error
+    fail("quark.calib_data.npz",
+         member + " expands to " + std::to_string(usize) + " bytes, more than fit in memory");
+  }
+  z_stream z{};
+  if (::inflateInit2(&z, -MAX_WBITS) != Z_OK)
+    fail("quark.calib_data.npz", member + ": zlib's inflateInit2 failed");
+  struct ender {
+    z_stream* z;
+    ~ender() { ::inflateEnd(z); }
+  } end_at_exit{&z};
+  constexpr std::size_t piece = std::size_t{1} << 30;  // zlib counts in uInt
+  std::size_t in_at = 0, out_at = 0;
+  int rc = Z_OK;
+  while (rc == Z_OK) {
+    if (z.avail_in == 0 && in_at < in.size()) {
+      const std::size_t n = std::min(piece, in.size() - in_at);
+      // zlib never writes through next_in; its API is not const-correct.
+      z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data() + in_at));
+      z.avail_in = static_cast<uInt>(n);
+      in_at += n;
+    }
+    if (z.avail_out == 0 && out_at < out.size()) {
+      const std::size_t n = std::min(piece, out.size() - out_at);
+      z.next_out = reinterpret_cast<Bytef*>(out.data() + out_at);
+      z.avail_out = static_cast<uInt>(n);
+      out_at += n;
+    }
+    rc = ::inflate(&z, Z_NO_FLUSH);
+    // Out of input or of room with the stream unfinished: Z_BUF_ERROR once nothing can move.
+    if (rc == Z_BUF_ERROR &&
+        ((z.avail_in == 0 && in_at < in.size()) || (z.avail_out == 0 && out_at < out.size()))) {
+      rc = Z_OK;
+    }
+  }
+  if (rc != Z_STREAM_END) {
+    fail("quark.calib_data.npz",
+         member + " is corrupt: its deflate stream " +
+             (rc == Z_BUF_ERROR ? std::string("ends early or expands past the size its header "
+                                              "claims (") +
+                                      std::to_string(usize) + " bytes)"
+                                : std::string("is malformed (zlib: ") +
+                                      (z.msg != nullptr ? z.msg : "error") + ")"));
+  }
+  if (z.total_out != usize || z.avail_in != 0 || in_at != in.size()) {
+    fail("quark.calib_data.npz", member + " is corrupt: its deflate stream gives " +
+                                     std::to_string(z.total_out) + " bytes, its header claims " +
+                                     std::to_string(usize) +
+                                     (z.avail_in != 0 || in_at != in.size()
+                                          ? ", and compressed bytes follow the stream's end"
+                                          : ""));
+  }
+  return out;
+}
+
 }  // namespace
 
 void calibration_data_reader::rewind() {
@@ -228,46 +314,77 @@ std::map<std::string, tensor> read_npz(const std::filesystem::path& file) {
   while (at + 30 <= b.size() && le32(b, at) == 0x04034b50u) {
     const std::uint32_t flags = le16(b, at + 6);
     const std::uint32_t method = le16(b, at + 8);
+    const std::uint32_t crc = le32(b, at + 14);
     std::size_t csize = le32(b, at + 18);
+    std::size_t usize = le32(b, at + 22);
     const std::size_t name_len = le16(b, at + 26);
     const std::size_t extra_len = le16(b, at + 28);
     const std::string name(b.substr(at + 30, name_len));
     const std::size_t body = at + 30 + name_len + extra_len;
-    if (body > b.size()) {
+    const std::string member = "'" + file.string() + "': member '" + name + "'";
+    if (body > b.size())
+      fail("quark.calib_data.npz", member + ": its header is truncated");
+    if (method != npz_member::stored && method != npz_member::deflated) {
       fail("quark.calib_data.npz",
-           "'" + file.string() + "': the header of member '" + name + "' is truncated");
+           member + " uses ZIP compression method " + std::to_string(method) +
+               "; NumPy's np.savez (stored) and np.savez_compressed (deflate) are read");
     }
-    if (method != 0) {
-      fail("quark.calib_data.npz", "'" + file.string() + "': member '" + name +
-                                       "' is compressed; save with np.savez (stored), not "
-                                       "np.savez_compressed");
+    if ((flags & 0x1u) != 0)
+      fail("quark.calib_data.npz", member + " is encrypted");
+    if ((flags & 0x8u) != 0) {
+      // Sizes and CRC after the data (a ZIP written to a pipe): where a stored member ends is
+      // then known only from the central directory. NumPy writing to a file never does this.
+      fail("quark.calib_data.npz",
+           member +
+               " was streamed (sizes in a data descriptor); write the archive to a file "
+               "with np.savez or np.savez_compressed");
     }
-    if (csize == 0xffffffffu || (flags & 0x8u) != 0) {
-      // ZIP64 or data descriptor: the size is in the extra field; numpy writes ZIP64 extras
-      // for large members. Read the uncompressed size from the ZIP64 extra when present.
+    if (csize == 0xffffffffu || usize == 0xffffffffu) {
+      // ZIP64: the sizes whose header field is 0xffffffff are in the extra field of tag 1, in
+      // this order: uncompressed, then compressed (numpy writes ZIP64 extras for every member).
       std::size_t e = at + 30 + name_len;
       const std::size_t e_end = e + extra_len;
+      bool found = false;
       while (e + 4 <= e_end) {
         const std::uint32_t tag = le16(b, e);
         const std::uint32_t sz = le16(b, e + 2);
-        if (e + 4 + sz > e_end) {
-          fail("quark.calib_data.npz",
-               "'" + file.string() + "': member '" + name + "' has an extra field past its header");
-        }
-        if (tag == 1 && sz >= 16) {
-          csize = static_cast<std::size_t>(le32(b, e + 12)) |
-                  (static_cast<std::size_t>(le32(b, e + 16)) << 32);
+        if (e + 4 + sz > e_end)
+          fail("quark.calib_data.npz", member + " has an extra field past its header");
+        if (tag == 1) {
+          std::size_t f = e + 4;
+          for (std::size_t* v : {&usize, &csize}) {
+            if (*v != 0xffffffffu)
+              continue;
+            if (f + 8 > e + 4 + sz)
+              fail("quark.calib_data.npz", member + ": its ZIP64 extra field is too short");
+            *v = static_cast<std::size_t>(le32(b, f)) |
+                 (static_cast<std::size_t>(le32(b, f + 4)) << 32);
+            f += 8;
+          }
+          found = true;
         }
         e += 4 + sz;
       }
+      if (!found)
+        fail("quark.calib_data.npz", member + ": ZIP64 sizes without a ZIP64 extra field");
     }
-    if (csize > b.size() - body) {  // (body + csize could wrap: ZIP64 sizes are 64-bit)
-      fail("quark.calib_data.npz", "'" + file.string() + "': member '" + name + "' truncated");
+    if (csize > b.size() - body)  // (body + csize could wrap: ZIP64 sizes are 64-bit)
+      fail("quark.calib_data.npz", member + " truncated");
+    const std::string_view stored = b.substr(body, csize);
+    std::string inflated;
+    if (method == npz_member::deflated)
+      inflated = inflate_member(stored, usize, member);
+    else if (usize != csize)
+      fail("quark.calib_data.npz", member + ": stored, yet its two sizes differ");
+    const std::string_view bytes = method == npz_member::deflated ? inflated : stored;
+    if (crc32_of(bytes) != crc) {
+      fail("quark.calib_data.npz",
+           member + " is corrupt: its CRC-32 does not match the one in its header");
     }
     std::string key = name;
     if (key.size() > 4 && key.ends_with(".npy"))
       key.resize(key.size() - 4);
-    out.emplace(key, parse_npy(b.substr(body, csize), file.string() + ":" + name));
+    out.emplace(key, parse_npy(bytes, file.string() + ":" + name));
     at = body + csize;
   }
   if (out.empty())

@@ -136,9 +136,9 @@ class random_reader final : public calibration_data_reader {
 tensor read_npy(const std::filesystem::path& file);
 /// Writes a tensor as .npy (float32, float16, integer and bool types).
 void write_npy(const std::filesystem::path& file, const tensor& t);
-/// Reads every member of a stored (uncompressed) .npz archive: member name (without ".npy")
-/// -> tensor. Compressed archives raise "quark.calib_data.npz" (use np.savez, not
-/// savez_compressed).
+/// Reads every member of a .npz archive, stored (np.savez) or deflated (np.savez_compressed):
+/// member name (without ".npy") -> tensor. Each member's CRC-32 is checked. Other ZIP methods,
+/// encrypted or streamed members and damaged archives raise "quark.calib_data.npz".
 std::map<std::string, tensor> read_npz(const std::filesystem::path& file);
 
 /// Checks a sample against the model inputs: every input present, no unknown name, element type

@@ -351,6 +351,44 @@ TEST_CASE(".npz written by np.savez_compressed: deflated members, forged sizes a
   fs::remove_all(d);
 }
 
+TEST_CASE(".npy written by NumPy in Fortran order and big-endian reads in C order, little-endian") {
+  {
+    // gen_npz.py: np.asfortranarray of int16 [2, 3, 4] with element (i, j, k) = 100i + 10j + k.
+    const tensor t = read_npy(npz_fixture("fortran.npy"));
+    REQUIRE(t.type() == quark::dtype_id::int16);
+    REQUIRE(t.shape() == shape_t{2, 3, 4});
+    const auto v = t.data<std::int16_t>();
+    std::size_t at = 0;
+    for (int i = 0; i < 2; ++i)
+      for (int j = 0; j < 3; ++j)
+        for (int k = 0; k < 4; ++k, ++at) {
+          CAPTURE(at);
+          CHECK(v[at] == 100 * i + 10 * j + k);
+        }
+  }
+  {
+    // np.save of arange(15).reshape(3, 5).T: a [5, 3] whose element (r, c) is 5c + r.
+    const tensor t = read_npy(npz_fixture("fortran2.npy"));
+    REQUIRE(t.shape() == shape_t{5, 3});
+    const auto v = t.data<float>();
+    for (std::size_t r = 0; r < 5; ++r)
+      for (std::size_t c = 0; c < 3; ++c)
+        CHECK(v[3 * r + c] == static_cast<float>(5 * c + r));
+  }
+  {
+    const tensor f = read_npy(npz_fixture("big_endian.npy"));  // '>f4' 0.5 * (1..6)
+    REQUIRE(f.type() == quark::dtype_id::float32);
+    REQUIRE(f.shape() == shape_t{2, 3});
+    const std::vector<float> want{0.5f, 1.0f, 1.5f, 2.0f, 2.5f, 3.0f};
+    CHECK(std::vector<float>(f.data<float>().begin(), f.data<float>().end()) == want);
+    const tensor i = read_npy(npz_fixture("big_endian_i8.npy"));  // '>i8' [-2, 0, 7, 2^40]
+    REQUIRE(i.type() == quark::dtype_id::int64);
+    const std::vector<std::int64_t> want_i{-2, 0, 7, std::int64_t{1} << 40};
+    CHECK(std::vector<std::int64_t>(i.data<std::int64_t>().begin(), i.data<std::int64_t>().end()) ==
+          want_i);
+  }
+}
+
 TEST_CASE("folder layouts: one sub-folder per sample, loose files for one input") {
   const auto d = fresh_dir("layout");
   fs::create_directories(d / "s0");

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
-// Calibration data readers: .npy / .npz parsing (NumPy format 1.0-3.0, little-endian, C order),
-// the folder layouts of npy_folder_reader, seeded random samples and sample validation.
+// Calibration data readers: .npy / .npz parsing (NumPy format 1.0-3.0, either byte order, C or
+// Fortran order), the folder layouts of npy_folder_reader, seeded random samples and sample
+// validation.
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -10,6 +11,7 @@
 #include <random>
 #include <sstream>
 #include <string_view>
+#include <vector>
 
 #include <quark/core/finite.hpp>
 #include <quark/core/saturate.hpp>
@@ -72,6 +74,33 @@ std::string header_field(const std::string& h, const std::string& key) {
   return h.substr(p, e - p);
 }
 
+/// Copies the elements of `f` (`size`-byte elements of `shape` in column-major order, as
+/// np.save writes a Fortran-ordered array) to `out` in row-major order.
+void fortran_to_c(std::string_view f, const shape_t& shape, std::size_t size, char* out) {
+  const std::size_t rank = shape.size();
+  std::vector<std::size_t> stride(rank);  // of each axis in f, in bytes
+  std::size_t s = size;
+  for (std::size_t k = 0; k < rank; ++k) {
+    stride[k] = s;
+    s *= static_cast<std::size_t>(shape[k]);
+  }
+  std::vector<std::size_t> index(rank, 0);
+  const std::size_t n = f.size() / size;
+  std::size_t from = 0;  // offset in f of the element at `index`
+  for (std::size_t i = 0; i < n; ++i) {
+    std::memcpy(out + i * size, f.data() + from, size);
+    // Next row-major index: the last axis moves fastest.
+    for (std::size_t k = rank; k-- > 0;) {
+      if (++index[k] < static_cast<std::size_t>(shape[k])) {
+        from += stride[k];
+        break;
+      }
+      from -= stride[k] * (index[k] - 1);
+      index[k] = 0;
+    }
+  }
+}
+
 /// Parses .npy bytes; `what` names the file (or archive member) in errors.
 tensor parse_npy(std::string_view bytes, const std::string& what) {
   auto bad = [&](const std::string& why) -> void {
@@ -100,12 +129,12 @@ tensor parse_npy(std::string_view bytes, const std::string& what) {
     bad("truncated header");
   const std::string h(bytes.substr(off, hlen));
   const std::string descr = header_field(h, "descr");
-  if (header_field(h, "fortran_order").find("True") != std::string::npos) {
-    bad("Fortran-ordered arrays are not supported (save with np.ascontiguousarray)");
+  const bool fortran = header_field(h, "fortran_order").find("True") != std::string::npos;
+  if (descr.size() < 2 ||
+      (descr[0] != '<' && descr[0] != '>' && descr[0] != '|' && descr[0] != '=')) {
+    bad("unsupported dtype '" + descr + "'");
   }
-  if (descr.size() < 2 || (descr[0] != '<' && descr[0] != '|' && descr[0] != '=')) {
-    bad("unsupported dtype '" + descr + "' (little-endian numeric types only)");
-  }
+  const bool big_endian = descr[0] == '>';
   const char kind = descr[1];
   const std::size_t bytes_per = static_cast<std::size_t>(std::atoi(descr.c_str() + 2));
   const npy_kind* k = nullptr;
@@ -142,8 +171,18 @@ tensor parse_npy(std::string_view bytes, const std::string& what) {
         std::to_string(bytes_per) + "-byte values");
   }
   tensor t(k->id, shape);
-  if (need > 0)  // an empty array has no buffer to copy into (memcpy from / to null is UB)
-    std::memcpy(t.bytes().data(), bytes.data() + off + hlen, need);
+  if (need == 0)  // an empty array has no buffer to copy into (memcpy from / to null is UB)
+    return t;
+  const std::string_view data = bytes.substr(off + hlen, need);
+  auto* out = reinterpret_cast<char*>(t.bytes().data());
+  if (fortran && shape.size() > 1)
+    fortran_to_c(data, shape, bytes_per, out);
+  else
+    std::memcpy(out, data.data(), need);
+  if (big_endian && bytes_per > 1) {
+    for (std::size_t i = 0; i < need; i += bytes_per)
+      std::reverse(out + i, out + i + bytes_per);
+  }
   return t;
 }
 

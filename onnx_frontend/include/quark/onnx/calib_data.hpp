@@ -131,7 +131,8 @@ class random_reader final : public calibration_data_reader {
   std::size_t pos_ = 0;
 };
 
-/// Reads one .npy file (little-endian bool, int8..int64, uint8..uint64, float16/32/64; C order).
+/// Reads one .npy file: bool, int8..int64, uint8..uint64, float16/32/64, either byte order, C or
+/// Fortran order (returned in C order, little-endian).
 /// Throws frontend_error "quark.calib_data.npy" naming the file.
 tensor read_npy(const std::filesystem::path& file);
 /// Writes a tensor as .npy (float32, float16, integer and bool types).

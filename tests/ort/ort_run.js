@@ -19,7 +19,7 @@
 // reply on stdout is "ok" or "error N" followed by N bytes of message. Runs are served in order.
 //
 // onnxruntime-node is resolved from $QUARK_ORT_DIR/node_modules first, then the normal Node
-// module path. Supported .npy element types: f4 f2 i1 u1 i2 u2 i4 u4 i8 (and b1 read as u1).
+// module path. Supported .npy element types: f4 f2 i1 u1 i2 u2 i4 u4 i8, and b1 (as an ORT bool tensor).
 'use strict';
 
 const fs = require('fs');
@@ -82,12 +82,14 @@ function readNpy(file) {
   if (!descrM || !shapeM) throw new Error(file + ': malformed header: ' + header);
   if (/'fortran_order'\s*:\s*True/.test(header)) throw new Error(file + ': fortran order');
   let descr = descrM[1];
-  if (descr === '|b1') descr = '|u1';
+  const isBool = descr === '|b1';  // fed as an ORT 'bool' tensor over its bytes
+  if (isBool) descr = '|u1';
   if (descr === '<i1' || descr === '<u1') descr = '|' + descr.slice(1);
   const shape = shapeM[1].split(',').map((s) => s.trim()).filter((s) => s.length).map(Number);
   const entry = NPY_TO_ORT[descr];
   if (!entry) throw new Error(file + ': unsupported dtype ' + descr);
-  const [type, Ctor] = entry;
+  const [npyType, Ctor] = entry;
+  const type = isBool ? 'bool' : npyType;
   const count = shape.reduce((a, b) => a * b, 1);
   const start = off + hlen;
   const nbytes = count * Ctor.BYTES_PER_ELEMENT;

@@ -102,4 +102,45 @@ std::size_t remove_initializers(::onnx::ModelProto& p,
 std::vector<std::size_t> graph_topological_order(const ::onnx::GraphProto& g,
                                                  const std::set<std::string>& outer);
 
+/// Names nothing in a graph uses yet (graph inputs and outputs, value_info, initializers, nodes,
+/// their inputs and outputs, in the graph and in every If / Loop / Scan body, so a new name never
+/// shadows an outer one): fresh(base) is `base`, or `base` + "_<k>" for the first k that is free,
+/// and reserves it. One pool per rewrite: made once, O(log n) per name.
+class name_pool {
+ public:
+  explicit name_pool(const ::onnx::GraphProto& g) { collect(g); }
+  std::string fresh(const std::string& base) {
+    std::string name = base;
+    for (int k = 1; !used_.insert(name).second; ++k)
+      name = base + "_" + std::to_string(k);
+    return name;
+  }
+
+ private:
+  void collect(const ::onnx::GraphProto& g) {
+    for (const auto& v : g.input())
+      used_.insert(v.name());
+    for (const auto& v : g.output())
+      used_.insert(v.name());
+    for (const auto& v : g.value_info())
+      used_.insert(v.name());
+    for (const auto& t : g.initializer())
+      used_.insert(t.name());
+    for (const auto& t : g.sparse_initializer())
+      used_.insert(t.values().name());
+    for (const auto& n : g.node()) {
+      used_.insert(n.name());
+      used_.insert(n.input().begin(), n.input().end());
+      used_.insert(n.output().begin(), n.output().end());
+      for (const auto& a : n.attribute()) {
+        if (a.has_g())
+          collect(a.g());
+        for (const auto& sg : a.graphs())
+          collect(sg);
+      }
+    }
+  }
+  std::set<std::string> used_;
+};
+
 }  // namespace quark::onnx

@@ -15,6 +15,7 @@
 
 #include "io/atomic_file.hpp"
 #include "io/graph_util.hpp"
+#include "io/inline_functions.hpp"
 #include "io/proto_access.hpp"
 #include "io/tensor_proto.hpp"
 #include <fcntl.h>
@@ -753,6 +754,13 @@ std::optional<std::size_t> model::producer(std::string_view name) const {
 
 std::vector<std::size_t> model::topological_order() const {
   return graph_topological_order(impl_->proto.graph(), {});
+}
+
+// -- Model-local functions
+// --------------------------------------------------------------------------
+
+std::size_t model::inline_functions() {
+  return inline_local_functions(impl_->proto);
 }
 
 // -- Constant nodes -------------------------------------------------------------------------------

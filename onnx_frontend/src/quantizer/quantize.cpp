@@ -17,6 +17,7 @@
 
 #include "io/atomic_file.hpp"
 #include "io/graph_util.hpp"
+#include "io/inline_functions.hpp"
 #include "io/proto_access.hpp"
 #include "quantizer/algorithms.hpp"
 #include "quantizer/calibrate.hpp"
@@ -442,6 +443,8 @@ model quantize_converted_float16(const model& in, const qconfig& cfg,
 
 model quantize_model(const model& in, const qconfig& cfg, calibration_data_reader& reader,
                      quantize_report* report_out, const quantize_run_options& run) {
+  if (proto(in).functions_size() > 0)  // inlined first, by the overload below, on a copy
+    return quantize_model(model(in), cfg, reader, report_out, run);
   // QuantizeFP16 (fp16_model.cpp): a float16 model is quantized through a float32 copy; not
   // with UseMatMulNBits, which leaves everything but the MatMul weights as it is.
   if (!qz::uses_matmul_nbits(cfg) && qz::converts_float16(in, cfg))
@@ -453,6 +456,9 @@ model quantize_model(const model& in, const qconfig& cfg, calibration_data_reade
 
 model quantize_model(model&& in, const qconfig& cfg, calibration_data_reader& reader,
                      quantize_report* report_out, const quantize_run_options& run) {
+  // Model-local functions are replaced by their bodies, so that the operators inside them are
+  // quantized; the output has no functions left (ONNX Runtime runs it as it ran the input).
+  inline_local_functions(proto(in));
   if (!qz::uses_matmul_nbits(cfg) && qz::converts_float16(in, cfg))
     return quantize_converted_float16(in, cfg, reader, report_out, run);
   if (!qz::uses_matmul_nbits(cfg) && qz::float16_path(in, cfg))

@@ -12,6 +12,7 @@
 #include <quark/dtype/convert.hpp>
 #include <quark/onnx/runtime.hpp>
 
+#include "io/inline_functions.hpp"
 #include "io/proto_access.hpp"
 #include "runtime/kernel.hpp"
 #include "runtime/proto_decode.hpp"
@@ -168,6 +169,12 @@ struct runtime::impl {
 std::unique_ptr<runtime::impl> runtime::impl::prepare(const ::onnx::ModelProto& m,
                                                       const std::filesystem::path& base_dir,
                                                       runtime_options options) {
+  // Model-local functions run as their bodies (ONNX Runtime inlines them too).
+  if (m.functions_size() > 0) {
+    ::onnx::ModelProto inlined = m;
+    if (inline_local_functions(inlined) > 0)
+      return prepare(inlined, base_dir, options);
+  }
   int opset = 0;
   for (const auto& o : m.opset_import()) {
     if (o.domain().empty() || o.domain() == "ai.onnx")

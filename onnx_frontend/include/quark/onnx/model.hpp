@@ -175,6 +175,15 @@ class model {
   /// Turns every main-graph Constant node holding `value`, `value_float(s)` or `value_int(s)` into
   /// an initializer named after its output and removes the node. Returns the number converted.
   std::size_t constants_to_initializers();
+  /// Replaces every call of a model-local function (ModelProto.functions, IR 8+), in the main
+  /// graph and in If / Loop / Scan bodies, by the function's nodes, as ONNX Runtime does before
+  /// it runs a model; then drops the functions. Body values and nodes are named
+  /// "<calling node>/<name>"; attribute references take the call's attribute, else the
+  /// function's default. Returns the number of calls inlined (0: nothing changed). Throws
+  /// frontend_error "quark.onnx.function" for a recursive function, an operator-set version
+  /// other than the model's, or a call with more inputs / outputs than its function declares.
+  /// The runtime and quantize_model do this by themselves.
+  std::size_t inline_functions();
   /// Structural checks: IR/opset present, every tensor well-formed (type, dims, data size,
   /// external range), unique tensor names, every node input and graph output defined, no cycles.
   /// And the attributes ONNX Runtime refuses at load: a name the default-domain operator's schema

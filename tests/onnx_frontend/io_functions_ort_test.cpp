@@ -307,3 +307,56 @@ TEST_CASE("calls inside If bodies are inlined too, reading the enclosing graph's
     CHECK(static_cast<double>(ort[i]) ==
           doctest::Approx(static_cast<double>(want[i])).epsilon(1e-5));
 }
+
+// gen_torch_functions.py: PyTorch 1.13's export with export_modules_as_functions, two calls of a
+// residual Block function whose weights are function inputs.
+TEST_CASE("a PyTorch export with module functions quantizes as its inlined graph, in ORT too") {
+  const auto path = detail::source_dir() / "tests" / "onnx_frontend" / "data" / "functions" /
+                    "torch_functions.onnx";
+  const ::onnx::ModelProto fm = load_proto(path);
+  REQUIRE(fm.functions_size() == 1);
+  REQUIRE(fm.functions(0).name() == "Block");
+  std::vector<qo::calib_sample> calib;
+  for (std::uint32_t s = 0; s < 4; ++s) {
+    calib.push_back(
+        {{"x", qo::tensor::from_floats({1, 3, 16, 16}, random_floats(768, 60 + s, -1.0f, 1.0f))}});
+  }
+  qo::memory_reader reader(calib);
+  const auto qp =
+      to_proto(qo::quantize_model(qo::model::load(path), qo::get_default_config("A8W8"), reader));
+  CHECK(qp.functions_size() == 0);
+  int convs = 0;
+  for (const auto& node : qp.graph().node()) {
+    CHECK(node.domain() != "__main__");
+    if (node.op_type() == "Conv") {
+      ++convs;
+      CHECK(node.input(1).find("DequantizeLinear") != std::string::npos);  // int8 weights
+    }
+  }
+  CHECK(convs == 3);  // the stem's and one in each Block call
+  CHECK(node_named(qp, "/b2/Block/Conv_0") != nullptr);
+
+  const auto x = random_floats(768, 99, -1.0f, 1.0f);
+  auto ours = [&](const ::onnx::ModelProto& m) {
+    qo::runtime rt(to_model(m));
+    const auto out = rt.run({{"x", qo::tensor::from_floats({1, 3, 16, 16}, x)}});
+    const auto y = out.at("y").data<float>();
+    return std::vector<float>(y.begin(), y.end());
+  };
+  const auto float_ours = ours(fm);
+  const auto q_ours = ours(qp);
+  REQUIRE(float_ours.size() == 4u);
+  CHECK(quark::metrics::cosine(float_ours, q_ours) >= 0.99);
+  if (!ort_available()) {
+    MESSAGE("skipped ORT comparison: " << ort_unavailable_reason());
+    return;
+  }
+  for (const auto* m : {&fm, &qp}) {
+    const auto ort = run_ort(*m, {npy_array::from(x, {1, 3, 16, 16})}).at("y").values<float>();
+    const auto& mine = m == &fm ? float_ours : q_ours;
+    REQUIRE(ort.size() == mine.size());
+    for (std::size_t i = 0; i < ort.size(); ++i)
+      CHECK(static_cast<double>(mine[i]) ==
+            doctest::Approx(static_cast<double>(ort[i])).epsilon(1e-4));
+  }
+}

@@ -177,6 +177,8 @@ TEST_CASE("quantize_model inlines model-local functions and quantizes the MatMul
   const qo::model q = qo::quantize_model(to_model(m), qo::get_default_config("A8W8"), reader);
   const auto qp = to_proto(q);
   CHECK(qp.functions_size() == 0);
+  for (const auto& o : qp.opset_import())
+    CHECK(o.domain() != "local");  // only the functions used it
   int matmuls = 0, dq_weights = 0;
   for (const auto& node : qp.graph().node()) {
     CHECK(node.domain() != "local");
@@ -325,6 +327,8 @@ TEST_CASE("a PyTorch export with module functions quantizes as its inlined graph
   const auto qp =
       to_proto(qo::quantize_model(qo::model::load(path), qo::get_default_config("A8W8"), reader));
   CHECK(qp.functions_size() == 0);
+  for (const auto& o : qp.opset_import())
+    CHECK(o.domain() != "__main__");
   int convs = 0;
   for (const auto& node : qp.graph().node()) {
     CHECK(node.domain() != "__main__");

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -23,6 +24,11 @@ using google::protobuf::UnknownFieldSet;
 
 [[noreturn]] void function_error(const std::string& what) {
   throw frontend_error("quark.onnx.function", what);
+}
+
+/// "domain:name", or "name" for the default domain.
+std::string label(const ::onnx::FunctionProto& f) {
+  return (f.domain().empty() ? "" : f.domain() + ":") + f.name();
 }
 
 bool is_default_domain(const std::string& d) {
@@ -49,7 +55,7 @@ std::map<std::string, ::onnx::AttributeProto> attribute_defaults(const ::onnx::F
       continue;
     ::onnx::AttributeProto a;
     if (!a.ParseFromString(u.field(i).length_delimited())) {
-      function_error("function '" + f.domain() + ":" + f.name() +
+      function_error("function '" + label(f) +
                      "': a default attribute (attribute_proto) does not parse");
     }
     const std::string name = a.name();
@@ -65,6 +71,19 @@ function_key key_of(const ::onnx::NodeProto& n) {
           unknown_string(n, 8)};
 }
 
+/// The domains of the nodes of `g` and of its subgraphs.
+void node_domains(const ::onnx::GraphProto& g, std::set<std::string>& out) {
+  for (const auto& n : g.node()) {
+    out.insert(n.domain());
+    for (const auto& a : n.attribute()) {
+      if (a.has_g())
+        node_domains(a.g(), out);
+      for (const auto& sub : a.graphs())
+        node_domains(sub, out);
+    }
+  }
+}
+
 class inliner {
  public:
   explicit inliner(::onnx::ModelProto& m) : m_(m), names_(m.graph()) {
@@ -72,7 +91,7 @@ class inliner {
       const function_key k{is_default_domain(f.domain()) ? std::string() : f.domain(), f.name(),
                            unknown_string(f, 13)};
       if (!functions_.emplace(k, &f).second)
-        function_error("two functions are named '" + f.domain() + ":" + f.name() + "'");
+        function_error("two functions are named '" + label(f) + "'");
     }
   }
 
@@ -122,9 +141,9 @@ class inliner {
       if (have == nullptr) {
         *m_.add_opset_import() = o;
       } else if (have->version() != o.version()) {
-        function_error("function '" + f.domain() + ":" + f.name() + "' imports operator set '" +
-                       o.domain() + "' version " + std::to_string(o.version()) +
-                       " and the model version " + std::to_string(have->version()) +
+        function_error("function '" + label(f) + "' imports operator set '" + o.domain() +
+                       "' version " + std::to_string(o.version()) + " and the model version " +
+                       std::to_string(have->version()) +
                        ": inlined, its nodes would run at the model's version");
       }
     }
@@ -133,11 +152,11 @@ class inliner {
   /// The body of `f` for the call `call`, appended to `out` with fresh names.
   void expand(const ::onnx::NodeProto& call, const ::onnx::FunctionProto& f,
               google::protobuf::RepeatedPtrField<::onnx::NodeProto>& out, int depth) {
-    const std::string fname = (f.domain().empty() ? "" : f.domain() + ":") + f.name();
+    const std::string fname = label(f);
     if (std::find(active_.begin(), active_.end(), &f) != active_.end()) {
       std::string chain;
       for (const auto* a : active_)
-        chain += (a->domain().empty() ? "" : a->domain() + ":") + a->name() + " -> ";
+        chain += label(*a) + " -> ";
       function_error("function '" + fname + "' calls itself (" + chain + fname +
                      "): recursion cannot be inlined");
     }
@@ -255,8 +274,18 @@ std::size_t inline_local_functions(::onnx::ModelProto& m) {
   if (m.functions_size() == 0)
     return 0;
   const std::size_t calls = inliner(m).run();
-  if (calls > 0)
-    m.clear_functions();
+  if (calls == 0)
+    return 0;
+  // The operator sets that only named functions ("local", torch's "__main__") go with them.
+  std::set<std::string> function_domains, used;
+  for (const auto& f : m.functions())
+    function_domains.insert(f.domain());
+  m.clear_functions();
+  node_domains(m.graph(), used);
+  erase_if(*m.mutable_opset_import(), [&](const ::onnx::OperatorSetIdProto& o) {
+    return !is_default_domain(o.domain()) && function_domains.count(o.domain()) != 0 &&
+           used.count(o.domain()) == 0;
+  });
   return calls;
 }
 

@@ -130,6 +130,15 @@ std::vector<float> expected_y(const std::vector<float>& x) {
   return step(step(step(x, 0.5f), 2.0f), 2.0f);
 }
 
+/// Element by element, |a - b| within `eps` relative (absolute near 0).
+void check_close(const std::vector<float>& a, const std::vector<float>& b, double eps) {
+  REQUIRE(a.size() == b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    CAPTURE(i);
+    CHECK(static_cast<double>(a[i]) == doctest::Approx(static_cast<double>(b[i])).epsilon(eps));
+  }
+}
+
 std::vector<float> run_ours(const ::onnx::ModelProto& m, const std::vector<float>& x) {
   qo::runtime rt(to_model(m));
   const auto out = rt.run({{"x", qo::tensor::from_floats({1, n}, x)}});
@@ -144,10 +153,7 @@ TEST_CASE("model-local functions run as their bodies: attribute references, defa
   const std::vector<float> x{0.9f, -0.4f, 1.3f, 0.2f};
   const auto want = expected_y(x);
   const auto ours = run_ours(m, x);
-  REQUIRE(ours.size() == want.size());
-  for (std::size_t i = 0; i < want.size(); ++i)
-    CHECK(static_cast<double>(ours[i]) ==
-          doctest::Approx(static_cast<double>(want[i])).epsilon(1e-5));
+  check_close(ours, want, 1e-5);
   CHECK(std::any_of(want.begin(), want.end(), [](float v) { return v > 0.0f; }));
   // The same through the model's own pass: five calls (block1, block2, block2's two inside
   // Twice, block3), no function left, a model that validates and runs alike.
@@ -162,10 +168,7 @@ TEST_CASE("model-local functions run as their bodies: attribute references, defa
     return;
   }
   const auto ort = run_ort(m, {npy_array::from(x, {1, n})}).at("y").values<float>();
-  REQUIRE(ort.size() == want.size());
-  for (std::size_t i = 0; i < want.size(); ++i)
-    CHECK(static_cast<double>(ours[i]) ==
-          doctest::Approx(static_cast<double>(ort[i])).epsilon(1e-5));
+  check_close(ours, ort, 1e-5);
 }
 
 TEST_CASE("quantize_model inlines model-local functions and quantizes the MatMuls inside") {
@@ -201,10 +204,7 @@ TEST_CASE("quantize_model inlines model-local functions and quantizes the MatMul
     return;
   }
   const auto ort = run_ort(qp, {npy_array::from(x, {1, n})}).at("y").values<float>();
-  REQUIRE(ort.size() == ours.size());
-  for (std::size_t i = 0; i < ort.size(); ++i)
-    CHECK(static_cast<double>(ours[i]) ==
-          doctest::Approx(static_cast<double>(ort[i])).epsilon(1e-4));
+  check_close(ours, ort, 1e-4);
 }
 
 TEST_CASE("model-local functions that cannot be inlined are named") {
@@ -230,6 +230,42 @@ TEST_CASE("model-local functions that cannot be inlined are named") {
                        doctest::Contains("node 'block1' calls function 'local:MatMulScaleRelu' "
                                          "with 4 inputs and 2 outputs; it declares 2 and 2"),
                        qo::frontend_error);
+  // Two functions of one name.
+  auto twin = function_model();
+  *twin.add_functions() = twin.functions(2);
+  CHECK_THROWS_WITH_AS(run_ours(twin, x),
+                       doctest::Contains("two functions are named 'local:ClipOpt'"),
+                       qo::frontend_error);
+  // A default attribute (attribute_proto) that is not an AttributeProto.
+  auto bad_default = function_model();
+  bad_default.mutable_functions(0)->mutable_unknown_fields()->AddLengthDelimited(11, "\xff\xff");
+  CHECK_THROWS_WITH_AS(run_ours(bad_default, x),
+                       doctest::Contains("'local:MatMulScaleRelu': a default attribute "
+                                         "(attribute_proto) does not parse"),
+                       qo::frontend_error);
+  // A chain of 65 distinct functions, each calling the next: past the 64 levels inlined.
+  model_builder b(18);
+  b.opset("local", 1);
+  b.input("x", onnx_type::float32, {1, n});
+  b.node("F0", {"x"}, {"y"}, {}, "local");
+  b.output("y", onnx_type::float32, {1, n});
+  auto chain = b.build();
+  for (int i = 0; i <= 64; ++i) {
+    auto f = function("F" + std::to_string(i), {"X"}, {"Y"});
+    if (i < 64)
+      body_node(f, "F" + std::to_string(i + 1), {"X"}, {"Y"}, "local");
+    else
+      body_node(f, "Relu", {"X"}, {"Y"});
+    *chain.add_functions() = f;
+  }
+  CHECK_THROWS_WITH_AS(run_ours(chain, x),
+                       doctest::Contains("function 'local:F64' is called 64 levels deep"),
+                       qo::frontend_error);
+  chain.mutable_functions()->DeleteSubrange(1, 64);  // F0 alone calls F1, now undefined
+  *chain.mutable_functions(0)->mutable_node(0) = chain.functions(0).node(0);
+  chain.mutable_functions(0)->mutable_node(0)->set_op_type("Relu");
+  chain.mutable_functions(0)->mutable_node(0)->clear_domain();
+  CHECK(run_ours(chain, x) == std::vector<float>{1, 2, 3, 4});  // one level: Relu(x)
 }
 
 TEST_CASE("calls inside If bodies are inlined too, reading the enclosing graph's values") {
@@ -290,11 +326,7 @@ TEST_CASE("calls inside If bodies are inlined too, reading the enclosing graph's
     cond.data<bool>()[0] = c;
     const auto out = rt.run({{"x", qo::tensor::from_floats({1, n}, x)}, {"c", cond}});
     const auto y = out.at("y").data<float>();
-    REQUIRE(y.size() == want.size());
-    for (std::size_t i = 0; i < want.size(); ++i) {
-      CHECK(static_cast<double>(y[i]) ==
-            doctest::Approx(static_cast<double>(c ? want[i] : x[i])).epsilon(1e-5));
-    }
+    check_close({y.begin(), y.end()}, c ? want : x, 1e-5);
   }
   if (!ort_available()) {
     MESSAGE("skipped ORT comparison: " << ort_unavailable_reason());
@@ -304,10 +336,7 @@ TEST_CASE("calls inside If bodies are inlined too, reading the enclosing graph's
                                npy_array::from(std::vector<std::uint8_t>{1}, {1}, "|b1")})
                        .at("y")
                        .values<float>();
-  REQUIRE(ort.size() == want.size());
-  for (std::size_t i = 0; i < want.size(); ++i)
-    CHECK(static_cast<double>(ort[i]) ==
-          doctest::Approx(static_cast<double>(want[i])).epsilon(1e-5));
+  check_close(ort, want, 1e-5);
 }
 
 // gen_torch_functions.py: PyTorch 1.13's export with export_modules_as_functions, two calls of a
@@ -357,10 +386,6 @@ TEST_CASE("a PyTorch export with module functions quantizes as its inlined graph
   }
   for (const auto* m : {&fm, &qp}) {
     const auto ort = run_ort(*m, {npy_array::from(x, {1, 3, 16, 16})}).at("y").values<float>();
-    const auto& mine = m == &fm ? float_ours : q_ours;
-    REQUIRE(ort.size() == mine.size());
-    for (std::size_t i = 0; i < ort.size(); ++i)
-      CHECK(static_cast<double>(mine[i]) ==
-            doctest::Approx(static_cast<double>(ort[i])).epsilon(1e-4));
+    check_close(m == &fm ? float_ours : q_ours, ort, 1e-4);
   }
 }

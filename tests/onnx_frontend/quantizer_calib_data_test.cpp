@@ -327,6 +327,12 @@ TEST_CASE(".npz written by np.savez_compressed: deflated members, forged sizes a
     b = good;
     put_le(b, 22, 0, 4);
     CHECK_THROWS_WITH_AS((void)read_forged(b), doctest::Contains("claims 0 bytes"), frontend_error);
+    // A compressed size one byte past the deflate stream's end.
+    b = good;
+    put_le(b, 18, 91, 4);
+    CHECK_THROWS_WITH_AS((void)read_forged(b),
+                         doctest::Contains("and compressed bytes follow the stream's end"),
+                         frontend_error);
   }
   {
     // Every single bit of x's deflate stream flipped: an error each time (zlib's own checks or

@@ -18,6 +18,39 @@ namespace quark::onnx {
 /// The attribute's type; for files that leave `type` unset, inferred from the populated field.
 ::onnx::AttributeProto::AttributeType attribute_kind(const ::onnx::AttributeProto& a);
 
+/// The default operator set's domain: "" or "ai.onnx".
+inline bool is_default_domain(std::string_view d) {
+  return d.empty() || d == "ai.onnx";
+}
+
+/// Calls f(subgraph) for every graph-valued attribute of `n` (If / Loop / Scan bodies).
+template <class F>
+void for_each_subgraph(const ::onnx::NodeProto& n, F&& f) {
+  for (const auto& a : n.attribute()) {
+    const auto kind = attribute_kind(a);
+    if (kind == ::onnx::AttributeProto::GRAPH)
+      f(a.g());
+    if (kind == ::onnx::AttributeProto::GRAPHS) {
+      for (const auto& sg : a.graphs())
+        f(sg);
+    }
+  }
+}
+
+/// The same, with each subgraph mutable.
+template <class F>
+void for_each_subgraph(::onnx::NodeProto& n, F&& f) {
+  for (auto& a : *n.mutable_attribute()) {
+    const auto kind = attribute_kind(a);
+    if (kind == ::onnx::AttributeProto::GRAPH)
+      f(*a.mutable_g());
+    if (kind == ::onnx::AttributeProto::GRAPHS) {
+      for (auto& sg : *a.mutable_graphs())
+        f(sg);
+    }
+  }
+}
+
 /// Index of the initializer `name` of `g`, or -1.
 int find_initializer(const ::onnx::GraphProto& g, std::string_view name);
 
@@ -132,12 +165,7 @@ class name_pool {
       used_.insert(n.name());
       used_.insert(n.input().begin(), n.input().end());
       used_.insert(n.output().begin(), n.output().end());
-      for (const auto& a : n.attribute()) {
-        if (a.has_g())
-          collect(a.g());
-        for (const auto& sg : a.graphs())
-          collect(sg);
-      }
+      for_each_subgraph(n, [this](const ::onnx::GraphProto& sg) { collect(sg); });
     }
   }
   std::set<std::string> used_;

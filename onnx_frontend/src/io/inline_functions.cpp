@@ -31,10 +31,6 @@ std::string label(const ::onnx::FunctionProto& f) {
   return (f.domain().empty() ? "" : f.domain() + ":") + f.name();
 }
 
-bool is_default_domain(const std::string& d) {
-  return d.empty() || d == "ai.onnx";
-}
-
 /// A string field protobuf kept as unknown: fields newer than the onnx 1.12 schema this build
 /// compiles against (FunctionProto.overload 13, NodeProto.overload 8; IR 10).
 std::string unknown_string(const google::protobuf::Message& msg, int number) {
@@ -75,12 +71,7 @@ function_key key_of(const ::onnx::NodeProto& n) {
 void node_domains(const ::onnx::GraphProto& g, std::set<std::string>& out) {
   for (const auto& n : g.node()) {
     out.insert(n.domain());
-    for (const auto& a : n.attribute()) {
-      if (a.has_g())
-        node_domains(a.g(), out);
-      for (const auto& sub : a.graphs())
-        node_domains(sub, out);
-    }
+    for_each_subgraph(n, [&](const ::onnx::GraphProto& sg) { node_domains(sg, out); });
   }
 }
 
@@ -97,37 +88,31 @@ class inliner {
 
   std::size_t run() {
     if (!functions_.empty())
-      inline_graph(*m_.mutable_graph(), 0);
+      inline_graph(*m_.mutable_graph());
     return calls_;
   }
 
  private:
-  static constexpr int max_depth = 64;  // calls inside calls; deeper is taken for recursion
+  static constexpr std::size_t max_depth = 64;  // calls inside calls
 
   std::string fresh(const std::string& base) { return names_.fresh(base); }
 
-  void inline_graph(::onnx::GraphProto& g, int depth) {
+  void inline_graph(::onnx::GraphProto& g) {
     google::protobuf::RepeatedPtrField<::onnx::NodeProto> out;
     for (auto& n : *g.mutable_node())
-      emit(std::move(n), out, depth);
+      emit(std::move(n), out);
     g.mutable_node()->Swap(&out);
   }
 
   /// Appends `n` to `out`, or the body it calls; calls in its subgraphs are inlined first.
-  void emit(::onnx::NodeProto n, google::protobuf::RepeatedPtrField<::onnx::NodeProto>& out,
-            int depth) {
-    for (auto& a : *n.mutable_attribute()) {
-      if (a.has_g())
-        inline_graph(*a.mutable_g(), depth);
-      for (auto& sub : *a.mutable_graphs())
-        inline_graph(sub, depth);
-    }
+  void emit(::onnx::NodeProto n, google::protobuf::RepeatedPtrField<::onnx::NodeProto>& out) {
+    for_each_subgraph(n, [this](::onnx::GraphProto& sg) { inline_graph(sg); });
     const auto it = functions_.find(key_of(n));
     if (it == functions_.end()) {
       *out.Add() = std::move(n);
       return;
     }
-    expand(n, *it->second, out, depth);
+    expand(n, *it->second, out);
   }
 
   void check_opsets(const ::onnx::FunctionProto& f) {
@@ -151,7 +136,7 @@ class inliner {
 
   /// The body of `f` for the call `call`, appended to `out` with fresh names.
   void expand(const ::onnx::NodeProto& call, const ::onnx::FunctionProto& f,
-              google::protobuf::RepeatedPtrField<::onnx::NodeProto>& out, int depth) {
+              google::protobuf::RepeatedPtrField<::onnx::NodeProto>& out) {
     const std::string fname = label(f);
     if (std::find(active_.begin(), active_.end(), &f) != active_.end()) {
       std::string chain;
@@ -160,7 +145,7 @@ class inliner {
       function_error("function '" + fname + "' calls itself (" + chain + fname +
                      "): recursion cannot be inlined");
     }
-    if (depth >= max_depth) {
+    if (active_.size() >= max_depth) {
       function_error("function '" + fname + "' is called " + std::to_string(max_depth) +
                      " levels deep");
     }
@@ -190,7 +175,7 @@ class inliner {
     for (const auto& b : f.node()) {
       ::onnx::NodeProto n = b;
       instantiate(n, s);
-      emit(std::move(n), out, depth + 1);
+      emit(std::move(n), out);
     }
     active_.pop_back();
   }
@@ -236,13 +221,10 @@ class inliner {
         a = *value;
         a.set_name(name);
       }
-      if (a.has_g())
-        instantiate_graph(*a.mutable_g(), s);
-      for (auto& sub : *a.mutable_graphs())
-        instantiate_graph(sub, s);
       *attrs.Add() = std::move(a);
     }
     n.mutable_attribute()->Swap(&attrs);
+    for_each_subgraph(n, [&](::onnx::GraphProto& sg) { instantiate_graph(sg, s); });
   }
 
   void instantiate_graph(::onnx::GraphProto& g, const scope& s) {

@@ -98,10 +98,6 @@ bool parse_file(int fd, ::onnx::ModelProto& out, int depth) {
   return parse_stream(in, out, depth) && file.GetErrno() == 0;
 }
 
-bool is_default_domain(std::string_view d) {
-  return d.empty() || d == "ai.onnx";
-}
-
 value_info to_value_info(const ::onnx::ValueInfoProto& v) {
   value_info out;
   out.name = v.name();

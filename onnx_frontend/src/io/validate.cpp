@@ -23,24 +23,6 @@ using name_set = std::set<std::string>;
   throw frontend_error("quark.onnx.graph", what);
 }
 
-bool is_default_domain(const std::string& d) {
-  return d.empty() || d == "ai.onnx";
-}
-
-/// Calls f(subgraph) for every graph-valued attribute of n.
-template <class F>
-void for_each_subgraph(const ::onnx::NodeProto& n, F&& f) {
-  for (const auto& a : n.attribute()) {
-    const auto kind = attribute_kind(a);
-    if (kind == A::GRAPH)
-      f(a.g());
-    if (kind == A::GRAPHS) {
-      for (const auto& sg : a.graphs())
-        f(sg);
-    }
-  }
-}
-
 /// Names a graph defines for its nodes: inputs, initializers (dense and sparse), node outputs.
 void add_local_names(const ::onnx::GraphProto& g, name_set& out, bool with_node_outputs) {
   for (const auto& v : g.input())

@@ -8,6 +8,8 @@
 
 #include <quark/onnx/config.hpp>
 
+#include "config/text.hpp"
+
 namespace quark::onnx {
 
 namespace {
@@ -130,13 +132,6 @@ const algo_row& row_of(algo_name n) {
       return r;
   }
   return algo_table().front();
-}
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out)
-    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
 }
 
 void check_param_shape(const param& p, const option_value& v, const std::string& where) {

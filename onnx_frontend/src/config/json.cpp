@@ -12,6 +12,8 @@
 
 #include <quark/onnx/config.hpp>
 
+#include "config/text.hpp"
+
 namespace quark::onnx {
 
 namespace {
@@ -28,16 +30,6 @@ using json = nlohmann::ordered_json;
 
 [[noreturn]] void value_error(const std::string& path, const std::string& what) {
   throw config_error("quark.config.value", path + ": " + what);
-}
-
-std::string join(std::initializer_list<std::string_view> items) {
-  std::string out;
-  for (auto s : items) {
-    if (!out.empty())
-      out += ", ";
-    out += s;
-  }
-  return out;
 }
 
 std::size_t distance(std::string_view a, std::string_view b) {

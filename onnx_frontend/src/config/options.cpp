@@ -11,6 +11,8 @@
 
 #include <quark/onnx/options.hpp>
 
+#include "config/text.hpp"
+
 namespace quark::onnx {
 
 namespace {
@@ -444,13 +446,6 @@ const std::vector<option_info>& registry() {
   return r;
 }
 
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out)
-    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
 std::size_t edit_distance(std::string_view a, std::string_view b) {
   std::vector<std::size_t> prev(b.size() + 1), cur(b.size() + 1);
   for (std::size_t j = 0; j <= b.size(); ++j)
@@ -472,16 +467,6 @@ std::size_t edit_distance(std::string_view a, std::string_view b) {
 
 bool is_one_of(std::string_view s, std::initializer_list<std::string_view> allowed) {
   return std::find(allowed.begin(), allowed.end(), s) != allowed.end();
-}
-
-std::string join(std::initializer_list<std::string_view> items) {
-  std::string out;
-  for (auto s : items) {
-    if (!out.empty())
-      out += ", ";
-    out += s;
-  }
-  return out;
 }
 
 /// Shape check against the registry type.

@@ -6,6 +6,8 @@
 
 #include <quark/onnx/config.hpp>
 
+#include "config/text.hpp"
+
 namespace quark::onnx {
 
 namespace {
@@ -19,7 +21,7 @@ struct spec_row {
   calib_method calib;
 };
 
-using sn = spec_name;
+using spec_n = spec_name;
 using sk = scale_kind;
 using cm = calib_method;
 
@@ -27,34 +29,35 @@ using cm = calib_method;
 // types default to symmetric, unsigned to asymmetric); FP8 specs calibrate with Distribution, the
 // only method seed 003 allows for FP8 and the one ORT requires (quark-spec §1.6).
 constexpr spec_row spec_table[] = {
-    {"Int8Spec", dtype_id::int8, sn::int8, true, sk::float32, cm::percentile},
-    {"UInt8Spec", dtype_id::uint8, sn::uint8, false, sk::float32, cm::percentile},
-    {"XInt8Spec", dtype_id::int8, sn::xint8, true, sk::power_of_2, cm::min_mse},
-    {"Int16Spec", dtype_id::int16, sn::int16, true, sk::float32, cm::percentile},
-    {"XInt16Spec", dtype_id::int16, sn::xint16, true, sk::power_of_2, cm::min_mse},
-    {"UInt16Spec", dtype_id::uint16, sn::uint16, false, sk::float32, cm::percentile},
-    {"Int32Spec", dtype_id::int32, sn::int32, true, sk::float32, cm::percentile},
-    {"UInt32Spec", dtype_id::uint32, sn::uint32, false, sk::float32, cm::percentile},
-    {"Int4Spec", dtype_id::int4, sn::int4, true, sk::float32, cm::percentile},
-    {"UInt4Spec", dtype_id::uint4, sn::uint4, false, sk::float32, cm::percentile},
-    {"BFloat16Spec", dtype_id::bfloat16, sn::bfloat16, true, sk::float32, cm::min_max},
-    {"Float16Spec", dtype_id::float16, sn::float16, true, sk::float32, cm::min_max},
-    {"FP8E4M3FNSpec", dtype_id::float8_e4m3fn, sn::fp8_e4m3fn, true, sk::float32, cm::distribution},
-    {"FP8E4M3FNUZSpec", dtype_id::float8_e4m3fnuz, sn::fp8_e4m3fnuz, true, sk::float32,
+    {"Int8Spec", dtype_id::int8, spec_n::int8, true, sk::float32, cm::percentile},
+    {"UInt8Spec", dtype_id::uint8, spec_n::uint8, false, sk::float32, cm::percentile},
+    {"XInt8Spec", dtype_id::int8, spec_n::xint8, true, sk::power_of_2, cm::min_mse},
+    {"Int16Spec", dtype_id::int16, spec_n::int16, true, sk::float32, cm::percentile},
+    {"XInt16Spec", dtype_id::int16, spec_n::xint16, true, sk::power_of_2, cm::min_mse},
+    {"UInt16Spec", dtype_id::uint16, spec_n::uint16, false, sk::float32, cm::percentile},
+    {"Int32Spec", dtype_id::int32, spec_n::int32, true, sk::float32, cm::percentile},
+    {"UInt32Spec", dtype_id::uint32, spec_n::uint32, false, sk::float32, cm::percentile},
+    {"Int4Spec", dtype_id::int4, spec_n::int4, true, sk::float32, cm::percentile},
+    {"UInt4Spec", dtype_id::uint4, spec_n::uint4, false, sk::float32, cm::percentile},
+    {"BFloat16Spec", dtype_id::bfloat16, spec_n::bfloat16, true, sk::float32, cm::min_max},
+    {"Float16Spec", dtype_id::float16, spec_n::float16, true, sk::float32, cm::min_max},
+    {"FP8E4M3FNSpec", dtype_id::float8_e4m3fn, spec_n::fp8_e4m3fn, true, sk::float32,
      cm::distribution},
-    {"FP8E5M2Spec", dtype_id::float8_e5m2, sn::fp8_e5m2, true, sk::float32, cm::distribution},
-    {"FP8E5M2FNUZSpec", dtype_id::float8_e5m2fnuz, sn::fp8_e5m2fnuz, true, sk::float32,
+    {"FP8E4M3FNUZSpec", dtype_id::float8_e4m3fnuz, spec_n::fp8_e4m3fnuz, true, sk::float32,
      cm::distribution},
-    {"BFP16Spec", dtype_id::undefined, sn::bfp16, true, sk::float32, cm::min_max},
-    {"MX4Spec", dtype_id::undefined, sn::mx4, true, sk::float32, cm::min_max},
-    {"MX6Spec", dtype_id::undefined, sn::mx6, true, sk::float32, cm::min_max},
-    {"MX9Spec", dtype_id::undefined, sn::mx9, true, sk::float32, cm::min_max},
-    {"MXFP8E5M2Spec", dtype_id::float8_e5m2, sn::mxfp8_e5m2, true, sk::float32, cm::min_max},
-    {"MXFP8E4M3Spec", dtype_id::float8_e4m3fn, sn::mxfp8_e4m3, true, sk::float32, cm::min_max},
-    {"MXFP6E3M2Spec", dtype_id::float6_e3m2fn, sn::mxfp6_e3m2, true, sk::float32, cm::min_max},
-    {"MXFP6E2M3Spec", dtype_id::float6_e2m3fn, sn::mxfp6_e2m3, true, sk::float32, cm::min_max},
-    {"MXFP4E2M1Spec", dtype_id::float4_e2m1fn, sn::mxfp4_e2m1, true, sk::float32, cm::min_max},
-    {"MXInt8Spec", dtype_id::int8, sn::mxint8, true, sk::float32, cm::min_max},
+    {"FP8E5M2Spec", dtype_id::float8_e5m2, spec_n::fp8_e5m2, true, sk::float32, cm::distribution},
+    {"FP8E5M2FNUZSpec", dtype_id::float8_e5m2fnuz, spec_n::fp8_e5m2fnuz, true, sk::float32,
+     cm::distribution},
+    {"BFP16Spec", dtype_id::undefined, spec_n::bfp16, true, sk::float32, cm::min_max},
+    {"MX4Spec", dtype_id::undefined, spec_n::mx4, true, sk::float32, cm::min_max},
+    {"MX6Spec", dtype_id::undefined, spec_n::mx6, true, sk::float32, cm::min_max},
+    {"MX9Spec", dtype_id::undefined, spec_n::mx9, true, sk::float32, cm::min_max},
+    {"MXFP8E5M2Spec", dtype_id::float8_e5m2, spec_n::mxfp8_e5m2, true, sk::float32, cm::min_max},
+    {"MXFP8E4M3Spec", dtype_id::float8_e4m3fn, spec_n::mxfp8_e4m3, true, sk::float32, cm::min_max},
+    {"MXFP6E3M2Spec", dtype_id::float6_e3m2fn, spec_n::mxfp6_e3m2, true, sk::float32, cm::min_max},
+    {"MXFP6E2M3Spec", dtype_id::float6_e2m3fn, spec_n::mxfp6_e2m3, true, sk::float32, cm::min_max},
+    {"MXFP4E2M1Spec", dtype_id::float4_e2m1fn, spec_n::mxfp4_e2m1, true, sk::float32, cm::min_max},
+    {"MXInt8Spec", dtype_id::int8, spec_n::mxint8, true, sk::float32, cm::min_max},
 };
 
 constexpr auto all_names = [] {
@@ -70,13 +73,6 @@ const spec_row& row_of(spec_name n) {
       return r;
   }
   return spec_table[0];
-}
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out)
-    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
 }
 
 }  // namespace
@@ -112,24 +108,28 @@ tensor_spec make_spec(spec_name n) {
   s.calibration_method = r.calib;
   s.quant_granularity = granularity::tensor;
   switch (n) {
-    case sn::bfp16:
+    case spec_n::bfp16:
       // BFPQuantizeDequantize op defaults (quark-spec §1.8): the new-API BFP16Spec keeps
       // rounding_mode 0; only the legacy BFP16 preset used 2 (§8.1, §13.12).
       s.block = {block_method::to_bfp, 8, 16, 2, 1, 0};
       break;
-    case sn::mx4:
-    case sn::mx6:
-    case sn::mx9:
+    case spec_n::mx4:
+    case spec_n::mx6:
+    case spec_n::mx9:
       // DEFAULT_MICROEXPONENTS_PARAMS with bit_width 11 / 13 / 16 (quark-spec §1.9).
-      s.block = {
-          block_method::to_bfp_prime, 16, n == sn::mx4 ? 11 : (n == sn::mx6 ? 13 : 16), 2, 1, 2};
+      s.block = {block_method::to_bfp_prime,
+                 16,
+                 n == spec_n::mx4 ? 11 : (n == spec_n::mx6 ? 13 : 16),
+                 2,
+                 1,
+                 2};
       break;
-    case sn::mxfp8_e5m2:
-    case sn::mxfp8_e4m3:
-    case sn::mxfp6_e3m2:
-    case sn::mxfp6_e2m3:
-    case sn::mxfp4_e2m1:
-    case sn::mxint8:
+    case spec_n::mxfp8_e5m2:
+    case spec_n::mxfp8_e4m3:
+    case spec_n::mxfp6_e3m2:
+    case spec_n::mxfp6_e2m3:
+    case spec_n::mxfp4_e2m1:
+    case spec_n::mxint8:
       // DEFAULT_MICROSCALING_PARAMS (quark-spec §1.7, §8): block 32, rounding_mode 2.
       s.block = {block_method::ocp_mx, 32, 0, 0, 0, 2};
       break;
@@ -156,16 +156,16 @@ tensor_spec make_spec(std::string_view class_name) {
 
 bool is_integer_spec(const tensor_spec& s) noexcept {
   switch (s.name) {
-    case sn::int8:
-    case sn::uint8:
-    case sn::xint8:
-    case sn::int16:
-    case sn::xint16:
-    case sn::uint16:
-    case sn::int32:
-    case sn::uint32:
-    case sn::int4:
-    case sn::uint4:
+    case spec_n::int8:
+    case spec_n::uint8:
+    case spec_n::xint8:
+    case spec_n::int16:
+    case spec_n::xint16:
+    case spec_n::uint16:
+    case spec_n::int32:
+    case spec_n::uint32:
+    case spec_n::int4:
+    case spec_n::uint4:
       return true;
     default:
       return false;
@@ -174,12 +174,12 @@ bool is_integer_spec(const tensor_spec& s) noexcept {
 
 bool is_float_spec(const tensor_spec& s) noexcept {
   switch (s.name) {
-    case sn::bfloat16:
-    case sn::float16:
-    case sn::fp8_e4m3fn:
-    case sn::fp8_e4m3fnuz:
-    case sn::fp8_e5m2:
-    case sn::fp8_e5m2fnuz:
+    case spec_n::bfloat16:
+    case spec_n::float16:
+    case spec_n::fp8_e4m3fn:
+    case spec_n::fp8_e4m3fnuz:
+    case spec_n::fp8_e5m2:
+    case spec_n::fp8_e5m2fnuz:
       return true;
     default:
       return false;

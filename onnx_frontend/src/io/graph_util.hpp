@@ -13,7 +13,14 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <quark/onnx/error.hpp>
+
 namespace quark::onnx {
+
+/// A graph that breaks ONNX's rules (quark.onnx.graph).
+[[noreturn]] inline void graph_error(const std::string& what) {
+  throw frontend_error("quark.onnx.graph", what);
+}
 
 /// The attribute's type; for files that leave `type` unset, inferred from the populated field.
 ::onnx::AttributeProto::AttributeType attribute_kind(const ::onnx::AttributeProto& a);

@@ -31,10 +31,6 @@ using google::protobuf::RepeatedPtrField;
   throw frontend_error("quark.onnx.load", where + ": " + what);
 }
 
-[[noreturn]] void graph_error(const std::string& what) {
-  throw frontend_error("quark.onnx.graph", what);
-}
-
 /// A message that parsed but lacks the two fields every model has is some other protobuf.
 void check_is_model(const ::onnx::ModelProto& p, const std::string& where) {
   if (!p.has_ir_version() || !p.has_graph()) {

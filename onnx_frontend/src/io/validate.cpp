@@ -19,10 +19,6 @@ namespace {
 using A = ::onnx::AttributeProto;
 using name_set = std::set<std::string>;
 
-[[noreturn]] void graph_error(const std::string& what) {
-  throw frontend_error("quark.onnx.graph", what);
-}
-
 /// Names a graph defines for its nodes: inputs, initializers (dense and sparse), node outputs.
 void add_local_names(const ::onnx::GraphProto& g, name_set& out, bool with_node_outputs) {
   for (const auto& v : g.input())

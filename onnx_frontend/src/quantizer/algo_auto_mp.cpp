@@ -100,24 +100,6 @@ std::vector<std::int64_t> ints_of(const tensor& t) {
   return out;
 }
 
-/// An integer tensor of type `t` and `shape` holding `v` (already in range).
-tensor int_tensor(dtype_id t, const shape_t& shape, const std::vector<std::int64_t>& v) {
-  tensor out(t, shape);
-  quark::visit_dtype(t, [&](auto id) {
-    using D = typename decltype(id)::type;
-    if constexpr (std::is_integral_v<D>) {
-      auto d = out.data<D>();
-      for (std::size_t i = 0; i < v.size() && i < d.size(); ++i)
-        d[i] = static_cast<D>(v[i]);
-    } else if constexpr (integral_data_type<D>) {  // int4 / uint4
-      auto d = out.data<D>();
-      for (std::size_t i = 0; i < v.size() && i < d.size(); ++i)
-        d[i] = D(static_cast<int>(v[i]));
-    }
-  });
-  return out;
-}
-
 tensor float_tensor(const shape_t& shape, const std::vector<float>& v) {
   tensor out(dtype_id::float32, shape);
   auto d = out.data<float>();
@@ -170,8 +152,9 @@ tensor quantize_floats(const std::vector<float>& x, const shape_t& shape,
     dims.push_back(static_cast<std::size_t>(d));
   const quark::tensor_shape ts{std::span<const std::size_t>(dims)};
   const auto rank = static_cast<std::int64_t>(shape.size());
-  const granularity g = s.size() > 1 ? granularity{per_channel{axis < 0 ? axis + rank : axis}}
-                                     : granularity{per_tensor{}};
+  const quark::granularity g = s.size() > 1
+                                   ? quark::granularity{per_channel{axis < 0 ? axis + rank : axis}}
+                                   : quark::granularity{per_tensor{}};
   quark::visit_dtype(t, [&](auto id) {
     using D = typename decltype(id)::type;
     if constexpr (integral_data_type<D>) {
@@ -201,7 +184,7 @@ struct pair_ref {
   std::string report_name;
 };
 
-struct module {
+struct mp_module {
   int node = -1;
   std::string name;
   std::optional<pair_ref> act, weight, bias;
@@ -251,7 +234,7 @@ class mixer {
       const NodeProto& n = g.node(i);
       if (!ops.contains(n.op_type()))
         continue;
-      module m;
+      mp_module m;
       m.node = i;
       m.name = n.name();
       m.act = pair_at(n, 0);
@@ -268,7 +251,7 @@ class mixer {
       float_nodes_[n.name()] = &n;
   }
 
-  const std::vector<module>& modules() const { return mods_; }
+  const std::vector<mp_module>& modules() const { return mods_; }
   std::size_t widened_biases() const { return widened_; }
 
   /// The types a module's pairs have now and would take.
@@ -281,20 +264,20 @@ class mixer {
     }
     return m.initializer(dq.input(2)).type();
   }
-  dtype_id act_target(const module& md) const {
+  dtype_id act_target(const mp_module& md) const {
     return o_.act_type && md.act ? *o_.act_type
                                  : (md.act ? type_of(base_, *md.act) : dtype_id::undefined);
   }
   /// Input 1's target: the weight type for a constant, the activation type for an activation
   /// (Add / Mul / MatMul with two activations; Quark gives it the weight type).
-  dtype_id weight_target(const module& md) const {
+  dtype_id weight_target(const mp_module& md) const {
     if (!md.weight)
       return dtype_id::undefined;
     if (!md.weight->constant)
       return o_.act_type ? *o_.act_type : type_of(base_, *md.weight);
     return o_.weight_type ? *o_.weight_type : type_of(base_, *md.weight);
   }
-  dtype_id bias_target(const module& md) const {
+  dtype_id bias_target(const mp_module& md) const {
     if (!md.bias)
       return dtype_id::undefined;
     if (o_.bias_type)
@@ -311,12 +294,12 @@ class mixer {
            integer_type(type_of(base_, p));
   }
   /// Whether mixing the module changes anything.
-  bool would_change(const module& md) const {
+  bool would_change(const mp_module& md) const {
     return (md.act && act_target(md) != type_of(base_, *md.act) && mixable(*md.act)) ||
            (md.weight && weight_target(md) != type_of(base_, *md.weight) && mixable(*md.weight));
   }
   /// Whether the module asks for a change that its pairs cannot make (not integer pairs).
-  bool stuck(const module& md) const {
+  bool stuck(const mp_module& md) const {
     return (md.act && act_target(md) != type_of(base_, *md.act) && !mixable(*md.act)) ||
            (md.weight && weight_target(md) != type_of(base_, *md.weight) && !mixable(*md.weight));
   }
@@ -337,7 +320,7 @@ class mixer {
     std::vector<insertion> inserts;
     std::map<int, std::vector<float>> act_scale;  // module node -> scale of its (new) input pair
     for (const std::size_t k : chosen) {
-      const module& md = mods_[k];
+      const mp_module& md = mods_[k];
       if (only != nullptr) {
         // Quark's target_tensors: the named pairs take the activation target type.
         const dtype_id to = o_.act_type ? *o_.act_type : *o_.weight_type;
@@ -370,7 +353,7 @@ class mixer {
     auto cast_pair = [&](const std::optional<pair_ref>& p) {
       return p && proto(t).graph().node(p->dq).op_type() == "Cast";
     };
-    for (const module& md : mods_) {
+    for (const mp_module& md : mods_) {
       if (!md.bias || !md.weight || type_of(t, *md.bias) != dtype_id::int32)
         continue;
       // An input or weight made a bfloat16 / float16 Cast pair has no scale: the bias keeps the
@@ -423,7 +406,7 @@ class mixer {
   }
 
   /// The float value of a module's input `slot` in the float model (same node name), if any.
-  std::optional<tensor> float_input(const module& md, int slot) const {
+  std::optional<tensor> float_input(const mp_module& md, int slot) const {
     auto it = float_nodes_.find(md.name);
     if (it == float_nodes_.end() || slot >= it->second->input_size())
       return std::nullopt;
@@ -437,7 +420,7 @@ class mixer {
   }
 
   /// Switches a pair to type `to` (Quark's "replace"). Returns whether it changed.
-  bool retype(model& t, const pair_ref& p, dtype_id to, const module& md, int slot,
+  bool retype(model& t, const pair_ref& p, dtype_id to, const mp_module& md, int slot,
               const char* role, std::vector<auto_mp_change>& changes) const {
     GraphProto& g = *proto(t).mutable_graph();
     NodeProto& dq = *g.mutable_node(p.dq);
@@ -519,7 +502,7 @@ class mixer {
   /// `to` (the float model's values rounded to it) behind the Cast. A
   /// QuantizeLinear whose output another node reads too, and a constant the float model does not
   /// hold under the node's name, are left alone (returns false).
-  bool to_cast_pair(model& t, const pair_ref& p, dtype_id to, const module& md, int slot,
+  bool to_cast_pair(model& t, const pair_ref& p, dtype_id to, const mp_module& md, int slot,
                     const char* role, std::vector<auto_mp_change>& changes) const {
     GraphProto& g = *proto(t).mutable_graph();
     const NodeProto& dq0 = g.node(p.dq);
@@ -557,7 +540,8 @@ class mixer {
 
   /// Quark's "insert": a second pair of the target type after the activation's pair, read by
   /// this node only. Returns the new nodes; `scale` receives the new scale.
-  std::vector<NodeProto> dual_pair(model& t, const module& md, std::vector<auto_mp_change>& changes,
+  std::vector<NodeProto> dual_pair(model& t, const mp_module& md,
+                                   std::vector<auto_mp_change>& changes,
                                    std::vector<float>& scale) const {
     GraphProto& g = *proto(t).mutable_graph();
     const NodeProto& dq = g.node(md.act->dq);
@@ -605,7 +589,7 @@ class mixer {
     return nodes;
   }
 
-  void rescale_bias(model& t, const module& md, std::vector<float> sb,
+  void rescale_bias(model& t, const mp_module& md, std::vector<float> sb,
                     std::vector<auto_mp_change>& changes) const {
     GraphProto& g = *proto(t).mutable_graph();
     NodeProto& dq = *g.mutable_node(md.bias->dq);
@@ -663,7 +647,7 @@ class mixer {
   const model& base_;
   const model& fm_;
   const auto_mp_options& o_;
-  std::vector<module> mods_;
+  std::vector<mp_module> mods_;
   std::map<std::string, const NodeProto*> float_nodes_;
 };
 
@@ -770,7 +754,7 @@ auto_mp_result auto_mixed_precision(model& qm, const model& float_model,
   auto_mp_result r;
   r.notes = o.notes;
   const mixer mx(qm, float_model, o);
-  const std::vector<module>& mods = mx.modules();
+  const std::vector<mp_module>& mods = mx.modules();
   r.modules = mods.size();
   const char* metric_name = o.top1_acc_target ? "top-1 loss" : "average L2";
 
@@ -782,7 +766,7 @@ auto_mp_result auto_mixed_precision(model& qm, const model& float_model,
     for (const auto& name : o.target_tensors) {
       bool found = false;
       for (std::size_t k = 0; k < mods.size(); ++k) {
-        const module& md = mods[k];
+        const mp_module& md = mods[k];
         const bool act = md.act && md.act->report_name == name;
         const bool w = md.weight && md.weight->report_name == name;
         if (act || w) {
@@ -859,7 +843,7 @@ auto_mp_result auto_mixed_precision(model& qm, const model& float_model,
     r.candidates = cand.size();
     refuse_stuck(stuck, cand.empty());
     if (!cand.empty()) {
-      const module& first = mods[cand.front()];
+      const mp_module& first = mods[cand.front()];
       const dtype_id now =
           first.act && o.act_type ? mx.type_of(qm, *first.act) : mx.type_of(qm, *first.weight);
       const dtype_id to = first.act && o.act_type ? *o.act_type : *o.weight_type;
@@ -997,7 +981,7 @@ auto_mp_result auto_mixed_precision(model& qm, const model& float_model,
     chosen = std::move(movable);
     r.candidates = chosen.size();
     if (!chosen.empty()) {
-      const module& first = mods[chosen.front()];
+      const mp_module& first = mods[chosen.front()];
       const dtype_id now = first.act && o.act_type ? mx.type_of(qm, *first.act)
                                                    : (first.weight ? mx.type_of(qm, *first.weight)
                                                                    : dtype_id::undefined);

@@ -33,7 +33,7 @@ using ::onnx::GraphProto;
 using ::onnx::ModelProto;
 using ::onnx::NodeProto;
 
-struct target {
+struct bc_target {
   int node = -1;                ///< in the quantized graph
   std::string input;            ///< the node's input 0 (a dequantized activation)
   std::string end;              ///< last value of the Relu / Clip / Q / DQ chain
@@ -120,8 +120,9 @@ tensor requantize(const std::vector<float>& v, dtype_id t, const std::vector<flo
                   const std::vector<std::int64_t>& zero_point) {
   tensor out(t, {static_cast<std::int64_t>(v.size())});
   const std::size_t dims[1] = {v.size()};
-  const tensor_shape shape{std::span<const std::size_t>(dims)};
-  const granularity g = scale.size() == 1 ? granularity{per_tensor{}} : granularity{per_channel{0}};
+  const quark::tensor_shape shape{std::span<const std::size_t>(dims)};
+  const quark::granularity g =
+      scale.size() == 1 ? quark::granularity{per_tensor{}} : quark::granularity{per_channel{0}};
   quark::visit_dtype(t, [&](auto id) {
     using D = typename decltype(id)::type;
     if constexpr (integral_data_type<D>) {
@@ -178,7 +179,7 @@ bias_correction_stats correct_bias(model& qm, const model& float_model,
                                                                       : nullptr;
   };
 
-  std::vector<target> targets;
+  std::vector<bc_target> targets;
   for (int i = 0; i < g.node_size(); ++i) {
     const NodeProto& n = g.node(i);
     if ((n.op_type() != "Conv" && n.op_type() != "Gemm") || !n.domain().empty() ||
@@ -190,7 +191,7 @@ bias_correction_stats correct_bias(model& qm, const model& float_model,
       ++st.skipped;
       continue;
     }
-    target t;
+    bc_target t;
     t.node = i;
     t.input = n.input(0);
     t.bias_value = n.input(2);
@@ -247,7 +248,7 @@ bias_correction_stats correct_bias(model& qm, const model& float_model,
       if (e == by_end.end())
         return;
       for (const std::size_t k : e->second) {
-        target& t = targets[k];
+        bc_target& t = targets[k];
         auto h = held.find(t.input);
         if (h == held.end())
           continue;

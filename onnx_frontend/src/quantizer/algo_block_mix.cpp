@@ -33,8 +33,6 @@ using ::onnx::GraphProto;
 using ::onnx::NodeProto;
 
 // ONNX TensorProto element types of the Cast pairs (FLOAT, FLOAT16, BFLOAT16).
-constexpr std::int64_t onnx_float = 1;
-constexpr std::int64_t onnx_float16 = 10;
 constexpr std::int64_t onnx_bfloat16 = 16;
 
 /// A quantizing node: QuantizeLinear, or the Cast to bfloat16 / float16 that stands for one
@@ -128,8 +126,8 @@ std::vector<float> dequantized(const model& m, const NodeProto& dq) {
   if (scale.size() > 1 &&
       (axis < 0 || axis >= rank || dims[static_cast<std::size_t>(axis)] != scale.size()))
     return {};
-  const granularity g =
-      scale.size() > 1 ? granularity{per_channel{axis}} : granularity{per_tensor{}};
+  const quark::granularity g =
+      scale.size() > 1 ? quark::granularity{per_channel{axis}} : quark::granularity{per_tensor{}};
   const std::optional<tensor> z = dq.input_size() > 2 && !dq.input(2).empty()
                                       ? std::optional<tensor>(m.initializer(dq.input(2)))
                                       : std::nullopt;

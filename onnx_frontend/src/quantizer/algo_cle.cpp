@@ -26,11 +26,6 @@ namespace {
 using ::onnx::GraphProto;
 using ::onnx::NodeProto;
 
-bool float_init(const model& m, const std::string& name) {
-  return !name.empty() && m.has_initializer(name) &&
-         m.initializer(name).type() == dtype_id::float32;
-}
-
 /// How a weighted node's weight is laid out.
 enum class layer_kind : std::uint8_t { dense_conv, depthwise_conv, gemm };
 

@@ -64,6 +64,7 @@
 #include "quantizer/algorithms.hpp"
 #include "quantizer/graph_util.hpp"
 #include "quantizer/numerics.hpp"
+#include "quantizer/tensor_build.hpp"
 #include "runtime/block_ops.hpp"
 
 namespace quark::onnx::qz {
@@ -131,11 +132,11 @@ void with_half_type(dtype_id t, F&& f) {
 }
 
 /// A model shape as the headers take it.
-tensor_shape header_shape(const shape_t& shape) {
+quark::tensor_shape header_shape(const shape_t& shape) {
   std::vector<std::size_t> dims;
   for (const auto d : shape)
     dims.push_back(static_cast<std::size_t>(d));
-  return tensor_shape{std::span<const std::size_t>(dims)};
+  return quark::tensor_shape{std::span<const std::size_t>(dims)};
 }
 
 /// A weight fake-quantized by nodes other than a DequantizeLinear of integers (AdaQuant only):
@@ -227,7 +228,7 @@ struct weight_chain {
 };
 
 /// Where the weight of a module lives and how its elements map onto the GEMM.
-struct module {
+struct ft_module {
   int node = -1;  ///< in the quantized graph
   std::string name;
   op_kind kind = op_kind::conv;
@@ -291,7 +292,7 @@ struct module {
 
 /// f(y) of output channel c of module m's activation; `d` receives f'(y) (torch's conventions
 /// at the kinks: Relu 0 at 0, Clip 1 on its bounds).
-double activate(const module& m, double y, std::size_t c, double& d) {
+double activate(const ft_module& m, double y, std::size_t c, double& d) {
   switch (m.act) {
     case act_kind::none:
       d = 1.0;
@@ -589,7 +590,7 @@ std::optional<std::vector<double>> constant_values(const model& qm, const GraphP
 
 /// output_qdq: the fake quantization of QuantizeLinear `qn` (per tensor, an 8- or 16-bit
 /// integer zero point) into m; the reason it cannot be used otherwise.
-std::string output_fake_quant(const model& qm, const NodeProto& qn, module& m) {
+std::string output_fake_quant(const model& qm, const NodeProto& qn, ft_module& m) {
   if (qn.input_size() < 3 || !qm.has_initializer(qn.input(1)) || !qm.has_initializer(qn.input(2)))
     return "output QuantizeLinear without constant parameters";
   const tensor sc = qm.initializer(qn.input(1));
@@ -622,7 +623,7 @@ std::string module_end(const model& qm, const GraphProto& g,
                        const std::map<std::string, std::vector<int>>& consumers,
                        const NodeProto& fnode,
                        const std::map<std::string, const NodeProto*>& float_last_consumer,
-                       bool output_qdq, std::size_t cout, module& m) {
+                       bool output_qdq, std::size_t cout, ft_module& m) {
   auto last_reader = [&](const std::string& v) -> const NodeProto* {
     const auto it = consumers.find(v);
     return it == consumers.end() || it->second.empty() ? nullptr : &g.node(it->second.back());
@@ -705,7 +706,7 @@ std::string module_end(const model& qm, const GraphProto& g,
 }
 
 /// The integer weight's scale and zero point per element, and Quark's clip bounds.
-void integer_params(module& m) {
+void integer_params(ft_module& m) {
   const std::size_t count = m.w.size();
   const std::size_t rank = m.wshape.size();
   m.scale.resize(count);
@@ -731,7 +732,7 @@ std::string describe_rest(const model& qm, const model& fm, const GraphProto& g,
                           const std::map<std::string, std::vector<int>>& consumers,
                           const std::map<std::string, const NodeProto*>& float_by_name,
                           const std::map<std::string, const NodeProto*>& float_last_consumer,
-                          bool output_qdq, module& m);
+                          bool output_qdq, ft_module& m);
 
 /// Builds the module of quantized node `i`, or returns the reason it is left alone.
 std::string describe(const model& qm, const model& fm, const GraphProto& g, int i,
@@ -739,7 +740,7 @@ std::string describe(const model& qm, const model& fm, const GraphProto& g, int 
                      const std::map<std::string, std::vector<int>>& consumers,
                      const std::map<std::string, const NodeProto*>& float_by_name,
                      const std::map<std::string, const NodeProto*>& float_last_consumer,
-                     bool output_qdq, bool adaquant, module& m) {
+                     bool output_qdq, bool adaquant, ft_module& m) {
   const NodeProto& n = g.node(i);
   m.node = i;
   m.name = n.name().empty() ? n.output(0) : n.name();
@@ -814,7 +815,7 @@ std::string describe_rest(const model& qm, const model& fm, const GraphProto& g,
                           const std::map<std::string, std::vector<int>>& consumers,
                           const std::map<std::string, const NodeProto*>& float_by_name,
                           const std::map<std::string, const NodeProto*>& float_last_consumer,
-                          bool output_qdq, module& m) {
+                          bool output_qdq, ft_module& m) {
   const std::size_t rank = m.wshape.size();
   // Float node (same name; else same output) and weight.
   auto fit = float_by_name.find(n.name());
@@ -1030,7 +1031,7 @@ std::string describe_rest(const model& qm, const model& fm, const GraphProto& g,
 }
 
 /// T (per group, cout_g x P) from the output planes of a Conv / ConvTranspose.
-void output_matrices(const module& m, std::span<const float> tv, std::size_t n, std::size_t opix,
+void output_matrices(const ft_module& m, std::span<const float> tv, std::size_t n, std::size_t opix,
                      std::vector<mat>& ts) {
   for (std::size_t gi = 0; gi < m.groups; ++gi) {
     mat& T = ts[gi];
@@ -1050,7 +1051,7 @@ void output_matrices(const module& m, std::span<const float> tv, std::size_t n, 
 /// row (c, i, j), the input value that reaches it through kernel tap (i, j), or 0. The begin pads
 /// follow the runtime (ops_conv.cpp): explicit, or split from the output size under output_shape
 /// or auto_pad SAME_* (SAME_UPPER puts the smaller half first). The output size must match.
-bool transposed_matrices(const module& m, std::span<const float> xv, std::span<const float> tv,
+bool transposed_matrices(const ft_module& m, std::span<const float> xv, std::span<const float> tv,
                          std::size_t n, std::size_t ih, std::size_t iw, std::size_t oh,
                          std::size_t ow, std::vector<mat>& xs, std::vector<mat>& ts) {
   const auto i64 = [](std::size_t v) { return static_cast<std::int64_t>(v); };
@@ -1114,7 +1115,7 @@ bool transposed_matrices(const module& m, std::span<const float> xv, std::span<c
 /// holds the N x D... positions of channel c; LayerNormalization normalizes each row of x viewed as
 /// (prod of the dims before axis, prod of the dims from axis), its group d holds column d. The
 /// mean and the (biased) variance are computed in double, as xhat = (x - mean) / sqrt(var + eps).
-bool norm_matrices(const module& m, const tensor& x, const tensor& t, std::vector<mat>& xs,
+bool norm_matrices(const ft_module& m, const tensor& x, const tensor& t, std::vector<mat>& xs,
                    std::vector<mat>& ts) {
   if (x.shape() != t.shape() || x.rank() < 1)
     return false;
@@ -1178,7 +1179,7 @@ bool norm_matrices(const module& m, const tensor& x, const tensor& t, std::vecto
 
 /// Xt (per group, (k_g + 1) x P with a last row of ones) and T (cout_g x P) of one sample.
 /// Returns false when the shapes do not fit the module.
-bool make_matrices(const module& m, const tensor& x, const tensor& t, std::vector<mat>& xs,
+bool make_matrices(const ft_module& m, const tensor& x, const tensor& t, std::vector<mat>& xs,
                    std::vector<mat>& ts) {
   if (x.type() != dtype_id::float32 || t.type() != dtype_id::float32)
     return false;
@@ -1299,7 +1300,7 @@ bool make_matrices(const module& m, const tensor& x, const tensor& t, std::vecto
 
 /// Loss and gradient of the module with weights+bias `wt` (per group cout_g x (k_g + 1)) over the
 /// samples `batch`.
-double loss_and_grad(const module& m, const std::vector<sample_data>& data, bool gram,
+double loss_and_grad(const ft_module& m, const std::vector<sample_data>& data, bool gram,
                      const std::vector<std::size_t>& batch, const std::vector<mat>& wt,
                      std::vector<mat>* grad) {
   double loss = 0.0, positions = 0.0;
@@ -1395,19 +1396,19 @@ double loss_and_grad(const module& m, const std::vector<sample_data>& data, bool
 }
 
 /// The weight's shape as the headers take it.
-tensor_shape weight_shape(const module& m) {
+quark::tensor_shape weight_shape(const ft_module& m) {
   return header_shape(m.wshape);
 }
 
 /// The weight's parameters as the headers take them: the stored scales and zero points (`z`
 /// receives the zero points), the DequantizeLinear's granularity and Quark's clip bounds.
 template <class D>
-tensor_qparams<D> weight_params(const module& m, std::vector<zero_point_t<D>>& z) {
+tensor_qparams<D> weight_params(const ft_module& m, std::vector<zero_point_t<D>>& z) {
   z.clear();
   for (const auto v : m.zp_param)
     z.push_back(static_cast<zero_point_t<D>>(v));
-  const granularity gran =
-      m.axis < 0 ? granularity{per_tensor{}} : granularity{per_channel{m.axis}};
+  const quark::granularity gran =
+      m.axis < 0 ? quark::granularity{per_tensor{}} : quark::granularity{per_channel{m.axis}};
   return tensor_qparams<D>{m.scale_param, z, gran, m.qmin, m.qmax};
 }
 
@@ -1421,21 +1422,8 @@ void with_weight_type(dtype_id t, F&& f) {
   });
 }
 
-tensor int_tensor(dtype_id t, const shape_t& shape, const std::vector<std::int64_t>& v) {
-  tensor out(t, shape);
-  quark::visit_dtype(t, [&](auto id) {
-    using D = typename decltype(id)::type;
-    if constexpr (std::is_integral_v<D> && !std::is_same_v<D, bool>) {
-      auto d = out.data<D>();
-      for (std::size_t i = 0; i < v.size(); ++i)
-        d[i] = static_cast<D>(v[i]);
-    }
-  });
-  return out;
-}
-
 /// [W b] per group from dequantized weights `wq` (per element) and the bias `b`.
-void fill_wt(const module& m, std::span<const double> wq, std::span<const double> b,
+void fill_wt(const ft_module& m, std::span<const double> wq, std::span<const double> b,
              std::vector<mat>& wt) {
   wt.resize(m.groups);
   for (std::size_t gi = 0; gi < m.groups; ++gi) {
@@ -1450,7 +1438,7 @@ void fill_wt(const module& m, std::span<const double> wq, std::span<const double
   }
 }
 
-std::vector<double> dequantize(const module& m, const std::vector<std::int64_t>& q) {
+std::vector<double> dequantize(const ft_module& m, const std::vector<std::int64_t>& q) {
   std::vector<double> out(q.size());
   for (std::size_t i = 0; i < q.size(); ++i)
     out[i] = (static_cast<double>(q[i]) - m.zp[i]) * m.scale[i];
@@ -1464,7 +1452,7 @@ struct module_result {
 };
 
 /// Fine-tunes one module on its data; writes the new integers into `qm` when they are better.
-module_result train(model& qm, const module& m, const std::vector<sample_data>& data, bool gram,
+module_result train(model& qm, const ft_module& m, const std::vector<sample_data>& data, bool gram,
                     const finetune_options& o, std::mt19937_64& rng) {
   module_result r;
   const std::size_t count = m.w.size();
@@ -1536,7 +1524,7 @@ module_result train(model& qm, const module& m, const std::vector<sample_data>& 
       }
     }
   };
-  const tensor_shape shape = weight_shape(m);
+  const quark::tensor_shape shape = weight_shape(m);
   const adam_options adam_o{.lr = lr};
   const bool train_bias = o.adaquant && o.update_bias && !m.bias_data.empty();
   // AdaQuant's loop, for the integer (adaquant<D>) and the chain (adaquant_fq) weights alike:
@@ -1770,9 +1758,9 @@ std::vector<calib_sample> finetune_samples(calibration_data_reader& reader,
 /// The quantized Conv / ConvTranspose / Gemm / MatMul nodes of `qm` to fine-tune (target_op_type,
 /// only_nodes; a quantized weight), each described against `float_model`; the others that were
 /// candidates go to st.skipped with the reason.
-std::vector<module> find_modules(const model& qm, const model& float_model,
-                                 const finetune_options& o, finetune_stats& st) {
-  std::vector<module> modules;
+std::vector<ft_module> find_modules(const model& qm, const model& float_model,
+                                    const finetune_options& o, finetune_stats& st) {
+  std::vector<ft_module> modules;
   const std::set<std::string> types(o.target_op_type.begin(), o.target_op_type.end());
   const std::set<std::string> only(o.only_nodes.begin(), o.only_nodes.end());
   const ::onnx::ModelProto& fp = proto(float_model);
@@ -1816,7 +1804,7 @@ std::vector<module> find_modules(const model& qm, const model& float_model,
         (parse_chain(qm, g, producer, consumers, n.input(1), chain_why) || !chain_why.empty());
     if (!dq_input && !chain_weight)
       continue;  // not quantized: nothing to fine-tune
-    module m;
+    ft_module m;
     const std::string why = describe(qm, float_model, g, i, producer, consumers, float_by_name,
                                      float_last_consumer, o.output_qdq, o.adaquant, m);
     if (!why.empty()) {
@@ -1831,7 +1819,7 @@ std::vector<module> find_modules(const model& qm, const model& float_model,
 /// Module `m`'s training data, one entry per sample: its quantized input (mixed with the float one
 /// under drop_ratio < 1) and its float output, in the Gram form (`gram`) when that is smaller.
 /// False when the shapes do not fit the module.
-bool module_data(const module& m, const runtime& qrt, const std::vector<calib_sample>& samples,
+bool module_data(const ft_module& m, const runtime& qrt, const std::vector<calib_sample>& samples,
                  const std::vector<std::map<std::string, tensor>>& float_values,
                  const finetune_options& o, std::mt19937_64& rng,
                  std::uniform_real_distribution<double>& unit, finetune_stats& st,
@@ -1923,7 +1911,7 @@ finetune_stats fast_finetune(model& qm, const model& float_model_in,
   if (samples.empty())
     return st;
 
-  const std::vector<module> modules = find_modules(qm, float_model, o, st);
+  const std::vector<ft_module> modules = find_modules(qm, float_model, o, st);
   if (modules.empty())
     return st;
 
@@ -1937,7 +1925,7 @@ finetune_stats fast_finetune(model& qm, const model& float_model_in,
   std::map<std::string, std::size_t> float_bytes;  // per sample, by value name
   {
     std::set<std::string> wanted;
-    for (const module& m : modules) {
+    for (const ft_module& m : modules) {
       wanted.insert(m.float_output);
       if (o.drop_ratio < 1.0)
         wanted.insert(m.float_input);
@@ -1965,7 +1953,7 @@ finetune_stats fast_finetune(model& qm, const model& float_model_in,
     std::size_t bytes = 0;
     chunk_end = first;
     while (chunk_end < modules.size()) {
-      const module& m = modules[chunk_end];
+      const ft_module& m = modules[chunk_end];
       std::size_t add = float_bytes[m.float_output];
       if (o.drop_ratio < 1.0)
         add += float_bytes[m.float_input];
@@ -1992,7 +1980,7 @@ finetune_stats fast_finetune(model& qm, const model& float_model_in,
     }
   };
   for (std::size_t mi = 0; mi < modules.size(); ++mi) {
-    const module& m = modules[mi];
+    const ft_module& m = modules[mi];
     // Module data, one sample at a time: quantized input (mixed with the float one under
     // drop_ratio < 1), float output.
     const auto tr = std::chrono::steady_clock::now();

@@ -36,7 +36,7 @@ namespace {
 using ::onnx::GraphProto;
 using ::onnx::NodeProto;
 
-struct target {
+struct gptq_target {
   std::string name;  ///< node name (its output's when it has none)
   int dq = -1;       ///< the weight's DequantizeLinear in the quantized graph
   std::string x;     ///< the float node's input 0
@@ -195,7 +195,7 @@ gptq_stats gptq_weights(model& qm, const model& float_model, calibration_data_re
   for (const auto& n : proto(float_model).graph().node())
     float_by_name[n.name()] = &n;
 
-  std::vector<target> targets;
+  std::vector<gptq_target> targets;
   for (int i = 0; i < g.node_size(); ++i) {
     const NodeProto& n = g.node(i);
     if (n.op_type() != "MatMul" || !n.domain().empty() || n.input_size() != 2)

@@ -23,7 +23,7 @@ namespace quark::onnx::qz {
 namespace {
 
 /// One MatMul to smooth.
-struct target {
+struct sq_target {
   std::size_t node = 0;  ///< index into the node list taken before any edit
   std::string name;      ///< node name (or its output's, when the node has none)
   std::string x, w;
@@ -66,7 +66,7 @@ smooth_quant_stats smooth_quant(model& m, const smooth_quant_options& o,
   for (const auto& out : m.outputs())
     graph_outputs.insert(out.name);
 
-  std::vector<target> targets;
+  std::vector<sq_target> targets;
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     const node_info& n = nodes[i];
     if (n.op_type != "MatMul" || !n.domain.empty() || n.inputs.size() != 2 || n.outputs.empty() ||

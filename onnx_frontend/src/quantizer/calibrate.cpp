@@ -93,28 +93,28 @@ int_grid grid_of_type(dtype_id t) {
   }
 }
 
-calib_method to_calib_method(act_method m) {
+quark::calib_method to_calib_method(act_method m) {
   switch (m) {
     case act_method::minmax:
-      return calib_method::minmax;
+      return quark::calib_method::minmax;
     case act_method::pof2_minmax:
-      return calib_method::pof2_non_overflow;
+      return quark::calib_method::pof2_non_overflow;
     case act_method::percentile:
-      return calib_method::percentile;
+      return quark::calib_method::percentile;
     case act_method::pof2_minmse:
-      return calib_method::pof2_minmse;
+      return quark::calib_method::pof2_minmse;
     case act_method::float_minmse:
-      return calib_method::float_minmse;
+      return quark::calib_method::float_minmse;
     case act_method::entropy:
-      return calib_method::entropy;
+      return quark::calib_method::entropy;
     case act_method::layerwise_percentile:
-      return calib_method::layerwise_percentile;
+      return quark::calib_method::layerwise_percentile;
     case act_method::distribution:
-      return calib_method::distribution;
+      return quark::calib_method::distribution;
     case act_method::none:
       break;
   }
-  return calib_method::minmax;
+  return quark::calib_method::minmax;
 }
 
 /// A value an element-wise node makes from another one and a scalar constant, as a float map
@@ -207,16 +207,18 @@ struct slot {
   std::shared_ptr<derive_state> derive;
 
   [[nodiscard]] bool minmax_family() const noexcept {
-    return (opt.method == calib_method::minmax || opt.method == calib_method::pof2_non_overflow) &&
+    return (opt.method == quark::calib_method::minmax ||
+            opt.method == quark::calib_method::pof2_non_overflow) &&
            opt.average == moving_average::off;
   }
   [[nodiscard]] bool needs_second_pass() const noexcept {
-    return opt.method == calib_method::layerwise_percentile || (cal && cal->needs_second_pass());
+    return opt.method == quark::calib_method::layerwise_percentile ||
+           (cal && cal->needs_second_pass());
   }
   /// A lumped Percentile histogram whose percentile lies below its exact bins
   /// (calib_params::lump).
   [[nodiscard]] bool lump_undecided() const noexcept {
-    return opt.method == calib_method::percentile && hist &&
+    return opt.method == quark::calib_method::percentile && hist &&
            !percentile_decided(hist->stats(), opt.percentile);
   }
   /// The symmetric table of the grid (signed >= 8 bits: -qmax..qmax), as tensor_calibrator.
@@ -247,23 +249,24 @@ slot make_slot(const std::string& name, const calib_request& r, const calib_para
   o.grid = grid_of_type(r.type);
   const range_symmetry sym = s.symmetry();
   switch (o.method) {
-    case calib_method::percentile:
-    case calib_method::layerwise_percentile:
+    case quark::calib_method::percentile:
+    case quark::calib_method::layerwise_percentile:
       s.hist.emplace(histogram_options{
           .mode = sym == range_symmetry::symmetric ? histogram_mode::absolute
                                                    : histogram_mode::signed_symmetric,
           .num_bins = o.num_bins.value_or(2048),
-          .lump_percentile = lump && o.method == calib_method::percentile ? o.percentile : 0.0});
+          .lump_percentile =
+              lump && o.method == quark::calib_method::percentile ? o.percentile : 0.0});
       return s;
-    case calib_method::entropy:
+    case quark::calib_method::entropy:
       s.hist.emplace(histogram_options{.mode = histogram_mode::signed_symmetric,
                                        .num_bins = o.num_bins.value_or(128)});
       return s;
-    case calib_method::distribution:
+    case quark::calib_method::distribution:
       s.hist.emplace(histogram_options{.mode = histogram_mode::signed_symmetric,
                                        .num_bins = o.num_bins.value_or(2048)});
       return s;
-    case calib_method::float_minmse:
+    case quark::calib_method::float_minmse:
       if (o.num_bins.value_or(2048) == 0) {
         throw frontend_error("quark.calib.bad_option",
                              "tensor '" + name +
@@ -273,7 +276,7 @@ slot make_slot(const std::string& name, const calib_request& r, const calib_para
       s.hist.emplace(histogram_options{.mode = histogram_mode::signed_extend,
                                        .num_bins = o.num_bins.value_or(2048)});
       return s;
-    case calib_method::pof2_minmse:
+    case quark::calib_method::pof2_minmse:
       if (o.minmse_mode == pof2_minmse_mode::all && o.num_bins.value_or(2048) != 0) {
         if (sym != range_symmetry::symmetric) {
           throw frontend_error(
@@ -579,7 +582,7 @@ std::size_t plan_derived(const model& m, std::unordered_map<std::string, slot>& 
 }
 
 void begin_second(slot& s) {
-  if (s.opt.method == calib_method::layerwise_percentile) {
+  if (s.opt.method == quark::calib_method::layerwise_percentile) {
     s.cands = layerwise_percentile_calibrator{s.opt.percentile_candidates, s.opt.metric}.candidates(
         s.hist->stats());
     s.scorer.emplace(s.cands, s.opt.grid, s.opt.metric);
@@ -602,19 +605,19 @@ calibrated_range result_of(const slot& s) {
   if (s.cal)
     return s.cal->result();
   const histogram_data& h = s.hist->stats();
-  if (s.opt.method == calib_method::float_minmse) {
+  if (s.opt.method == quark::calib_method::float_minmse) {
     if (auto r = minifloat_minmse(s.type, h))  // an FP8 spec
       return *r;
   }
   switch (s.opt.method) {
-    case calib_method::percentile:
+    case quark::calib_method::percentile:
       return percentile_calibrator{s.opt.percentile}(h);
-    case calib_method::entropy:
+    case quark::calib_method::entropy:
       return entropy_calibrator{s.opt.num_quantized_bins, s.symmetry()}(h);
-    case calib_method::layerwise_percentile:
+    case quark::calib_method::layerwise_percentile:
       return layerwise_percentile_calibrator{s.opt.percentile_candidates, s.opt.metric}.select(
           s.cands, [&](std::size_t i, const calibrated_range&) { return s.scorer->errors()[i]; });
-    case calib_method::float_minmse:
+    case quark::calib_method::float_minmse:
       return float_minmse_hist_calibrator{
           s.symmetry() == range_symmetry::symmetric ? s.pof2_grid() : s.opt.grid, s.symmetry()}(h);
     default:
@@ -1013,7 +1016,7 @@ void collect_results(std::unordered_map<std::string, slot>& slots, const calib_p
       continue;  // an empty value: range (0, 0)
     if (params.keep_histograms)
       keep_histogram(s, f);
-    if (s.opt.method == calib_method::distribution) {
+    if (s.opt.method == quark::calib_method::distribution) {
       // FP8 (quark-spec §4.4): the scale comes from the standard deviation; the range is the
       // histogram's.
       const histogram_data& h = s.hist->stats();

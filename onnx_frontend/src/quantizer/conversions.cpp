@@ -23,12 +23,6 @@ namespace {
 using ::onnx::GraphProto;
 using ::onnx::NodeProto;
 
-tensor int64_tensor(const std::vector<std::int64_t>& v) {
-  tensor t(dtype_id::int64, {static_cast<std::int64_t>(v.size())});
-  std::copy(v.begin(), v.end(), t.data<std::int64_t>().begin());
-  return t;
-}
-
 /// Clip bounds: attributes before opset 11, optional initializer inputs from 11 on. A bound
 /// that is given but not constant makes the whole result nullopt.
 struct clip_bounds {

@@ -15,9 +15,6 @@ namespace quark::onnx::qz {
 
 namespace {
 
-constexpr int onnx_float = 1;
-constexpr int onnx_float16 = 10;
-
 int elem_type(const ::onnx::ValueInfoProto& v) {
   return v.type().has_tensor_type() ? v.type().tensor_type().elem_type() : 0;
 }

@@ -35,11 +35,6 @@ void set_attr_f(NodeProto& n, const char* name, float v) {
   a->set_f(v);
 }
 
-bool float_init(const model& m, const std::string& name) {
-  return !name.empty() && m.has_initializer(name) &&
-         m.initializer(name).type() == dtype_id::float32;
-}
-
 /// A fused com.amd.quark quantize-dequantize node (BFP or MX block formats).
 bool is_fused_qdq(const NodeProto& n) {
   return n.domain() == block_domain &&

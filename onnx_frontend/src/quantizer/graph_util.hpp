@@ -16,12 +16,23 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <quark/onnx/model.hpp>
 #include <quark/onnx/tensor.hpp>
 
 #include "io/graph_util.hpp"
 #include "io/proto_access.hpp"
 
 namespace quark::onnx::qz {
+
+/// The TensorProto element-type codes of float and float16.
+inline constexpr int onnx_float = 1;
+inline constexpr int onnx_float16 = 10;
+
+/// Whether `name` is a float32 initializer.
+inline bool float_init(const model& m, const std::string& name) {
+  return !name.empty() && m.has_initializer(name) &&
+         m.initializer(name).type() == dtype_id::float32;
+}
 
 /// Who produces and who reads each value of one graph (node indices into `g.node()`), and which
 /// values are graph outputs. A snapshot: rebuild it after editing the graph.

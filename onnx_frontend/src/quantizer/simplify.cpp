@@ -15,6 +15,7 @@
 #include "quantizer/conversions.hpp"
 #include "quantizer/graph_passes.hpp"
 #include "quantizer/graph_util.hpp"
+#include "quantizer/tensor_build.hpp"
 
 namespace quark::onnx::qz {
 
@@ -192,12 +193,6 @@ class sweep {
 };
 
 /// The int64 tensor `v` (1-D).
-tensor int64_tensor(const std::vector<std::int64_t>& v) {
-  tensor t(dtype_id::int64, shape_t{static_cast<std::int64_t>(v.size())});
-  std::copy(v.begin(), v.end(), t.data<std::int64_t>().begin());
-  return t;
-}
-
 /// Shape / Size of a value whose shape inference knows every dimension become initializers.
 int fold_shapes(model& m, const value_facts& f) {
   sweep s(m);

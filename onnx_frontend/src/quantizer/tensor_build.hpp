@@ -26,6 +26,31 @@
 
 namespace quark::onnx::qz {
 
+/// An integer tensor of type `t` and `shape` holding `v` (already in range).
+inline tensor int_tensor(dtype_id t, const shape_t& shape, const std::vector<std::int64_t>& v) {
+  tensor out(t, shape);
+  quark::visit_dtype(t, [&](auto id) {
+    using D = typename decltype(id)::type;
+    if constexpr (std::is_integral_v<D>) {
+      auto d = out.data<D>();
+      for (std::size_t i = 0; i < v.size() && i < d.size(); ++i)
+        d[i] = static_cast<D>(v[i]);
+    } else if constexpr (integral_data_type<D>) {  // int4 / uint4
+      auto d = out.data<D>();
+      for (std::size_t i = 0; i < v.size() && i < d.size(); ++i)
+        d[i] = D(static_cast<int>(v[i]));
+    }
+  });
+  return out;
+}
+
+/// A 1-D int64 tensor holding `v` (shapes, axes, Slice bounds).
+inline tensor int64_tensor(const std::vector<std::int64_t>& v) {
+  tensor t(dtype_id::int64, shape_t{static_cast<std::int64_t>(v.size())});
+  std::copy(v.begin(), v.end(), t.data<std::int64_t>().begin());
+  return t;
+}
+
 /// quantize(x) into a tensor of type t via quark::quantize: per tensor (axis < 0), per channel
 /// (block 0) or per block of `block` along `axis`.
 inline tensor quantize_values(const tensor& x, dtype_id t, std::span<const float> scales,

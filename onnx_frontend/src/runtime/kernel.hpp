@@ -108,6 +108,14 @@ void for_each_chunk(thread_pool& pool, std::size_t n, std::size_t per, F&& body)
 
 // ---- shapes -------------------------------------------------------------------------------
 
+/// Fails unless the two operands have one element type.
+inline void require_same_type(const kernel_context& c, const tensor& a, const tensor& b) {
+  if (a.type() != b.type()) {
+    c.fail("quark.onnx.runtime", "operand types differ: " + std::string(dtype_name(a.type())) +
+                                     " and " + std::string(dtype_name(b.type())));
+  }
+}
+
 inline std::string shape_string(const shape_t& s) {
   std::string r = "[";
   for (std::size_t i = 0; i < s.size(); ++i) {

@@ -28,21 +28,21 @@ namespace {
 /// Subscript ids: 'A'-'Z' are 0-25, 'a'-'z' 26-51 (ASCII order, which the implicit output
 /// sorts by), and dimension j of the broadcast ('...') dimensions is 52 + j.
 constexpr std::size_t letter_ids = 52;
-constexpr std::size_t none = std::numeric_limits<std::size_t>::max();
+constexpr std::size_t no_id = std::numeric_limits<std::size_t>::max();
 
 std::size_t letter_id(char ch) {
   if (ch >= 'A' && ch <= 'Z')
     return static_cast<std::size_t>(ch - 'A');
   if (ch >= 'a' && ch <= 'z')
     return 26 + static_cast<std::size_t>(ch - 'a');
-  return none;
+  return no_id;
 }
 
 /// One term of the equation: its letters, and where '...' stands among them (none if absent).
 struct term {
   std::string text;
   std::vector<std::size_t> letters;
-  std::size_t ellipsis = none;
+  std::size_t ellipsis = no_id;
 };
 
 struct equation {
@@ -64,14 +64,14 @@ term parse_term(const kernel_context& c, const std::string& eq, const std::strin
     if (ch == '.') {
       if (text.compare(i, 3, "...") != 0)
         bad_term(c, eq, text, "a '.' outside an ellipsis '...'");
-      if (t.ellipsis != none)
+      if (t.ellipsis != no_id)
         bad_term(c, eq, text, "more than one ellipsis");
       t.ellipsis = t.letters.size();
       i += 3;
       continue;
     }
     const std::size_t id = letter_id(ch);
-    if (id == none)
+    if (id == no_id)
       bad_term(c, eq, text, std::string("unexpected character '") + ch + "'");
     t.letters.push_back(id);
     ++i;
@@ -461,20 +461,20 @@ binding bind_operands(const kernel_context& c, const std::string& eq, const equa
     const term& t = e.inputs[i];
     const tensor& x = c.in(i);
     const bool fits =
-        t.ellipsis == none ? x.rank() == t.letters.size() : x.rank() >= t.letters.size();
+        t.ellipsis == no_id ? x.rank() == t.letters.size() : x.rank() >= t.letters.size();
     if (!fits) {
       c.fail("quark.onnx.shape", "term '" + t.text + "' of equation '" + eq + "' needs rank " +
-                                     (t.ellipsis == none ? "" : ">= ") +
+                                     (t.ellipsis == no_id ? "" : ">= ") +
                                      std::to_string(t.letters.size()) + ", input '" +
                                      c.n.inputs[i] + "' has shape " + shape_string(x.shape()));
     }
-    if (t.ellipsis != none) {
+    if (t.ellipsis != no_id) {
       ell[i] = x.rank() - t.letters.size();
       ell_rank = std::max(ell_rank, ell[i]);
     }
   }
   b.ids = letter_ids + ell_rank;
-  std::vector<std::size_t> size(b.ids, none);
+  std::vector<std::size_t> size(b.ids, no_id);
   std::vector<std::size_t> bound_by(b.ids, 0);  // the input that fixed a subscript's size
   std::vector<std::size_t> count(b.ids, 0);
   for (std::size_t i = 0; i < n; ++i) {
@@ -485,17 +485,17 @@ binding bind_operands(const kernel_context& c, const std::string& eq, const equa
     for (std::size_t d = 0; d < x.rank(); ++d) {
       // dimension d is a letter before the ellipsis, a '...' dimension, or a letter after it
       std::size_t id = 0;
-      const bool in_ellipsis = t.ellipsis != none && d >= t.ellipsis && d < t.ellipsis + ell[i];
+      const bool in_ellipsis = t.ellipsis != no_id && d >= t.ellipsis && d < t.ellipsis + ell[i];
       if (in_ellipsis) {
         id = letter_ids + (ell_rank - ell[i]) + (d - t.ellipsis);
       } else {
-        id = t.letters[t.ellipsis != none && d >= t.ellipsis ? d - ell[i] : d];
+        id = t.letters[t.ellipsis != no_id && d >= t.ellipsis ? d - ell[i] : d];
       }
       const auto len = to_size(x.shape()[d]);
       ++count[id];
       if (in_ellipsis) {
         // numpy broadcasting: 1 stretches, other extents must agree
-        if (size[id] == none || size[id] == 1) {
+        if (size[id] == no_id || size[id] == 1) {
           size[id] = len;
           bound_by[id] = i;
         } else if (len != 1 && len != size[id]) {
@@ -504,7 +504,7 @@ binding bind_operands(const kernel_context& c, const std::string& eq, const equa
                      shape_string(c.in(bound_by[id]).shape()) + " and input '" + c.n.inputs[i] +
                      "' " + shape_string(x.shape()) + " do not broadcast (equation '" + eq + "')");
         }
-      } else if (size[id] == none) {
+      } else if (size[id] == no_id) {
         size[id] = len;
         bound_by[id] = i;
       } else if (size[id] != len) {

@@ -100,13 +100,6 @@ void binary(kernel_context& c, const tensor& a, const tensor& b, dtype_id out_ty
   c.out(0) = std::move(out);
 }
 
-void require_same_type(const kernel_context& c, const tensor& a, const tensor& b) {
-  if (a.type() != b.type()) {
-    c.fail("quark.onnx.runtime", "operand types differ: " + std::string(dtype_name(a.type())) +
-                                     " and " + std::string(dtype_name(b.type())));
-  }
-}
-
 template <class Op>
 void arith(kernel_context& c) {
   const tensor& a = c.in(0);

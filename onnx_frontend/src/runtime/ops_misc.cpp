@@ -20,17 +20,10 @@
 namespace quark::onnx::rt {
 namespace {
 
-void require_same_type(const kernel_context& c, const tensor& a, const tensor& b) {
-  if (a.type() != b.type()) {
-    c.fail("quark.onnx.runtime", "operand types differ: " + std::string(dtype_name(a.type())) +
-                                     " and " + std::string(dtype_name(b.type())));
-  }
-}
-
 /// Output 0 = f(a[i], b[i]) with numpy broadcasting; A/B input element types, O output type.
 /// f may fail (it runs on the calling thread).
 template <class A, class B, class O, class F>
-void binary(kernel_context& c, const tensor& a, const tensor& b, dtype_id out_type, F f) {
+void binary_plain(kernel_context& c, const tensor& a, const tensor& b, dtype_id out_type, F f) {
   const shape_t shape = broadcast_shapes(c, a.shape(), b.shape());
   const A* pa = a.data<A>().data();
   const B* pb = b.data<B>().data();
@@ -61,7 +54,7 @@ void predicate_float(kernel_context& c, F pred) {
 }
 
 /// Optional input i (nullptr when absent) after checking that it holds exactly one element.
-const tensor* scalar_input(const kernel_context& c, std::size_t i, const char* what) {
+const tensor* single_element_input(const kernel_context& c, std::size_t i, const char* what) {
   const tensor* t = c.opt(i);
   if (t && t->size() != 1) {
     c.fail("quark.onnx.shape",
@@ -86,9 +79,9 @@ void k_dropout(kernel_context& c) {
   if (c.n.opset < 7) {
     ratio = static_cast<double>(c.n.attr_f("ratio", 0.5f));
   } else if (c.n.opset >= 12) {
-    if (const tensor* r = scalar_input(c, 1, "ratio"))
+    if (const tensor* r = single_element_input(c, 1, "ratio"))
       ratio = read_doubles(*r)[0];
-    if (const tensor* t = scalar_input(c, 2, "training_mode")) {
+    if (const tensor* t = single_element_input(c, 2, "training_mode")) {
       if (t->type() != dtype_id::boolean) {
         c.fail("quark.onnx.runtime",
                "training_mode must be bool, got " + std::string(dtype_name(t->type())));
@@ -160,9 +153,9 @@ void k_mod(kernel_context& c) {
         c.fail("quark.onnx.runtime",
                "Mod on floating-point inputs requires fmod=1 (ONNX spec), got fmod=0");
       }
-      binary<T, T, T>(c, a, b, a.type(), [](T x, T y) { return std::fmod(x, y); });
+      binary_plain<T, T, T>(c, a, b, a.type(), [](T x, T y) { return std::fmod(x, y); });
     } else {
-      binary<T, T, T>(c, a, b, a.type(), [&](T x, T y) {
+      binary_plain<T, T, T>(c, a, b, a.type(), [&](T x, T y) {
         if (y == T(0))
           c.fail("quark.onnx.runtime", "integer Mod by zero (a divisor element is 0)");
         return int_mod(x, y, fmod);
@@ -288,7 +281,7 @@ void k_bit_shift(kernel_context& c) {
   dispatch_numeric(c, x.type(), [&](auto id) {
     using T = typename decltype(id)::type;
     if constexpr (std::is_integral_v<T> && std::is_unsigned_v<T>) {
-      binary<T, T, T>(c, x, s, x.type(), [left](T v, T n) {
+      binary_plain<T, T, T>(c, x, s, x.type(), [left](T v, T n) {
         // Shifting by the width or more moves every bit out (undefined in C++: handled here).
         if (n >= static_cast<T>(std::numeric_limits<T>::digits))
           return T(0);

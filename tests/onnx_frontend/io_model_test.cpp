@@ -229,9 +229,13 @@ TEST_CASE("a model beyond protobuf's default 64 MB limit loads") {
 TEST_CASE("the libonnx reference checker is available as an extra check") {
   const auto m = qo::model::from_bytes(model(relu_graph()));
   CHECK_NOTHROW(m.run_onnx_checker());
-  graph g = relu_graph();
-  // validate() checks attribute names against the schemas, not input counts.
-  g.add_node(node("Relu", {"x", "x"}, {"z"}, "relu2"));
+  // validate() accepts nodes out of topological order (the runtime and the quantizer sort
+  // them); the checker, as ONNX Runtime, requires the file's order to be one.
+  graph g;
+  g.add_input(value_info("x", 1, {-1, 3}));
+  g.add_output(value_info("y", 1, {-1, 3}));
+  g.add_node(node("Relu", {"t"}, {"y"}, "second"));
+  g.add_node(node("Neg", {"x"}, {"t"}, "first"));
   const auto bad = qo::model::from_bytes(model(g));
   CHECK_THROWS_WITH_AS(bad.run_onnx_checker(), doctest::Contains("quark.onnx.check: "),
                        qo::frontend_error);
@@ -252,6 +256,42 @@ TEST_CASE("validate refuses the attributes ONNX Runtime refuses, naming node and
       "quark.onnx.attribute: node 'r' (Relu) has attribute 'bogus', which Relu does not define "
       "at opset 13",
       qo::frontend_error);
+  // Input and output counts outside the schema's, and a required input left empty: ORT refuses
+  // them, and libonnx 1.12's shape inference (the quantizer's first pass) read past the inputs
+  // ("CHECK failed: (index) < (current_size_)").
+  CHECK_THROWS_WITH_AS(load(node("Relu", {"x", "x"}, {"y"}, "r")),
+                       "quark.onnx.graph: node 'r' (Relu) has 2 inputs; Relu at opset 13 takes 1 "
+                       "input",
+                       qo::frontend_error);
+  CHECK_THROWS_WITH_AS(load(node("Add", {"x"}, {"y"}, "a")),
+                       "quark.onnx.graph: node 'a' (Add) has 1 input; Add at opset 13 takes 2 "
+                       "inputs",
+                       qo::frontend_error);
+  CHECK_THROWS_WITH_AS(load(node("GlobalAveragePool", {}, {"y"}, "g")),
+                       "quark.onnx.graph: node 'g' (GlobalAveragePool) has 0 inputs; "
+                       "GlobalAveragePool at opset 13 takes 1 input",
+                       qo::frontend_error);
+  CHECK_THROWS_WITH_AS(load(node("Conv", {"x"}, {"y"}, "c")),
+                       "quark.onnx.graph: node 'c' (Conv) has 1 input; Conv at opset 13 takes 2 "
+                       "to 3 inputs",
+                       qo::frontend_error);
+  CHECK_THROWS_WITH_AS(load(node("Concat", {}, {"y"}, "cat", {attr_int("axis", 0)})),
+                       "quark.onnx.graph: node 'cat' (Concat) has 0 inputs; Concat at opset 13 "
+                       "takes at least 1 input",
+                       qo::frontend_error);
+  CHECK_THROWS_WITH_AS(load(node("Relu", {"x"}, {"y", "y2"}, "r")),
+                       "quark.onnx.graph: node 'r' (Relu) has 2 outputs; Relu at opset 13 takes 1 "
+                       "output",
+                       qo::frontend_error);
+  CHECK_THROWS_WITH_AS(load(node("Conv", {"", "w"}, {"y"}, "c")),
+                       "quark.onnx.graph: node 'c' (Conv): input #0 ('X') is required by Conv but "
+                       "left empty",
+                       qo::frontend_error);
+  // Omitted optional inputs, trailing or inside, and omitted optional outputs stay valid.
+  CHECK_NOTHROW(load(node("Conv", {"x", "w", ""}, {"y"}, "c")));
+  CHECK_NOTHROW(load(node("Clip", {"x", "", "w"}, {"y"}, "clip")));
+  CHECK_NOTHROW(load(node("Dropout", {"x"}, {"y"}, "d")));
+  CHECK_NOTHROW(load(node("Dropout", {"x"}, {"y", "mask"}, "d")));
   // Conv's output_padding is ConvTranspose's.
   CHECK_THROWS_WITH_AS(
       load(node("Conv", {"x", "w"}, {"y"}, "c", {attr_ints("output_padding", {1, 1})})),

@@ -3,6 +3,7 @@
 // dependency order of a graph, and the supported-op check. Every error names the tensor or node.
 #include <algorithm>
 #include <functional>
+#include <limits>
 #include <map>
 #include <queue>
 #include <unordered_map>
@@ -100,10 +101,48 @@ int known_opset() {
   return v;
 }
 
+/// "takes 2 inputs", "takes 1 to 3 outputs", "takes at least 1 input".
+std::string count_range(int lo, int hi, const char* what) {
+  const std::string plural = std::string(what) + "s";
+  if (hi == std::numeric_limits<int>::max())
+    return "at least " + std::to_string(lo) + " " + (lo == 1 ? what : plural);
+  if (lo == hi)
+    return std::to_string(lo) + " " + (lo == 1 ? what : plural);
+  return std::to_string(lo) + " to " + std::to_string(hi) + " " + plural;
+}
+
+/// Input and output counts outside the schema's, and a required input left empty: ONNX Runtime
+/// refuses such a node, and the linked libonnx's shape inference reads past the node's inputs.
+void check_arity(const ::onnx::NodeProto& n, std::size_t index, int opset,
+                 const ::onnx::OpSchema& schema) {
+  const auto count_error = [&](const char* what, int have, int lo, int hi) {
+    throw frontend_error("quark.onnx.graph",
+                         node_label(n, index) + " has " + std::to_string(have) + " " + what +
+                             (have == 1 ? "" : "s") + "; " + n.op_type() + " at opset " +
+                             std::to_string(opset) + " takes " + count_range(lo, hi, what));
+  };
+  if (n.input_size() < schema.min_input() || n.input_size() > schema.max_input())
+    count_error("input", n.input_size(), schema.min_input(), schema.max_input());
+  if (n.output_size() < schema.min_output() || n.output_size() > schema.max_output())
+    count_error("output", n.output_size(), schema.min_output(), schema.max_output());
+  const auto& formal = schema.inputs();
+  for (int i = 0; i < n.input_size(); ++i) {
+    const auto k = static_cast<std::size_t>(i);
+    if (n.input(i).empty() && k < formal.size() &&
+        formal[k].GetOption() == ::onnx::OpSchema::Single) {
+      throw frontend_error("quark.onnx.graph", node_label(n, index) + ": input #" +
+                                                   std::to_string(i) + " ('" + formal[k].GetName() +
+                                                   "') is required by " + n.op_type() +
+                                                   " but left empty");
+    }
+  }
+}
+
 /// An attribute the operator's schema (at the model's opset) does not define: ONNX Runtime
 /// refuses such a model ("Unrecognized attribute"). Opsets or operators the linked libonnx does
 /// not know are not checked (a newer opset's schema may add
-/// attributes, as QuantizeLinear-19 added saturate). `n` is a default-domain node.
+/// attributes, as QuantizeLinear-19 added saturate). Checks the node's input and output counts
+/// against the same schema (check_arity). `n` is a default-domain node.
 void check_known_attributes(const ::onnx::NodeProto& n, std::size_t index, int opset) {
   if (opset <= 0 || opset > known_opset())
     return;
@@ -118,6 +157,7 @@ void check_known_attributes(const ::onnx::NodeProto& n, std::size_t index, int o
                                n.op_type() + " does not define at opset " + std::to_string(opset));
     }
   }
+  check_arity(n, index, opset, *schema);
 }
 
 void validate_node_attributes(const ::onnx::NodeProto& n, std::size_t index, const name_set& scope,

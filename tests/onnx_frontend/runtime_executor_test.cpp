@@ -19,6 +19,9 @@
 
 #include <doctest/doctest.h>
 
+#include <quark/onnx/calib_data.hpp>
+#include <quark/onnx/presets.hpp>
+#include <quark/onnx/quantizer.hpp>
 #include <quark/onnx/runtime.hpp>
 
 #include "io_wire.hpp"
@@ -163,6 +166,35 @@ TEST_CASE("If runs the branch chosen at run time with outer-scope values") {
       CHECK(y[1] == -3.0f);
       CHECK(std::count(seen.begin(), seen.end(), "e_out") == 1);
     }
+  }
+}
+
+TEST_CASE("operator sets newer than 24 are refused by the runtime and the quantizer") {
+  // A model mutated to opset 1000 (or 25: ONNX Runtime 1.30 runs up to 26) was calibrated with
+  // the older operators' semantics and written out with its operator set unchanged.
+  auto bytes = [](std::int64_t opset) {
+    w::graph g;
+    g.add_input(w::value_info("x", 1, {4}));
+    g.add_output(w::value_info("y", 1, {4}));
+    g.add_node(w::node("Relu", {"x"}, {"y"}, "r"));
+    return w::model(g, 10, {{"", opset}});
+  };
+  CHECK(error_of(bytes(24)).empty());
+  for (const std::int64_t opset : {25, 27, 1000}) {
+    CAPTURE(opset);
+    const std::string want = "quark.onnx.opset: the model imports operator set ai.onnx " +
+                             std::to_string(opset) + "; quark-cpp implements versions up to 24";
+    CHECK(error_of(bytes(opset)) == want);
+    const auto m = quark::onnx::model::from_bytes(bytes(opset));
+    quark::onnx::memory_reader reader(
+        {{{"x", tensor::from_floats({4}, std::vector<float>{-1.0f, 0.5f, 2.0f, 3.0f})}}});
+    CHECK_THROWS_WITH_AS(
+        quark::onnx::quantize_model(m, quark::onnx::get_default_config("A8W8"), reader),
+        want.c_str(), quark::onnx::frontend_error);
+    CHECK_THROWS_WITH_AS(
+        quark::onnx::quantize_model(quark::onnx::model(m), quark::onnx::get_default_config("A8W8"),
+                                    reader),
+        want.c_str(), quark::onnx::frontend_error);
   }
 }
 

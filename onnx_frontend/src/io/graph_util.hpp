@@ -22,6 +22,15 @@ namespace quark::onnx {
   throw frontend_error("quark.onnx.graph", what);
 }
 
+/// The newest ai.onnx operator set quark-cpp's runtime and quantizer implement (ONNX Runtime 1.30
+/// runs up to 26 and calls newer ones "under development").
+inline constexpr int newest_onnx_opset = 24;
+
+/// Throws quark.onnx.opset when `m` imports an ai.onnx operator set newer than
+/// newest_onnx_opset: its operators' newer versions would run with older semantics, and the
+/// quantized model would keep an operator set ONNX Runtime may refuse.
+void check_onnx_opset(const ::onnx::ModelProto& m);
+
 /// The attribute's type; for files that leave `type` unset, inferred from the populated field.
 ::onnx::AttributeProto::AttributeType attribute_kind(const ::onnx::AttributeProto& a);
 

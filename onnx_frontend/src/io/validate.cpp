@@ -144,8 +144,24 @@ void check_arity(const ::onnx::NodeProto& n, std::size_t index, int opset,
 /// attributes, as QuantizeLinear-19 added saturate). Checks the node's input and output counts
 /// against the same schema (check_arity). `n` is a default-domain node.
 void check_known_attributes(const ::onnx::NodeProto& n, std::size_t index, int opset) {
-  if (opset <= 0 || opset > known_opset())
+  if (opset <= 0)
     return;
+  if (opset > known_opset()) {
+    // libonnx's shape inference (the quantizer's first pass) applies its newest schema to a
+    // newer opset and reads that many inputs: too few of them failed with protobuf's "CHECK
+    // failed: (index) < (current_size_)". Only this is checked there: the rest of the schema
+    // may have changed. (A version that needs fewer inputs than its predecessor would be
+    // refused wrongly; ONNX's changelog lists none from opset 18 to 24.)
+    const ::onnx::OpSchema* newest = ::onnx::OpSchemaRegistry::Schema(n.op_type(), opset, "");
+    if (newest != nullptr && n.input_size() < newest->min_input()) {
+      throw frontend_error("quark.onnx.graph",
+                           node_label(n, index) + " has " + std::to_string(n.input_size()) +
+                               " input" + (n.input_size() == 1 ? "" : "s") + "; " + n.op_type() +
+                               " takes at least " + std::to_string(newest->min_input()) +
+                               " (opset " + std::to_string(newest->since_version()) + ")");
+    }
+    return;
+  }
   const ::onnx::OpSchema* schema = ::onnx::OpSchemaRegistry::Schema(n.op_type(), opset, "");
   if (schema == nullptr)
     return;
@@ -536,6 +552,17 @@ void model::check_ops(const std::set<std::string, std::less<>>& supported) const
   throw frontend_error(
       "quark.onnx.unsupported_op",
       "unsupported operators: " + list + (where.empty() ? "" : " (first use: " + where + ")"));
+}
+
+void check_onnx_opset(const ::onnx::ModelProto& m) {
+  for (const auto& o : m.opset_import()) {
+    if (is_default_domain(o.domain()) && o.version() > newest_onnx_opset) {
+      throw frontend_error("quark.onnx.opset", "the model imports operator set ai.onnx " +
+                                                   std::to_string(o.version()) +
+                                                   "; quark-cpp implements versions up to " +
+                                                   std::to_string(newest_onnx_opset));
+    }
+  }
 }
 
 }  // namespace quark::onnx

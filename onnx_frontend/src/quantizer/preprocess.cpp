@@ -503,8 +503,7 @@ std::string convert_opset_version(model& m, std::int64_t target) {
                                   .Map()
                                   .at(::onnx::ONNX_DOMAIN)
                                   .second;
-  // Opset 24 is the newest ONNX Runtime 1.30 and quark-cpp's runtime implement.
-  constexpr std::int64_t highest = 24;
+  constexpr std::int64_t highest = newest_onnx_opset;
   if (target < 7 || target > highest) {
     throw config_error("quark.config.opset",
                        what + ": quark-cpp converts to opsets 7 to " + std::to_string(highest));

@@ -401,6 +401,7 @@ qz::plan prepare_float_model(model& m, const qconfig& cfg, const qz::algo_option
 }  // namespace
 
 model equalize_model(const model& in, const qconfig& cfg, std::vector<std::string>* notes) {
+  check_onnx_opset(proto(in));
   model m = in;
   std::vector<std::string> n;
   prepare_float_model(m, cfg, qz::read_algo_options(cfg), n);
@@ -443,6 +444,7 @@ model quantize_converted_float16(const model& in, const qconfig& cfg,
 
 model quantize_model(const model& in, const qconfig& cfg, calibration_data_reader& reader,
                      quantize_report* report_out, const quantize_run_options& run) {
+  check_onnx_opset(proto(in));
   if (proto(in).functions_size() > 0)  // inlined first, by the overload below, on a copy
     return quantize_model(model(in), cfg, reader, report_out, run);
   // QuantizeFP16 (fp16_model.cpp): a float16 model is quantized through a float32 copy; not
@@ -458,6 +460,7 @@ model quantize_model(model&& in, const qconfig& cfg, calibration_data_reader& re
                      quantize_report* report_out, const quantize_run_options& run) {
   // Model-local functions are replaced by their bodies, so that the operators inside them are
   // quantized; the output has no functions left (ONNX Runtime runs it as it ran the input).
+  check_onnx_opset(proto(in));
   inline_local_functions(proto(in));
   if (!qz::uses_matmul_nbits(cfg) && qz::converts_float16(in, cfg))
     return quantize_converted_float16(in, cfg, reader, report_out, run);

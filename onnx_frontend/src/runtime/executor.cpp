@@ -12,6 +12,7 @@
 #include <quark/dtype/convert.hpp>
 #include <quark/onnx/runtime.hpp>
 
+#include "io/graph_util.hpp"
 #include "io/inline_functions.hpp"
 #include "io/proto_access.hpp"
 #include "runtime/kernel.hpp"
@@ -175,6 +176,7 @@ std::unique_ptr<runtime::impl> runtime::impl::prepare(const ::onnx::ModelProto& 
     if (inline_local_functions(inlined) > 0)
       return prepare(inlined, base_dir, options);
   }
+  check_onnx_opset(m);
   int opset = 0;
   for (const auto& o : m.opset_import()) {
     if (o.domain().empty() || o.domain() == "ai.onnx")

@@ -292,11 +292,11 @@ TEST_CASE("validate refuses the attributes ONNX Runtime refuses, naming node and
   // failed" there. Only that is checked (a newer version may define more).
   CHECK_THROWS_WITH_AS(load(node("GlobalAveragePool", {}, {"y"}, "g"), 19),
                        "quark.onnx.graph: node 'g' (GlobalAveragePool) has 0 inputs; "
-                       "GlobalAveragePool takes at least 1 (opset 1)",
+                       "GlobalAveragePool (its opset-1 schema) takes at least 1 input",
                        qo::frontend_error);
   CHECK_THROWS_WITH_AS(load(node("Conv", {"x"}, {"y"}, "c"), 21),
-                       "quark.onnx.graph: node 'c' (Conv) has 1 input; Conv takes at least 2 "
-                       "(opset 11)",
+                       "quark.onnx.graph: node 'c' (Conv) has 1 input; Conv (its opset-11 schema) "
+                       "takes at least 2 inputs",
                        qo::frontend_error);
   CHECK_NOTHROW(load(node("Relu", {"x"}, {"y"}, "r", {attr_int("new_in_opset_99", 1)}), 19));
   // Omitted optional inputs, trailing or inside, and omitted optional outputs stay valid.

@@ -111,20 +111,27 @@ std::string count_range(int lo, int hi, const char* what) {
   return std::to_string(lo) + " to " + std::to_string(hi) + " " + plural;
 }
 
+/// "node 'a' (Add) has 1 input; Add at opset 9 takes 2 inputs" (quark.onnx.graph); `which`
+/// names the schema ("at opset 9").
+[[noreturn]] void count_error(const ::onnx::NodeProto& n, std::size_t index, const char* what,
+                              int have, int lo, int hi, const std::string& which) {
+  throw frontend_error("quark.onnx.graph", node_label(n, index) + " has " + std::to_string(have) +
+                                               " " + what + (have == 1 ? "" : "s") + "; " +
+                                               n.op_type() + " " + which + " takes " +
+                                               count_range(lo, hi, what));
+}
+
 /// Input and output counts outside the schema's, and a required input left empty: ONNX Runtime
 /// refuses such a node, and the linked libonnx's shape inference reads past the node's inputs.
 void check_arity(const ::onnx::NodeProto& n, std::size_t index, int opset,
                  const ::onnx::OpSchema& schema) {
-  const auto count_error = [&](const char* what, int have, int lo, int hi) {
-    throw frontend_error("quark.onnx.graph",
-                         node_label(n, index) + " has " + std::to_string(have) + " " + what +
-                             (have == 1 ? "" : "s") + "; " + n.op_type() + " at opset " +
-                             std::to_string(opset) + " takes " + count_range(lo, hi, what));
-  };
+  const std::string which = "at opset " + std::to_string(opset);
   if (n.input_size() < schema.min_input() || n.input_size() > schema.max_input())
-    count_error("input", n.input_size(), schema.min_input(), schema.max_input());
-  if (n.output_size() < schema.min_output() || n.output_size() > schema.max_output())
-    count_error("output", n.output_size(), schema.min_output(), schema.max_output());
+    count_error(n, index, "input", n.input_size(), schema.min_input(), schema.max_input(), which);
+  if (n.output_size() < schema.min_output() || n.output_size() > schema.max_output()) {
+    count_error(n, index, "output", n.output_size(), schema.min_output(), schema.max_output(),
+                which);
+  }
   const auto& formal = schema.inputs();
   for (int i = 0; i < n.input_size(); ++i) {
     const auto k = static_cast<std::size_t>(i);
@@ -154,11 +161,9 @@ void check_known_attributes(const ::onnx::NodeProto& n, std::size_t index, int o
     // refused wrongly; ONNX's changelog lists none from opset 18 to 24.)
     const ::onnx::OpSchema* newest = ::onnx::OpSchemaRegistry::Schema(n.op_type(), opset, "");
     if (newest != nullptr && n.input_size() < newest->min_input()) {
-      throw frontend_error("quark.onnx.graph",
-                           node_label(n, index) + " has " + std::to_string(n.input_size()) +
-                               " input" + (n.input_size() == 1 ? "" : "s") + "; " + n.op_type() +
-                               " takes at least " + std::to_string(newest->min_input()) +
-                               " (opset " + std::to_string(newest->since_version()) + ")");
+      count_error(n, index, "input", n.input_size(), newest->min_input(),
+                  std::numeric_limits<int>::max(),
+                  "(its opset-" + std::to_string(newest->since_version()) + " schema)");
     }
     return;
   }

@@ -33,14 +33,13 @@ using ::onnx::GraphProto;
 using ::onnx::NodeProto;
 
 // ONNX TensorProto element types of the Cast pairs (FLOAT, FLOAT16, BFLOAT16).
-constexpr std::int64_t onnx_bfloat16 = 16;
 
 /// A quantizing node: QuantizeLinear, or the Cast to bfloat16 / float16 that stands for one
 /// (BFloat16Spec / Float16Spec write a Cast pair: docs/quantizer.md).
 bool is_q(const NodeProto& n) {
   if (n.op_type() == "Cast") {
     const std::int64_t to = attr_i(n, "to", 0);
-    return to == onnx_bfloat16 || to == onnx_float16;
+    return to == ::onnx::TensorProto::BFLOAT16 || to == ::onnx::TensorProto::FLOAT16;
   }
   return n.op_type() == "QuantizeLinear" || n.op_type() == "ExtendedQuantizeLinear";
 }
@@ -48,7 +47,7 @@ bool is_q(const NodeProto& n) {
 /// its input is a bfloat16 / float16 Cast or constant; pair_of checks).
 bool is_dq(const NodeProto& n) {
   if (n.op_type() == "Cast")
-    return attr_i(n, "to", 0) == onnx_float;
+    return attr_i(n, "to", 0) == ::onnx::TensorProto::FLOAT;
   return n.op_type() == "DequantizeLinear" || n.op_type() == "ExtendedDequantizeLinear";
 }
 bool is_fused(const NodeProto& n) {
@@ -82,8 +81,8 @@ input_pair pair_of(const GraphProto& g, const graph_index& ix, const NodeProto& 
   if (dq.op_type() == "Cast" && p.q < 0) {
     const bool low =
         std::any_of(g.initializer().begin(), g.initializer().end(), [&](const auto& t) {
-          return t.name() == dq.input(0) &&
-                 (t.data_type() == onnx_bfloat16 || t.data_type() == onnx_float16);
+          return t.name() == dq.input(0) && (t.data_type() == ::onnx::TensorProto::BFLOAT16 ||
+                                             t.data_type() == ::onnx::TensorProto::FLOAT16);
         });
     if (!low)
       return p;

@@ -49,7 +49,7 @@ namespace {
 
 /// A single-element float16 TensorProto attribute value (ConstantOfShape) as float32.
 void attr_tensor_to_f32(::onnx::TensorProto& t) {
-  if (t.data_type() != onnx_float16)
+  if (t.data_type() != ::onnx::TensorProto::FLOAT16)
     return;
   std::uint16_t bits = 0;
   if (t.raw_data().size() >= 2)
@@ -59,7 +59,7 @@ void attr_tensor_to_f32(::onnx::TensorProto& t) {
   const float v = quark::to_float(quark::float16::from_bits(bits));
   t.clear_raw_data();
   t.clear_int32_data();
-  t.set_data_type(onnx_float);
+  t.set_data_type(::onnx::TensorProto::FLOAT);
   t.add_float_data(v);
 }
 
@@ -70,13 +70,13 @@ bool is_float16_model(const model& m) {
   bool half = false;
   for (const auto* list : {&g.input(), &g.output()}) {
     for (const auto& v : *list) {
-      if (elem_type(v) == onnx_float)
+      if (elem_type(v) == ::onnx::TensorProto::FLOAT)
         return false;
-      half = half || elem_type(v) == onnx_float16;
+      half = half || elem_type(v) == ::onnx::TensorProto::FLOAT16;
     }
   }
   for (const auto& t : g.initializer())
-    half = half || t.data_type() == onnx_float16;
+    half = half || t.data_type() == ::onnx::TensorProto::FLOAT16;
   return half;
 }
 
@@ -85,11 +85,11 @@ fp16_record to_float32(model& m) {
   auto& g = *proto(m).mutable_graph();
   for (auto* list : {g.mutable_input(), g.mutable_output(), g.mutable_value_info()}) {
     for (auto& v : *list) {
-      if (elem_type(v) != onnx_float16)
+      if (elem_type(v) != ::onnx::TensorProto::FLOAT16)
         continue;
       if (list != g.mutable_value_info())
         r.io.insert(v.name());
-      set_elem_type(v, onnx_float);
+      set_elem_type(v, ::onnx::TensorProto::FLOAT);
     }
   }
   for (const auto& name : m.initializer_names()) {
@@ -101,10 +101,10 @@ fp16_record to_float32(model& m) {
   }
   for (auto& n : *g.mutable_node()) {
     if (n.op_type() == "Cast" && n.domain().empty()) {
-      if (auto* to = find_attr(n, "to"); to != nullptr && to->i() == onnx_float16) {
-        to->set_i(onnx_float);
+      if (auto* to = find_attr(n, "to"); to != nullptr && to->i() == ::onnx::TensorProto::FLOAT16) {
+        to->set_i(::onnx::TensorProto::FLOAT);
         r.casts.insert(n.output(0));
-      } else if (to != nullptr && to->i() == onnx_float) {
+      } else if (to != nullptr && to->i() == ::onnx::TensorProto::FLOAT) {
         r.float_casts.insert(n.output(0));
       }
     } else if (n.op_type() == "ConstantOfShape") {
@@ -138,16 +138,16 @@ void to_float16(model& m, const fp16_record& r, bool fp32_scales) {
   }
   for (auto* list : {g.mutable_input(), g.mutable_output()}) {
     for (auto& v : *list) {
-      if (r.io.contains(v.name()) && elem_type(v) == onnx_float)
-        set_elem_type(v, onnx_float16);
+      if (r.io.contains(v.name()) && elem_type(v) == ::onnx::TensorProto::FLOAT)
+        set_elem_type(v, ::onnx::TensorProto::FLOAT16);
     }
   }
   if (fp32_scales) {
     g.clear_value_info();  // the Casts add float32 values; FillAllValueInfo's types are stale
   } else {
     for (auto& v : *g.mutable_value_info()) {
-      if (elem_type(v) == onnx_float)
-        set_elem_type(v, onnx_float16);
+      if (elem_type(v) == ::onnx::TensorProto::FLOAT)
+        set_elem_type(v, ::onnx::TensorProto::FLOAT16);
     }
   }
   for (auto& n : *g.mutable_node()) {
@@ -160,8 +160,8 @@ void to_float16(model& m, const fp16_record& r, bool fp32_scales) {
     // half of a BFloat16 / Float16 pair, a bfloat16 weight's Cast) return to float16: their
     // consumers are float16 again. The model's own Casts to float stay float.
     if (r.casts.contains(n.output(0)) ||
-        (to->i() == onnx_float && !r.float_casts.contains(n.output(0))))
-      to->set_i(onnx_float16);
+        (to->i() == ::onnx::TensorProto::FLOAT && !r.float_casts.contains(n.output(0))))
+      to->set_i(::onnx::TensorProto::FLOAT16);
   }
   if (fp32_scales) {
     // float32 scales: the float16 activations are cast to float32 before each QuantizeLinear
@@ -186,14 +186,14 @@ void to_float16(model& m, const fp16_record& r, bool fp32_scales) {
           qdq_op(n, "DequantizeLinear") && n.input_size() > 1 && scales.contains(n.input(1));
       if (q) {
         const std::string x32 = n.input(0) + "_" + n.name() + "_fp32";
-        *out.Add() = cast(n.input(0), x32, onnx_float);
+        *out.Add() = cast(n.input(0), x32, ::onnx::TensorProto::FLOAT);
         n.set_input(0, x32);
         *out.Add() = std::move(n);
       } else if (dq) {
         const std::string y = n.output(0), y32 = y + "_fp32";
         n.set_output(0, y32);
         *out.Add() = std::move(n);
-        *out.Add() = cast(y32, y, onnx_float16);
+        *out.Add() = cast(y32, y, ::onnx::TensorProto::FLOAT16);
       } else {
         *out.Add() = std::move(n);
       }

@@ -24,10 +24,6 @@
 
 namespace quark::onnx::qz {
 
-/// The TensorProto element-type codes of float and float16.
-inline constexpr int onnx_float = 1;
-inline constexpr int onnx_float16 = 10;
-
 /// Whether `name` is a float32 initializer.
 inline bool float_init(const model& m, const std::string& name) {
   return !name.empty() && m.has_initializer(name) &&

@@ -444,9 +444,9 @@ model quantize_converted_float16(const model& in, const qconfig& cfg,
 
 model quantize_model(const model& in, const qconfig& cfg, calibration_data_reader& reader,
                      quantize_report* report_out, const quantize_run_options& run) {
-  check_onnx_opset(proto(in));
   if (proto(in).functions_size() > 0)  // inlined first, by the overload below, on a copy
     return quantize_model(model(in), cfg, reader, report_out, run);
+  check_onnx_opset(proto(in));
   // QuantizeFP16 (fp16_model.cpp): a float16 model is quantized through a float32 copy; not
   // with UseMatMulNBits, which leaves everything but the MatMul weights as it is.
   if (!qz::uses_matmul_nbits(cfg) && qz::converts_float16(in, cfg))

@@ -48,6 +48,17 @@ constexpr int n = 4;  // x [1, 4], w [4, 4]
   return node;
 }
 
+::onnx::ValueInfoProto tensor_value_info(const std::string& name, int elem_type,
+                                         std::vector<std::int64_t> dims) {
+  ::onnx::ValueInfoProto v;
+  v.set_name(name);
+  auto* t = v.mutable_type()->mutable_tensor_type();
+  t->set_elem_type(elem_type);
+  for (auto d : dims)
+    t->mutable_shape()->add_dim()->set_dim_value(d);
+  return v;
+}
+
 ::onnx::FunctionProto function(const std::string& name, std::vector<std::string> in,
                                std::vector<std::string> out, int opset = 18) {
   ::onnx::FunctionProto f;
@@ -100,6 +111,12 @@ constexpr int n = 4;  // x [1, 4], w [4, 4]
   body_node(f, "Neg", {"M"}, {"Unused"});
   // attribute_proto (field 11) is newer than the onnx 1.12 schema: written as an unknown field.
   f.mutable_unknown_fields()->AddLengthDelimited(11, float_attr("alpha", 2.0f).SerializeAsString());
+  // So is value_info (field 12, IR 10): M's type; Y's (a formal output, the caller's to
+  // declare) and one for a name the body does not define are left out when inlined.
+  for (const char* name : {"M", "Y", "NotInBody"}) {
+    f.mutable_unknown_fields()->AddLengthDelimited(
+        12, tensor_value_info(name, ::onnx::TensorProto::FLOAT, {1, n}).SerializeAsString());
+  }
   *m.add_functions() = f;
 
   auto t = function("Twice", {"X", "W"}, {"Y"});
@@ -163,6 +180,22 @@ TEST_CASE("model-local functions run as their bodies: attribute references, defa
   CHECK_NOTHROW(inlined.validate());
   CHECK(run_ours(to_proto(inlined), x) == ours);
   CHECK(inlined.inline_functions() == 0u);
+  // MatMulScaleRelu's value_info goes with each of its three calls: M's type, under the name
+  // its MatMul writes there.
+  const ::onnx::ModelProto proto = to_proto(inlined);
+  const auto& g = proto.graph();
+  std::vector<std::string> matmul_outputs, typed;
+  for (const auto& node : g.node()) {
+    if (node.op_type() == "MatMul")
+      matmul_outputs.push_back(node.output(0));
+  }
+  for (const auto& v : g.value_info()) {
+    typed.push_back(v.name());
+    CHECK(v.type().tensor_type().elem_type() == ::onnx::TensorProto::FLOAT);
+    CHECK(v.type().tensor_type().shape().dim_size() == 2);
+  }
+  CHECK(matmul_outputs.size() == 3u);
+  CHECK(typed == matmul_outputs);
   if (!ort_available()) {
     MESSAGE("skipped ORT comparison: " << ort_unavailable_reason());
     return;

@@ -349,6 +349,39 @@ TEST_CASE("validate refuses the attributes ONNX Runtime refuses, naming node and
   CHECK_NOTHROW(load(node("Softmax", {"x"}, {"y"}, "sm", {attr_int("axis", 1)}), 11));
 }
 
+TEST_CASE("validate refuses main-graph inputs without a type, as ONNX Runtime does") {
+  auto load = [](const msg& in) {
+    graph g;
+    g.add_input(in);
+    g.add_output(value_info("y", 1, {1, 4}));
+    g.add_node(node("Relu", {"x"}, {"y"}, "r"));
+    return qo::model::from_bytes(model(g, 8, {{"", 13}}));
+  };
+  // ORT: "Model input (x) does not have type information." / "Invalid tensor data type 0."
+  // Before, the calibration data check reported "input 'x' is float32, the model expects
+  // undefined".
+  msg untyped;
+  untyped.bytes(1, "x");
+  CHECK_THROWS_WITH_AS(load(untyped), "quark.onnx.graph: graph input 'x' declares no type",
+                       qo::frontend_error);
+  CHECK_THROWS_WITH_AS(load(value_info("x", 0, {1, 4})),
+                       "quark.onnx.graph: graph input 'x' declares element type 0 (UNDEFINED): "
+                       "the data fed to it has no type",
+                       qo::frontend_error);
+  CHECK_NOTHROW(load(value_info("x", 1, {1, 4})));
+  CHECK_NOTHROW(load(value_info("x", 1, {}, false)));  // a type without a shape is enough
+  // An input an initializer backs (IR 3 style) takes the initializer's type.
+  graph g;
+  g.add_input(value_info("x", 1, {1, 4}));
+  msg w;
+  w.bytes(1, "w");
+  g.add_input(w);
+  g.add_initializer(float_tensor("w", {1, 4}, std::vector<float>(4, 1.0f)));
+  g.add_output(value_info("y", 1, {1, 4}));
+  g.add_node(node("Add", {"x", "w"}, {"y"}, "a"));
+  CHECK_NOTHROW(qo::model::from_bytes(model(g, 3, {{"", 9}})));
+}
+
 TEST_CASE("initializer lookups by name stay right through every kind of edit (random sequences)") {
   // The model indexes its initializers by name (a scan per lookup made quantizing N nodes take
   // O(N^2)). Oracles: initializer_names(), which lists the protobuf in order without the index,

@@ -195,7 +195,11 @@ TEST_CASE("operator sets newer than 24 are refused by the runtime and the quanti
         quark::onnx::quantize_model(quark::onnx::model(m), quark::onnx::get_default_config("A8W8"),
                                     reader),
         want.c_str(), quark::onnx::frontend_error);
+    CHECK_THROWS_WITH_AS(quark::onnx::equalize_model(m, quark::onnx::get_default_config("A8W8")),
+                         want.c_str(), quark::onnx::frontend_error);
   }
+  const auto ok = quark::onnx::model::from_bytes(bytes(24));
+  CHECK_NOTHROW(quark::onnx::equalize_model(ok, quark::onnx::get_default_config("A8W8")));
 }
 
 TEST_CASE("load errors name every unsupported op, cycles and dangling inputs") {

@@ -60,6 +60,21 @@ std::map<std::string, ::onnx::AttributeProto> attribute_defaults(const ::onnx::F
   return out;
 }
 
+/// FunctionProto.value_info (field 12, IR 10): the types of values inside the body.
+std::vector<::onnx::ValueInfoProto> body_value_info(const ::onnx::FunctionProto& f) {
+  std::vector<::onnx::ValueInfoProto> out;
+  const UnknownFieldSet& u = f.GetReflection()->GetUnknownFields(f);
+  for (int i = 0; i < u.field_count(); ++i) {
+    if (u.field(i).number() != 12 || u.field(i).type() != UnknownField::TYPE_LENGTH_DELIMITED)
+      continue;
+    ::onnx::ValueInfoProto v;
+    if (!v.ParseFromString(u.field(i).length_delimited()))
+      function_error("function '" + label(f) + "': a value_info entry does not parse");
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
 using function_key = std::tuple<std::string, std::string, std::string>;  // domain, name, overload
 
 function_key key_of(const ::onnx::NodeProto& n) {
@@ -98,10 +113,13 @@ class inliner {
   std::string fresh(const std::string& base) { return names_.fresh(base); }
 
   void inline_graph(::onnx::GraphProto& g) {
+    ::onnx::GraphProto* const enclosing = graph_;
+    graph_ = &g;
     google::protobuf::RepeatedPtrField<::onnx::NodeProto> out;
     for (auto& n : *g.mutable_node())
       emit(std::move(n), out);
     g.mutable_node()->Swap(&out);
+    graph_ = enclosing;
   }
 
   /// Appends `n` to `out`, or the body it calls; calls in its subgraphs are inlined first.
@@ -178,6 +196,20 @@ class inliner {
       emit(std::move(n), out);
     }
     active_.pop_back();
+    // The body's value types go with its values into the graph the call is in; those of the
+    // formal inputs and outputs are the caller's to declare.
+    std::set<std::string> body_values;
+    for (const auto& b : f.node())
+      body_values.insert(b.output().begin(), b.output().end());
+    for (const auto& v : f.output())
+      body_values.erase(v);
+    body_values.erase(std::string());
+    for (auto& v : body_value_info(f)) {
+      if (!body_values.count(v.name()))
+        continue;
+      v.set_name(names.at(v.name()));
+      *graph_->add_value_info() = std::move(v);
+    }
   }
 
   struct scope {
@@ -248,6 +280,7 @@ class inliner {
   std::vector<const ::onnx::FunctionProto*>
       active_;  // the functions being expanded, outermost first
   std::size_t calls_ = 0;
+  ::onnx::GraphProto* graph_ = nullptr;  // the graph whose nodes are being inlined
 };
 
 }  // namespace

@@ -265,6 +265,24 @@ void validate_graph(const ::onnx::GraphProto& g, const name_set& outer,
   }
 }
 
+/// The main graph's inputs carry the type their data is fed as (ONNX requires it there; subgraph
+/// inputs may leave it to inference). An input an initializer backs (IR < 4) takes its type.
+void check_input_types(const ::onnx::GraphProto& g) {
+  name_set inits;
+  for (const auto& t : g.initializer())
+    inits.insert(t.name());
+  for (const auto& v : g.input()) {
+    if (inits.count(v.name()))
+      continue;
+    if (v.type().value_case() == ::onnx::TypeProto::VALUE_NOT_SET)
+      graph_error("graph input '" + v.name() + "' declares no type");
+    if (v.type().has_tensor_type() && v.type().tensor_type().elem_type() == 0) {
+      graph_error("graph input '" + v.name() +
+                  "' declares element type 0 (UNDEFINED): the data fed to it has no type");
+    }
+  }
+}
+
 void collect_ops(const ::onnx::GraphProto& g, name_set& out) {
   for (const auto& n : g.node()) {
     out.insert(is_default_domain(n.domain()) ? n.op_type() : n.domain() + ":" + n.op_type());
@@ -519,6 +537,7 @@ void model::validate() const {
   if (p.ir_version() >= 3)
     check_node_domains(p.graph(), domains);
   validate_graph(p.graph(), {}, proto_access::get(*this).base_dir, "", opset);
+  check_input_types(p.graph());
 }
 
 std::vector<std::string> model::unsupported_ops(

@@ -1,0 +1,121 @@
+// SPDX-License-Identifier: MIT
+// Load-time validation against its oracle: every malformed model quark-cpp refuses (when it
+// loads the model or when its runtime prepares it), ONNX Runtime 1.30 refuses too; the borderline
+// models it accepts (omitted optional inputs and outputs, a type without a shape, opsets past
+// the linked libonnx's 17), ORT and our runtime both run.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+#include <quark/onnx/model.hpp>
+#include <quark/onnx/runtime.hpp>
+
+#include "onnx_frontend/io_wire.hpp"
+#include "support/ort.hpp"
+
+namespace qo = quark::onnx;
+namespace w = io_wire;
+using namespace quark::test;
+
+namespace {
+
+struct graph_case {
+  const char* what;
+  w::msg node;
+  std::int64_t opset = 13;
+  w::msg input = w::value_info("x", 1, {1, 2, 8, 8});
+};
+
+std::string bytes_of(const graph_case& c) {
+  w::graph g;
+  g.add_input(c.input);
+  g.add_output(w::value_info("y", 1, {-1, -1, -1, -1}));
+  g.add_initializer(w::float_tensor("w", {2, 2, 3, 3}, std::vector<float>(36, 0.5f)));
+  g.add_node(c.node);
+  return w::model(g, 8, {{"", c.opset}});
+}
+
+/// Our error loading `bytes` and running it on x, or "" when it runs.
+std::string our_error(const std::string& bytes) {
+  try {
+    qo::runtime rt(qo::model::from_bytes(bytes));
+    rt.run({{"x", qo::tensor::from_floats({1, 2, 8, 8}, std::vector<float>(128, 0.25f))}});
+  } catch (const qo::frontend_error& e) {
+    return e.what();
+  }
+  return {};
+}
+
+/// ORT's error creating a session for `bytes` and running it on x, or "" when it runs.
+std::string ort_error(const std::string& bytes) {
+  ::onnx::ModelProto p;
+  REQUIRE(p.ParseFromString(bytes));
+  try {
+    run_ort(p, {npy_array::from(std::vector<float>(128, 0.25f), {1, 2, 8, 8})});
+  } catch (const std::runtime_error& e) {
+    return e.what();
+  }
+  return {};
+}
+
+}  // namespace
+
+TEST_CASE("models that validation refuses ONNX Runtime refuses, and those it accepts ORT runs") {
+  if (!ort_available()) {
+    MESSAGE("skipped: " << ort_unavailable_reason());
+    return;
+  }
+  w::msg untyped;
+  untyped.bytes(1, "x");
+  const std::vector<graph_case> refused = {
+      {"an attribute Relu does not define",
+       w::node("Relu", {"x"}, {"y"}, "r", {w::attr_int("bogus", 1)})},
+      {"Relu with 2 inputs", w::node("Relu", {"x", "x"}, {"y"}, "r")},
+      {"Add with 1 input", w::node("Add", {"x"}, {"y"}, "a")},
+      {"GlobalAveragePool without input", w::node("GlobalAveragePool", {}, {"y"}, "g")},
+      {"Conv with 1 input", w::node("Conv", {"x"}, {"y"}, "c")},
+      {"Concat without input", w::node("Concat", {}, {"y"}, "cat", {w::attr_int("axis", 0)})},
+      {"Relu with 2 outputs", w::node("Relu", {"x"}, {"y", "y2"}, "r")},
+      {"Conv with its X left empty", w::node("Conv", {"", "w"}, {"y"}, "c")},
+      {"GlobalAveragePool without input, opset 19", w::node("GlobalAveragePool", {}, {"y"}, "g"),
+       19},
+      {"Conv with 1 input, opset 21", w::node("Conv", {"x"}, {"y"}, "c"), 21},
+      {"Conv strides 0",
+       w::node("Conv", {"x", "w"}, {"y"}, "c", {w::attr_ints("strides", {0, 1})})},
+      {"MaxPool strides 0",
+       w::node("MaxPool", {"x"}, {"y"}, "p",
+               {w::attr_ints("kernel_shape", {2, 2}), w::attr_ints("strides", {1, 0})})},
+      {"AveragePool kernel_shape -2",
+       w::node("AveragePool", {"x"}, {"y"}, "p", {w::attr_ints("kernel_shape", {-2, 2})})},
+      {"ConvTranspose pads -1",
+       w::node("ConvTranspose", {"x", "w"}, {"y"}, "t", {w::attr_ints("pads", {0, 0, -1, 0})})},
+      {"operator set 1000", w::node("Relu", {"x"}, {"y"}, "r"), 1000},
+      {"a graph input without type", w::node("Relu", {"x"}, {"y"}, "r"), 13, untyped},
+      {"a graph input of element type 0", w::node("Relu", {"x"}, {"y"}, "r"), 13,
+       w::value_info("x", 0, {1, 2, 8, 8})},
+  };
+  for (const auto& c : refused) {
+    CAPTURE(c.what);
+    const std::string bytes = bytes_of(c);
+    CHECK(our_error(bytes).rfind("quark.onnx.", 0) == 0);
+    CHECK_FALSE(ort_error(bytes).empty());
+  }
+  const std::vector<graph_case> accepted = {
+      {"Conv with its bias left empty", w::node("Conv", {"x", "w", ""}, {"y"}, "c")},
+      {"Clip with its min left empty", w::node("Clip", {"x", "", ""}, {"y"}, "clip")},
+      {"Dropout without its mask", w::node("Dropout", {"x"}, {"y"}, "d")},
+      {"Dropout with its mask", w::node("Dropout", {"x"}, {"y", "mask"}, "d")},
+      {"a graph input with a type but no shape", w::node("Relu", {"x"}, {"y"}, "r"), 13,
+       w::value_info("x", 1, {}, false)},
+      {"Relu at opset 19", w::node("Relu", {"x"}, {"y"}, "r"), 19},
+      {"Conv at opset 21", w::node("Conv", {"x", "w"}, {"y"}, "c"), 21},
+  };
+  for (const auto& c : accepted) {
+    CAPTURE(c.what);
+    const std::string bytes = bytes_of(c);
+    CHECK(our_error(bytes) == "");
+    CHECK(ort_error(bytes) == "");
+  }
+}

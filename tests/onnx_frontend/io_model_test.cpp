@@ -382,6 +382,104 @@ TEST_CASE("validate refuses main-graph inputs without a type, as ONNX Runtime do
   CHECK_NOTHROW(qo::model::from_bytes(model(g, 3, {{"", 9}})));
 }
 
+TEST_CASE("validate refuses inputs whose types break the schema's type parameters, as ORT does") {
+  // quark-cpp's runtime computes float16 values in float32, so a model that mixes them where
+  // the schema binds one type (a mutated PaddleOCR cls with a float16 BatchNormalization mean)
+  // was calibrated and written out; ONNX Runtime refuses it ("Type parameter (T) of Optype
+  // (BatchNormalization) bound to different types").
+  auto half = [](std::string_view name, std::initializer_list<std::int64_t> dims, std::size_t n) {
+    msg t = tensor(name, 10, dims);
+    std::string raw;
+    for (std::size_t i = 0; i < n; ++i)
+      raw += std::string("\x00\x3c", 2);  // 1.0
+    t.bytes(tensor_f::raw_data, raw);
+    return t;
+  };
+  auto load = [](graph g, std::int64_t opset = 13) {
+    g.add_input(value_info("x", 1, {1, 2, 4, 4}));
+    g.add_output(value_info("y", 1, {}, false));
+    return qo::model::from_bytes(model(g, 8, {{"", opset}}));
+  };
+  {
+    auto bn = [&](bool half_variance) {
+      graph g;
+      g.add_initializer(float_tensor("s", {2}, {1.0f, 1.0f}));
+      g.add_initializer(float_tensor("b", {2}, {0.0f, 0.0f}));
+      g.add_initializer(half("m", {2}, 2));
+      g.add_initializer(half_variance ? half("v", {2}, 2) : float_tensor("v", {2}, {1.0f, 1.0f}));
+      g.add_node(node("BatchNormalization", {"x", "s", "b", "m", "v"}, {"y"}, "bn"));
+      return g;
+    };
+    CHECK_THROWS_WITH_AS(load(bn(false), 9),
+                         "quark.onnx.type: node 'bn' (BatchNormalization): input #0 'x' (float) "
+                         "and input #3 'm' (float16) differ in type; BatchNormalization at opset "
+                         "9 binds both to its type parameter T",
+                         qo::frontend_error);
+    // BatchNormalization-15 gives the mean and variance a type parameter of their own (T2),
+    // which binds them to each other.
+    CHECK_THROWS_WITH_AS(load(bn(false), 15),
+                         doctest::Contains("binds both to its type parameter T2"),
+                         qo::frontend_error);
+    CHECK_NOTHROW(load(bn(true), 15));
+  }
+  {
+    // A type the schema does not allow: Conv on int64.
+    graph g;
+    g.add_node(node("Cast", {"x"}, {"i"}, "c", {attr_int("to", 7)}));
+    msg wi = tensor("wi", 7, {1, 2, 1, 1});
+    wi.bytes(tensor_f::raw_data, std::string(16, '\0'));
+    g.add_initializer(wi);
+    g.add_node(node("Conv", {"i", "wi"}, {"y"}, "conv"));
+    CHECK_THROWS_WITH_AS(load(g),
+                         "quark.onnx.type: node 'conv' (Conv): input #0 'i' (int64): Conv at "
+                         "opset 13 takes tensor(float16), tensor(float), tensor(double) there "
+                         "(type parameter T)",
+                         qo::frontend_error);
+  }
+  {
+    // Types propagate: Cast's `to`, a type parameter's binding (Relu's output is x's type),
+    // and an output of a fixed type (Shape's int64).
+    graph g;
+    g.add_node(node("Cast", {"x"}, {"h"}, "c", {attr_int("to", 10)}));
+    g.add_node(node("Relu", {"x"}, {"r"}, "relu"));
+    g.add_node(node("Add", {"r", "h"}, {"y"}, "add"));
+    CHECK_THROWS_WITH_AS(load(g),
+                         "quark.onnx.type: node 'add' (Add): input #0 'r' (float) and input #1 "
+                         "'h' (float16) differ in type; Add at opset 13 binds both to its type "
+                         "parameter T",
+                         qo::frontend_error);
+    graph k;
+    k.add_node(node("Shape", {"x"}, {"s"}, "shape"));
+    k.add_node(node("Mul", {"x", "s"}, {"y"}, "mul"));
+    CHECK_THROWS_WITH_AS(load(k), doctest::Contains("input #1 's' (int64) differ in type"),
+                         qo::frontend_error);
+  }
+  {
+    // A fixed input type: DequantizeLinear-13's scale is float32 (19 allows float16).
+    graph g;
+    g.add_initializer(half("sc", {}, 1));
+    g.add_node(node("QuantizeLinear", {"x", "zp_scale"}, {"q"}, "ql"));
+    g.add_initializer(float_tensor("zp_scale", {}, {0.5f}));
+    g.add_node(node("DequantizeLinear", {"q", "sc"}, {"y"}, "dq"));
+    CHECK_THROWS_WITH_AS(load(g),
+                         "quark.onnx.type: node 'dq' (DequantizeLinear): input #1 'sc' (float16): "
+                         "DequantizeLinear at opset 13 takes tensor(float) there",
+                         qo::frontend_error);
+  }
+  {
+    // What is not refused: types of matching inputs, values of unknown type (another domain's
+    // outputs), and opsets past the linked libonnx's 17 (not checked).
+    graph g;
+    g.add_initializer(float_tensor("w", {1}, {2.0f}));
+    g.add_node(node("Mul", {"x", "w"}, {"y"}, "mul"));
+    CHECK_NOTHROW(load(g));
+    graph k;
+    k.add_node(node("Cast", {"x"}, {"h"}, "c", {attr_int("to", 10)}));
+    k.add_node(node("Add", {"x", "h"}, {"y"}, "add"));
+    CHECK_NOTHROW(load(k, 19));
+  }
+}
+
 TEST_CASE("initializer lookups by name stay right through every kind of edit (random sequences)") {
   // The model indexes its initializers by name (a scan per lookup made quantizing N nodes take
   // O(N^2)). Oracles: initializer_names(), which lists the protobuf in order without the index,

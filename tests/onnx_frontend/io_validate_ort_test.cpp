@@ -26,13 +26,28 @@ struct graph_case {
   w::msg node;
   std::int64_t opset = 13;
   w::msg input = w::value_info("x", 1, {1, 2, 8, 8});
+  std::vector<w::msg> initializers = {};
+  bool output = true;
 };
+
+/// A float16 tensor of ones.
+w::msg half_ones(std::string_view name, std::int64_t n) {
+  w::msg t = w::tensor(name, 10, {n});
+  std::string raw;
+  for (std::int64_t i = 0; i < n; ++i)
+    raw += std::string("\x00\x3c", 2);
+  t.bytes(w::tensor_f::raw_data, raw);
+  return t;
+}
 
 std::string bytes_of(const graph_case& c) {
   w::graph g;
   g.add_input(c.input);
-  g.add_output(w::value_info("y", 1, {-1, -1, -1, -1}));
+  if (c.output)
+    g.add_output(w::value_info("y", 1, {-1, -1, -1, -1}));
   g.add_initializer(w::float_tensor("w", {2, 2, 3, 3}, std::vector<float>(36, 0.5f)));
+  for (const auto& t : c.initializers)
+    g.add_initializer(t);
   g.add_node(c.node);
   return w::model(g, 8, {{"", c.opset}});
 }
@@ -95,6 +110,23 @@ TEST_CASE("models that validation refuses ONNX Runtime refuses, and those it acc
       {"a graph input without type", w::node("Relu", {"x"}, {"y"}, "r"), 13, untyped},
       {"a graph input of element type 0", w::node("Relu", {"x"}, {"y"}, "r"), 13,
        w::value_info("x", 0, {1, 2, 8, 8})},
+      {"BatchNormalization-9 with a float16 mean",
+       w::node("BatchNormalization", {"x", "s", "b", "m", "v"}, {"y"}, "bn"),
+       9,
+       w::value_info("x", 1, {1, 2, 8, 8}),
+       {w::float_tensor("s", {2}, {1.0f, 1.0f}), w::float_tensor("b", {2}, {0.0f, 0.0f}),
+        half_ones("m", 2), w::float_tensor("v", {2}, {1.0f, 1.0f})}},
+      {"Add of float and float16",
+       w::node("Add", {"x", "h"}, {"y"}, "a"),
+       13,
+       w::value_info("x", 1, {1, 2, 8, 8}),
+       {half_ones("h", 1)}},
+      {"no graph output",
+       w::node("Relu", {"x"}, {"y"}, "r"),
+       13,
+       w::value_info("x", 1, {1, 2, 8, 8}),
+       {},
+       false},
   };
   for (const auto& c : refused) {
     CAPTURE(c.what);
@@ -111,6 +143,12 @@ TEST_CASE("models that validation refuses ONNX Runtime refuses, and those it acc
        w::value_info("x", 1, {}, false)},
       {"Relu at opset 19", w::node("Relu", {"x"}, {"y"}, "r"), 19},
       {"Conv at opset 21", w::node("Conv", {"x", "w"}, {"y"}, "c"), 21},
+      {"BatchNormalization-15 with a float16 mean and variance",
+       w::node("BatchNormalization", {"x", "s", "b", "m", "v"}, {"y"}, "bn"),
+       15,
+       w::value_info("x", 1, {1, 2, 8, 8}),
+       {w::float_tensor("s", {2}, {1.0f, 1.0f}), w::float_tensor("b", {2}, {0.0f, 0.0f}),
+        half_ones("m", 2), half_ones("v", 2)}},
   };
   for (const auto& c : accepted) {
     CAPTURE(c.what);

@@ -1323,11 +1323,12 @@ std::uint16_t half_bits(float f) {
 /// conv_model() in float16: float16 input, output and float weights.
 ::onnx::ModelProto conv_model_fp16() {
   ::onnx::ModelProto m = conv_model();
+  const qo::model float_model = to_model(m);  // (a half-converted model would not validate)
   auto* g = m.mutable_graph();
   for (auto& t : *g->mutable_initializer()) {
     if (t.data_type() != onnx_type::float32)
       continue;
-    const qo::tensor f = to_model(m).initializer(t.name());
+    const qo::tensor f = float_model.initializer(t.name());
     std::string raw;
     for (const float v : f.data<float>()) {
       const std::uint16_t b = half_bits(v);

@@ -202,6 +202,25 @@ TEST_CASE("operator sets newer than 24 are refused by the runtime and the quanti
   CHECK_NOTHROW(quark::onnx::equalize_model(ok, quark::onnx::get_default_config("A8W8")));
 }
 
+TEST_CASE("a graph without outputs is refused by the runtime and the quantizer") {
+  // Found by a differential sweep against ONNX Runtime: a PaddleOCR cls stripped of its graph
+  // output was "quantized" into a model that computes nothing (ORT fails on it: "OrtValue
+  // indexes should have been populated"). Such a graph still loads: the model API edits graphs
+  // that have no outputs yet.
+  w::graph g;
+  g.add_input(w::value_info("x", 1, {4}));
+  g.add_node(w::node("Relu", {"x"}, {"y"}, "r"));
+  const std::string want =
+      "quark.onnx.graph: the graph declares no outputs: there is nothing to run or quantize";
+  CHECK(error_of(w::model(g)) == want);
+  const auto m = quark::onnx::model::from_bytes(w::model(g));
+  quark::onnx::memory_reader reader(
+      {{{"x", tensor::from_floats({4}, std::vector<float>{-1.0f, 0.5f, 2.0f, 3.0f})}}});
+  CHECK_THROWS_WITH_AS(
+      quark::onnx::quantize_model(m, quark::onnx::get_default_config("A8W8"), reader), want.c_str(),
+      quark::onnx::frontend_error);
+}
+
 TEST_CASE("load errors name every unsupported op, cycles and dangling inputs") {
   {
     w::graph g;

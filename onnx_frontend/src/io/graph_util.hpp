@@ -26,10 +26,12 @@ namespace quark::onnx {
 /// runs up to 26 and calls newer ones "under development").
 inline constexpr int newest_onnx_opset = 24;
 
-/// Throws quark.onnx.opset when `m` imports an ai.onnx operator set newer than
-/// newest_onnx_opset: its operators' newer versions would run with older semantics, and the
-/// quantized model would keep an operator set ONNX Runtime may refuse.
-void check_onnx_opset(const ::onnx::ModelProto& m);
+/// What running or quantizing `m` needs beyond validity (model::validate also accepts models
+/// being built): throws quark.onnx.opset when `m` imports an ai.onnx operator set newer than
+/// newest_onnx_opset (its operators' newer versions would run with older semantics, and the
+/// quantized model would keep an operator set ONNX Runtime may refuse), and quark.onnx.graph
+/// when its graph declares no output (ONNX Runtime fails on such a model).
+void check_runnable(const ::onnx::ModelProto& m);
 
 /// The attribute's type; for files that leave `type` unset, inferred from the populated field.
 ::onnx::AttributeProto::AttributeType attribute_kind(const ::onnx::AttributeProto& a);

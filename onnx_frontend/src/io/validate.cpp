@@ -10,6 +10,7 @@
 
 #include <onnx/defs/schema.h>
 
+#include "config/text.hpp"
 #include "io/graph_util.hpp"
 #include "io/proto_access.hpp"
 #include "io/tensor_proto.hpp"
@@ -283,6 +284,156 @@ void check_input_types(const ::onnx::GraphProto& g) {
   }
 }
 
+/// "tensor(float16)": ONNX's type string for a tensor element type ("" for one the linked
+/// onnx 1.12 enum does not name).
+std::string tensor_type_string(int elem_type) {
+  if (!::onnx::TensorProto::DataType_IsValid(elem_type) || elem_type == 0)
+    return {};
+  return "tensor(" +
+         lower(::onnx::TensorProto::DataType_Name(
+             static_cast<::onnx::TensorProto::DataType>(elem_type))) +
+         ")";
+}
+
+/// The element type a "tensor(...)" string names, 0 for anything else.
+int elem_type_of(const std::string& type_string) {
+  if (!type_string.starts_with("tensor(") || !type_string.ends_with(")"))
+    return 0;
+  std::string name = type_string.substr(7, type_string.size() - 8);
+  for (char& c : name)
+    c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  ::onnx::TensorProto::DataType t{};
+  return ::onnx::TensorProto::DataType_Parse(name, &t) ? static_cast<int>(t) : 0;
+}
+
+/// The element type of a Constant node's value, 0 when unknown.
+int constant_elem_type(const ::onnx::NodeProto& n) {
+  for (const auto& a : n.attribute()) {
+    if (a.name() == "value")
+      return a.t().data_type();
+    if (a.name() == "value_float" || a.name() == "value_floats")
+      return ::onnx::TensorProto::FLOAT;
+    if (a.name() == "value_int" || a.name() == "value_ints")
+      return ::onnx::TensorProto::INT64;
+    if (a.name() == "value_string" || a.name() == "value_strings")
+      return ::onnx::TensorProto::STRING;
+  }
+  return 0;
+}
+
+/// The element types the main graph's default-domain nodes receive, propagated from the graph
+/// inputs, initializers and Constants through the schemas' type parameters, against those
+/// schemas at the model's opset: two inputs bound to one type parameter must have one type, and
+/// an input of a fixed type must have it. ONNX Runtime refuses such models ("Type parameter (T)
+/// of Optype (BatchNormalization) bound to different types"); quark-cpp's runtime computes in
+/// float32 what the model holds in float16, so it would calibrate them without a word. Only
+/// types known this way are compared (values of other domains' nodes and of subgraphs are
+/// skipped), and only at the opsets the linked libonnx knows (1 to 17).
+void check_type_bindings(const ::onnx::GraphProto& g, int opset) {
+  if (opset <= 0 || opset > known_opset())
+    return;
+  std::unordered_map<std::string, int> types;
+  for (const auto& t : g.initializer())
+    types[t.name()] = t.data_type();
+  for (const auto& t : g.sparse_initializer())
+    types[t.values().name()] = t.values().data_type();
+  for (const auto& v : g.input()) {
+    if (v.type().has_tensor_type() && v.type().tensor_type().elem_type() != 0)
+      types[v.name()] = v.type().tensor_type().elem_type();
+  }
+  for (const std::size_t index : graph_topological_order(g, {})) {
+    const auto& n = g.node(static_cast<int>(index));
+    if (!is_default_domain(n.domain()))
+      continue;
+    if (n.op_type() == "Constant") {
+      if (n.output_size() == 1 && constant_elem_type(n) != 0)
+        types[n.output(0)] = constant_elem_type(n);
+      continue;
+    }
+    const ::onnx::OpSchema* schema = ::onnx::OpSchemaRegistry::Schema(n.op_type(), opset, "");
+    if (schema == nullptr)
+      continue;
+    std::map<std::string, const std::vector<std::string>*> params;  // -> the types allowed
+    for (const auto& c : schema->typeConstraintParams())
+      params.emplace(c.type_param_str, &c.allowed_type_strs);
+    // A formal parameter: the i-th one, or the last when it is variadic and homogeneous.
+    auto formal_of = [](const std::vector<::onnx::OpSchema::FormalParameter>& f,
+                        int i) -> const ::onnx::OpSchema::FormalParameter* {
+      const auto k = static_cast<std::size_t>(i);
+      if (k < f.size() && f[k].GetOption() != ::onnx::OpSchema::Variadic)
+        return &f[k];
+      if (!f.empty() && k + 1 >= f.size() && f.back().GetOption() == ::onnx::OpSchema::Variadic &&
+          f.back().GetIsHomogeneous())
+        return &f.back();
+      return nullptr;
+    };
+    std::map<std::string, std::pair<int, int>> bound;  // type parameter -> (type, input)
+    for (int i = 0; i < n.input_size(); ++i) {
+      const auto it = types.find(n.input(i));
+      const auto* f = formal_of(schema->inputs(), i);
+      if (n.input(i).empty() || it == types.end() || f == nullptr)
+        continue;
+      const std::string& want = f->GetTypeStr();
+      const std::string have = tensor_type_string(it->second);
+      if (have.empty())
+        continue;
+      auto input_label = [&](int k) {
+        return "input #" + std::to_string(k) + " '" + n.input(k) + "' (" +
+               lower(::onnx::TensorProto::DataType_Name(
+                   static_cast<::onnx::TensorProto::DataType>(types.at(n.input(k))))) +
+               ")";
+      };
+      const auto param = params.find(want);
+      if (param == params.end()) {
+        if (want.starts_with("tensor(") && want != have) {
+          throw frontend_error("quark.onnx.type", node_label(n, index) + ": " + input_label(i) +
+                                                      ": " + n.op_type() + " at opset " +
+                                                      std::to_string(opset) + " takes " + want +
+                                                      " there");
+        }
+        continue;
+      }
+      const auto& allowed = *param->second;
+      if (!allowed.empty() && std::find(allowed.begin(), allowed.end(), have) == allowed.end()) {
+        std::string list;
+        for (const auto& a : allowed)
+          list += (list.empty() ? "" : ", ") + a;
+        throw frontend_error("quark.onnx.type", node_label(n, index) + ": " + input_label(i) +
+                                                    ": " + n.op_type() + " at opset " +
+                                                    std::to_string(opset) + " takes " + list +
+                                                    " there (type parameter " + want + ")");
+      }
+      const auto [b, fresh] = bound.emplace(want, std::pair{it->second, i});
+      if (!fresh && b->second.first != it->second) {
+        throw frontend_error("quark.onnx.type",
+                             node_label(n, index) + ": " + input_label(b->second.second) + " and " +
+                                 input_label(i) + " differ in type; " + n.op_type() + " at opset " +
+                                 std::to_string(opset) + " binds both to its type parameter " +
+                                 want);
+      }
+    }
+    for (int o = 0; o < n.output_size(); ++o) {
+      const auto* f = formal_of(schema->outputs(), o);
+      if (n.output(o).empty() || f == nullptr)
+        continue;
+      const std::string& want = f->GetTypeStr();
+      if (const auto b = bound.find(want); b != bound.end()) {
+        types[n.output(o)] = b->second.first;
+      } else if (const auto param = params.find(want); param == params.end()) {
+        if (elem_type_of(want) != 0)
+          types[n.output(o)] = elem_type_of(want);
+      } else if (param->second->size() == 1 && elem_type_of(param->second->front()) != 0) {
+        types[n.output(o)] = elem_type_of(param->second->front());  // Shape's int64
+      } else if (n.op_type() == "Cast" && o == 0) {
+        for (const auto& a : n.attribute()) {
+          if (a.name() == "to" && a.i() > 0 && a.i() <= std::numeric_limits<int>::max())
+            types[n.output(o)] = static_cast<int>(a.i());
+        }
+      }
+    }
+  }
+}
+
 void collect_ops(const ::onnx::GraphProto& g, name_set& out) {
   for (const auto& n : g.node()) {
     out.insert(is_default_domain(n.domain()) ? n.op_type() : n.domain() + ":" + n.op_type());
@@ -538,6 +689,7 @@ void model::validate() const {
     check_node_domains(p.graph(), domains);
   validate_graph(p.graph(), {}, proto_access::get(*this).base_dir, "", opset);
   check_input_types(p.graph());
+  check_type_bindings(p.graph(), opset);
 }
 
 std::vector<std::string> model::unsupported_ops(
@@ -578,7 +730,7 @@ void model::check_ops(const std::set<std::string, std::less<>>& supported) const
       "unsupported operators: " + list + (where.empty() ? "" : " (first use: " + where + ")"));
 }
 
-void check_onnx_opset(const ::onnx::ModelProto& m) {
+void check_runnable(const ::onnx::ModelProto& m) {
   for (const auto& o : m.opset_import()) {
     if (is_default_domain(o.domain()) && o.version() > newest_onnx_opset) {
       throw frontend_error("quark.onnx.opset", "the model imports operator set ai.onnx " +
@@ -587,6 +739,8 @@ void check_onnx_opset(const ::onnx::ModelProto& m) {
                                                    std::to_string(newest_onnx_opset));
     }
   }
+  if (m.graph().output_size() == 0)
+    graph_error("the graph declares no outputs: there is nothing to run or quantize");
 }
 
 }  // namespace quark::onnx

@@ -401,7 +401,7 @@ qz::plan prepare_float_model(model& m, const qconfig& cfg, const qz::algo_option
 }  // namespace
 
 model equalize_model(const model& in, const qconfig& cfg, std::vector<std::string>* notes) {
-  check_onnx_opset(proto(in));
+  check_runnable(proto(in));
   model m = in;
   std::vector<std::string> n;
   prepare_float_model(m, cfg, qz::read_algo_options(cfg), n);
@@ -446,7 +446,7 @@ model quantize_model(const model& in, const qconfig& cfg, calibration_data_reade
                      quantize_report* report_out, const quantize_run_options& run) {
   if (proto(in).functions_size() > 0)  // inlined first, by the overload below, on a copy
     return quantize_model(model(in), cfg, reader, report_out, run);
-  check_onnx_opset(proto(in));
+  check_runnable(proto(in));
   // QuantizeFP16 (fp16_model.cpp): a float16 model is quantized through a float32 copy; not
   // with UseMatMulNBits, which leaves everything but the MatMul weights as it is.
   if (!qz::uses_matmul_nbits(cfg) && qz::converts_float16(in, cfg))
@@ -460,7 +460,7 @@ model quantize_model(model&& in, const qconfig& cfg, calibration_data_reader& re
                      quantize_report* report_out, const quantize_run_options& run) {
   // Model-local functions are replaced by their bodies, so that the operators inside them are
   // quantized; the output has no functions left (ONNX Runtime runs it as it ran the input).
-  check_onnx_opset(proto(in));
+  check_runnable(proto(in));
   inline_local_functions(proto(in));
   if (!qz::uses_matmul_nbits(cfg) && qz::converts_float16(in, cfg))
     return quantize_converted_float16(in, cfg, reader, report_out, run);

@@ -176,7 +176,7 @@ std::unique_ptr<runtime::impl> runtime::impl::prepare(const ::onnx::ModelProto& 
     if (inline_local_functions(inlined) > 0)
       return prepare(inlined, base_dir, options);
   }
-  check_onnx_opset(m);
+  check_runnable(m);
   int opset = 0;
   for (const auto& o : m.opset_import()) {
     if (o.domain().empty() || o.domain() == "ai.onnx")

@@ -143,9 +143,11 @@ TEST_CASE("duplicate names") {
   d.add_node(node("Neg", {"y"}, {"x"}, "neg"));
   CHECK(error_of(model(d)).find("node 'neg' (Neg) output 'x' has the name of a graph input") !=
         std::string::npos);
+  // A value listed twice as a graph output is two outputs (ONNX's checker and ONNX Runtime
+  // accept it; io_validate_ort_test runs one in ORT).
   graph e = relu_graph();
   e.add_output(value_info("y", 1, {1}));
-  CHECK(error_of(model(e)) == "quark.onnx.graph: duplicate graph output 'y'");
+  CHECK(error_of(model(e)) == "no error");
   CHECK(error_of(model(relu_graph(), 8, {{"", 13}, {"ai.onnx", 12}})) ==
         "quark.onnx.graph: opset_import lists domain 'ai.onnx' twice");
 }

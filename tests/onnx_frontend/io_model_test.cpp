@@ -349,7 +349,7 @@ TEST_CASE("validate refuses the attributes ONNX Runtime refuses, naming node and
   CHECK_NOTHROW(load(node("Softmax", {"x"}, {"y"}, "sm", {attr_int("axis", 1)}), 11));
 }
 
-TEST_CASE("validate refuses main-graph inputs without a type, as ONNX Runtime does") {
+TEST_CASE("validate refuses undefined declared types, as ONNX Runtime does") {
   auto load = [](const msg& in) {
     graph g;
     g.add_input(in);
@@ -365,11 +365,47 @@ TEST_CASE("validate refuses main-graph inputs without a type, as ONNX Runtime do
   CHECK_THROWS_WITH_AS(load(untyped), "quark.onnx.graph: graph input 'x' declares no type",
                        qo::frontend_error);
   CHECK_THROWS_WITH_AS(load(value_info("x", 0, {1, 4})),
-                       "quark.onnx.graph: graph input 'x' declares element type 0 (UNDEFINED): "
-                       "the data fed to it has no type",
+                       "quark.onnx.graph: graph input 'x' declares element type 0 (UNDEFINED)",
+                       qo::frontend_error);
+  CHECK_THROWS_WITH_AS(load(value_info("x", 99, {1, 4})),
+                       "quark.onnx.graph: graph input 'x' declares element type 99, which ONNX "
+                       "does not define (its codes end at 26)",
                        qo::frontend_error);
   CHECK_NOTHROW(load(value_info("x", 1, {1, 4})));
   CHECK_NOTHROW(load(value_info("x", 1, {}, false)));  // a type without a shape is enough
+  // Outputs and value_info entries too (ORT: "Invalid tensor data type 0.").
+  auto with_output = [](const msg& out, const msg* vi = nullptr) {
+    graph g;
+    g.add_input(value_info("x", 1, {1, 4}));
+    g.add_output(out);
+    if (vi != nullptr)
+      g.add_value_info(*vi);
+    g.add_node(node("Relu", {"x"}, {"r"}, "r1"));
+    g.add_node(node("Relu", {"r"}, {"y"}, "r2"));
+    return qo::model::from_bytes(model(g, 8, {{"", 13}}));
+  };
+  CHECK_THROWS_WITH_AS(with_output(value_info("y", 0, {1, 4})),
+                       "quark.onnx.graph: graph output 'y' declares element type 0 (UNDEFINED)",
+                       qo::frontend_error);
+  const msg vi_bad = value_info("r", 30, {1, 4});
+  CHECK_THROWS_WITH_AS(with_output(value_info("y", 1, {1, 4}), &vi_bad),
+                       "quark.onnx.graph: the value_info of 'r' declares element type 30, which "
+                       "ONNX does not define (its codes end at 26)",
+                       qo::frontend_error);
+  // A declared type other than the one the node makes (ORT: "Type (tensor(int8)) of output arg
+  // (y) of node (r2) does not match expected type (tensor(float))"): the quantized model kept
+  // the declaration, for ORT to refuse.
+  CHECK_THROWS_WITH_AS(with_output(value_info("y", 3, {1, 4})),
+                       "quark.onnx.type: graph output 'y' declares int8, but node 'r2' (Relu) "
+                       "makes float",
+                       qo::frontend_error);
+  const msg vi_int = value_info("r", 6, {1, 4});
+  CHECK_THROWS_WITH_AS(with_output(value_info("y", 1, {1, 4}), &vi_int),
+                       "quark.onnx.type: the value_info of 'r' declares int32, but node 'r1' "
+                       "(Relu) makes float",
+                       qo::frontend_error);
+  const msg vi_ok = value_info("r", 1, {1, 4});
+  CHECK_NOTHROW(with_output(value_info("y", 1, {1, 4}), &vi_ok));
   // An input an initializer backs (IR 3 style) takes the initializer's type.
   graph g;
   g.add_input(value_info("x", 1, {1, 4}));

@@ -28,6 +28,7 @@ struct graph_case {
   w::msg input = w::value_info("x", 1, {1, 2, 8, 8});
   std::vector<w::msg> initializers = {};
   bool output = true;
+  bool output_twice = false;
 };
 
 /// A float16 tensor of ones.
@@ -44,6 +45,8 @@ std::string bytes_of(const graph_case& c) {
   w::graph g;
   g.add_input(c.input);
   if (c.output)
+    g.add_output(w::value_info("y", 1, {-1, -1, -1, -1}));
+  if (c.output_twice)
     g.add_output(w::value_info("y", 1, {-1, -1, -1, -1}));
   g.add_initializer(w::float_tensor("w", {2, 2, 3, 3}, std::vector<float>(36, 0.5f)));
   for (const auto& t : c.initializers)
@@ -149,6 +152,13 @@ TEST_CASE("models that validation refuses ONNX Runtime refuses, and those it acc
        w::value_info("x", 1, {1, 2, 8, 8}),
        {w::float_tensor("s", {2}, {1.0f, 1.0f}), w::float_tensor("b", {2}, {0.0f, 0.0f}),
         half_ones("m", 2), half_ones("v", 2)}},
+      {"a value listed twice as a graph output",
+       w::node("Relu", {"x"}, {"y"}, "r"),
+       13,
+       w::value_info("x", 1, {1, 2, 8, 8}),
+       {},
+       true,
+       true},
   };
   for (const auto& c : accepted) {
     CAPTURE(c.what);

@@ -218,6 +218,10 @@ struct graph {
     m.sub(12, v);
     return *this;
   }
+  graph& add_value_info(const msg& v) {
+    m.sub(13, v);
+    return *this;
+  }
 };
 
 /// ModelProto bytes: ir_version, opset imports (domain, version), graph.

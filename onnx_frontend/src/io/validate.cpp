@@ -253,7 +253,8 @@ void validate_graph(const ::onnx::GraphProto& g, const name_set& outer,
   for (int i = 0; i < g.node_size(); ++i) {
     validate_node_attributes(g.node(i), static_cast<std::size_t>(i), scope, base_dir, opset);
   }
-  name_set outputs;
+  // A value may be listed as an output more than once (ONNX's checker and ONNX Runtime accept
+  // it; each listing is one output of the model).
   for (const auto& o : g.output()) {
     if (o.name().empty())
       graph_error("graph output with an empty name" + in);
@@ -261,27 +262,40 @@ void validate_graph(const ::onnx::GraphProto& g, const name_set& outer,
       graph_error("graph output '" + o.name() + "'" + in +
                   " is not produced by any node, graph input or initializer");
     }
-    if (!outputs.insert(o.name()).second)
-      graph_error("duplicate graph output '" + o.name() + "'" + in);
   }
 }
 
-/// The main graph's inputs carry the type their data is fed as (ONNX requires it there; subgraph
-/// inputs may leave it to inference). An input an initializer backs (IR < 4) takes its type.
-void check_input_types(const ::onnx::GraphProto& g) {
+/// The main graph's declared types. Its inputs carry the type their data is fed as (ONNX
+/// requires it there; subgraph inputs may leave it to inference); an input an initializer backs
+/// (IR < 4) takes its type. No input, output or value_info declares element type 0 (UNDEFINED)
+/// or a code past 26, the last ONNX defines: ONNX Runtime refuses both ("Invalid tensor data
+/// type").
+void check_declared_types(const ::onnx::GraphProto& g) {
   name_set inits;
   for (const auto& t : g.initializer())
     inits.insert(t.name());
+  auto check = [](const ::onnx::ValueInfoProto& v, const std::string& what) {
+    if (!v.type().has_tensor_type())
+      return;
+    const int t = v.type().tensor_type().elem_type();
+    if (t == 0)
+      graph_error(what + " declares element type 0 (UNDEFINED)");
+    if (t < 0 || t > 26) {
+      graph_error(what + " declares element type " + std::to_string(t) +
+                  ", which ONNX does not define (its codes end at 26)");
+    }
+  };
   for (const auto& v : g.input()) {
     if (inits.count(v.name()))
       continue;
     if (v.type().value_case() == ::onnx::TypeProto::VALUE_NOT_SET)
       graph_error("graph input '" + v.name() + "' declares no type");
-    if (v.type().has_tensor_type() && v.type().tensor_type().elem_type() == 0) {
-      graph_error("graph input '" + v.name() +
-                  "' declares element type 0 (UNDEFINED): the data fed to it has no type");
-    }
+    check(v, "graph input '" + v.name() + "'");
   }
+  for (const auto& v : g.output())
+    check(v, "graph output '" + v.name() + "'");
+  for (const auto& v : g.value_info())
+    check(v, "the value_info of '" + v.name() + "'");
 }
 
 /// "tensor(float16)": ONNX's type string for a tensor element type ("" for one the linked
@@ -293,6 +307,12 @@ std::string tensor_type_string(int elem_type) {
          lower(::onnx::TensorProto::DataType_Name(
              static_cast<::onnx::TensorProto::DataType>(elem_type))) +
          ")";
+}
+
+/// "float16": the name of an element type in messages.
+std::string type_word(int elem_type) {
+  const std::string s = tensor_type_string(elem_type);
+  return s.empty() ? "element type " + std::to_string(elem_type) : s.substr(7, s.size() - 8);
 }
 
 /// The element type a "tensor(...)" string names, 0 for anything else.
@@ -333,6 +353,7 @@ void check_type_bindings(const ::onnx::GraphProto& g, int opset) {
   if (opset <= 0 || opset > known_opset())
     return;
   std::unordered_map<std::string, int> types;
+  std::unordered_map<std::string, std::size_t> producer;  // of the node outputs typed here
   for (const auto& t : g.initializer())
     types[t.name()] = t.data_type();
   for (const auto& t : g.sparse_initializer())
@@ -379,9 +400,7 @@ void check_type_bindings(const ::onnx::GraphProto& g, int opset) {
         continue;
       auto input_label = [&](int k) {
         return "input #" + std::to_string(k) + " '" + n.input(k) + "' (" +
-               lower(::onnx::TensorProto::DataType_Name(
-                   static_cast<::onnx::TensorProto::DataType>(types.at(n.input(k))))) +
-               ")";
+               type_word(types.at(n.input(k))) + ")";
       };
       const auto param = params.find(want);
       if (param == params.end()) {
@@ -430,8 +449,29 @@ void check_type_bindings(const ::onnx::GraphProto& g, int opset) {
             types[n.output(o)] = static_cast<int>(a.i());
         }
       }
+      if (types.count(n.output(o)))
+        producer[n.output(o)] = index;
     }
   }
+  // What the graph declares for the values its nodes make must be what they make: ONNX Runtime
+  // refuses the model otherwise, and the quantized model would keep the declaration.
+  auto check_declared = [&](const ::onnx::ValueInfoProto& v, const char* what) {
+    const auto p = producer.find(v.name());
+    if (p == producer.end() || !v.type().has_tensor_type())
+      return;
+    const int declared = v.type().tensor_type().elem_type();
+    const int made = types.at(v.name());
+    if (declared == 0 || declared == made || tensor_type_string(declared).empty())
+      return;
+    throw frontend_error("quark.onnx.type",
+                         std::string(what) + " '" + v.name() + "' declares " + type_word(declared) +
+                             ", but " + node_label(g.node(static_cast<int>(p->second)), p->second) +
+                             " makes " + type_word(made));
+  };
+  for (const auto& v : g.output())
+    check_declared(v, "graph output");
+  for (const auto& v : g.value_info())
+    check_declared(v, "the value_info of");
 }
 
 void collect_ops(const ::onnx::GraphProto& g, name_set& out) {
@@ -688,7 +728,7 @@ void model::validate() const {
   if (p.ir_version() >= 3)
     check_node_domains(p.graph(), domains);
   validate_graph(p.graph(), {}, proto_access::get(*this).base_dir, "", opset);
-  check_input_types(p.graph());
+  check_declared_types(p.graph());
   check_type_bindings(p.graph(), opset);
 }
 

@@ -72,6 +72,8 @@ def mutate(m, rng):
                        'vi_type', 'vi_rank', 'const_type', 'const_dims', 'cast_to',
                        'out_intermediate', 'out_repeat', 'out_extra', 'init_input', 'ir',
                        'out_none'])
+    if kind.startswith('out_') and not g.output:
+        return 'nothing (no graph output left to edit)'
     if kind == 'in_type':
         t = rng.choice(ELEM_TYPES)
         g.input[0].type.tensor_type.elem_type = t

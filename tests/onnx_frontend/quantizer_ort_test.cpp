@@ -609,6 +609,54 @@ TEST_CASE("a per-tensor weight that quantizes mostly to zero is named in a note"
   CHECK(notes_for(small, false).empty());
 }
 
+TEST_CASE("value_info entries that contradict the computed shapes are not kept") {
+  // Found by bench/onnx/ort_differential_sweep.py: a PaddleOCR cls with an intermediate's
+  // value_info declared rank 1 (and its input's shape left out) was quantized with the entry
+  // kept, and ONNX Runtime refused the quantized model ("Input tensor must have at least 3
+  // dimensions"). A stale fixed dimension is dropped too; an entry that agrees is kept.
+  model_builder b(13, 7);
+  b.input("x", onnx_type::float32, {1, 2, 8, 8});
+  b.initializer("w", onnx_type::float32, {2, 2, 3, 3}, random_floats(36, 4));
+  b.node("Conv", {"x", "w"}, {"c"}, {attr_ints("pads", {1, 1, 1, 1})});
+  b.node("Relu", {"c"}, {"r"});
+  b.node("Conv", {"r", "w"}, {"c2"}, {attr_ints("pads", {1, 1, 1, 1})});
+  b.node("Relu", {"c2"}, {"y0"});
+  b.node("Sigmoid", {"x"}, {"s"});
+  b.node("Add", {"y0", "s"}, {"y"});
+  b.output("y", onnx_type::float32, {1, 2, 8, 8});
+  ::onnx::ModelProto fm = b.build();
+  fm.mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->clear_shape();
+  auto declare = [&](const std::string& name, std::vector<std::int64_t> dims) {
+    auto* v = fm.mutable_graph()->add_value_info();
+    v->set_name(name);
+    auto* t = v->mutable_type()->mutable_tensor_type();
+    t->set_elem_type(onnx_type::float32);
+    for (const auto d : dims)
+      t->mutable_shape()->add_dim()->set_dim_value(d);
+  };
+  declare("r", {1});            // rank 1 for a rank-4 value
+  declare("c2", {1, 2, 6, 6});  // a stale fixed dimension
+  declare("s", {1, 2, 8, 8});   // right
+  qo::memory_reader reader({sample_for("x", {1, 2, 8, 8}, 3)});
+  qo::quantize_report r;
+  const ::onnx::ModelProto qm =
+      to_proto(qo::quantize_model(to_model(fm), qo::get_default_config("A8W8"), reader, &r));
+  std::vector<std::string> kept;
+  for (const auto& v : qm.graph().value_info())
+    kept.push_back(v.name());
+  CHECK(kept == std::vector<std::string>{"s"});
+  CHECK(std::count_if(r.notes.begin(), r.notes.end(), [](const std::string& n) {
+          return n.starts_with(
+              "value_info: 2 entries dropped whose shape contradicts what the "
+              "model computes ('r' declared [1], computed [1x2x8x8]");
+        }) == 1);
+  if (!ort_available())
+    return;
+  const auto in = npy_array::from(random_floats(128, 5), {1, 2, 8, 8});
+  CHECK_THROWS(run_ort(fm, {in}));  // ORT refuses the float model for the rank-1 declaration
+  CHECK_NOTHROW(run_ort(qm, {in}));
+}
+
 /// Per-activation BatchNormalization (opset 7's spatial 0): neither converted to a depthwise Conv
 /// nor folded (both once took its [C,H,W] parameters for C channels), refused by name.
 TEST_CASE("BatchNormalization with spatial 0 is refused, naming the node") {

@@ -652,6 +652,7 @@ class static_quantizer {
   void drop_unquantized();
   void finish_model();
   void run_algorithms();
+  void drop_contradicted_value_info();
   void debug_notes();
 
   // Queries shared by the stages.
@@ -2634,6 +2635,7 @@ void static_quantizer::finish_model() {
     if (m_.ir_version() < ir)
       m_.set_ir_version(ir);
   }
+  drop_contradicted_value_info();
   fix_shapes(m_, opt_.fix_shapes);
   if (opt_.fill_all_value_info) {
     // FillAllValueInfo: ONNX shape inference writes value_info for every tensor it can type.
@@ -2646,6 +2648,48 @@ void static_quantizer::finish_model() {
     }
   }
   m_.validate();
+}
+
+void static_quantizer::drop_contradicted_value_info() {
+  // A value_info entry whose rank or fixed dimension is not what calibration computed (stale
+  // after an edit of the model's input shape, say) is not kept in the quantized model: ONNX
+  // Runtime refuses a model whose declared shapes break its shape inference (a Conv input
+  // declared rank 1: "Input tensor must have at least 3 dimensions").
+  auto text = [](const auto& dims) {
+    std::string out;
+    for (const auto& d : dims)
+      out += (out.empty() ? "" : "x") + d;
+    return "[" + out + "]";
+  };
+  std::vector<std::string> dropped;
+  erase_if(*proto(m_).mutable_graph()->mutable_value_info(), [&](const ::onnx::ValueInfoProto& v) {
+    const auto it = cal_.tensors.find(v.name());
+    if (it == cal_.tensors.end() || it->second.type == dtype_id::undefined ||
+        !v.type().tensor_type().has_shape())
+      return false;
+    const auto& declared = v.type().tensor_type().shape().dim();
+    const shape_t& made = it->second.shape;
+    bool contradicts = static_cast<std::size_t>(declared.size()) != made.size();
+    for (int d = 0; !contradicts && d < declared.size(); ++d) {
+      contradicts = declared[d].has_dim_value() &&
+                    declared[d].dim_value() != made[static_cast<std::size_t>(d)];
+    }
+    if (contradicts) {
+      std::vector<std::string> a, b;
+      for (const auto& d : declared)
+        a.push_back(d.has_dim_value() ? std::to_string(d.dim_value()) : d.dim_param());
+      for (const auto d : made)
+        b.push_back(std::to_string(d));
+      dropped.push_back("'" + v.name() + "' declared " + text(a) + ", computed " + text(b));
+    }
+    return contradicts;
+  });
+  if (!dropped.empty()) {
+    report_.notes.push_back("value_info: " + std::to_string(dropped.size()) + " entr" +
+                            (dropped.size() == 1 ? "y" : "ies") +
+                            " dropped whose shape contradicts what the model computes (" +
+                            dropped.front() + (dropped.size() > 1 ? ", ..." : "") + ")");
+  }
 }
 
 void static_quantizer::run_algorithms() {

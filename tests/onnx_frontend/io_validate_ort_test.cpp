@@ -29,6 +29,7 @@ struct graph_case {
   std::vector<w::msg> initializers = {};
   bool output = true;
   bool output_twice = false;
+  int output_type = 1;
 };
 
 /// A float16 tensor of ones.
@@ -45,7 +46,7 @@ std::string bytes_of(const graph_case& c) {
   w::graph g;
   g.add_input(c.input);
   if (c.output)
-    g.add_output(w::value_info("y", 1, {-1, -1, -1, -1}));
+    g.add_output(w::value_info("y", c.output_type, {-1, -1, -1, -1}));
   if (c.output_twice)
     g.add_output(w::value_info("y", 1, {-1, -1, -1, -1}));
   g.add_initializer(w::float_tensor("w", {2, 2, 3, 3}, std::vector<float>(36, 0.5f)));
@@ -130,6 +131,22 @@ TEST_CASE("models that validation refuses ONNX Runtime refuses, and those it acc
        w::value_info("x", 1, {1, 2, 8, 8}),
        {},
        false},
+      {"a graph output declared int8 for Relu's float",
+       w::node("Relu", {"x"}, {"y"}, "r"),
+       13,
+       w::value_info("x", 1, {1, 2, 8, 8}),
+       {},
+       true,
+       false,
+       3},
+      {"a graph output of element type 99",
+       w::node("Relu", {"x"}, {"y"}, "r"),
+       13,
+       w::value_info("x", 1, {1, 2, 8, 8}),
+       {},
+       true,
+       false,
+       99},
   };
   for (const auto& c : refused) {
     CAPTURE(c.what);

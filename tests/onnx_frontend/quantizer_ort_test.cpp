@@ -8,6 +8,7 @@
 #include <fstream>
 #include <limits>
 #include <random>
+#include <set>
 #include <tuple>
 
 #include <doctest/doctest.h>
@@ -655,6 +656,46 @@ TEST_CASE("value_info entries that contradict the computed shapes are not kept")
   const auto in = npy_array::from(random_floats(128, 5), {1, 2, 8, 8});
   CHECK_THROWS(run_ort(fm, {in}));  // ORT refuses the float model for the rank-1 declaration
   CHECK_NOTHROW(run_ort(qm, {in}));
+}
+
+TEST_CASE("an initializer read as a weight by one node and as an activation by another") {
+  // Found by bench/onnx/ort_differential_sweep.py --node-edits: a PaddleOCR det whose Conv
+  // weight was also wired into an Add was quantized with two nodes both writing
+  // '<weight>_DequantizeLinear_Output', a model ONNX Runtime refuses. The weight's pair serves
+  // both readers, as in Quark (a weight's registration wins over an activation's).
+  model_builder b(13, 7);
+  b.input("x", onnx_type::float32, {8, 8});
+  b.initializer("w", onnx_type::float32, {8, 8}, random_floats(64, 11));
+  b.node("MatMul", {"x", "w"}, {"m"});
+  b.node("Add", {"m", "w"}, {"y"});  // w read as the Add's activation input
+  b.output("y", onnx_type::float32, {8, 8});
+  const ::onnx::ModelProto fm = b.build();
+  for (const char* preset : {"A8W8", "XINT8", "U8S8", "A16W8", "BF16"}) {
+    CAPTURE(std::string(preset));
+    qo::memory_reader reader({sample_for("x", {8, 8}, 3), sample_for("x", {8, 8}, 4)});
+    const ::onnx::ModelProto qm =
+        to_proto(qo::quantize_model(to_model(fm), qo::get_default_config(preset), reader));
+    std::set<std::string> produced;
+    bool unique = true;
+    std::string matmul_w, add_w;
+    for (const auto& n : qm.graph().node()) {
+      for (const auto& o : n.output())
+        unique = produced.insert(o).second && unique;
+      if (n.op_type() == "MatMul")
+        matmul_w = n.input(1);
+      if (n.op_type() == "Add")
+        add_w = n.input(1);
+    }
+    CHECK(unique);
+    CHECK(matmul_w != "w");    // the weight is quantized...
+    CHECK(add_w == matmul_w);  // ...and the Add reads the same dequantized value
+    if (!ort_available())
+      continue;
+    const auto in = npy_array::from(random_floats(64, 99), {8, 8});
+    const auto ref = run_ort(fm, {in}).begin()->second.values<float>();
+    const auto got = run_ort(qm, {in}).begin()->second.values<float>();
+    CHECK(quark::metrics::cosine(ref, got) >= 0.99);
+  }
 }
 
 /// Per-activation BatchNormalization (opset 7's spatial 0): neither converted to a depthwise Conv

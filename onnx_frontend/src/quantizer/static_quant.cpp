@@ -791,9 +791,35 @@ void static_quantizer::run_all() {
   }
   adjust_bias_positions();
   // (f) rewrite the graph.
-  for (const auto& act : acts_)
+  // An initializer that one node quantizes as a weight (or bias) and another reads as an
+  // activation input gets one pair, the weight's, as in Quark, where a weight's registration
+  // takes precedence over an activation's: both would otherwise write
+  // '<name>_DequantizeLinear'.
+  std::set<std::string> constants;
+  for (const auto& e : consts_) {
+    if (e.type != dtype_id::undefined)
+      constants.insert(e.name);
+  }
+  std::vector<std::string> read_as_weight;
+  for (const auto& act : acts_) {
+    if (act.second.from_initializer && constants.contains(act.first)) {
+      read_as_weight.push_back(act.first);
+      continue;
+    }
     emit_activation(act.first, act.second);
+  }
   emit_constants();
+  for (const auto& name : read_as_weight) {
+    std::string dq;
+    for (const auto& e : consts_) {
+      if (e.name == name && rewire_node_.contains({e.node, name}))
+        dq = rewire_node_.at({e.node, name});
+    }
+    for (const std::size_t c : users_.consumers(name)) {
+      if (!dq.empty() && !rewire_node_.contains({c, name}))
+        rewire_node_[{c, name}] = dq;
+    }
+  }
   rebuild_node_list();
   drop_unquantized();
   if (!dpu_.edits.empty()) {

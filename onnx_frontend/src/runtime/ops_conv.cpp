@@ -62,6 +62,20 @@ void check_spatial_attrs(const kernel_context& c, std::size_t sp, bool transpose
     check(output_padding);
 }
 
+/// A kernel_shape attribute, when given, names the weight's spatial dimensions (ONNX Runtime
+/// refuses a Conv whose kernel_shape disagrees with W; the kernel is always read off W).
+void check_kernel_shape(const kernel_context& c, const tensor& w, std::size_t sp) {
+  const auto k = c.n.attr_ints("kernel_shape");
+  if (!k.empty() && (k.size() != sp || w.rank() != sp + 2 ||
+                     !std::equal(k.begin(), k.end(), w.shape().begin() + 2))) {
+    std::string listed;
+    for (const std::int64_t v : k)
+      listed += (listed.empty() ? "" : ",") + std::to_string(v);
+    c.fail("quark.onnx.shape",
+           "kernel_shape [" + listed + "] disagrees with the weight " + shape_string(w.shape()));
+  }
+}
+
 std::size_t spatial_rank(const kernel_context& c, const tensor& x) {
   if (x.rank() != 3 && x.rank() != 4) {
     c.fail("quark.onnx.shape",
@@ -103,6 +117,7 @@ geometry conv_geometry(const kernel_context& c, const tensor& x, const tensor& w
     c.fail("quark.onnx.shape", "weight " + shape_string(w.shape()) + " has an empty kernel");
   g.group = to_size(c.n.attr_i("group", 1));
   check_spatial_attrs(c, sp, false);
+  check_kernel_shape(c, w, sp);
   const auto s = pair_of(c.n.attr_ints("strides"), sp, 1);
   const auto d = pair_of(c.n.attr_ints("dilations"), sp, 1);
   g.sh = to_size(s.first);
@@ -302,6 +317,7 @@ void k_conv_transpose(kernel_context& c) {
   if (g.kh == 0 || g.kw == 0)
     c.fail("quark.onnx.shape", "weight " + shape_string(w.shape()) + " has an empty kernel");
   check_spatial_attrs(c, sp, true);
+  check_kernel_shape(c, w, sp);
   const auto s = pair_of(c.n.attr_ints("strides"), sp, 1);
   const auto d = pair_of(c.n.attr_ints("dilations"), sp, 1);
   const auto op = pair_of(c.n.attr_ints("output_padding"), sp, 0);
@@ -547,12 +563,7 @@ void conv_3d(kernel_context& c, bool transpose) {
     if (g.k[i] == 0)
       c.fail("quark.onnx.shape", "weight " + shape_string(w.shape()) + " has an empty kernel");
   }
-  const auto kernel_attr = c.n.attr_ints("kernel_shape");
-  if (!kernel_attr.empty() &&
-      (kernel_attr.size() != 3 ||
-       !std::equal(kernel_attr.begin(), kernel_attr.end(), w.shape().begin() + 2))) {
-    c.fail("quark.onnx.shape", "kernel_shape disagrees with the weight " + shape_string(w.shape()));
-  }
+  check_kernel_shape(c, w, 3);
   if (g.group == 0 || g.c % g.group != 0) {
     c.fail("quark.onnx.shape", "input channels " + std::to_string(g.c) + " and group " +
                                    std::to_string(g.group) + " disagree");

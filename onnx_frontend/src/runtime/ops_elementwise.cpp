@@ -558,10 +558,21 @@ void k_clip(kernel_context& c) {
       if (c.n.has("max"))
         hi = static_cast<T>(c.n.attr_f("max", 0.0f));
     } else {
-      if (const tensor* t = c.opt(1))
-        lo = t->data<T>()[0];
-      if (const tensor* t = c.opt(2))
-        hi = t->data<T>()[0];
+      // min and max are scalars (ONNX Runtime takes shape [] or [1] and refuses anything else).
+      auto bound = [&](std::size_t i, const char* name, T& v) {
+        const tensor* t = c.opt(i);
+        if (!t)
+          return;
+        if (t->size() != 1 || t->rank() > 1) {
+          c.fail("quark.onnx.shape",
+                 std::string(name) + " must be a scalar, got " + shape_string(t->shape()));
+        }
+        if (t->type() != x.type())
+          c.fail("quark.onnx.type", std::string(name) + " has another type than the input");
+        v = t->data<T>()[0];
+      };
+      bound(1, "min", lo);
+      bound(2, "max", hi);
     }
     const T* src = x.data<T>().data();
     const std::size_t n = x.size();

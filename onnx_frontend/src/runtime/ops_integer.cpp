@@ -355,12 +355,7 @@ void k_conv_integer(kernel_context& c) {
            "only 1-D and 2-D ConvInteger is supported, input is " + shape_string(x.shape()));
   }
   const geometry g = conv_geometry(c, x, w);
-  const auto kernel_attr = c.n.attr_ints("kernel_shape");
-  if (!kernel_attr.empty() &&
-      (kernel_attr.size() != x.rank() - 2 ||
-       !std::equal(kernel_attr.begin(), kernel_attr.end(), w.shape().begin() + 2))) {
-    c.fail("quark.onnx.shape", "kernel_shape disagrees with the weight " + shape_string(w.shape()));
-  }
+  // conv_geometry checked kernel_shape against the weight.
   // x_zero_point: per tensor; w_zero_point: per tensor or per output channel (M values). ONNX
   // Runtime 1.30 takes per-tensor w_zero_point only ("Non per-tensor quantization is not
   // supported now").

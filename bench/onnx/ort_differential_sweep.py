@@ -68,10 +68,14 @@ def constants(m):
 def mutate(m, rng):
     """Applies one edit to m in place; returns its description."""
     g = m.graph
-    kind = rng.choice(['in_type', 'in_dim', 'in_rank', 'in_noshape', 'out_type', 'out_dim',
-                       'vi_type', 'vi_rank', 'const_type', 'const_dims', 'cast_to',
-                       'out_intermediate', 'out_repeat', 'out_extra', 'init_input', 'ir',
-                       'out_none'])
+    kinds = ['in_type', 'in_dim', 'in_rank', 'in_noshape', 'out_type', 'out_dim', 'vi_type',
+             'vi_rank', 'const_type', 'const_dims', 'cast_to', 'out_intermediate', 'out_repeat',
+             'out_extra', 'init_input', 'ir', 'out_none']
+    if NODE_EDITS:
+        kinds = ['attr_value', 'attr_remove', 'op_swap', 'rewire', 'drop_input', 'extra_input']
+    kind = rng.choice(kinds)
+    if kind in ('attr_value', 'attr_remove', 'op_swap', 'rewire', 'drop_input', 'extra_input'):
+        return node_edit(m, rng, kind)
     if kind.startswith('out_') and not g.output:
         return 'nothing (no graph output left to edit)'
     if kind == 'in_type':
@@ -165,6 +169,61 @@ def mutate(m, rng):
         return f'ir_version {v}'
     g.ClearField('output')
     return 'no graph output'
+
+
+NODE_EDITS = False  # --node-edits: edit nodes instead of declarations
+SWAPS = [['Relu', 'Sigmoid', 'Tanh', 'HardSigmoid', 'Softmax', 'Neg', 'Abs', 'Identity'],
+         ['Add', 'Mul', 'Sub', 'Div', 'Pow', 'MatMul', 'Max'],
+         ['Conv', 'ConvTranspose'], ['MaxPool', 'AveragePool', 'LpPool'],
+         ['GlobalAveragePool', 'GlobalMaxPool', 'Flatten'], ['Concat', 'Sum', 'Mean']]
+
+
+def node_edit(m, rng, kind):
+    """Edits one node of the main graph (not a Constant) in place; returns the description."""
+    nodes = [n for n in m.graph.node if n.op_type != 'Constant']
+    n = rng.choice(nodes)
+    label = f'{n.name} ({n.op_type})'
+    if kind == 'attr_value':
+        ints = [a for a in n.attribute if a.type in (onnx.AttributeProto.INT,
+                                                       onnx.AttributeProto.INTS)]
+        if not ints:
+            return node_edit(m, rng, 'op_swap')
+        a = rng.choice(ints)
+        v = rng.choice([-2, -1, 0, 2, 3, 7, 100])
+        if a.type == onnx.AttributeProto.INT:
+            a.i = v
+        elif a.ints:
+            a.ints[rng.randrange(len(a.ints))] = v
+        return f'{label} attribute {a.name} gets {v}'
+    if kind == 'attr_remove':
+        if not n.attribute:
+            return node_edit(m, rng, 'drop_input')
+        a = n.attribute[rng.randrange(len(n.attribute))]
+        n.attribute.remove(a)
+        return f'{label} loses attribute {a.name}'
+    if kind == 'op_swap':
+        group = next((g for g in SWAPS if n.op_type in g), None)
+        if group is None:
+            return node_edit(m, rng, 'rewire')
+        old = n.op_type
+        n.op_type = rng.choice([o for o in group if o != old])
+        return f'{n.name} op {old} -> {n.op_type}'
+    if kind == 'rewire':
+        ins = [i for i, v in enumerate(n.input) if v]
+        if not ins:
+            return node_edit(m, rng, 'extra_input')
+        k = rng.choice(ins)
+        # a value made before the node (file order is topological in these models), or x
+        before = ['x'] + [o for p in m.graph.node[:list(m.graph.node).index(n)] for o in p.output]
+        n.input[k] = rng.choice(before)
+        return f'{label} input #{k} reads {n.input[k]}'
+    if kind == 'drop_input':
+        if not n.input:
+            return node_edit(m, rng, 'extra_input')
+        n.input.pop()
+        return f'{label} loses its last input'
+    n.input.append('x')
+    return f'{label} gets an extra input x'
 
 
 def sample_for(m, shape, rng_seed, path):
@@ -263,7 +322,11 @@ def main():
     ap.add_argument('--jobs', type=int, default=2)
     ap.add_argument('--timeout', type=int, default=60)
     ap.add_argument('--models', default='cls,det')
+    ap.add_argument('--node-edits', action='store_true',
+                    help='edit attributes, op types and inputs of nodes instead of declarations')
     args = ap.parse_args()
+    global NODE_EDITS
+    NODE_EDITS = args.node_edits
     os.makedirs(args.out, exist_ok=True)
     bases = {k: (onnx.load(os.path.join(ROOT, MODELS[k][0])), MODELS[k][1])
              for k in args.models.split(',')}

@@ -6,7 +6,10 @@ Takes PP-OCR models (the cls text-direction classifier and the v4 detector at 64
 one or two random edits per model to declared types, shapes and graph structure (graph input and
 output element types and dimensions, value_info entries that contradict the graph, Constant
 tensors given another data type or dimension order, Cast targets, outputs that name an
-intermediate value or repeat one, initializers that are also graph inputs, IR versions), then:
+intermediate value or repeat one, initializers that are also graph inputs, IR versions; with
+--node-edits instead: an integer attribute set to another value or removed, an op type swapped for
+a sibling, an input rewired to an earlier value, the last input dropped or an extra one added),
+then:
 
   1. runs the mutant in ONNX Runtime 1.30 on one random sample (tests/ort/ort_run.js);
   2. quantizes it with quark_quantize (a random preset, --random data of the declared shape);
@@ -21,7 +24,7 @@ Outcomes per mutant:
                 with another status or printed an error without a quark.* code
 
     bench/onnx/ort_differential_sweep.py QUARK_QUANTIZE OUT_DIR [--count 300] [--seed 1]
-        [--jobs 2] [--timeout 60] [--models cls,det]
+        [--jobs 2] [--timeout 60] [--models cls,det] [--node-edits]
 
 Needs python3-onnx, python3-numpy, node and onnxruntime-node in $QUARK_ORT_DIR (default
 .cache/ort) and the models in .cache/models (scripts/fetch-models.sh). The mutants are

@@ -30,7 +30,22 @@ struct graph_case {
   bool output = true;
   bool output_twice = false;
   int output_type = 1;
+  std::vector<w::msg> before = {};  // nodes ahead of `node`
 };
+
+/// A float16 scalar 1.
+w::msg half_scalar(std::string_view name) {
+  w::msg t = w::tensor(name, 10, {});
+  t.bytes(w::tensor_f::raw_data, std::string("\x00\x3c", 2));
+  return t;
+}
+
+/// An int8 scalar 0.
+w::msg int8_zero(std::string_view name) {
+  w::msg t = w::tensor(name, 3, {});
+  t.bytes(w::tensor_f::raw_data, std::string(1, '\0'));
+  return t;
+}
 
 /// A float16 tensor of ones.
 w::msg half_ones(std::string_view name, std::int64_t n) {
@@ -52,6 +67,8 @@ std::string bytes_of(const graph_case& c) {
   g.add_initializer(w::float_tensor("w", {2, 2, 3, 3}, std::vector<float>(36, 0.5f)));
   for (const auto& t : c.initializers)
     g.add_initializer(t);
+  for (const auto& n : c.before)
+    g.add_node(n);
   g.add_node(c.node);
   return w::model(g, 8, {{"", c.opset}});
 }
@@ -156,6 +173,21 @@ TEST_CASE("models that validation refuses ONNX Runtime refuses, and those it acc
        13,
        w::value_info("x", 1, {1, 2, 8, 8}),
        {w::float_tensor("hi", {1, 1}, {1.0f})}},
+      // Past opset 17 (the newest the linked libonnx knows) the bindings are still checked.
+      {"Add of float and float16 at opset 21",
+       w::node("Add", {"x", "h"}, {"y"}, "a"),
+       21,
+       w::value_info("x", 1, {1, 2, 8, 8}),
+       {half_ones("h", 1)}},
+      {"Add of float and a Cast to float16 at opset 21",
+       w::node("Add", {"x", "c"}, {"y"}, "a"),
+       21,
+       w::value_info("x", 1, {1, 2, 8, 8}),
+       {},
+       true,
+       false,
+       1,
+       {w::node("Cast", {"x"}, {"c"}, "cast", {w::attr_int("to", 10)})}},
       {"a graph output of element type 99",
        w::node("Relu", {"x"}, {"y"}, "r"),
        13,
@@ -181,6 +213,19 @@ TEST_CASE("models that validation refuses ONNX Runtime refuses, and those it acc
        {w::float_tensor("hi", {1}, {1.0f})}},
       {"Conv with a kernel_shape that matches the weight",
        w::node("Conv", {"x", "w"}, {"y"}, "c", {w::attr_ints("kernel_shape", {3, 3})})},
+      // Past opset 17 the older schema's fixed float types are not imposed: DequantizeLinear-21
+      // takes a float16 scale and makes float16.
+      {"a DequantizeLinear with a float16 scale into a float16 Add at opset 21",
+       w::node("Cast", {"a"}, {"y"}, "cast", {w::attr_int("to", 1)}),
+       21,
+       w::value_info("x", 1, {1, 2, 8, 8}),
+       {w::float_tensor("s", {}, {1.0f}), half_scalar("s16"), int8_zero("zp"), half_ones("h", 1)},
+       true,
+       false,
+       1,
+       {w::node("QuantizeLinear", {"x", "s", "zp"}, {"q"}, "ql"),
+        w::node("DequantizeLinear", {"q", "s16", "zp"}, {"d"}, "dql"),
+        w::node("Add", {"d", "h"}, {"a"}, "add")}},
       {"Dropout without its mask", w::node("Dropout", {"x"}, {"y"}, "d")},
       {"Dropout with its mask", w::node("Dropout", {"x"}, {"y", "mask"}, "d")},
       {"a graph input with a type but no shape", w::node("Relu", {"x"}, {"y"}, "r"), 13,

@@ -348,10 +348,16 @@ int constant_elem_type(const ::onnx::NodeProto& n) {
 /// of Optype (BatchNormalization) bound to different types"); quark-cpp's runtime computes in
 /// float32 what the model holds in float16, so it would calibrate them without a word. Only
 /// types known this way are compared (values of other domains' nodes and of subgraphs are
-/// skipped), and only at the opsets the linked libonnx knows (1 to 17).
+/// skipped). Past the opsets the linked libonnx knows (1 to 17), only the bindings are checked,
+/// against the newest schema it has: later versions widened the types a parameter allows and
+/// turned fixed float types into parameters (DequantizeLinear-19's float16 scales), but kept
+/// which inputs share a parameter; outputs then take a type only from a bound parameter or
+/// Cast's `to`.
 void check_type_bindings(const ::onnx::GraphProto& g, int opset) {
-  if (opset <= 0 || opset > known_opset())
+  if (opset <= 0)
     return;
+  const bool bindings_only = opset > known_opset();
+  const int schema_opset = std::min(opset, known_opset());
   std::unordered_map<std::string, int> types;
   std::unordered_map<std::string, std::size_t> producer;  // of the node outputs typed here
   for (const auto& t : g.initializer())
@@ -371,7 +377,8 @@ void check_type_bindings(const ::onnx::GraphProto& g, int opset) {
         types[n.output(0)] = constant_elem_type(n);
       continue;
     }
-    const ::onnx::OpSchema* schema = ::onnx::OpSchemaRegistry::Schema(n.op_type(), opset, "");
+    const ::onnx::OpSchema* schema =
+        ::onnx::OpSchemaRegistry::Schema(n.op_type(), schema_opset, "");
     if (schema == nullptr)
       continue;
     std::map<std::string, const std::vector<std::string>*> params;  // -> the types allowed
@@ -404,7 +411,7 @@ void check_type_bindings(const ::onnx::GraphProto& g, int opset) {
       };
       const auto param = params.find(want);
       if (param == params.end()) {
-        if (want.starts_with("tensor(") && want != have) {
+        if (!bindings_only && want.starts_with("tensor(") && want != have) {
           throw frontend_error("quark.onnx.type", node_label(n, index) + ": " + input_label(i) +
                                                       ": " + n.op_type() + " at opset " +
                                                       std::to_string(opset) + " takes " + want +
@@ -413,7 +420,8 @@ void check_type_bindings(const ::onnx::GraphProto& g, int opset) {
         continue;
       }
       const auto& allowed = *param->second;
-      if (!allowed.empty() && std::find(allowed.begin(), allowed.end(), have) == allowed.end()) {
+      if (!bindings_only && !allowed.empty() &&
+          std::find(allowed.begin(), allowed.end(), have) == allowed.end()) {
         std::string list;
         for (const auto& a : allowed)
           list += (list.empty() ? "" : ", ") + a;
@@ -438,6 +446,8 @@ void check_type_bindings(const ::onnx::GraphProto& g, int opset) {
       const std::string& want = f->GetTypeStr();
       if (const auto b = bound.find(want); b != bound.end()) {
         types[n.output(o)] = b->second.first;
+      } else if (bindings_only && n.op_type() != "Cast") {
+        // a fixed or single-type output of the older schema may have become a parameter
       } else if (const auto param = params.find(want); param == params.end()) {
         if (elem_type_of(want) != 0)
           types[n.output(o)] = elem_type_of(want);

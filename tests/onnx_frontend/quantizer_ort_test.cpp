@@ -698,6 +698,32 @@ TEST_CASE("an initializer read as a weight by one node and as an activation by a
   }
 }
 
+TEST_CASE("a float model computing +-Inf is refused by every preset, power-of-two MinMSE too") {
+  // Found by bench/onnx/ort_differential_sweep.py --node-edits (a PaddleOCR cls whose Mul became
+  // a Div by zero): power-of-two MinMSE maps +-Inf to +-FLT_MAX as Quark's collector does, and
+  // VINT8 / XINT8 wrote the value's scale as +Inf (and a weight scale of 2^-127 aligned to it).
+  // d = (x - 0.5) / (x - x) is +-Inf everywhere.
+  model_builder b(13, 7);
+  b.input("x", onnx_type::float32, {1, 2, 4, 4});
+  b.initializer("half", onnx_type::float32, {}, std::vector<float>{0.5f});
+  b.initializer("w", onnx_type::float32, {2, 2, 1, 1}, std::vector<float>{1.0f, 0.5f, 0.25f, 2.0f});
+  b.node("Sub", {"x", "x"}, {"z"});
+  b.node("Sub", {"x", "half"}, {"s"});
+  b.node("Div", {"s", "z"}, {"d"});
+  b.node("Conv", {"d", "w"}, {"c"});
+  b.node("Relu", {"c"}, {"y"});
+  b.output("y", onnx_type::float32, {1, 2, 4, 4});
+  const qo::model fm = to_model(b.build());
+  for (const char* preset : {"VINT8", "XINT8", "A8W8", "S8S8"}) {
+    CAPTURE(std::string(preset));
+    qo::memory_reader reader({sample_for("x", {1, 2, 4, 4}, 3)});
+    CHECK_THROWS_WITH_AS(qo::quantize_model(fm, qo::get_default_config(preset), reader),
+                         doctest::Contains("quark.calib.infinite_input: calibrating tensor 'd': "
+                                           "histogram of data containing +-Inf"),
+                         qo::frontend_error);
+  }
+}
+
 /// Per-activation BatchNormalization (opset 7's spatial 0): neither converted to a depthwise Conv
 /// nor folded (both once took its [C,H,W] parameters for C channels), refused by name.
 TEST_CASE("BatchNormalization with spatial 0 is refused, naming the node") {

@@ -605,6 +605,16 @@ calibrated_range result_of(const slot& s) {
   if (s.cal)
     return s.cal->result();
   const histogram_data& h = s.hist->stats();
+  // Power-of-two MinMSE histograms map NaN to 0 and +-Inf to +-FLT_MAX, as Quark's collector
+  // does (numpy nan_to_num). A range reaching FLT_MAX has no usable scale (the search ended at
+  // 2^128: an infinite scale was written out), so such values are refused as the other methods
+  // refuse +-Inf.
+  if (s.hist->options().non_finite == non_finite_policy::to_finite && h.range.count > 0 &&
+      (h.range.min <= -std::numeric_limits<float>::max() ||
+       h.range.max >= std::numeric_limits<float>::max())) {
+    quark::detail::throw_invalid("quark.calib.infinite_input",
+                                 "histogram of data containing +-Inf (or +-FLT_MAX)");
+  }
   if (s.opt.method == quark::calib_method::float_minmse) {
     if (auto r = minifloat_minmse(s.type, h))  // an FP8 spec
       return *r;

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <utility>
 #include <vector>
 
@@ -177,6 +178,13 @@ TEST_CASE("pof2 MinMSE: hand-computed five-candidate search") {
                   quark::config_error);
   quark::pof2_most_common_observer none{{-127, 127}};
   CHECK_THROWS_AS(static_cast<void>(none.result()), quark::invalid_argument);
+}
+
+TEST_CASE("pof2 MinMSE: NaN reads as 0 (Quark's nan_to_num), leaving the finite values' search") {
+  // absmax 1.4 on INT8 symmetric: position 6, as in the hand-computed case above.
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> with_nan{1.4f, -1.4f, nan, 0.01f, nan};
+  CHECK(*quark::pof2_minmse_calibrator{}(extend_hist(with_nan, 1)).pof2_position == 6);
 }
 
 TEST_CASE("pof2 NonOverflow: quark-spec §2.2 examples and the ceil option") {

@@ -253,3 +253,26 @@ TEST_CASE("models that validation refuses ONNX Runtime refuses, and those it acc
     CHECK(ort_error(bytes) == "");
   }
 }
+
+TEST_CASE("the runtime's kernel_shape and Clip refusals name the node and what disagrees") {
+  auto check_error = [](w::msg node, std::vector<w::msg> inits, const std::string& want) {
+    graph_case c{"", std::move(node)};
+    c.initializers = std::move(inits);
+    const std::string e = our_error(bytes_of(c));
+    CAPTURE(e);
+    CHECK(e.starts_with(want));
+  };
+  check_error(w::node("Conv", {"x", "w"}, {"y"}, "c", {w::attr_ints("kernel_shape", {2, 2})}), {},
+              "quark.onnx.shape: node 'c' (Conv): kernel_shape [2,2] disagrees with the weight "
+              "[2,2,3,3]");
+  check_error(
+      w::node("ConvTranspose", {"x", "w"}, {"y"}, "t", {w::attr_ints("kernel_shape", {3, 1})}), {},
+      "quark.onnx.shape: node 't' (ConvTranspose): kernel_shape [3,1] disagrees with the weight "
+      "[2,2,3,3]");
+  check_error(w::node("Clip", {"x", "lo", ""}, {"y"}, "clip"),
+              {w::float_tensor("lo", {2}, {0.0f, 0.0f})},
+              "quark.onnx.shape: node 'clip' (Clip): min must be a scalar, got [2]");
+  check_error(w::node("Clip", {"x", "", "hi"}, {"y"}, "clip"),
+              {w::float_tensor("hi", {1, 1}, {1.0f})},
+              "quark.onnx.shape: node 'clip' (Clip): max must be a scalar, got [1,1]");
+}

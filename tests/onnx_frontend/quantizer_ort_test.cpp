@@ -186,6 +186,40 @@ TEST_CASE("conv graph: presets load and run in ORT and match our runtime") {
   }
 }
 
+/// The conv graph imported at opset 25 (ONNX 1.20) and 26 (ONNX 1.21, with a CumProd after the
+/// Sigmoid): quantized, the model keeps its opset, loads and runs in ORT and matches our runtime.
+TEST_CASE("models at opsets 25 and 26 quantize, keep their opset and run in ORT") {
+  for (const int opset : {25, 26}) {
+    CAPTURE(opset);
+    auto m = conv_model();
+    m.set_ir_version(11);
+    m.mutable_opset_import(0)->set_version(opset);
+    if (opset == 26) {
+      auto* g = m.mutable_graph();
+      g->mutable_node(g->node_size() - 1)->set_output(0, "s");
+      auto* cp = g->add_node();
+      cp->set_op_type("CumProd");
+      cp->set_name("cumprod");
+      cp->add_input("s");
+      cp->add_input("axis");
+      cp->add_output("y");
+      auto* axis = g->add_initializer();
+      axis->set_name("axis");
+      axis->set_data_type(onnx_type::int64);
+      const std::int64_t one = 1;
+      axis->set_raw_data(std::string(reinterpret_cast<const char*>(&one), sizeof one));
+    }
+    for (const char* preset : {"A8W8", "XINT8", "A16W8"}) {
+      check_quantized(m, "x", {1, 3, 8, 8}, {preset, false, 0.99});
+      const auto qm = load_proto(work_dir() / (std::string(preset) + ".onnx"));
+      for (const auto& o : qm.opset_import()) {
+        if (o.domain().empty() || o.domain() == "ai.onnx")
+          CHECK(o.version() == opset);
+      }
+    }
+  }
+}
+
 TEST_CASE("grouped ConvTranspose with a bias and per-channel weights (bias scale per group)") {
   // The weight has C_out / group = 3 scales on axis 1; the int32 bias needs 6, one per output
   // channel o, from weight channel o % 3. ORT runs the result; our runtime agrees with it.

@@ -24,7 +24,7 @@ namespace quark::onnx {
 
 /// The newest ai.onnx operator set quark-cpp's runtime and quantizer implement (ONNX Runtime 1.30
 /// runs up to 26 and calls newer ones "under development").
-inline constexpr int newest_onnx_opset = 24;
+inline constexpr int newest_onnx_opset = 26;
 
 /// What running or quantizing `m` needs beyond validity (model::validate also accepts models
 /// being built): throws quark.onnx.opset when `m` imports an ai.onnx operator set newer than

@@ -5,12 +5,16 @@
 #include <array>
 #include <atomic>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <limits>
 #include <span>
 #include <type_traits>
 
 #include <quark/core/policy.hpp>
 #include <quark/dtype/convert.hpp>
+#include <quark/dtype/traits.hpp>
+#include <quark/dtype/visit.hpp>
 
 #include "runtime/broadcast.hpp"
 #include "runtime/kernel.hpp"
@@ -664,6 +668,102 @@ void k_cast(kernel_context& c) {
   c.out(0) = std::move(out);
 }
 
+/// The bit pattern of v, zero-extended (bool: 0 / 1).
+template <class T>
+std::uint64_t bits_of_value(T v) {
+  if constexpr (std::is_same_v<T, bool>) {
+    return v ? 1u : 0u;
+  } else if constexpr (std::is_arithmetic_v<T>) {
+    std::uint64_t u = 0;
+    std::memcpy(&u, &v, sizeof(T));  // little-endian host (tensor_proto.cpp asserts it)
+    return u;
+  } else {
+    return static_cast<std::uint64_t>(v.to_bits());
+  }
+}
+
+/// The value whose bit pattern is the low bits of u (bool: any set bit is true).
+template <class T>
+T value_of_bits(std::uint64_t u) {
+  if constexpr (std::is_same_v<T, bool>) {
+    return u != 0;
+  } else if constexpr (std::is_arithmetic_v<T>) {
+    T v{};
+    std::memcpy(&v, &u, sizeof(T));
+    return v;
+  } else {
+    return T::from_bits(static_cast<typename T::storage_type>(u));
+  }
+}
+
+template <class T>
+constexpr int element_bits() {
+  return quark::dtype_traits<T>::bits;
+}
+
+int element_bits_of(dtype_id t) {
+  return quark::visit_dtype(t, [](auto id) { return element_bits<typename decltype(id)::type>(); });
+}
+
+/// BitCast (opset 26): the input's bits read as `to`, which must be as wide. float16 / bfloat16
+/// values live widened to float32 in the runtime: a 16-bit result of either is narrowed back
+/// from its bits; a float16 / bfloat16 input cannot be told from a float32 one and is refused.
+void k_bitcast(kernel_context& c) {
+  if (c.n.opset < 26) {
+    c.fail("quark.onnx.opset", "BitCast is an operator of opset 26; the model imports opset " +
+                                   std::to_string(c.n.opset));
+  }
+  const tensor& x = c.in(0);
+  const auto code = static_cast<std::int32_t>(c.n.attr_i("to", 0));
+  const auto target = dtype_from_onnx(code);
+  if (!target || *target == dtype_id::string || *target == dtype_id::complex64 ||
+      *target == dtype_id::complex128 || *target == dtype_id::undefined) {
+    c.fail("quark.onnx.runtime",
+           "BitCast to data_type " + std::to_string(code) + " is not supported");
+  }
+  const dtype_id from = x.type();
+  if (from == dtype_id::string || from == dtype_id::complex64 || from == dtype_id::complex128) {
+    c.fail("quark.onnx.runtime",
+           "BitCast of element type " + std::string(dtype_name(from)) + " is not supported");
+  }
+  const bool narrow = *target == dtype_id::float16 || *target == dtype_id::bfloat16;
+  const int in_bits = element_bits_of(from);
+  const int out_bits = element_bits_of(*target);
+  if (from == dtype_id::float32 && out_bits == 16) {
+    c.fail("quark.onnx.runtime",
+           "BitCast of a float16 or bfloat16 value is not implemented: the runtime holds such "
+           "values widened to float32");
+  }
+  if (in_bits != out_bits) {
+    c.fail("quark.onnx.type", "BitCast from " + std::string(dtype_name(from)) + " (" +
+                                  std::to_string(in_bits) + " bits) to " +
+                                  std::string(dtype_name(*target)) + " (" +
+                                  std::to_string(out_bits) + " bits): the widths must be equal");
+  }
+  tensor out(narrow ? dtype_id::float32 : *target, x.shape(), uninitialized);
+  const std::size_t n = x.size();
+  quark::visit_dtype(from, [&](auto sid) {
+    using S = typename decltype(sid)::type;
+    const auto src = x.data<S>();
+    if (narrow) {
+      auto dst = out.data<float>();
+      for (std::size_t i = 0; i < n; ++i) {
+        const auto b = static_cast<std::uint16_t>(bits_of_value(src[i]));
+        dst[i] = *target == dtype_id::float16 ? quark::to_float(quark::float16::from_bits(b))
+                                              : quark::to_float(quark::bfloat16::from_bits(b));
+      }
+      return;
+    }
+    quark::visit_dtype(*target, [&](auto did) {
+      using D = typename decltype(did)::type;
+      auto dst = out.data<D>();
+      for (std::size_t i = 0; i < n; ++i)
+        dst[i] = value_of_bits<D>(bits_of_value(src[i]));
+    });
+  });
+  c.out(0) = std::move(out);
+}
+
 }  // namespace
 
 void register_elementwise(registry_map& r) {
@@ -723,6 +823,7 @@ void register_elementwise(registry_map& r) {
   r["Gelu"] = k_gelu;
   r["Clip"] = k_clip;
   r["Cast"] = k_cast;
+  r["BitCast"] = k_bitcast;
 }
 
 }  // namespace quark::onnx::rt

@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: MIT
 // Operators that produce or consume element indices: ArgMax, ArgMin, TopK, Hardmax, NonZero,
 // GatherElements, GatherND, Scatter (opset 9/11), ScatterElements, ScatterND, OneHot, Compress,
-// Trilu, CumSum, ReverseSequence, EyeLike, Unique (ONNX opsets up to 17; the max/min reductions of
-// 18 too). Pure data movement copies elements as bytes, so it serves every element type; arithmetic
-// dispatches on the numeric types. Every index is checked before use: an index out of range
-// fails naming the node, never reads or writes outside a tensor.
+// Trilu, CumSum, CumProd (opset 26), ReverseSequence, EyeLike, Unique (ONNX opsets up to 17; the
+// max/min reductions of 18 too). Pure data movement copies elements as bytes, so it serves every
+// element type; arithmetic dispatches on the numeric types. Every index is checked before use: an
+// index out of range fails naming the node, never reads or writes outside a tensor.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -611,7 +611,16 @@ void k_trilu(kernel_context& c) {
   c.out(0) = std::move(out);
 }
 
-void k_cumsum(kernel_context& c) {
+/// CumSum (opset 11) and CumProd (opset 26): the running sum / product along `axis`, exclusive
+/// (each output leaves its own element out: the first is 0 / 1) and reversed as asked.
+template <bool Product>
+void cumulative(kernel_context& c) {
+  if constexpr (Product) {
+    if (c.n.opset < 26) {
+      c.fail("quark.onnx.opset", "CumProd is an operator of opset 26; the model imports opset " +
+                                     std::to_string(c.n.opset));
+    }
+  }
   const tensor& x = c.in(0);
   const std::size_t axis = norm_axis(c, scalar_int(c, c.in(1), "axis"), x.rank());
   const bool exclusive = c.n.attr_i("exclusive", 0) != 0;
@@ -626,18 +635,17 @@ void k_cumsum(kernel_context& c) {
     T* po = out.data<T>().data();
     for (std::size_t o = 0; o < v.outer; ++o) {
       for (std::size_t i = 0; i < v.inner; ++i) {
-        A acc{};
+        A acc = Product ? A{1} : A{};
         for (std::size_t s = 0; s < v.dim; ++s) {
           const std::size_t j = reverse ? v.dim - 1 - s : s;
           const std::size_t at = (o * v.dim + j) * v.inner + i;
+          // an integer's two's-complement image modulo 2^64: products and sums wrap as T's do
           const A val = static_cast<A>(px[at]);
-          if (exclusive) {
+          if (exclusive)
             po[at] = static_cast<T>(acc);
-            acc += val;
-          } else {
-            acc += val;
+          acc = Product ? static_cast<A>(acc * val) : static_cast<A>(acc + val);
+          if (!exclusive)
             po[at] = static_cast<T>(acc);
-          }
         }
       }
     }
@@ -867,7 +875,8 @@ void register_index_ops(registry_map& r) {
   r["OneHot"] = k_onehot;
   r["Compress"] = k_compress;
   r["Trilu"] = k_trilu;
-  r["CumSum"] = k_cumsum;
+  r["CumSum"] = cumulative<false>;
+  r["CumProd"] = cumulative<true>;
   r["ReverseSequence"] = k_reverse_sequence;
   r["EyeLike"] = k_eyelike;
   r["Unique"] = k_unique;

@@ -24,7 +24,12 @@ Outcomes per mutant:
                 with another status or printed an error without a quark.* code
 
     bench/onnx/ort_differential_sweep.py QUARK_QUANTIZE OUT_DIR [--count 300] [--seed 1]
-        [--jobs 2] [--timeout 60] [--models cls,det] [--node-edits]
+        [--jobs 2] [--timeout 60] [--models cls,det] [--node-edits] [--opset N]
+
+--opset N (18 to 26) first carries each model to opset 17 with ONNX's version converter, then
+imports opset N: the operators these models use (det: Conv, ConvTranspose, Resize, Clip, ...)
+keep their semantics from 17 to 26 with default attributes. cls's Softmax does not convert
+(the converter's Softmax 12 -> 13 adapter needs shapes), so use --models det.
 
 Needs python3-onnx, python3-numpy, node and onnxruntime-node in $QUARK_ORT_DIR (default
 .cache/ort) and the models in .cache/models (scripts/fetch-models.sh). The mutants are
@@ -316,6 +321,21 @@ def one(args, i, base, shape, mname):
     return rec
 
 
+def at_opset(m, opset):
+    """m imported at `opset` (0: unchanged); see --opset."""
+    if opset == 0:
+        return m
+    if not 18 <= opset <= 26:
+        sys.exit(f'--opset {opset}: 18 to 26')
+    from onnx import version_converter
+    m = version_converter.convert_version(m, 17)
+    for o in m.opset_import:
+        if o.domain in ('', 'ai.onnx'):
+            o.version = opset
+    m.ir_version = max(m.ir_version, 10)
+    return m
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('tool')
@@ -327,11 +347,13 @@ def main():
     ap.add_argument('--models', default='cls,det')
     ap.add_argument('--node-edits', action='store_true',
                     help='edit attributes, op types and inputs of nodes instead of declarations')
+    ap.add_argument('--opset', type=int, default=0,
+                    help='import this ai.onnx opset (18 to 26) after converting to 17')
     args = ap.parse_args()
     global NODE_EDITS
     NODE_EDITS = args.node_edits
     os.makedirs(args.out, exist_ok=True)
-    bases = {k: (onnx.load(os.path.join(ROOT, MODELS[k][0])), MODELS[k][1])
+    bases = {k: (at_opset(onnx.load(os.path.join(ROOT, MODELS[k][0])), args.opset), MODELS[k][1])
              for k in args.models.split(',')}
     names = list(bases)
     results = []

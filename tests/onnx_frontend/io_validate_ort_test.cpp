@@ -188,6 +188,14 @@ TEST_CASE("models that validation refuses ONNX Runtime refuses, and those it acc
        false,
        1,
        {w::node("Cast", {"x"}, {"c"}, "cast", {w::attr_int("to", 10)})}},
+      // Found by the --opset 26 node-edit sweep (session 54): past opset 17 the opset-17 schema
+      // of an operator that changed only its types since is checked in full.
+      {"Mul with 3 inputs at opset 26", w::node("Mul", {"x", "x", "x"}, {"y"}, "m"), 26},
+      {"Sigmoid with HardSigmoid's alpha at opset 26",
+       w::node("Sigmoid", {"x"}, {"y"}, "s", {w::attr_float("alpha", 0.2f)}), 26},
+      {"an attribute Relu does not define, opset 21",
+       w::node("Relu", {"x"}, {"y"}, "r", {w::attr_int("bogus", 1)}), 21},
+      {"Conv with 4 inputs at opset 25", w::node("Conv", {"x", "w", "", "x"}, {"y"}, "c"), 25},
       {"a graph output of element type 99",
        w::node("Relu", {"x"}, {"y"}, "r"),
        13,
@@ -213,6 +221,18 @@ TEST_CASE("models that validation refuses ONNX Runtime refuses, and those it acc
        {w::float_tensor("hi", {1}, {1.0f})}},
       {"Conv with a kernel_shape that matches the weight",
        w::node("Conv", {"x", "w"}, {"y"}, "c", {w::attr_ints("kernel_shape", {3, 3})})},
+      // Operators whose later versions add attributes keep them past 17: Resize-18's antialias,
+      // AveragePool-19's dilations (libonnx 1.12 knows neither).
+      {"Resize with antialias at opset 19",
+       w::node("Resize", {"x", "", "sc"}, {"y"}, "r", {w::attr_int("antialias", 0)}),
+       19,
+       w::value_info("x", 1, {1, 2, 8, 8}),
+       {w::float_tensor("sc", {4}, {1.0f, 1.0f, 2.0f, 2.0f})}},
+      {"AveragePool with dilations at opset 19",
+       w::node("AveragePool", {"x"}, {"y"}, "p",
+               {w::attr_ints("kernel_shape", {2, 2}), w::attr_ints("dilations", {1, 1})}),
+       19},
+      {"Relu at opset 26", w::node("Relu", {"x"}, {"y"}, "r"), 26},
       // Past opset 17 the older schema's fixed float types are not imposed: DequantizeLinear-21
       // takes a float16 scale and makes float16.
       {"a DequantizeLinear with a float16 scale into a float16 Add at opset 21",

@@ -2,10 +2,12 @@
 // Structural validation of a loaded model (names, tensor sizes, definitions, cycles), the
 // dependency order of a graph, and the supported-op check. Every error names the tensor or node.
 #include <algorithm>
+#include <array>
 #include <functional>
 #include <limits>
 #include <map>
 #include <queue>
+#include <string_view>
 #include <unordered_map>
 
 #include <onnx/defs/schema.h>
@@ -146,20 +148,40 @@ void check_arity(const ::onnx::NodeProto& n, std::size_t index, int opset,
   }
 }
 
+/// Operators whose versions after opset 17 (ONNX 1.13 to 1.21: opsets 18 to 26) changed more
+/// than their type constraints: an attribute, an input or the meaning of a value (Pad's axes and
+/// wrap mode, Resize's new attributes, Split's num_outputs, the Reduce ops' axes input, Cast's
+/// saturate and round_mode, QuantizeLinear's block_size and output_dtype, AveragePool's
+/// dilations, ...). Every other operator of the opset-17 schemas changed at most its types after
+/// 17 (opset 22 added bfloat16, opsets 19 to 25 the new float8 / 4-bit / 2-bit types to the
+/// data-movement operators), so its opset-17 schema still says which attributes and how many
+/// inputs and outputs it takes.
+bool changed_past_17(std::string_view op) {
+  static constexpr std::array<std::string_view, 26> ops{
+      "AveragePool",      "Cast",           "CastLike",           "CenterCropPad", "DFT",
+      "DequantizeLinear", "GridSample",     "GroupNormalization", "LpPool",        "Pad",
+      "QLinearMatMul",    "QuantizeLinear", "ReduceL1",           "ReduceL2",      "ReduceLogSum",
+      "ReduceLogSumExp",  "ReduceMax",      "ReduceMean",         "ReduceMin",     "ReduceProd",
+      "ReduceSumSquare",  "Resize",         "ScatterElements",    "ScatterND",     "Split",
+      "Attention"};
+  return std::find(ops.begin(), ops.end(), op) != ops.end();
+}
+
 /// An attribute the operator's schema (at the model's opset) does not define: ONNX Runtime
-/// refuses such a model ("Unrecognized attribute"). Opsets or operators the linked libonnx does
-/// not know are not checked (a newer opset's schema may add
-/// attributes, as QuantizeLinear-19 added saturate). Checks the node's input and output counts
-/// against the same schema (check_arity). `n` is a default-domain node.
+/// refuses such a model ("Unrecognized attribute"). Checks the node's input and output counts
+/// against the same schema (check_arity). Past the newest opset the linked libonnx knows (17),
+/// its opset-17 schema serves the operators that changed only their types since; the others
+/// (changed_past_17) and operators libonnx does not know are checked for their fewest inputs
+/// only. `n` is a default-domain node.
 void check_known_attributes(const ::onnx::NodeProto& n, std::size_t index, int opset) {
   if (opset <= 0)
     return;
-  if (opset > known_opset()) {
+  if (opset > known_opset() && changed_past_17(n.op_type())) {
     // libonnx's shape inference (the quantizer's first pass) applies its newest schema to a
     // newer opset and reads that many inputs: too few of them failed with protobuf's "CHECK
     // failed: (index) < (current_size_)". Only this is checked there: the rest of the schema
-    // may have changed. (A version that needs fewer inputs than its predecessor would be
-    // refused wrongly; ONNX's changelog lists none from opset 18 to 24.)
+    // has changed. (A version that needs fewer inputs than its predecessor would be refused
+    // wrongly; ONNX's changelog lists none from opset 18 to 26.)
     const ::onnx::OpSchema* newest = ::onnx::OpSchemaRegistry::Schema(n.op_type(), opset, "");
     if (newest != nullptr && n.input_size() < newest->min_input()) {
       count_error(n, index, "input", n.input_size(), newest->min_input(),

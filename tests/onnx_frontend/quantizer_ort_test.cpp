@@ -785,6 +785,45 @@ TEST_CASE("BatchNormalization with spatial 0 is refused, naming the node") {
   CHECK_FALSE(fs::exists(fout));
 }
 
+/// Found by the node-edit sweep at opset 21 (session 54): a PaddleOCR det whose ConvTranspose
+/// read a scalar Constant as its weight crashed quark_quantize inside libonnx 1.12's shape
+/// inference (it reads dim(1) of the weight whatever its rank). ORT refuses such a model too.
+TEST_CASE("a ConvTranspose whose weight rank is wrong is refused, not a crash") {
+  for (const std::vector<std::int64_t>& dims :
+       std::vector<std::vector<std::int64_t>>{{}, {2}, {2, 2}, {2, 2, 2}, {2, 2, 2, 2, 2}}) {
+    CAPTURE(dims.size());
+    std::size_t n = 1;
+    for (const auto d : dims)
+      n *= static_cast<std::size_t>(d);
+    for (const int opset : {11, 21}) {
+      CAPTURE(opset);
+      model_builder b(opset);
+      b.input("x", onnx_type::float32, {1, 2, 4, 4});
+      b.initializer("w", onnx_type::float32, dims, random_floats(n, 3));
+      b.node("ConvTranspose", {"x", "w"}, {"y"});
+      b.output("y", onnx_type::float32);
+      const fs::path dir = work_dir();
+      const fs::path fin = dir / "ct_rank.onnx";
+      const fs::path fout = dir / "ct_rank_q.onnx";
+      save_proto(b.build(), fin);
+      qo::memory_reader reader({sample_for("x", {1, 2, 4, 4}, 1)});
+      std::string msg;
+      try {
+        (void)qo::quantize_model(fin, fout, qo::get_default_config("A8W8"), reader);
+      } catch (const std::exception& e) {
+        msg = e.what();
+      }
+      CHECK(msg.find("quark.onnx.shape") == 0);
+      CHECK(msg.find("(ConvTranspose): weight rank differs from input rank") != std::string::npos);
+      CHECK_FALSE(fs::exists(fout));
+      if (ort_available()) {
+        CHECK_THROWS_AS(run_ort(b.build(), {npy_array::from(random_floats(32, 1), {1, 2, 4, 4})}),
+                        std::runtime_error);
+      }
+    }
+  }
+}
+
 /// ORT has no kernels for these versions: it runs only the quantized model (opset 21).
 TEST_CASE("raising the opset from 5 drops consumed_inputs and is_test") {
   model_builder b(5, 3);

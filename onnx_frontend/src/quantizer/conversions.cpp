@@ -11,6 +11,7 @@
 
 #include <onnx/shape_inference/implementation.h>
 
+#include "io/infer_shapes.hpp"
 #include "io/proto_access.hpp"
 #include "quantizer/graph_passes.hpp"
 #include "quantizer/graph_util.hpp"
@@ -416,7 +417,7 @@ bool clip_redundant(const q_params& p, float lo, std::optional<float> hi) {
 inferred_values infer_values(const model& m) {
   ::onnx::ModelProto p = proto(m);
   try {
-    ::onnx::shape_inference::InferShapes(p);
+    infer_shapes(p);
   } catch (const std::exception&) {
     // Partial results are still in value_info; what stays unknown is left out.
   }

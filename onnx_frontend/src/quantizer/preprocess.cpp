@@ -15,6 +15,7 @@
 
 #include <quark/onnx/config.hpp>
 
+#include "io/infer_shapes.hpp"
 #include "io/proto_access.hpp"
 #include "quantizer/graph_util.hpp"
 #include "quantizer/opset.hpp"
@@ -475,7 +476,7 @@ void run_fusion(model& m, const char* key, std::int64_t need_opset, const char* 
   }
   // Some adapters (Softmax 12 -> 13) need the rank of their input: shape inference first.
   try {
-    ::onnx::shape_inference::InferShapes(in);
+    infer_shapes(in);
   } catch (const std::exception&) {
     // Partial shapes are still there; an adapter that needs a missing one says so.
   }

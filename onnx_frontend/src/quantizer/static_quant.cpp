@@ -29,6 +29,7 @@
 #include <quark/scale/pow2_scale.hpp>
 
 #include "io/graph_util.hpp"
+#include "io/infer_shapes.hpp"
 #include "io/proto_access.hpp"
 #include "quantizer/block_nodes.hpp"
 #include "quantizer/calibrate.hpp"
@@ -568,7 +569,7 @@ std::set<std::string> half_precision_values(const model& m) {
     return out;
   ::onnx::ModelProto p = mp;
   try {
-    ::onnx::shape_inference::InferShapes(p);
+    infer_shapes(p);
   } catch (const std::exception&) {
     // Partial results stay in value_info; values it could not type are taken as float32.
   }
@@ -2666,7 +2667,7 @@ void static_quantizer::finish_model() {
   if (opt_.fill_all_value_info) {
     // FillAllValueInfo: ONNX shape inference writes value_info for every tensor it can type.
     try {
-      ::onnx::shape_inference::InferShapes(proto(m_));
+      infer_shapes(proto(m_));
     } catch (const std::exception& e) {
       throw frontend_error(
           "quark.quantize.value_info",

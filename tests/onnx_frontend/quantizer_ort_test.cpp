@@ -59,6 +59,18 @@ std::vector<float> run_in_ort(const fs::path& p, const qo::calib_sample& s) {
   return out.begin()->second.values<float>();
 }
 
+/// The error quantizing `fin` to `fout` with `preset` on one sample of x, or "" when it succeeds.
+std::string quantize_error(const fs::path& fin, const fs::path& fout, const char* preset,
+                           const qo::calib_sample& sample) {
+  qo::memory_reader reader({sample});
+  try {
+    (void)qo::quantize_model(fin, fout, qo::get_default_config(preset), reader);
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return {};
+}
+
 struct case_t {
   const char* preset;
   bool per_channel;
@@ -772,13 +784,7 @@ TEST_CASE("BatchNormalization with spatial 0 is refused, naming the node") {
   const fs::path fin = dir / "bn_spatial0.onnx";
   const fs::path fout = dir / "bn_spatial0_a16w8.onnx";
   save_proto(b.build(), fin);
-  qo::memory_reader reader({sample_for("x", {1, 2, 2, 2}, 1)});
-  std::string msg;
-  try {
-    (void)qo::quantize_model(fin, fout, qo::get_default_config("A16W8"), reader);
-  } catch (const std::exception& e) {
-    msg = e.what();
-  }
+  const std::string msg = quantize_error(fin, fout, "A16W8", sample_for("x", {1, 2, 2, 2}, 1));
   CHECK(msg.find("quark.onnx.unsupported_op") == 0);
   CHECK(msg.find("node 'n0' (BatchNormalization)") != std::string::npos);
   CHECK(msg.find("spatial 0") != std::string::npos);
@@ -806,13 +812,7 @@ TEST_CASE("a ConvTranspose whose weight rank is wrong is refused, not a crash") 
       const fs::path fin = dir / "ct_rank.onnx";
       const fs::path fout = dir / "ct_rank_q.onnx";
       save_proto(b.build(), fin);
-      qo::memory_reader reader({sample_for("x", {1, 2, 4, 4}, 1)});
-      std::string msg;
-      try {
-        (void)qo::quantize_model(fin, fout, qo::get_default_config("A8W8"), reader);
-      } catch (const std::exception& e) {
-        msg = e.what();
-      }
+      const std::string msg = quantize_error(fin, fout, "A8W8", sample_for("x", {1, 2, 4, 4}, 1));
       CHECK(msg.find("quark.onnx.shape") == 0);
       CHECK(msg.find("(ConvTranspose): weight rank differs from input rank") != std::string::npos);
       CHECK_FALSE(fs::exists(fout));

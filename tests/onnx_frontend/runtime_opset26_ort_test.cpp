@@ -493,6 +493,24 @@ TEST_CASE("opset 26: BitCast, CumProd and opsets past 26 are refused with clear 
     CHECK(m.find("float32 (32 bits) to int64 (64 bits)") != std::string::npos);
   }
   {
+    // a float16 value lives widened to float32 in the runtime: its bits cannot be read back
+    model_builder b(26);
+    b.input("x", onnx_type::float32, {4});
+    b.node("Cast", {"x"}, {"h"}, {attr_int("to", onnx_type::float16)});
+    b.node("BitCast", {"h"}, {"y"}, {attr_int("to", onnx_type::int16)});
+    b.output("y", onnx_type::int16, {4});
+    const auto m = message_of(b.build(), {4});
+    CHECK(m.find("BitCast of a float16 or bfloat16 value is not implemented") != std::string::npos);
+  }
+  {
+    model_builder b(26);
+    b.input("x", onnx_type::float32, {4});
+    b.node("BitCast", {"x"}, {"y"}, {attr_int("to", 8)});  // string
+    b.output("y", 8, {4});
+    const auto m = message_of(b.build(), {4});
+    CHECK(m.find("BitCast to data_type 8 is not supported") != std::string::npos);
+  }
+  {
     model_builder b(24);
     b.input("x", onnx_type::float32, {4});
     b.initializer("a", onnx_type::int64, {}, std::vector<std::int64_t>{0});

@@ -696,13 +696,9 @@ T value_of_bits(std::uint64_t u) {
   }
 }
 
-template <class T>
-constexpr int element_bits() {
-  return quark::dtype_traits<T>::bits;
-}
-
 int element_bits_of(dtype_id t) {
-  return quark::visit_dtype(t, [](auto id) { return element_bits<typename decltype(id)::type>(); });
+  return quark::visit_dtype(
+      t, [](auto id) { return quark::dtype_traits<typename decltype(id)::type>::bits; });
 }
 
 /// BitCast (opset 26): the input's bits read as `to`, which must be as wide. float16 / bfloat16

@@ -633,7 +633,7 @@ TEST_CASE(
   // The example: A8W8 with per-channel weights and AdaRound, its activations int8 with a zero
   // point (Int8Spec, symmetric false, CalibTensorRangeSymmetric false) from a two-sided
   // Percentile 99.98 (0.01% cut on each side). Its accuracy at 640x640 with AdaRound (0.9906-0.9929
-  // in ORT on 8 of 9 calibration x evaluation sets) is a benchmark (bench/onnx/det_accuracy.sh,
+  // in ORT on 8 of 9 calibration x evaluation sets) is a benchmark (bench/onnx/ocr_accuracy.sh,
   // docs/bench/quantizer.md session 55); here, at 160x160 without AdaRound: that the activations
   // are asymmetric with the percentile range, and that this beats the symmetric preset range
   // with the same per-channel weights (measured 2026-12-02 in ORT: 0.9832 against 0.9700).

@@ -773,3 +773,92 @@ TEST_CASE("auto MP: bad parameters are errors naming the parameter") {
   // No file is left behind.
   CHECK(!fs::exists(dir / "bad.onnx"));
 }
+
+TEST_CASE("auto MP: an integer output is measured, a model without target nodes is left as is") {
+  if (!ort_available()) {
+    MESSAGE("skipped: " << ort_unavailable_reason());
+    return;
+  }
+  const fs::path dir = work_dir();
+  const std::vector<std::size_t> dims(x_shape.begin(), x_shape.end());
+  SUBCASE("the chain's output scaled by 64 and cast to int32") {
+    ::onnx::ModelProto m = chain();
+    m.mutable_graph()->mutable_output(0)->set_name("y_float");
+    for (auto& n : *m.mutable_graph()->mutable_node()) {
+      for (auto& o : *n.mutable_output())
+        if (o == "y")
+          o = "y_float";
+    }
+    auto* k = m.mutable_graph()->add_initializer();
+    k->set_name("k64");
+    k->set_data_type(onnx_type::float32);
+    k->add_float_data(64.0f);
+    auto* mul = m.mutable_graph()->add_node();
+    mul->set_op_type("Mul");
+    mul->set_name("scale");
+    mul->add_input("y_float");
+    mul->add_input("k64");
+    mul->add_output("y64");
+    auto* cast = m.mutable_graph()->add_node();
+    cast->set_op_type("Cast");
+    cast->set_name("to_int");
+    cast->add_input("y64");
+    cast->add_output("y");
+    auto* to = cast->add_attribute();
+    to->set_name("to");
+    to->set_type(::onnx::AttributeProto::INT);
+    to->set_i(onnx_type::int32);
+    m.mutable_graph()->clear_output();
+    auto* out = m.mutable_graph()->add_output();
+    out->set_name("y");
+    out->mutable_type()->mutable_tensor_type()->set_elem_type(onnx_type::int32);
+    save_proto(m, dir / "chain_int.onnx");
+    qo::memory_reader reader(samples());
+    const qo::quantize_report rep = qo::quantize_model(
+        dir / "chain_int.onnx", dir / "chain_int_mp.onnx",
+        mp_config("A8W8", obj({{"act_target_quant_type", "QInt16"}, {"num_target", 1}})), reader);
+    // B's input is the sensitive one whatever the output's type (the fixture's construction).
+    CHECK(changed_nodes(rep) == std::vector<std::string>{"B"});
+    const ::onnx::ModelProto q = load_proto(dir / "chain_int_mp.onnx");
+    CHECK(input_type(q, "B", 0) == i16);
+    CHECK(input_type(q, "C", 0) == i8);
+    // The reported metric is the average L2 of the int32 outputs, as ONNX Runtime computes them.
+    double sum = 0.0;
+    for (std::uint32_t s = 0; s < n_samples; ++s) {
+      const std::vector<float> x = sample(s);
+      const auto f = run_ort(m, {npy_array::from(x, dims)}).at("y").values<std::int32_t>();
+      const auto y = run_ort(q, {npy_array::from(x, dims)}).at("y").values<std::int32_t>();
+      REQUIRE(f.size() == y.size());
+      double e = 0.0;
+      for (std::size_t i = 0; i < f.size(); ++i) {
+        const double d = static_cast<double>(f[i]) - static_cast<double>(y[i]);
+        e += d * d;
+      }
+      sum += std::sqrt(e);
+    }
+    const auto [before, after] = reported_metric(rep);
+    MESSAGE("int32 output: average L2 " << before << " -> " << after);
+    CHECK(before > after);
+    CHECK(after == doctest::Approx(sum / n_samples).epsilon(1e-3));
+  }
+  SUBCASE("no Conv / Gemm / MatMul: nothing to mix, the model is written") {
+    model_builder b(13);
+    b.input("x", onnx_type::float32, x_shape);
+    b.node("Relu", {"x"}, {"r"});
+    b.node("Greater", {"r", "x"}, {"y"});
+    b.output("y", onnx_type::boolean, x_shape);
+    save_proto(b.build(), dir / "compare.onnx");
+    qo::memory_reader reader(samples());
+    const qo::quantize_report rep =
+        qo::quantize_model(dir / "compare.onnx", dir / "compare_mp.onnx",
+                           mp_config("A8W8", obj({{"act_target_quant_type", "QInt16"}})), reader);
+    CHECK(std::any_of(rep.notes.begin(), rep.notes.end(), [](const std::string& n) {
+      return n.find("auto_mixprecision: the model has no target node") == 0;
+    }));
+    CHECK(changed_nodes(rep).empty());
+    REQUIRE(fs::exists(dir / "compare_mp.onnx"));
+    const std::vector<float> x = sample(0);
+    const auto y = run_ort(load_proto(dir / "compare_mp.onnx"), {npy_array::from(x, dims)});
+    CHECK(y.at("y").values<std::uint8_t>().size() == x.size());
+  }
+}

@@ -25,6 +25,7 @@
 #include <numeric>
 #include <set>
 #include <sstream>
+#include <type_traits>
 
 #include <quark/onnx/runtime.hpp>
 #include <quark/scale/retype.hpp>
@@ -687,14 +688,38 @@ class evaluator {
     std::vector<tensor> out;
     for (const auto& s : samples_) {
       auto r = rt.run(s);
-      tensor v = std::move(r.at(name));
-      if (v.type() != dtype_id::float32) {
-        throw frontend_error("quark.quantize.auto_mp",
-                             "auto_mixprecision: output '" + name + "' is not float32");
-      }
-      out.push_back(std::move(v));
+      out.push_back(as_float32(std::move(r.at(name)), name));
     }
     return out;
+  }
+
+  /// An integer or bool output (ArgMax, a Cast to int, a comparison) is measured by its values
+  /// converted to float (Quark's numpy subtraction would wrap unsigned values and refuse bool);
+  /// other types are refused by name.
+  static tensor as_float32(tensor v, const std::string& name) {
+    if (v.type() == dtype_id::float32)
+      return v;
+    tensor f(dtype_id::float32, v.shape(), uninitialized);
+    bool numeric = false;
+    const dtype_id t = v.type();
+    if (t != dtype_id::string && t != dtype_id::complex64 && t != dtype_id::complex128)
+      quark::visit_dtype(t, [&](auto id) {
+        using D = typename decltype(id)::type;
+        if constexpr (std::is_arithmetic_v<D>) {
+          numeric = true;
+          auto dst = f.data<float>();
+          const auto src = v.data<D>();
+          for (std::size_t i = 0; i < src.size(); ++i)
+            dst[i] = static_cast<float>(src[i]);
+        }
+      });
+    if (!numeric) {
+      throw frontend_error("quark.quantize.auto_mp",
+                           "auto_mixprecision: output '" + name + "' is " +
+                               std::string(dtype_name(v.type())) +
+                               ", which has no distance to measure (output_index picks another)");
+    }
+    return f;
   }
 
   double score(const std::vector<tensor>& q) const {
@@ -802,6 +827,14 @@ auto_mp_result auto_mixed_precision(model& qm, const model& float_model,
           chosen.push_back(k);
       }
     }
+  }
+  if (mods.empty()) {
+    // Nothing can change type: no measurement, the model stays as quantized (a model of
+    // comparisons or integer arithmetic must not fail for having no candidate).
+    r.notes.push_back(
+        "auto_mixprecision: the model has no target node with quantized inputs "
+        "(target_op_type); nothing to mix");
+    return r;
   }
   const evaluator ev(float_model, reader, o);
   r.samples = ev.samples();

@@ -754,3 +754,46 @@ TEST_CASE("parallel_for: each index once, nested calls inline, errors rethrown, 
     CHECK(wrong.load() == 0);
   }
 }
+
+TEST_CASE("float32 fed to a float16 / bfloat16 input takes that type's nearest values") {
+  // x (half) -> Cast(float) -> y. Hand-derived roundings to nearest, ties to even:
+  //   bfloat16 (8 significant bits): 3.3 -> 3.296875; 1 + 2^-8 (a tie) -> 1; 1 + 3 * 2^-8 (a tie)
+  //   -> 1 + 2^-6; float16 (11 bits): 3.3 -> 3.30078125; 1 + 2^-11 -> 1; 1 + 3 * 2^-11 -> 1 + 2^-9.
+  const std::vector<float> fed{3.3f, 1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-8f, -2.5f};
+  const std::vector<float> fed16{3.3f, 1.0f + 0x1p-11f, 1.0f + 3 * 0x1p-11f, -2.5f};
+  auto bytes = [](int elem_type) {
+    w::graph g;
+    g.add_input(w::value_info("x", elem_type, {1, 4}));
+    g.add_output(w::value_info("y", 1, {1, 4}));
+    g.add_node(w::node("Cast", {"x"}, {"xf"}, "c", {w::attr_int("to", 1)}));
+    g.add_node(w::node("Relu", {"xf"}, {"y"}, "r"));
+    return w::model(g, 8, {{"", 13}});
+  };
+  for (const int type : {16, 10}) {  // BFLOAT16, FLOAT16
+    CAPTURE(type);
+    const std::vector<float>& x = type == 16 ? fed : fed16;
+    const std::vector<float> want =
+        type == 16 ? std::vector<float>{3.296875f, 1.0f, 1.0f + 0x1p-6f, 0.0f}
+                   : std::vector<float>{3.30078125f, 1.0f, 1.0f + 0x1p-9f, 0.0f};
+    const runtime rt = load(bytes(type));
+    const auto out = rt.run({{"x", tensor::from_floats({1, 4}, x)}});
+    const auto y = out.at("y").data<float>();
+    REQUIRE(y.size() == want.size());
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      CAPTURE(i);
+      CHECK(y[i] == want[i]);
+    }
+    // The quantizer takes such calibration data (numpy has no bfloat16) and calibrates on the
+    // rounded values: MinMax on the Cast's output ends at the rounded 3.3.
+    quark::onnx::qconfig cfg = quark::onnx::get_default_config("A8W8");
+    cfg.global_config.input_tensors->calibration_method = quark::onnx::calib_method::min_max;
+    quark::onnx::memory_reader reader({{{"x", tensor::from_floats({1, 4}, x)}}});
+    const auto m = quark::onnx::model::from_bytes(bytes(type));
+    quark::onnx::quantize_report rep;
+    const auto q = quark::onnx::quantize_model(m, cfg, reader, &rep);
+    const auto it = std::find_if(rep.tensors.begin(), rep.tensors.end(),
+                                 [](const auto& t) { return t.name == "xf"; });
+    REQUIRE(it != rep.tensors.end());
+    CHECK(it->rmax == want[0]);
+  }
+}

@@ -723,8 +723,11 @@ void check_sample(const calib_sample& s, const std::vector<input_signature>& inp
                                          "', which is not an input of the model (inputs: " + known +
                                          ")");
     }
-    const bool type_ok =
-        t.type() == it->type || (it->type == dtype_id::float16 && t.type() == dtype_id::float32);
+    // numpy has no bfloat16, and float16 data is often kept as float32: float32 feeds either,
+    // rounded to it by the runtime.
+    const bool type_ok = t.type() == it->type ||
+                         ((it->type == dtype_id::float16 || it->type == dtype_id::bfloat16) &&
+                          t.type() == dtype_id::float32);
     if (!type_ok) {
       fail("quark.calib_data.type", where + ": input '" + name + "' is " +
                                         std::string(dtype_name(t.type())) + ", the model expects " +

@@ -32,8 +32,11 @@ namespace fs = std::filesystem;
 
 std::string shape_str(const shape_t& s) {
   std::string out = "[";
-  for (std::size_t i = 0; i < s.size(); ++i)
-    out += (i ? "x" : "") + std::to_string(s[i]);
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (i)
+      out += 'x';  // not `"x" + std::string&&`: a false -Wrestrict of GCC 12 at -O3
+    out += std::to_string(s[i]);
+  }
   return out + "]";
 }
 
@@ -78,6 +81,11 @@ std::string header_field(const std::string& h, const std::string& key) {
 /// np.save writes a Fortran-ordered array) to `out` in row-major order.
 void fortran_to_c(std::string_view f, const shape_t& shape, std::size_t size, char* out) {
   const std::size_t rank = shape.size();
+  if (rank == 0) {  // a scalar (also keeps GCC 12 -O3 from a false -Wfree-nonheap-object below)
+    if (f.size() >= size)
+      std::memcpy(out, f.data(), size);
+    return;
+  }
   std::vector<std::size_t> stride(rank);  // of each axis in f, in bytes
   std::size_t s = size;
   for (std::size_t k = 0; k < rank; ++k) {

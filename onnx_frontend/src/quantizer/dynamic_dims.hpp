@@ -14,8 +14,12 @@ namespace quark::onnx::qz {
 /// "[?x3x?x?]": `s` with its dynamic (negative) dims as '?'.
 inline std::string dims_text(const shape_t& s) {
   std::string out = "[";
-  for (std::size_t i = 0; i < s.size(); ++i)
-    out += (i ? "x" : "") + (s[i] < 0 ? std::string("?") : std::to_string(s[i]));
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    // Appended piece by piece: `"x" + std::string&&` made GCC 12 -O3 report a false -Wrestrict.
+    if (i)
+      out += 'x';
+    out += s[i] < 0 ? std::string("?") : std::to_string(s[i]);
+  }
   return out + "]";
 }
 

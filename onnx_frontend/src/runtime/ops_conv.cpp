@@ -69,8 +69,11 @@ void check_kernel_shape(const kernel_context& c, const tensor& w, std::size_t sp
   if (!k.empty() && (k.size() != sp || w.rank() != sp + 2 ||
                      !std::equal(k.begin(), k.end(), w.shape().begin() + 2))) {
     std::string listed;
-    for (const std::int64_t v : k)
-      listed += (listed.empty() ? "" : ",") + std::to_string(v);
+    for (const std::int64_t v : k) {
+      if (!listed.empty())
+        listed += ',';  // not `"," + string&&`: a false GCC 12 -Wrestrict at -O3
+      listed += std::to_string(v);
+    }
     c.fail("quark.onnx.shape",
            "kernel_shape [" + listed + "] disagrees with the weight " + shape_string(w.shape()));
   }

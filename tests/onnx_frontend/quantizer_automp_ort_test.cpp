@@ -774,15 +774,19 @@ TEST_CASE("auto MP: bad parameters are errors naming the parameter") {
   CHECK(!fs::exists(dir / "bad.onnx"));
 }
 
-TEST_CASE("auto MP: an integer output is measured, a model without target nodes is left as is") {
+TEST_CASE(
+    "auto MP: integer and float8 outputs are measured, a model without target nodes is left as "
+    "is") {
   if (!ort_available()) {
     MESSAGE("skipped: " << ort_unavailable_reason());
     return;
   }
   const fs::path dir = work_dir();
   const std::vector<std::size_t> dims(x_shape.begin(), x_shape.end());
-  SUBCASE("the chain's output scaled by 64 and cast to int32") {
+  // The chain's output scaled by 64 and cast to `to`, at `opset`.
+  auto cast_chain = [](int to, std::int64_t opset) {
     ::onnx::ModelProto m = chain();
+    m.mutable_opset_import(0)->set_version(opset);
     m.mutable_graph()->mutable_output(0)->set_name("y_float");
     for (auto& n : *m.mutable_graph()->mutable_node()) {
       for (auto& o : *n.mutable_output())
@@ -801,17 +805,21 @@ TEST_CASE("auto MP: an integer output is measured, a model without target nodes 
     mul->add_output("y64");
     auto* cast = m.mutable_graph()->add_node();
     cast->set_op_type("Cast");
-    cast->set_name("to_int");
+    cast->set_name("to_type");
     cast->add_input("y64");
     cast->add_output("y");
-    auto* to = cast->add_attribute();
-    to->set_name("to");
-    to->set_type(::onnx::AttributeProto::INT);
-    to->set_i(onnx_type::int32);
+    auto* a = cast->add_attribute();
+    a->set_name("to");
+    a->set_type(::onnx::AttributeProto::INT);
+    a->set_i(to);
     m.mutable_graph()->clear_output();
     auto* out = m.mutable_graph()->add_output();
     out->set_name("y");
-    out->mutable_type()->mutable_tensor_type()->set_elem_type(onnx_type::int32);
+    out->mutable_type()->mutable_tensor_type()->set_elem_type(to);
+    return m;
+  };
+  SUBCASE("the chain's output scaled by 64 and cast to int32") {
+    const ::onnx::ModelProto m = cast_chain(onnx_type::int32, 13);
     save_proto(m, dir / "chain_int.onnx");
     qo::memory_reader reader(samples());
     const qo::quantize_report rep = qo::quantize_model(
@@ -840,6 +848,17 @@ TEST_CASE("auto MP: an integer output is measured, a model without target nodes 
     MESSAGE("int32 output: average L2 " << before << " -> " << after);
     CHECK(before > after);
     CHECK(after == doctest::Approx(sum / n_samples).epsilon(1e-3));
+  }
+  SUBCASE("the same cast to float8 E4M3FN: measured through the float8 decoder") {
+    save_proto(cast_chain(onnx_type::float8e4m3fn, 19), dir / "chain_f8.onnx");
+    qo::memory_reader reader(samples());
+    const qo::quantize_report rep = qo::quantize_model(
+        dir / "chain_f8.onnx", dir / "chain_f8_mp.onnx",
+        mp_config("A8W8", obj({{"act_target_quant_type", "QInt16"}, {"num_target", 1}})), reader);
+    CHECK(changed_nodes(rep) == std::vector<std::string>{"B"});
+    const auto [before, after] = reported_metric(rep);
+    CHECK(before > after);
+    CHECK(input_type(load_proto(dir / "chain_f8_mp.onnx"), "B", 0) == i16);
   }
   SUBCASE("no Conv / Gemm / MatMul: nothing to mix, the model is written") {
     model_builder b(13);

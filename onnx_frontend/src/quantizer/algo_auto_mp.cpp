@@ -693,9 +693,9 @@ class evaluator {
     return out;
   }
 
-  /// An integer or bool output (ArgMax, a Cast to int, a comparison) is measured by its values
-  /// converted to float (Quark's numpy subtraction would wrap unsigned values and refuse bool);
-  /// other types are refused by name.
+  /// An integer, bool, float8 or int4 output (ArgMax, a Cast, a comparison) is measured by its
+  /// values converted to float (Quark's numpy subtraction would wrap unsigned values and refuse
+  /// bool); string and complex values, which the runtime does not make, are refused by name.
   static tensor as_float32(tensor v, const std::string& name) {
     if (v.type() == dtype_id::float32)
       return v;
@@ -705,12 +705,15 @@ class evaluator {
     if (t != dtype_id::string && t != dtype_id::complex64 && t != dtype_id::complex128)
       quark::visit_dtype(t, [&](auto id) {
         using D = typename decltype(id)::type;
+        auto dst = f.data<float>();
+        const auto src = v.data<D>();
         if constexpr (std::is_arithmetic_v<D>) {
           numeric = true;
-          auto dst = f.data<float>();
-          const auto src = v.data<D>();
           for (std::size_t i = 0; i < src.size(); ++i)
             dst[i] = static_cast<float>(src[i]);
+        } else if constexpr (quantized_type<D>) {  // float8 / int4 outputs of a Cast
+          numeric = true;
+          quark::to_float(std::span<const D>(src), dst);
         }
       });
     if (!numeric) {

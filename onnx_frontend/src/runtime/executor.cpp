@@ -299,20 +299,15 @@ std::map<std::string, tensor> runtime::run(const std::map<std::string, tensor>& 
     if (half) {
       value = std::make_shared<const tensor>(rt::widen_half(t));
     } else if (widened_ok) {
-      // float32 fed to a float16 / bfloat16 input: the runtime holds half values widened, so
-      // each value becomes the nearest one of the declared type (ties to even), as the model
-      // would receive it.
-      tensor r(dtype_id::float32, t.shape(), uninitialized);
-      const auto src = t.data<float>();
-      auto dst = r.data<float>();
-      if (in.type == dtype_id::float16) {
-        for (std::size_t i = 0; i < src.size(); ++i)
-          dst[i] = quark::to_float(quark::convert<quark::float16>(src[i]));
-      } else {
-        for (std::size_t i = 0; i < src.size(); ++i)
-          dst[i] = quark::to_float(quark::convert<quark::bfloat16>(src[i]));
-      }
-      value = std::make_shared<const tensor>(std::move(r));
+      // float32 fed to a float16 / bfloat16 input: encoded to the declared type (the headers'
+      // bulk conversion, ties to even) and widened back as a half input is, so the graph sees
+      // the values the model would receive.
+      tensor h(in.type, t.shape(), uninitialized);
+      if (in.type == dtype_id::float16)
+        quark::convert(t.data<float>(), h.data<quark::float16>());
+      else
+        quark::convert(t.data<float>(), h.data<quark::bfloat16>());
+      value = std::make_shared<const tensor>(rt::widen_half(std::move(h)));
     } else {
       value = std::shared_ptr<const tensor>(&t, [](const tensor*) {});  // the caller owns it
     }

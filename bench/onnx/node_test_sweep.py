@@ -22,11 +22,16 @@ test's expected outputs, relative to the largest |expected| value: the quantizat
 few percent for int8 on most ops; large values point at ops that quantization hurts by nature
 (Softmax of large numbers) or at defects worth a look.
 
+--runner quark is for the block presets (BFP16, MX*, BF16_MIXED_*), whose com.amd.quark nodes ORT
+has no kernels for: quark_quantize runs the float and the quantized model in quark-cpp's runtime
+on the sample (--eval 1), so ok means "quantized and ran", and it carries the cosine similarity
+of output 0 against the float model ('nan' when output 0 is not compared, e.g. an integer output).
+
 Needs /usr/bin/python3 with numpy and onnx (Debian python3-numpy, python3-onnx), node, and ONNX
 Runtime for Node in .cache/ort (scripts/install-deps.sh). Not part of CI: about 1 s per model.
 
     bench/onnx/node_test_sweep.py build/release/examples/onnx/quark_quantize OUT_DIR [PRESET]
-        [--data /usr/share/libonnx-testdata/data/node] [--only SUBSTRING]
+        [--data /usr/share/libonnx-testdata/data/node] [--only SUBSTRING] [--runner ort|quark]
 
 PRESET may be a configuration file instead (a name ending in .json, passed as --config).
 
@@ -79,7 +84,7 @@ def read_pb(path):
     return numpy_helper.to_array(t)
 
 
-def sweep_one(quantizer, preset, test_dir, work, ort):
+def sweep_one(quantizer, preset, test_dir, work, ort, runner='ort'):
     name = os.path.basename(test_dir)
     model_path = os.path.join(test_dir, 'model.onnx')
     shutil.rmtree(work, ignore_errors=True)
@@ -105,8 +110,10 @@ def sweep_one(quantizer, preset, test_dir, work, ort):
             return 'noinput', str(e)[:200]
         npys.append(f)
     out = os.path.join(work, 'q.onnx')
-    cmd = [quantizer, model_path, out, '--calib-data', os.path.join(work, 'cal'), '-q',
-           '--no-summary']
+    cmd = [quantizer, model_path, out, '--calib-data', os.path.join(work, 'cal'), '--no-summary']
+    # --runner quark: quark_quantize itself runs the float and the quantized model in quark-cpp's
+    # runtime on the sample (--eval 1) and prints the cosine similarity of output 0.
+    cmd += ['--eval', '1'] if runner == 'quark' else ['-q']
     if preset.endswith('.json'):
         cmd += ['--config', preset]
     elif preset:
@@ -123,6 +130,12 @@ def sweep_one(quantizer, preset, test_dir, work, ort):
         return ('error+LEFTFILE' if left else 'error'), err[-400:]
     if not os.path.exists(out):
         return 'CRASH', 'exit 0 without an output file'
+    if runner == 'quark':
+        nq = sum(1 for n in onnx.load(out).graph.node if n.domain == 'com.amd.quark' or
+                 n.op_type in ('QuantizeLinear', 'Cast'))
+        cos = [ln.split(':')[1].strip() for ln in p.stdout.decode(errors='replace').splitlines()
+               if ln.startswith('Mean cos similarity:')]
+        return 'ok', '%s %d' % (cos[0] if cos else 'nan', nq)
     q_out = os.path.join(work, 'ort_q')
     os.makedirs(q_out)
     e = ort.run([out, q_out] + npys)
@@ -161,9 +174,14 @@ def main():
     ap.add_argument('preset', nargs='?', default='')
     ap.add_argument('--data', default='/usr/share/libonnx-testdata/data/node')
     ap.add_argument('--only', default='')
+    ap.add_argument('--runner', choices=('ort', 'quark'), default='ort',
+                    help='run the quantized model in ONNX Runtime (default) or, for the block '
+                    'presets whose com.amd.quark nodes ORT cannot run, in quark-cpp\'s runtime '
+                    '(quark_quantize --eval 1: ok then carries the cosine similarity of output 0 '
+                    'against the float model instead of the error against the expected outputs)')
     a = ap.parse_args()
     os.makedirs(a.out_dir, exist_ok=True)
-    ort = OrtServer()
+    ort = OrtServer() if a.runner == 'ort' else None
     results = {}
     for model in sorted(glob.glob(os.path.join(a.data, '*', 'model.onnx'))):
         test_dir = os.path.dirname(model)
@@ -171,7 +189,7 @@ def main():
         if a.only and a.only not in name:
             continue
         results[name] = sweep_one(os.path.abspath(a.quantizer), a.preset, test_dir,
-                                  os.path.join(a.out_dir, name), ort)
+                                  os.path.join(a.out_dir, name), ort, a.runner)
     with open(os.path.join(a.out_dir, 'results.json'), 'w') as f:
         json.dump(results, f, indent=1)
     counts = collections.Counter(v[0] for v in results.values())
@@ -179,9 +197,16 @@ def main():
     for name, (outcome, msg) in sorted(results.items()):
         if outcome in ('ORTFAIL', 'CRASH', 'timeout', 'error+LEFTFILE'):
             print('%s %s: %s' % (outcome, name, msg.splitlines()[0] if msg else ''))
-    oks = sorted(((float(m.split()[0]), n) for n, (o, m) in results.items() if o == 'ok'),
-                 reverse=True)
-    print('largest relative output errors (quantized, ORT, vs the expected outputs):')
+    def key(m):
+        v = float(m.split()[0])
+        return v if v == v else -1.0  # nan (not compared) first among the cosines
+
+    oks = sorted(((key(m), n) for n, (o, m) in results.items() if o == 'ok'),
+                 reverse=(a.runner == 'ort'))
+    if a.runner == 'ort':
+        print('largest relative output errors (quantized, ORT, vs the expected outputs):')
+    else:
+        print('lowest cosine similarities (quantized vs float, quark-cpp runtime, output 0):')
     for err, name in oks[:10]:
         print('  %.4f %s' % (err, name))
     refusals = collections.Counter()

@@ -251,6 +251,42 @@ const ::onnx::TensorProto& init_of(const ::onnx::ModelProto& m, const std::strin
   return *t;
 }
 
+/// The chain's output scaled by 64 and cast to `to`, at `opset`.
+::onnx::ModelProto cast_chain(int to, std::int64_t opset) {
+  ::onnx::ModelProto m = chain();
+  m.mutable_opset_import(0)->set_version(opset);
+  m.mutable_graph()->mutable_output(0)->set_name("y_float");
+  for (auto& n : *m.mutable_graph()->mutable_node()) {
+    for (auto& o : *n.mutable_output())
+      if (o == "y")
+        o = "y_float";
+  }
+  auto* k = m.mutable_graph()->add_initializer();
+  k->set_name("k64");
+  k->set_data_type(onnx_type::float32);
+  k->add_float_data(64.0f);
+  auto* mul = m.mutable_graph()->add_node();
+  mul->set_op_type("Mul");
+  mul->set_name("scale");
+  mul->add_input("y_float");
+  mul->add_input("k64");
+  mul->add_output("y64");
+  auto* cast = m.mutable_graph()->add_node();
+  cast->set_op_type("Cast");
+  cast->set_name("to_type");
+  cast->add_input("y64");
+  cast->add_output("y");
+  auto* a = cast->add_attribute();
+  a->set_name("to");
+  a->set_type(::onnx::AttributeProto::INT);
+  a->set_i(to);
+  m.mutable_graph()->clear_output();
+  auto* out = m.mutable_graph()->add_output();
+  out->set_name("y");
+  out->mutable_type()->mutable_tensor_type()->set_elem_type(to);
+  return m;
+}
+
 constexpr int i8 = onnx_type::int8;
 constexpr int i16 = onnx_type::int16;
 
@@ -783,41 +819,6 @@ TEST_CASE(
   }
   const fs::path dir = work_dir();
   const std::vector<std::size_t> dims(x_shape.begin(), x_shape.end());
-  // The chain's output scaled by 64 and cast to `to`, at `opset`.
-  auto cast_chain = [](int to, std::int64_t opset) {
-    ::onnx::ModelProto m = chain();
-    m.mutable_opset_import(0)->set_version(opset);
-    m.mutable_graph()->mutable_output(0)->set_name("y_float");
-    for (auto& n : *m.mutable_graph()->mutable_node()) {
-      for (auto& o : *n.mutable_output())
-        if (o == "y")
-          o = "y_float";
-    }
-    auto* k = m.mutable_graph()->add_initializer();
-    k->set_name("k64");
-    k->set_data_type(onnx_type::float32);
-    k->add_float_data(64.0f);
-    auto* mul = m.mutable_graph()->add_node();
-    mul->set_op_type("Mul");
-    mul->set_name("scale");
-    mul->add_input("y_float");
-    mul->add_input("k64");
-    mul->add_output("y64");
-    auto* cast = m.mutable_graph()->add_node();
-    cast->set_op_type("Cast");
-    cast->set_name("to_type");
-    cast->add_input("y64");
-    cast->add_output("y");
-    auto* a = cast->add_attribute();
-    a->set_name("to");
-    a->set_type(::onnx::AttributeProto::INT);
-    a->set_i(to);
-    m.mutable_graph()->clear_output();
-    auto* out = m.mutable_graph()->add_output();
-    out->set_name("y");
-    out->mutable_type()->mutable_tensor_type()->set_elem_type(to);
-    return m;
-  };
   SUBCASE("the chain's output scaled by 64 and cast to int32") {
     const ::onnx::ModelProto m = cast_chain(onnx_type::int32, 13);
     save_proto(m, dir / "chain_int.onnx");
@@ -880,4 +881,46 @@ TEST_CASE(
     const auto y = run_ort(load_proto(dir / "compare_mp.onnx"), {npy_array::from(x, dims)});
     CHECK(y.at("y").values<std::uint8_t>().size() == x.size());
   }
+}
+
+TEST_CASE("EvalMetrics: an integer output is compared by its values, as in ONNX Runtime") {
+  if (!ort_available()) {
+    MESSAGE("skipped: " << ort_unavailable_reason());
+    return;
+  }
+  const fs::path dir = work_dir();
+  const std::vector<std::size_t> dims(x_shape.begin(), x_shape.end());
+  const ::onnx::ModelProto m = cast_chain(onnx_type::int32, 13);
+  save_proto(m, dir / "eval_int.onnx");
+  qo::qconfig cfg = qo::get_default_config("A8W8");
+  cfg.extra_options.set("EvalMetrics", true);
+  qo::memory_reader reader(samples());
+  const qo::quantize_report rep =
+      qo::quantize_model(dir / "eval_int.onnx", dir / "eval_int_q.onnx", cfg, reader);
+  REQUIRE(rep.eval);
+  CHECK(rep.eval->samples == n_samples);
+  // The cosine and L2 distance of the two models' int32 outputs as ONNX Runtime computes them.
+  const ::onnx::ModelProto q = load_proto(dir / "eval_int_q.onnx");
+  double cos_sum = 0.0, l2_sum = 0.0;
+  for (std::uint32_t s = 0; s < n_samples; ++s) {
+    const std::vector<float> x = sample(s);
+    const auto f = run_ort(m, {npy_array::from(x, dims)}).at("y").values<std::int32_t>();
+    const auto y = run_ort(q, {npy_array::from(x, dims)}).at("y").values<std::int32_t>();
+    REQUIRE(f.size() == y.size());
+    double xy = 0.0, xx = 0.0, yy = 0.0, d2 = 0.0;
+    for (std::size_t i = 0; i < f.size(); ++i) {
+      const auto a = static_cast<double>(f[i]);
+      const auto b = static_cast<double>(y[i]);
+      xy += a * b;
+      xx += a * a;
+      yy += b * b;
+      d2 += (a - b) * (a - b);
+    }
+    cos_sum += xy / std::sqrt(xx * yy);
+    l2_sum += std::sqrt(d2);
+  }
+  MESSAGE("int32 output: cosine " << rep.eval->cosine_mean << ", L2 " << rep.eval->l2_mean);
+  CHECK(l2_sum > 0.0);  // the quantization changed some values: the comparison is not trivial
+  CHECK(rep.eval->cosine_mean == doctest::Approx(cos_sum / n_samples).epsilon(1e-6));
+  CHECK(rep.eval->l2_mean == doctest::Approx(l2_sum / n_samples).epsilon(1e-3));
 }

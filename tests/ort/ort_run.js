@@ -35,7 +35,8 @@ function loadOrt() {
 function loadOrtOnce() {
   const tried = [];
   if (process.env.QUARK_ORT_DIR) {
-    const p = path.join(process.env.QUARK_ORT_DIR, 'node_modules', 'onnxruntime-node');
+    // resolve(): require() takes a relative path without './' for a package name.
+    const p = path.resolve(process.env.QUARK_ORT_DIR, 'node_modules', 'onnxruntime-node');
     tried.push(p);
     if (fs.existsSync(p)) return require(p);
   }

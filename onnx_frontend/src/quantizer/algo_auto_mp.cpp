@@ -32,6 +32,7 @@
 
 #include "io/proto_access.hpp"
 #include "quantizer/algorithms.hpp"
+#include "quantizer/fp16_model.hpp"
 #include "quantizer/graph_util.hpp"
 #include "quantizer/numerics.hpp"
 #include "quantizer/tensor_build.hpp"
@@ -697,32 +698,15 @@ class evaluator {
   /// values converted to float (Quark's numpy subtraction would wrap unsigned values and refuse
   /// bool); string and complex values, which the runtime does not make, are refused by name.
   static tensor as_float32(tensor v, const std::string& name) {
-    if (v.type() == dtype_id::float32)
-      return v;
-    tensor f(dtype_id::float32, v.shape(), uninitialized);
-    bool numeric = false;
     const dtype_id t = v.type();
-    if (t != dtype_id::string && t != dtype_id::complex64 && t != dtype_id::complex128)
-      quark::visit_dtype(t, [&](auto id) {
-        using D = typename decltype(id)::type;
-        auto dst = f.data<float>();
-        const auto src = v.data<D>();
-        if constexpr (std::is_arithmetic_v<D>) {
-          numeric = true;
-          for (std::size_t i = 0; i < src.size(); ++i)
-            dst[i] = static_cast<float>(src[i]);
-        } else if constexpr (quantized_type<D>) {  // float8 / int4 outputs of a Cast
-          numeric = true;
-          quark::to_float(std::span<const D>(src), dst);
-        }
-      });
-    if (!numeric) {
+    auto f = numeric_as_float32(std::move(v));
+    if (!f) {
       throw frontend_error("quark.quantize.auto_mp",
                            "auto_mixprecision: output '" + name + "' is " +
-                               std::string(dtype_name(v.type())) +
+                               std::string(dtype_name(t)) +
                                ", which has no distance to measure (output_index picks another)");
     }
-    return f;
+    return std::move(*f);
   }
 
   double score(const std::vector<tensor>& q) const {

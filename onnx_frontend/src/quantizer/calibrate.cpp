@@ -1368,14 +1368,27 @@ eval_report compare_models(const std::string& float_bytes, const std::string& qu
     if (!s)
       break;
     check_sample(*s, inputs, r.samples, "evaluation sample");
-    // A float16 output (a float16 model) is compared in float32: its values widen exactly.
-    const auto widened = [](tensor t) {
-      return t.type() == dtype_id::float16 ? float16_to_float32(t) : t;
+    // A float16 output (a float16 model) is compared in float32, its values widened exactly;
+    // integer, bool, float8 and int4 outputs (an ArgMax, a Cast, a comparison) by their values
+    // as float, as the auto mixed precision search measures them.
+    const auto measured = [&out0](tensor t, const char* which) {
+      const dtype_id type = t.type();
+      auto f = numeric_as_float32(std::move(t));
+      if (!f) {
+        throw frontend_error("quark.eval.type", std::string(which) + " model's output '" + out0 +
+                                                    "' is " + std::string(dtype_name(type)) +
+                                                    ", which has no distance to measure");
+      }
+      return std::move(*f);
     };
-    const auto a = widened(ref.run(*s).at(out0));
-    const auto b = widened(q.run(*s).at(out0));
-    if (a.type() != dtype_id::float32 || b.type() != dtype_id::float32) {
-      throw frontend_error("quark.eval.type", "output '" + out0 + "' is not float32 or float16");
+    const auto a = measured(ref.run(*s).at(out0), "the float");
+    const auto b = measured(q.run(*s).at(out0), "the quantized");
+    if (a.size() != b.size()) {
+      throw frontend_error("quark.eval.shape",
+                           "output '" + out0 + "': the float model gives " +
+                               std::to_string(a.size()) + " values, the quantized model " +
+                               std::to_string(b.size()) + " (evaluation sample " +
+                               std::to_string(r.samples) + ")");
     }
     const auto x = a.data<float>();
     const auto y = b.data<float>();

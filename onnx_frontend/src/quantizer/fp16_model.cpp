@@ -4,8 +4,11 @@
 
 #include <cstring>
 #include <map>
+#include <type_traits>
 
+#include <quark/core/concepts.hpp>
 #include <quark/dtype/convert.hpp>
+#include <quark/dtype/visit.hpp>
 #include <quark/onnx/config.hpp>
 
 #include "io/proto_access.hpp"
@@ -31,11 +34,34 @@ bool qdq_op(const ::onnx::NodeProto& n, const char* op) {
 }  // namespace
 
 tensor float16_to_float32(const tensor& h) {
-  tensor f(dtype_id::float32, h.shape());
-  const auto src = h.data<quark::float16>();
-  auto dst = f.data<float>();
-  for (std::size_t i = 0; i < src.size(); ++i)
-    dst[i] = quark::to_float(src[i]);
+  tensor f(dtype_id::float32, h.shape(), uninitialized);
+  quark::to_float(h.data<quark::float16>(), f.data<float>());
+  return f;
+}
+
+std::optional<tensor> numeric_as_float32(tensor v) {
+  const dtype_id t = v.type();
+  if (t == dtype_id::float32)
+    return v;
+  if (t == dtype_id::string || t == dtype_id::complex64 || t == dtype_id::complex128)
+    return std::nullopt;
+  tensor f(dtype_id::float32, v.shape(), uninitialized);
+  bool numeric = false;
+  quark::visit_dtype(t, [&](auto id) {
+    using D = typename decltype(id)::type;
+    auto dst = f.data<float>();
+    const auto src = v.data<D>();
+    if constexpr (std::is_arithmetic_v<D>) {  // integers and bool
+      numeric = true;
+      for (std::size_t i = 0; i < src.size(); ++i)
+        dst[i] = static_cast<float>(src[i]);
+    } else if constexpr (quantized_type<D>) {  // float16 / bfloat16, float8, int4
+      numeric = true;
+      quark::to_float(std::span<const D>(src), dst);
+    }
+  });
+  if (!numeric)
+    return std::nullopt;
   return f;
 }
 

@@ -25,6 +25,11 @@ namespace quark::onnx::qz {
 tensor float16_to_float32(const tensor& h);
 tensor float32_to_float16(const tensor& f);
 
+/// A model output's values as float32, for measuring a distance between two models' outputs:
+/// float32 as is, every other numeric type (float16 / bfloat16, integers, bool, float8, int4)
+/// converted value by value. std::nullopt for string and complex tensors (nothing to measure).
+std::optional<tensor> numeric_as_float32(tensor v);
+
 /// Whether `m` is a float16 model: some graph input, output or initializer is float16 and no
 /// graph input or output is float32.
 bool is_float16_model(const model& m);

@@ -13,6 +13,10 @@ and sorts the outcome into:
   error               quark_quantize exited 1 with a message (an unsupported op, a bad input...)
   ORTFAIL             quantized, but ONNX Runtime refuses or fails q.onnx while it runs the
                       float model: a defect (a model quark-cpp should not have written)
+  SHAPE               quantized and run, but an output's shape is not the expected one: a
+                      defect (quantization changed a shape, e.g. a quantized Range limit)
+  EVALFAIL            (--runner quark) quantized, but comparing it with the float model failed
+                      (another output size, an output eval cannot measure): a defect
   ortfail-float-too   ONNX Runtime cannot run the float model either (ORT's own gaps)
   noinput             the test's inputs cannot be written as .npy (strings, sequences, ...)
   CRASH / timeout     quark_quantize died on a signal or ran 120 s: a defect
@@ -127,7 +131,11 @@ def sweep_one(quantizer, preset, test_dir, work, ort, runner='ort'):
         return 'CRASH', 'exit %d: %s' % (p.returncode, err[-400:])
     if p.returncode != 0:
         left = [f for f in os.listdir(work) if f.startswith('q.onnx')]
-        return ('error+LEFTFILE' if left else 'error'), err[-400:]
+        if left:
+            return 'error+LEFTFILE', err[-400:]
+        # --runner quark: the model was quantized, but comparing it with the float model failed
+        # (another output size, a type eval cannot measure): a defect like ORTFAIL.
+        return ('EVALFAIL' if 'quark.eval.' in err else 'error'), err[-400:]
     if not os.path.exists(out):
         return 'CRASH', 'exit 0 without an output file'
     if runner == 'quark':
@@ -155,7 +163,9 @@ def sweep_one(quantizer, preset, test_dir, work, ort, runner='ort'):
         except Exception:  # noqa: BLE001 - outputs numpy cannot hold are not compared
             continue
         got = np.load(got_f)
-        if want.dtype.kind not in 'f' or got.shape != want.shape:
+        if got.shape != want.shape:
+            return 'SHAPE', 'output %s: %s, expected %s' % (o.name, got.shape, want.shape)
+        if want.dtype.kind not in 'f':
             continue
         w = want.astype(np.float64)
         g = got.astype(np.float64)
@@ -195,18 +205,16 @@ def main():
     counts = collections.Counter(v[0] for v in results.values())
     print('preset %s: %s' % (a.preset or '(default)', dict(sorted(counts.items()))))
     for name, (outcome, msg) in sorted(results.items()):
-        if outcome in ('ORTFAIL', 'CRASH', 'timeout', 'error+LEFTFILE'):
+        if outcome in ('ORTFAIL', 'SHAPE', 'EVALFAIL', 'CRASH', 'timeout', 'error+LEFTFILE'):
             print('%s %s: %s' % (outcome, name, msg.splitlines()[0] if msg else ''))
-    def key(m):
-        v = float(m.split()[0])
-        return v if v == v else -1.0  # nan (not compared) first among the cosines
-
-    oks = sorted(((key(m), n) for n, (o, m) in results.items() if o == 'ok'),
-                 reverse=(a.runner == 'ort'))
+    oks = sorted(((float(m.split()[0]), n) for n, (o, m) in results.items() if o == 'ok'
+                  and m.split()[0] != 'nan'), reverse=(a.runner == 'ort'))
     if a.runner == 'ort':
         print('largest relative output errors (quantized, ORT, vs the expected outputs):')
     else:
-        print('lowest cosine similarities (quantized vs float, quark-cpp runtime, output 0):')
+        undefined = sum(1 for o, m in results.values() if o == 'ok' and m.split()[0] == 'nan')
+        print('lowest cosine similarities (quantized vs float, quark-cpp runtime, output 0; '
+              '%d more undefined: an all-zero or empty output):' % undefined)
     for err, name in oks[:10]:
         print('  %.4f %s' % (err, name))
     refusals = collections.Counter()
@@ -216,7 +224,7 @@ def main():
                 refusals[op] += 1
     print('ops the runtime refused (models): %s' % ', '.join(
         '%s %d' % kv for kv in refusals.most_common()))
-    return 1 if any(v[0] in ('ORTFAIL', 'CRASH', 'timeout', 'error+LEFTFILE')
+    return 1 if any(v[0] in ('ORTFAIL', 'SHAPE', 'EVALFAIL', 'CRASH', 'timeout', 'error+LEFTFILE')
                     for v in results.values()) else 0
 
 

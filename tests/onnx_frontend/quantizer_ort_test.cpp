@@ -1252,3 +1252,61 @@ TEST_CASE(
     }
   }
 }
+
+TEST_CASE("a tensor read as Range's limit stays float there: the output keeps its length") {
+  // Found by bench/onnx/node_test_sweep.py --runner quark with MXFP4E2M1: the expanded
+  // HannWindow tests compute a float window length that Sub / Mul read (quantized) and Range
+  // reads as its limit; the shared DequantizeLinear output turned 10 into 8 and the window lost
+  // two values. Range (and the other shape / count slots, shape_slot in static_quant.cpp) reads
+  // the float tensor; the other readers keep the pair. With int8 the length moved too: a limit
+  // of 7 calibrated against 10 comes back as 7.0079, and Range makes 8 values.
+  model_builder b(13, 7);
+  b.input("s", onnx_type::float32, {});
+  b.initializer("zero", onnx_type::float32, {}, std::vector<float>{0.0f});
+  b.initializer("one", onnx_type::float32, {}, std::vector<float>{1.0f});
+  b.initializer("k", onnx_type::float32, {}, std::vector<float>{0.5f});
+  b.node("Mul", {"s", "k"}, {"t"});              // a quantized reader of s
+  b.node("Range", {"zero", "s", "one"}, {"r"});  // s as the limit
+  b.node("Relu", {"s"}, {"u"});                  // u: quantized output that only Range reads
+  b.node("Range", {"zero", "u", "one"}, {"r2"});
+  b.node("Add", {"r", "t"}, {"y"});
+  b.node("Add", {"r2", "t"}, {"y2"});
+  b.output("y", onnx_type::float32, {-1});
+  b.output("y2", onnx_type::float32, {-1});
+  const ::onnx::ModelProto fm = b.build();
+  for (const char* preset : {"A8W8", "XINT8", "U8S8", "A16W8"}) {
+    CAPTURE(std::string(preset));
+    qo::memory_reader reader({{{"s", qo::tensor::from_floats({}, std::vector<float>{10.0f})}}});
+    qo::quantize_report rep;
+    const ::onnx::ModelProto qm =
+        to_proto(qo::quantize_model(to_model(fm), qo::get_default_config(preset), reader, &rep));
+    std::map<std::string, std::string> range_limit;  // Range output -> its limit input
+    std::string mul_in;
+    for (const auto& n : qm.graph().node()) {
+      if (n.op_type() == "Range")
+        range_limit[n.output(0)] = n.input(1);
+      if (n.op_type() == "Mul")
+        mul_in = n.input(0);
+      CHECK(n.name() != "u_QuantizeLinear");  // nothing but Range reads u: no pair
+    }
+    CHECK(range_limit["r"] == "s");
+    CHECK(range_limit["r2"] == "u");
+    CHECK(mul_in != "s");  // the Mul still reads the quantized s
+    CHECK(std::any_of(rep.notes.begin(), rep.notes.end(), [](const std::string& n) {
+      return n.find("graph: tensor 's' stays float where Range") == 0;
+    }));
+    if (!ort_available())
+      continue;
+    for (const float s : {7.0f, 3.0f, 9.0f, 10.0f}) {
+      CAPTURE(s);
+      npy_array in = npy_array::from(std::vector<float>{s});
+      in.shape.clear();  // a scalar
+      const auto ref = run_ort(fm, {in});
+      const auto got = run_ort(qm, {in});
+      // y2's length may move: u is computed from the quantized s (the Relu reads the pair).
+      REQUIRE(got.at("y").shape == ref.at("y").shape);  // the float model's length
+      CHECK(quark::metrics::cosine(ref.at("y").values<float>(), got.at("y").values<float>()) >=
+            0.99);
+    }
+  }
+}

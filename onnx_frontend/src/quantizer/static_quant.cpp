@@ -54,6 +54,26 @@ using qz::node_choice;
 using qz::qp;
 using qz::tspec;
 
+/// Whether input `k` of `n` decides a shape or a count rather than carrying data: Range's start /
+/// limit / delta (the number of elements), Resize / Upsample scales, OneHot depth and
+/// NonMaxSuppression's box count and thresholds. These slots take float tensors, so a quantized
+/// tensor's DequantizeLinear output could reach them: a length of 10 in MXFP4 is 8 and the
+/// window, the resized image or the one-hot axis changes size. They read the float tensor.
+bool shape_slot(const ::onnx::NodeProto& n, int k, std::int64_t opset) {
+  if (!n.domain().empty() && n.domain() != "ai.onnx")
+    return false;
+  const std::string& op = n.op_type();
+  if (op == "Range")
+    return true;
+  if (op == "Resize")
+    return opset < 11 ? k == 1 : k == 2;
+  if (op == "Upsample" || op == "OneHot")
+    return k == 1;
+  if (op == "NonMaxSuppression")
+    return k >= 2;
+  return false;
+}
+
 /// How an op's inputs are treated (quark-spec §7.3).
 struct op_rule {
   std::vector<std::size_t> act_inputs;  ///< activation input slots (empty + all_inputs: every one)
@@ -2325,6 +2345,29 @@ std::string static_quantizer::additional_pair(std::vector<::onnx::NodeProto>& si
 
 void static_quantizer::emit_activation(const std::string& name, const act_entry& e) {
   const std::optional<std::size_t> prod = users_.producer(name);
+  // Consumers that read `name` only in shape slots (shape_slot) keep the float tensor; the pair
+  // serves the others. A tensor nothing else reads gets no pair.
+  std::vector<std::size_t> data_readers;
+  std::vector<std::size_t> float_readers;
+  {
+    const auto& g = proto(m_).graph();
+    const std::int64_t opset = m_.opset("").value_or(1);
+    for (const std::size_t c : users_.consumers(name)) {
+      const auto& n = g.node(static_cast<int>(c));
+      bool data = false;
+      for (int k = 0; k < n.input_size(); ++k)
+        data = data || (n.input(k) == name && !shape_slot(n, k, opset));
+      (data ? data_readers : float_readers).push_back(c);
+    }
+    for (const std::size_t c : float_readers) {
+      report_.notes.push_back("graph: tensor '" + name + "' stays float where " +
+                              g.node(static_cast<int>(c)).op_type() + " '" + nodes_[c].name +
+                              "' reads it as a shape or count input (quantizing it would change "
+                              "that node's output size)");
+    }
+    if (data_readers.empty() && !graph_outputs_.contains(name))
+      return;
+  }
   const std::string s_name = name + "_scale";
   const std::string z_name = name + "_zero_point";
   const bool cast_form = is_fp16(e.spec.type);
@@ -2375,7 +2418,7 @@ void static_quantizer::emit_activation(const std::string& name, const act_entry&
   if (opt_.dedicated_qdq_pair) {
     std::size_t k = 0;
     const std::string src = q_input(name);
-    for (const std::size_t c : users_.consumers(name)) {
+    for (const std::size_t c : data_readers) {
       const std::string sfx = "_" + std::to_string(k++);
       const std::string q = name + "_QuantizeLinear_Output" + sfx;
       const std::string dq = name + "_DequantizeLinear_Output" + sfx;
@@ -2387,21 +2430,23 @@ void static_quantizer::emit_activation(const std::string& name, const act_entry&
   } else if (is_output && prod) {
     const std::string src = name + "_QuantizeLinear_Input";
     rename_output_[name] = src;
-    emit_pair(sink, name, e, "", q_input(src), name + "_QuantizeLinear_Output", name,
-              users_.consumers(name));
-    for (const std::size_t c : users_.consumers(name)) {
+    emit_pair(sink, name, e, "", q_input(src), name + "_QuantizeLinear_Output", name, data_readers);
+    for (const std::size_t c : data_readers) {
       if (const auto cs = consumer_spec(c))
         rewire_node_[{c, name}] = additional_pair(sink, name, e, name, nodes_[c].name, *cs, {c});
     }
+    for (const std::size_t c : float_readers)
+      rewire_node_[{c, name}] = src;
   } else {
     const std::string dq = name + "_DequantizeLinear_Output";
-    emit_pair(sink, name, e, "", q_input(name), name + "_QuantizeLinear_Output", dq,
-              users_.consumers(name));
+    emit_pair(sink, name, e, "", q_input(name), name + "_QuantizeLinear_Output", dq, data_readers);
     rewire_[name] = dq;
-    for (const std::size_t c : users_.consumers(name)) {
+    for (const std::size_t c : data_readers) {
       if (const auto cs = consumer_spec(c))
         rewire_node_[{c, name}] = additional_pair(sink, name, e, dq, nodes_[c].name, *cs, {c});
     }
+    for (const std::size_t c : float_readers)
+      rewire_node_[{c, name}] = name;
   }
 }
 

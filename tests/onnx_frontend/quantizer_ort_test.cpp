@@ -1271,15 +1271,22 @@ TEST_CASE("a tensor read as Range's limit stays float there: the output keeps it
   b.node("Range", {"zero", "u", "one"}, {"r2"});
   b.node("Add", {"r", "t"}, {"y"});
   b.node("Add", {"r2", "t"}, {"y2"});
+  b.node("Range", {"zero", "t", "one"}, {"r3"});  // t, a graph output, as the limit
+  b.node("Add", {"r3", "one"}, {"y3"});
   b.output("y", onnx_type::float32, {-1});
   b.output("y2", onnx_type::float32, {-1});
+  b.output("y3", onnx_type::float32, {-1});
+  b.output("t", onnx_type::float32, {});
   const ::onnx::ModelProto fm = b.build();
-  for (const char* preset : {"A8W8", "XINT8", "U8S8", "A16W8"}) {
+  for (const char* preset : {"A8W8", "XINT8", "U8S8", "A16W8", "A8W8+DedicatedQDQPair"}) {
     CAPTURE(std::string(preset));
+    const bool dedicated = std::string(preset).ends_with("+DedicatedQDQPair");
+    qo::qconfig cfg = qo::get_default_config(dedicated ? "A8W8" : preset);
+    if (dedicated)
+      cfg.extra_options.set("DedicatedQDQPair", true);
     qo::memory_reader reader({{{"s", qo::tensor::from_floats({}, std::vector<float>{10.0f})}}});
     qo::quantize_report rep;
-    const ::onnx::ModelProto qm =
-        to_proto(qo::quantize_model(to_model(fm), qo::get_default_config(preset), reader, &rep));
+    const ::onnx::ModelProto qm = to_proto(qo::quantize_model(to_model(fm), cfg, reader, &rep));
     std::map<std::string, std::string> range_limit;  // Range output -> its limit input
     std::string mul_in;
     for (const auto& n : qm.graph().node()) {
@@ -1287,11 +1294,13 @@ TEST_CASE("a tensor read as Range's limit stays float there: the output keeps it
         range_limit[n.output(0)] = n.input(1);
       if (n.op_type() == "Mul")
         mul_in = n.input(0);
-      CHECK(n.name() != "u_QuantizeLinear");  // nothing but Range reads u: no pair
+      CHECK(!n.name().starts_with("u_QuantizeLinear"));  // nothing but Range reads u: no pair
     }
     CHECK(range_limit["r"] == "s");
     CHECK(range_limit["r2"] == "u");
-    CHECK(mul_in != "s");  // the Mul still reads the quantized s
+    // The graph output t keeps its name on the DequantizeLinear; Range reads the Mul's output.
+    CHECK(range_limit["r3"] == (dedicated ? "t" : "t_QuantizeLinear_Input"));
+    CHECK(mul_in.starts_with("s_DequantizeLinear_Output"));  // the Mul still reads s quantized
     CHECK(std::any_of(rep.notes.begin(), rep.notes.end(), [](const std::string& n) {
       return n.find("graph: tensor 's' stays float where Range") == 0;
     }));

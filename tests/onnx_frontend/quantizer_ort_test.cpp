@@ -1319,3 +1319,66 @@ TEST_CASE("a tensor read as Range's limit stays float there: the output keeps it
     }
   }
 }
+
+TEST_CASE("sizes computed from a tensor's shape stay float: another input size keeps its shape") {
+  // An exported `interpolate(scale_factor=1.7)`: Shape -> Slice -> Cast(float) -> Mul 1.7 ->
+  // Cast(int64) -> Concat -> Resize sizes. The Mul is an op every preset quantizes; calibrated on
+  // 10x10 its range is [0, 17], so a 20x20 input (34 wanted) was clipped to 17 and resized to
+  // 17x17. The size arithmetic stays float (shape_computed_values in static_quant.cpp), and a
+  // size mixed into data (the Div) is read float while the data is quantized.
+  model_builder b(13, 7);
+  b.input("x", onnx_type::float32, {1, 3, -1, -1});
+  b.initializer("st", onnx_type::int64, {1}, std::vector<std::int64_t>{2});
+  b.initializer("en", onnx_type::int64, {1}, std::vector<std::int64_t>{4});
+  b.initializer("k", onnx_type::float32, {1}, std::vector<float>{1.7f});
+  b.initializer("nc", onnx_type::int64, {2}, std::vector<std::int64_t>{1, 3});
+  b.initializer("w", onnx_type::float32, {4, 3, 3, 3}, random_floats(108, 21));
+  b.initializer("i1", onnx_type::int64, {}, std::vector<std::int64_t>{1});
+  b.node("Shape", {"x"}, {"s"});
+  b.node("Slice", {"s", "st", "en"}, {"hw"});
+  b.node("Cast", {"hw"}, {"hwf"}, {attr_int("to", onnx_type::float32)});
+  b.node("Mul", {"hwf", "k"}, {"hwk"});
+  b.node("Cast", {"hwk"}, {"hwi"}, {attr_int("to", onnx_type::int64)});
+  b.node("Concat", {"nc", "hwi"}, {"sz"}, {attr_int("axis", 0)});
+  b.node("Resize", {"x", "", "", "sz"}, {"r"}, {attr_string("mode", "nearest")});
+  b.node("Conv", {"r", "w"}, {"c"}, {attr_ints("pads", {1, 1, 1, 1})});
+  b.node("Gather", {"hwf", "i1"}, {"wf"}, {attr_int("axis", 0)});  // the width, a float scalar
+  b.node("Div", {"c", "wf"}, {"y"});                               // data divided by a size
+  b.output("y", onnx_type::float32, {1, 4, -1, -1});
+  const ::onnx::ModelProto fm = b.build();
+  for (const char* preset : {"A8W8", "XINT8", "U8S8", "A16W8", "BF16"}) {
+    CAPTURE(std::string(preset));
+    std::vector<qo::calib_sample> calib;
+    for (std::uint32_t i = 0; i < 2; ++i)
+      calib.push_back(sample_for("x", {1, 3, 10, 10}, 40 + i));
+    qo::memory_reader reader(calib);
+    qo::quantize_report rep;
+    const ::onnx::ModelProto qm =
+        to_proto(qo::quantize_model(to_model(fm), qo::get_default_config(preset), reader, &rep));
+    for (const auto& n : qm.graph().node()) {
+      CAPTURE(n.name());
+      if (n.op_type() == "Mul")
+        CHECK(n.input(0) == "hwf");  // no pair on the size arithmetic
+      if (n.op_type() == "Cast" && n.output(0) == "hwi")
+        CHECK(n.input(0) == "hwk");
+      if (n.op_type() == "Div") {
+        CHECK(n.input(0) != "c");   // the data is quantized...
+        CHECK(n.input(1) == "wf");  // ...the size it is divided by is not
+      }
+    }
+    CHECK(std::any_of(rep.notes.begin(), rep.notes.end(), [](const std::string& n) {
+      return n.starts_with("graph: ") && n.find("from tensor shapes only") != std::string::npos &&
+             n.find("(Mul") != std::string::npos;
+    }));
+    if (!ort_available())
+      continue;
+    for (const std::size_t side : {10u, 20u, 7u}) {
+      CAPTURE(side);
+      const auto in = npy_array::from(random_floats(3 * side * side, 70), {1, 3, side, side});
+      const auto ref = run_ort(fm, {in}).at("y");
+      const auto got = run_ort(qm, {in}).at("y");
+      REQUIRE(got.shape == ref.shape);  // 1x4x17x17 at 10, 34x34 at 20, 11x11 at 7
+      CHECK(quark::metrics::cosine(ref.values<float>(), got.values<float>()) >= 0.98);
+    }
+  }
+}

@@ -606,6 +606,53 @@ std::set<std::string> half_precision_values(const model& m) {
   return out;
 }
 
+/// The values a graph computes from tensor shapes alone: the outputs of Shape / Size and of every
+/// node whose inputs are such values or constants (initializers, Constant outputs, values made
+/// from constants only), as in `Cast(Slice(Shape(x))) * 1.7 -> Cast(int64) -> Resize sizes` or
+/// `Range(0, Cast(seq_len))` positions. Their float ones are not activations: calibration sees
+/// only the calibration inputs' sizes, so a range taken there clips another size (a model
+/// calibrated at 10x10 would resize a 20x20 input to the 10x10 result), and a rounded size
+/// changes an output's shape. Nodes with subgraphs and random ops end the propagation.
+std::set<std::string> shape_computed_values(const std::vector<node_info>& nodes,
+                                            const std::vector<std::size_t>& topo,
+                                            const std::set<std::string>& inits) {
+  std::set<std::string> constant(inits.begin(), inits.end());
+  std::set<std::string> shape;
+  for (const std::size_t i : topo) {
+    const node_info& n = nodes[i];
+    const bool std_domain = n.domain.empty() || n.domain == "ai.onnx";
+    if (std_domain && (n.op_type == "Shape" || n.op_type == "Size")) {
+      shape.insert(n.outputs.begin(), n.outputs.end());
+      continue;
+    }
+    if (std_domain && n.op_type == "Constant") {
+      constant.insert(n.outputs.begin(), n.outputs.end());
+      continue;
+    }
+    if (!std_domain || n.op_type == "If" || n.op_type == "Loop" || n.op_type == "Scan" ||
+        n.op_type == "SequenceMap" || n.op_type.starts_with("Random") || n.op_type == "Bernoulli" ||
+        n.op_type == "Multinomial") {
+      continue;
+    }
+    bool from_shape = false;
+    bool known = false;
+    bool all_known = true;
+    for (const auto& x : n.inputs) {
+      if (x.empty())
+        continue;
+      known = true;
+      if (shape.contains(x))
+        from_shape = true;
+      else if (!constant.contains(x))
+        all_known = false;
+    }
+    if (!known || !all_known)
+      continue;
+    (from_shape ? shape : constant).insert(n.outputs.begin(), n.outputs.end());
+  }
+  return shape;
+}
+
 /// Input k of `n`, "" past its last one.
 std::string node_input(const node_info& n, std::size_t k) {
   return k < n.inputs.size() ? n.inputs[k] : std::string{};
@@ -706,6 +753,8 @@ class static_quantizer {
   std::map<std::string, std::vector<std::size_t>> readers_;  ///< value -> reading nodes_ indices
   std::map<std::string, std::size_t> producer_;              ///< value -> producing nodes_ index
   std::set<std::string> half_values_;
+  std::set<std::string> shape_values_;    ///< shape_computed_values: never activations
+  std::vector<std::string> shape_nodes_;  ///< nodes kept float for computing shapes (a note)
   bool extended_ = false;  ///< the extended QDQ flow: a quantized node uses a non-8-bit type
   // Calibration.
   std::map<std::string, qz::calib_request> requests_;
@@ -754,6 +803,7 @@ static_quantizer::static_quantizer(model& m, const qconfig& cfg, const qz::plan&
       node_quantized_(nodes_.size()) {
   for (auto& n : m_.initializer_names())
     inits_.insert(n);
+  shape_values_ = shape_computed_values(nodes_, topo_, inits_);
   // The extended QDQ flow: some quantized node uses a type other than int8 / uint8.
   for (const auto& c : pl_.nodes) {
     for (const auto* t : {&c.input, &c.output, &c.weight}) {
@@ -976,7 +1026,8 @@ const qz::tensor_facts* static_quantizer::facts(const std::string& n) const {
 
 bool static_quantizer::is_float_act(const std::string& n) const {
   const auto* f = facts(n);
-  return f != nullptr && f->type == dtype_id::float32 && !half_values_.contains(n);
+  return f != nullptr && f->type == dtype_id::float32 && !half_values_.contains(n) &&
+         !shape_values_.contains(n);
 }
 
 /// Quantizes the activation `n` with spec `s` (its overrides applied); `share` names a tensor
@@ -1026,6 +1077,20 @@ void static_quantizer::select_nodes() {
   selected_ = true;
   for (const std::size_t i : topo_)
     select_node(i);
+  if (!shape_nodes_.empty()) {
+    std::string list;
+    for (std::size_t k = 0; k < shape_nodes_.size() && k < 4; ++k)
+      list += (k ? ", " : "") + shape_nodes_[k];
+    if (shape_nodes_.size() > 4)
+      list += ", ...";
+    report_.notes.push_back(
+        "graph: " + std::to_string(shape_nodes_.size()) +
+        (shape_nodes_.size() == 1 ? " node computes" : " nodes compute") +
+        " from tensor shapes only and stay" + (shape_nodes_.size() == 1 ? "s" : "") + " float (" +
+        list +
+        (shape_nodes_.size() == 1 ? "): its values are sizes" : "): their values are sizes") +
+        ", which calibration on other input sizes cannot range");
+  }
 }
 
 /// Node i's activation inputs, weight, bias and outputs (quark-spec §7.3), as its op rule and
@@ -1036,6 +1101,20 @@ void static_quantizer::select_node(std::size_t i) {
   auto& count = report_.op_types[n.op_type];
   if (!c.quantize) {
     ++count.kept_float;
+    return;
+  }
+  // A node computing sizes (shape_computed_values) stays float, its constants too.
+  if (!n.outputs.empty() && std::all_of(n.outputs.begin(), n.outputs.end(), [&](const auto& o) {
+        return o.empty() || shape_values_.contains(o);
+      })) {
+    ++count.kept_float;
+    // Named in the note when it makes a float value (a quantizer would have looked at it).
+    if (std::any_of(n.outputs.begin(), n.outputs.end(), [&](const auto& o) {
+          const auto* f = facts(o);
+          return f != nullptr && f->type == dtype_id::float32;
+        })) {
+      shape_nodes_.push_back(n.op_type + (n.name.empty() ? "" : " '" + n.name + "'"));
+    }
     return;
   }
   const op_rule r = rule_for(n.op_type);

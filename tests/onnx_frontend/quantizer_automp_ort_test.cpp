@@ -924,3 +924,28 @@ TEST_CASE("EvalMetrics: an integer output is compared by its values, as in ONNX 
   CHECK(rep.eval->cosine_mean == doctest::Approx(cos_sum / n_samples).epsilon(1e-6));
   CHECK(rep.eval->l2_mean == doctest::Approx(l2_sum / n_samples).epsilon(1e-3));
 }
+
+TEST_CASE("EvalMetrics: outputs of another size are an error naming the output") {
+  // NonZero of quantized data: 0.01 next to 10 rounds to 0 in int8 (scale 10/127), so the
+  // quantized model finds fewer non-zero values than the float one; there is nothing to compare
+  // value by value, and no model is written.
+  model_builder b(13);
+  b.input("x", onnx_type::float32, {8});
+  b.initializer("k", onnx_type::float32, {}, std::vector<float>{1.0f});
+  b.node("Mul", {"x", "k"}, {"m"});
+  b.node("NonZero", {"m"}, {"nz"});
+  b.output("nz", onnx_type::int64, {1, -1});
+  const fs::path dir = work_dir();
+  save_proto(b.build(), dir / "nonzero.onnx");
+  qo::qconfig cfg = qo::get_default_config("A8W8");
+  cfg.extra_options.set("EvalMetrics", true);
+  const std::vector<float> x{10.0f, 0.01f, -0.01f, 5.0f, 0.02f, -3.0f, 0.015f, 1.0f};
+  qo::memory_reader reader({{{"x", qo::tensor::from_floats({8}, x)}}});
+  const fs::path out = dir / "nonzero_q.onnx";
+  fs::remove(out);
+  CHECK_THROWS_WITH(
+      qo::quantize_model(dir / "nonzero.onnx", out, cfg, reader),
+      doctest::Contains("quark.eval.shape: output 'nz': the float model gives 8 values, the "
+                        "quantized model 4"));
+  CHECK_FALSE(fs::exists(out));
+}
